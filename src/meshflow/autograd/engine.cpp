@@ -1,0 +1,92 @@
+#include "meshflow/autograd/engine.h"
+
+#include <queue>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "meshflow/autograd/grad_mode.h"
+#include "meshflow/autograd/node.h"
+#include "meshflow/ops/ops.h"
+
+namespace mf {
+
+namespace {
+
+struct LaterFirst {
+  bool operator()(const std::shared_ptr<Node>& a, const std::shared_ptr<Node>& b) const {
+    return a->sequence_nr() < b->sequence_nr();
+  }
+};
+
+void accumulate(std::vector<Tensor>& slots, size_t nslots, uint32_t idx, const Tensor& g) {
+  if (slots.size() < nslots) slots.resize(nslots);
+  Tensor& s = slots.at(idx);
+  s = s.defined() ? add(s, g) : g;
+}
+
+}  // namespace
+
+void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads, bool retain_graph) {
+  MF_CHECK(roots.size() == grads.size(), "backward: ", roots.size(), " outputs but ", grads.size(), " gradients");
+  NoGradGuard no_grad;
+
+  // Count, for every node reachable from the roots, how many edges feed it.
+  std::unordered_map<Node*, int> deps;
+  std::unordered_set<Node*> seen;
+  std::vector<Node*> stack;
+  std::vector<Edge> root_edges;
+  for (size_t i = 0; i < roots.size(); ++i) {
+    Edge e = gradient_edge(roots[i]);
+    MF_CHECK(e.node != nullptr, "backward: output ", i, " ", roots[i].str(),
+             " does not require grad (no input of its graph has requires_grad=true)");
+    MF_CHECK(grads[i].shape() == roots[i].shape() && grads[i].dtype() == roots[i].dtype(), "backward: gradient ",
+             grads[i].str(), " does not match output ", roots[i].str());
+    root_edges.push_back(e);
+    if (seen.insert(e.node.get()).second) stack.push_back(e.node.get());
+  }
+  while (!stack.empty()) {
+    Node* n = stack.back();
+    stack.pop_back();
+    for (const Edge& e : n->next_edges) {
+      if (!e.node) continue;
+      ++deps[e.node.get()];
+      if (seen.insert(e.node.get()).second) stack.push_back(e.node.get());
+    }
+  }
+
+  std::unordered_map<Node*, std::vector<Tensor>> buffers;
+  std::priority_queue<std::shared_ptr<Node>, std::vector<std::shared_ptr<Node>>, LaterFirst> ready;
+  std::unordered_set<Node*> queued;
+  for (size_t i = 0; i < roots.size(); ++i) {
+    const Edge& e = root_edges[i];
+    accumulate(buffers[e.node.get()], e.node->outputs.size(), e.input_nr, grads[i]);
+    if (deps[e.node.get()] == 0 && queued.insert(e.node.get()).second) ready.push(e.node);
+  }
+
+  while (!ready.empty()) {
+    std::shared_ptr<Node> n = ready.top();
+    ready.pop();
+    std::vector<Tensor> in = std::move(buffers[n.get()]);
+    buffers.erase(n.get());
+    in.resize(n->outputs.size());
+    for (size_t i = 0; i < in.size(); ++i)
+      if (!in[i].defined()) in[i] = zeros(n->outputs[i].shape, n->outputs[i].dtype, n->outputs[i].device);
+    std::vector<Tensor> out = n->apply(std::move(in));
+    if (!retain_graph) n->release();
+    MF_CHECK(out.size() == n->next_edges.size() || n->next_edges.empty(), "backward of '", n->name(), "' returned ",
+             out.size(), " gradients for ", n->next_edges.size(), " inputs");
+    for (size_t i = 0; i < n->next_edges.size(); ++i) {
+      const Edge& e = n->next_edges[i];
+      if (!e.node) continue;
+      if (out[i].defined()) {
+        const OutputMeta& m = e.node->outputs.at(e.input_nr);
+        MF_CHECK(out[i].shape() == m.shape, "backward of '", n->name(), "': gradient ", i, " has shape ",
+                 shape_str(out[i].shape()), ", expected ", shape_str(m.shape));
+        accumulate(buffers[e.node.get()], e.node->outputs.size(), e.input_nr, out[i]);
+      }
+      if (--deps[e.node.get()] == 0) ready.push(e.node);
+    }
+  }
+}
+
+}  // namespace mf

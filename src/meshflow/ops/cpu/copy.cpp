@@ -1,0 +1,150 @@
+// CPU kernels: strided copy, dtype casts, fill, in-place accumulate.
+#include <vector>
+
+#include "meshflow/ops/cpu/common.h"
+#include "meshflow/ops/cpu/register.h"
+#include "meshflow/ops/kernels.h"
+#include "meshflow/ops/registry.h"
+
+namespace mf::cpu {
+namespace {
+
+// Visits every element of a strided tensor pair (same shape) as (src offset, dst offset) in
+// elements, a row of the last axis at a time.
+template <class F>
+void for_each_row(const Shape& shape, const Strides& s1, const Strides& s2, F&& f) {
+  int64_t nd = static_cast<int64_t>(shape.size());
+  if (nd == 0) {
+    f(int64_t{0}, int64_t{0}, int64_t{1}, int64_t{1}, int64_t{1});
+    return;
+  }
+  int64_t inner = shape[nd - 1];
+  int64_t rows = inner == 0 ? 0 : shape_numel(shape) / inner;
+  parallel_for(rows, (1 << 15) / std::max<int64_t>(inner, 1), [&](int64_t lo, int64_t hi) {
+    for (int64_t row = lo; row < hi; ++row) {
+      int64_t rem = row, o1 = 0, o2 = 0;
+      for (int64_t d = nd - 2; d >= 0; --d) {
+        int64_t idx = rem % shape[d];
+        rem /= shape[d];
+        o1 += idx * s1[d];
+        o2 += idx * s2[d];
+      }
+      f(o1, o2, inner, s1[nd - 1], s2[nd - 1]);
+    }
+  });
+}
+
+template <class U>  // U: an unsigned integer type of the element's size
+void copy_typed(const Tensor& src, const Tensor& dst) {
+  const U* s = static_cast<const U*>(src.raw_data());
+  U* d = static_cast<U*>(dst.raw_data());
+  if (src.is_contiguous() && dst.is_contiguous()) {
+    parallel_for(src.numel(), 1 << 16, [&](int64_t lo, int64_t hi) { std::memcpy(d + lo, s + lo, (hi - lo) * sizeof(U)); });
+    return;
+  }
+  for_each_row(src.shape(), src.strides(), dst.strides(), [&](int64_t os, int64_t od, int64_t n, int64_t ss, int64_t sd) {
+    if (ss == 1 && sd == 1) {
+      std::memcpy(d + od, s + os, n * sizeof(U));
+    } else {
+      for (int64_t i = 0; i < n; ++i) d[od + i * sd] = s[os + i * ss];
+    }
+  });
+}
+
+void copy_kernel(const Tensor& src, const Tensor& dst) {
+  switch (dtype_nbytes(src.dtype())) {
+    case 1: return copy_typed<uint8_t>(src, dst);
+    case 2: return copy_typed<uint16_t>(src, dst);
+    case 4: return copy_typed<uint32_t>(src, dst);
+    case 8: return copy_typed<uint64_t>(src, dst);
+  }
+}
+
+template <class T> inline double widen(T v) { return static_cast<double>(v); }
+inline double widen(BFloat16 v) { return static_cast<float>(v); }
+inline double widen(Float16 v) { return static_cast<float>(v); }
+
+template <class D, class S>
+inline D convert(S s) {
+  if constexpr (std::is_same_v<D, S>) {
+    return s;
+  } else if constexpr (std::is_same_v<D, bool>) {
+    return widen(s) != 0.0;
+  } else if constexpr (std::is_same_v<D, BFloat16> || std::is_same_v<D, Float16>) {
+    if constexpr (std::is_same_v<S, double>) return D(static_cast<float>(s));
+    else return D(static_cast<float>(widen(s)));
+  } else if constexpr (std::is_same_v<S, BFloat16> || std::is_same_v<S, Float16>) {
+    return static_cast<D>(static_cast<float>(s));
+  } else {
+    return static_cast<D>(s);
+  }
+}
+
+template <class S, class D>
+void cast_to(const Tensor& src, const Tensor& dst) {
+  const S* s = static_cast<const S*>(src.raw_data());
+  D* d = static_cast<D*>(dst.raw_data());
+  parallel_for(src.numel(), 1 << 15, [&](int64_t lo, int64_t hi) {
+    for (int64_t i = lo; i < hi; ++i) d[i] = convert<D>(s[i]);
+  });
+}
+
+template <class S>
+void cast_kernel(const Tensor& src, const Tensor& dst) {
+  switch (dst.dtype()) {
+    case DType::kF32: return cast_to<S, float>(src, dst);
+    case DType::kF64: return cast_to<S, double>(src, dst);
+    case DType::kBF16: return cast_to<S, BFloat16>(src, dst);
+    case DType::kF16: return cast_to<S, Float16>(src, dst);
+    case DType::kI32: return cast_to<S, int32_t>(src, dst);
+    case DType::kI64: return cast_to<S, int64_t>(src, dst);
+    case DType::kBool: return cast_to<S, bool>(src, dst);
+  }
+}
+
+template <class T>
+void fill_kernel(const Tensor& dst, double value) {
+  T v = convert<T>(value);
+  T* d = static_cast<T*>(dst.raw_data());
+  if (dst.is_contiguous()) {
+    parallel_for(dst.numel(), 1 << 16, [&](int64_t lo, int64_t hi) { std::fill(d + lo, d + hi, v); });
+    return;
+  }
+  for_each_row(dst.shape(), dst.strides(), dst.strides(), [&](int64_t, int64_t od, int64_t n, int64_t, int64_t sd) {
+    for (int64_t i = 0; i < n; ++i) d[od + i * sd] = v;
+  });
+}
+
+template <class T>
+void add_inplace_kernel(const Tensor& dst, const Tensor& src, double alpha) {
+  T* d = dst.data<T>();
+  const T* s = src.data<T>();
+  T a = static_cast<T>(alpha);
+  parallel_for(dst.numel(), 1 << 15, [&](int64_t lo, int64_t hi) {
+#pragma omp simd
+    for (int64_t i = lo; i < hi; ++i) d[i] += a * s[i];
+  });
+}
+
+template <class T>
+void register_cast_for(KernelRegistry& r) {
+  r.add<kernels::Cast>("cast", DeviceType::kCPU, DTypeOf<T>::value, cast_kernel<T>);
+  r.add<kernels::Fill>("fill", DeviceType::kCPU, DTypeOf<T>::value, fill_kernel<T>);
+  r.add<kernels::Copy>("copy", DeviceType::kCPU, DTypeOf<T>::value, copy_kernel);
+}
+
+}  // namespace
+
+void register_copy(KernelRegistry& r) {
+  register_cast_for<float>(r);
+  register_cast_for<double>(r);
+  register_cast_for<BFloat16>(r);
+  register_cast_for<Float16>(r);
+  register_cast_for<int32_t>(r);
+  register_cast_for<int64_t>(r);
+  register_cast_for<bool>(r);
+  r.add<kernels::AddInplace>("add_inplace", DeviceType::kCPU, DType::kF32, add_inplace_kernel<float>);
+  r.add<kernels::AddInplace>("add_inplace", DeviceType::kCPU, DType::kF64, add_inplace_kernel<double>);
+}
+
+}  // namespace mf::cpu

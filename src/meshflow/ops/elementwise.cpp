@@ -1,0 +1,113 @@
+// Elementwise ops with broadcasting, scalar ops and activations; backward via sum_to.
+#include "meshflow/ops/op_utils.h"
+
+namespace mf {
+
+using kernels::BinaryOp;
+using kernels::UnaryOp;
+
+namespace {
+
+Tensor binary(BinaryOp op, const char* name, const Tensor& a, const Tensor& b) {
+  detail::check_float(a, name, "a");
+  detail::check_float(b, name, "b");
+  detail::check_same_dtype(a, b, name);
+  Shape shape = broadcast_shapes(a.shape(), b.shape(), name);
+  Tensor out = empty(shape, a.dtype(), a.device());
+  kernel<kernels::Binary>("binary", a.device(), a.dtype())(op, expand(a.detach(), shape), expand(b.detach(), shape), out);
+  if (!any_requires_grad({a, b})) return out;
+  bool ga = a.requires_grad(), gb = b.requires_grad();
+  Tensor sa = a.detach(), sb = b.detach(), so = out.detach();
+  record(name, {a, b}, {out}, [op, ga, gb, sa, sb, so](const std::vector<Tensor>& g) -> std::vector<Tensor> {
+    const Tensor& go = g[0];
+    Tensor da, db;
+    switch (op) {
+      case BinaryOp::kAdd:
+        if (ga) da = sum_to(go, sa.shape());
+        if (gb) db = sum_to(go, sb.shape());
+        break;
+      case BinaryOp::kSub:
+        if (ga) da = sum_to(go, sa.shape());
+        if (gb) db = neg(sum_to(go, sb.shape()));
+        break;
+      case BinaryOp::kMul:
+        if (ga) da = sum_to(mul(go, sb), sa.shape());
+        if (gb) db = sum_to(mul(go, sa), sb.shape());
+        break;
+      case BinaryOp::kDiv:
+        if (ga) da = sum_to(div(go, sb), sa.shape());
+        if (gb) db = neg(sum_to(div(mul(go, so), sb), sb.shape()));
+        break;
+    }
+    return {da, db};
+  });
+  return out;
+}
+
+Tensor unary(UnaryOp op, const char* name, const Tensor& x, double alpha) {
+  detail::check_float(x, name, "x");
+  Tensor xc = contiguous(x.detach());
+  Tensor out = empty(x.shape(), x.dtype(), x.device());
+  kernel<kernels::Unary>("unary", x.device(), x.dtype())(op, alpha, xc, out);
+  if (!any_requires_grad({x})) return out;
+  bool keep_x = op == UnaryOp::kLog || op >= UnaryOp::kGeluTanh;
+  bool keep_out = op == UnaryOp::kExp || op == UnaryOp::kSqrt;
+  Tensor sx = keep_x ? xc : Tensor(), so = keep_out ? out.detach() : Tensor();
+  record(name, {x}, {out}, [op, alpha, xc = sx, so](const std::vector<Tensor>& g) -> std::vector<Tensor> {
+    switch (op) {
+      case UnaryOp::kNeg: return {neg(g[0])};
+      case UnaryOp::kScale: return {scale(g[0], alpha)};
+      case UnaryOp::kAddScalar: return {g[0]};
+      case UnaryOp::kExp: return {mul(g[0], so)};
+      case UnaryOp::kLog: return {div(g[0], xc)};
+      case UnaryOp::kSqrt: return {div(scale(g[0], 0.5), so)};
+      case UnaryOp::kGeluTanh: return {gelu_backward(g[0], xc, true)};
+      case UnaryOp::kGeluErf: return {gelu_backward(g[0], xc, false)};
+      case UnaryOp::kSilu: return {silu_backward(g[0], xc)};
+      case UnaryOp::kRelu: return {relu_backward(g[0], xc)};
+    }
+    return {Tensor()};
+  });
+  return out;
+}
+
+Tensor activation_backward(UnaryOp op, const char* name, const Tensor& dy, const Tensor& x) {
+  detail::check_float(dy, name, "dy");
+  detail::check_float(x, name, "x");
+  detail::check_same_dtype(dy, x, name);
+  MF_CHECK(dy.shape() == x.shape(), name, ": dy ", dy.str(), " and x ", x.str(), " differ in shape");
+  Tensor dx = empty(x.shape(), x.dtype(), x.device());
+  kernel<kernels::ActivationBackward>("activation_backward", x.device(), x.dtype())(op, contiguous(dy.detach()),
+                                                                                   contiguous(x.detach()), dx);
+  return dx;
+}
+
+}  // namespace
+
+Tensor add(const Tensor& a, const Tensor& b) { return binary(BinaryOp::kAdd, "add", a, b); }
+Tensor sub(const Tensor& a, const Tensor& b) { return binary(BinaryOp::kSub, "sub", a, b); }
+Tensor mul(const Tensor& a, const Tensor& b) { return binary(BinaryOp::kMul, "mul", a, b); }
+Tensor div(const Tensor& a, const Tensor& b) { return binary(BinaryOp::kDiv, "div", a, b); }
+Tensor scale(const Tensor& x, double s) { return unary(UnaryOp::kScale, "scale", x, s); }
+Tensor add_scalar(const Tensor& x, double s) { return unary(UnaryOp::kAddScalar, "add_scalar", x, s); }
+Tensor neg(const Tensor& x) { return unary(UnaryOp::kNeg, "neg", x, 0.0); }
+Tensor exp(const Tensor& x) { return unary(UnaryOp::kExp, "exp", x, 0.0); }
+Tensor log(const Tensor& x) { return unary(UnaryOp::kLog, "log", x, 0.0); }
+Tensor sqrt(const Tensor& x) { return unary(UnaryOp::kSqrt, "sqrt", x, 0.0); }
+Tensor gelu(const Tensor& x, bool tanh_approx) {
+  return unary(tanh_approx ? UnaryOp::kGeluTanh : UnaryOp::kGeluErf, "gelu", x, 0.0);
+}
+Tensor silu(const Tensor& x) { return unary(UnaryOp::kSilu, "silu", x, 0.0); }
+Tensor relu(const Tensor& x) { return unary(UnaryOp::kRelu, "relu", x, 0.0); }
+
+Tensor gelu_backward(const Tensor& dy, const Tensor& x, bool tanh_approx) {
+  return activation_backward(tanh_approx ? UnaryOp::kGeluTanh : UnaryOp::kGeluErf, "gelu_backward", dy, x);
+}
+Tensor silu_backward(const Tensor& dy, const Tensor& x) {
+  return activation_backward(UnaryOp::kSilu, "silu_backward", dy, x);
+}
+Tensor relu_backward(const Tensor& dy, const Tensor& x) {
+  return activation_backward(UnaryOp::kRelu, "relu_backward", dy, x);
+}
+
+}  // namespace mf

@@ -1,0 +1,119 @@
+// The public op API. Every op checks its inputs (throwing mf::Error naming the op and the
+// shapes), finds its kernel in the registry by (op, device, dtype), runs it, and — when grad
+// mode is on and an input requires grad — records a backward node whose formula uses these
+// same public ops. Float ops compute in f32 and f64; bf16/f16 are reached through cast().
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "meshflow/random/generator.h"
+#include "meshflow/tensor/tensor.h"
+
+namespace mf {
+
+// ---- elementwise, with numpy broadcasting (ops/elementwise.cpp)
+Tensor add(const Tensor& a, const Tensor& b);
+Tensor sub(const Tensor& a, const Tensor& b);
+Tensor mul(const Tensor& a, const Tensor& b);
+Tensor div(const Tensor& a, const Tensor& b);
+Tensor scale(const Tensor& x, double s);       // x * s
+Tensor add_scalar(const Tensor& x, double s);  // x + s
+Tensor neg(const Tensor& x);
+Tensor exp(const Tensor& x);
+Tensor log(const Tensor& x);
+Tensor sqrt(const Tensor& x);
+
+// ---- activations (ops/activation.cpp)
+Tensor gelu(const Tensor& x, bool tanh_approx = true);
+Tensor silu(const Tensor& x);
+Tensor relu(const Tensor& x);
+// Their gradients: dx = dy * f'(x).
+Tensor gelu_backward(const Tensor& dy, const Tensor& x, bool tanh_approx);
+Tensor silu_backward(const Tensor& dy, const Tensor& x);
+Tensor relu_backward(const Tensor& dy, const Tensor& x);
+
+// ---- reductions (ops/reduce.cpp); empty `axes` means all axes
+Tensor sum(const Tensor& x, const std::vector<int64_t>& axes = {}, bool keepdim = false);
+Tensor mean(const Tensor& x, const std::vector<int64_t>& axes = {}, bool keepdim = false);
+Tensor max(const Tensor& x, int64_t axis, bool keepdim = false);
+// Sums a broadcast result back to `shape` (the gradient of broadcasting).
+Tensor sum_to(const Tensor& x, const Shape& shape);
+
+// ---- shape and views (ops/shape_ops.cpp); views share storage
+Tensor reshape(const Tensor& x, const Shape& shape);  // view when possible, else copy; one -1 allowed
+Tensor view(const Tensor& x, const Shape& shape);     // view only; throws if strides don't allow it
+Tensor permute(const Tensor& x, const std::vector<int64_t>& dims);
+Tensor transpose(const Tensor& x, int64_t a, int64_t b);
+Tensor narrow(const Tensor& x, int64_t axis, int64_t start, int64_t length);
+Tensor expand(const Tensor& x, const Shape& shape);  // broadcast view (stride 0)
+Tensor unsqueeze(const Tensor& x, int64_t axis);
+Tensor squeeze(const Tensor& x, int64_t axis);
+Tensor contiguous(const Tensor& x);  // x itself when already contiguous
+Tensor clone(const Tensor& x);       // always a fresh contiguous copy
+Tensor cat(const std::vector<Tensor>& xs, int64_t axis);
+std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t axis);  // views; last may be shorter
+std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t axis);      // views
+
+// ---- indexing (ops/index.cpp); index tensors are i32 or i64, checked against bounds
+Tensor embedding(const Tensor& weight, const Tensor& ids);  // weight (V, C), ids (...) -> (..., C)
+Tensor index_select(const Tensor& x, int64_t axis, const Tensor& index);  // index (m)
+Tensor gather(const Tensor& x, int64_t axis, const Tensor& index);  // out[..i..] = x[..index[..i..]..]
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);  // cond bool, broadcast
+Tensor masked_fill(const Tensor& x, const Tensor& mask, double value);
+
+// ---- normalisation and softmax over the last axis (ops/norm.cpp, ops/softmax.cpp)
+Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps = 1e-5);
+Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps = 1e-6);
+Tensor softmax(const Tensor& x, int64_t axis = -1);
+Tensor log_softmax(const Tensor& x, int64_t axis = -1);
+
+// ---- randomness (ops/dropout.cpp, ops/init.cpp): numbers depend on (seed, stream, offset)
+// Zeroes each element with probability p and scales the rest by 1/(1-p); identity when
+// !training or p == 0. The mask is regenerated in backward, never stored.
+Tensor dropout(const Tensor& x, double p, bool training = true, Generator* gen = nullptr);
+void normal_(Tensor& t, double mean, double stddev, Generator* gen = nullptr);
+void uniform_(Tensor& t, double low, double high, Generator* gen = nullptr);
+
+// ---- fused attention (ops/attention.cpp)
+struct AttentionOptions {
+  bool causal = false;
+  Tensor key_padding_mask;  // optional bool (B, Tk): true = key is padding (masked out)
+  double scale = 0.0;       // 0: 1/sqrt(D)
+  double dropout_p = 0.0;   // on the attention probabilities
+  Generator* gen = nullptr;
+};
+// q (B, H, Tq, D), k and v (B, H, Tk, D), any strides with the last axis contiguous
+// (so q/k/v sliced from a fused (B, T, 3, H, D) projection need no copy) -> out (B, H, Tq, D).
+// Works on query blocks; memory is O(block x Tk) per thread, never (Tq x Tk) per head.
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                    const AttentionOptions& opts = {});
+
+// ---- losses (ops/cross_entropy.cpp)
+// logits (N, V), targets (N) integer -> mean loss over targets != ignore_index, shape ().
+// Fused: never materialises the probabilities; with label smoothing eps the target is
+// (1-eps) one-hot + eps/V uniform.
+Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index = -100,
+                     double label_smoothing = 0.0);
+
+// ---- rotary position embedding (ops/rope.cpp)
+// x (B, H, T, D) with D even: rotates pairs (i, i + D/2) of each head vector by angle
+// (t + position_offset) * base^(-2i/D) (the GPT-NeoX / Llama "rotate half" layout).
+Tensor rope(const Tensor& x, double base = 10000.0, int64_t position_offset = 0);
+
+// ---- matrix products (ops/matmul.cpp), through the BLAS with no copies for transposed views
+// a (..., M, K) @ b (..., K, N) -> (..., M, N), batch axes broadcast; 1-D operands as in numpy.
+Tensor matmul(const Tensor& a, const Tensor& b);
+// x (..., K), weight (N, K), bias (N) or undefined -> (..., N) = x weight^T + bias.
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
+
+// ---- dtype (ops/cast.cpp)
+Tensor cast(const Tensor& x, DType dtype);  // round-to-nearest-even into bf16/f16
+
+// ---- in place, never recorded by autograd (ops/inplace.cpp). They throw when grad mode is
+// on and `dst` requires grad: wrap optimizer updates in NoGradGuard.
+void fill_(Tensor& dst, double value);
+void copy_(Tensor& dst, const Tensor& src);  // same shape and dtype, any strides
+void add_(Tensor& dst, const Tensor& src, double alpha = 1.0);  // dst += alpha * src
+void scale_(Tensor& dst, double s);
+
+}  // namespace mf

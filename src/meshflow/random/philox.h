@@ -1,0 +1,52 @@
+// Philox4x32-10 (Salmon et al., SC'11): a counter-based generator. The value drawn for an
+// element depends only on (seed, stream, element offset in the logical tensor), so a tensor
+// computed whole or in pieces on many ranks draws identical numbers.
+#pragma once
+#include <cmath>
+#include <cstdint>
+
+namespace mf {
+
+struct Philox4x32 {
+  uint32_t v[4];
+};
+
+inline Philox4x32 philox4x32_10(uint32_t c0, uint32_t c1, uint32_t c2, uint32_t c3, uint32_t k0, uint32_t k1) {
+  constexpr uint32_t kM0 = 0xD2511F53u, kM1 = 0xCD9E8D57u, kW0 = 0x9E3779B9u, kW1 = 0xBB67AE85u;
+  for (int r = 0; r < 10; ++r) {
+    uint64_t p0 = static_cast<uint64_t>(kM0) * c0;
+    uint64_t p1 = static_cast<uint64_t>(kM1) * c2;
+    uint32_t n0 = static_cast<uint32_t>(p1 >> 32) ^ c1 ^ k0;
+    uint32_t n1 = static_cast<uint32_t>(p1);
+    uint32_t n2 = static_cast<uint32_t>(p0 >> 32) ^ c3 ^ k1;
+    uint32_t n3 = static_cast<uint32_t>(p0);
+    c0 = n0; c1 = n1; c2 = n2; c3 = n3;
+    k0 += kW0;
+    k1 += kW1;
+  }
+  return {{c0, c1, c2, c3}};
+}
+
+// The 4 words of block `block` of stream `stream` under `seed`.
+inline Philox4x32 philox_block(uint64_t seed, uint64_t stream, uint64_t block) {
+  return philox4x32_10(static_cast<uint32_t>(block), static_cast<uint32_t>(block >> 32),
+                       static_cast<uint32_t>(stream), static_cast<uint32_t>(stream >> 32),
+                       static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32));
+}
+
+// Uniform in [0, 1) with 24 random bits for logical element `index`.
+inline float philox_uniform(uint64_t seed, uint64_t stream, uint64_t index) {
+  Philox4x32 r = philox_block(seed, stream, index >> 2);
+  return static_cast<float>(r.v[index & 3] >> 8) * (1.0f / 16777216.0f);
+}
+
+// Standard normal for logical element `index` (Box-Muller on two words of one block).
+inline double philox_normal(uint64_t seed, uint64_t stream, uint64_t index) {
+  Philox4x32 r = philox_block(seed, stream, index >> 1);
+  uint32_t a = r.v[(index & 1) * 2], b = r.v[(index & 1) * 2 + 1];
+  double u1 = (static_cast<double>(a) + 1.0) * (1.0 / 4294967296.0);  // (0, 1]
+  double u2 = static_cast<double>(b) * (1.0 / 4294967296.0);
+  return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
+}
+
+}  // namespace mf

@@ -1,0 +1,39 @@
+// Allocators, one per device, that count current and peak bytes (memory reports and the
+// ZeRO tests read them). The CUDA backend adds a caching device allocator in the same slot.
+#pragma once
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+#include "meshflow/core/device.h"
+
+namespace mf {
+
+struct MemoryStats {
+  int64_t current_bytes = 0;
+  int64_t peak_bytes = 0;
+  int64_t num_allocs = 0;  // allocations made since start
+};
+
+class Allocator {
+ public:
+  virtual ~Allocator() = default;
+  void* allocate(size_t nbytes);
+  void deallocate(void* ptr, size_t nbytes);
+  MemoryStats stats() const;
+  void reset_peak();  // peak := current
+
+ protected:
+  virtual void* raw_allocate(size_t nbytes) = 0;
+  virtual void raw_deallocate(void* ptr, size_t nbytes) = 0;
+
+ private:
+  std::atomic<int64_t> current_{0}, peak_{0}, num_allocs_{0};
+};
+
+// The allocator serving `device`; throws if that device type has no backend in this build.
+Allocator& allocator_for(Device device);
+// Installs the allocator of a backend (called by the backend's init, e.g. CUDA's).
+void set_allocator(DeviceType type, Allocator* alloc);
+
+}  // namespace mf
