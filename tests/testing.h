@@ -144,3 +144,24 @@ inline std::vector<double> to_f64(const Tensor& t) { return mf::cast(t, DType::k
   } while (0)
 
 }  // namespace mft
+
+namespace mft {
+// f32 result against an f64 reference at relative tolerance rtol: each element's error is
+// measured against max(|ref|, 0.1 * max|ref|), so entries that cancel to ~0 are judged at the
+// tensor's scale rather than at their own.
+inline void expect_rel_close(const Tensor& got, const std::vector<double>& ref, double rtol, const std::string& what = "") {
+  double mx = 0;
+  for (double r : ref) mx = std::max(mx, std::abs(r));
+  std::vector<double> g = to_f64(got);
+  ASSERT_EQ(g.size(), ref.size()) << what;
+  int failures = 0;
+  for (size_t i = 0; i < g.size() && failures < 5; ++i) {
+    double denom = std::max(std::abs(ref[i]), 0.1 * mx);
+    if (!(std::abs(g[i] - ref[i]) <= rtol * denom)) {
+      ++failures;
+      ADD_FAILURE() << what << ": element " << i << " got " << g[i] << " expected " << ref[i] << " (rel err "
+                    << std::abs(g[i] - ref[i]) / denom << ")";
+    }
+  }
+}
+}  // namespace mft

@@ -52,7 +52,7 @@ Tensor embedding(const Tensor& weight, const Tensor& ids) {
   detail::check_index(ids, "embedding", "ids");
   Shape os = ids.shape();
   os.push_back(weight.shape(1));
-  Tensor flat = reshape(ids, {-1});
+  Tensor flat = reshape(detail::checked_index(ids, weight.shape(0), "embedding", "ids"), {-1});
   Tensor rows = index_select(weight, 0, flat);
   return reshape(rows, os);
 }

@@ -64,11 +64,13 @@ using SoftmaxForward = void(const Tensor& x, const Tensor& y, bool log);
 // dy, y (N, C) -> dx (N, C)
 using SoftmaxBackward = void(const Tensor& dy, const Tensor& y, const Tensor& dx, bool log);
 
-// out = x * keep / (1 - p), keep drawn from Philox(seed, stream, element offset). x, out
-// contiguous. Also the backward (same stream gives the same mask).
-using Dropout = void(const Tensor& x, const Tensor& out, double p, uint64_t seed, uint64_t stream);
-// dst contiguous: normal(mean, std) or uniform(low, high) from Philox(seed, stream, offset).
-using RandomFill = void(const Tensor& dst, bool normal, double a, double b, uint64_t seed, uint64_t stream);
+// out = x * keep / (1 - p), keep drawn from Philox(seed, stream, logical element offset). x,
+// out contiguous. Also the backward (same stream gives the same mask).
+using Dropout = void(const Tensor& x, const Tensor& out, double p, uint64_t seed, uint64_t stream,
+                     const LogicalSlice& slice);
+// dst contiguous: normal(mean, std) or uniform(low, high) from Philox(seed, stream, logical offset).
+using RandomFill = void(const Tensor& dst, bool normal, double a, double b, uint64_t seed, uint64_t stream,
+                        const LogicalSlice& slice);
 
 struct AttentionParams {
   bool causal = false;

@@ -67,12 +67,15 @@ Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps = 1e-6);
 Tensor softmax(const Tensor& x, int64_t axis = -1);
 Tensor log_softmax(const Tensor& x, int64_t axis = -1);
 
-// ---- randomness (ops/dropout.cpp, ops/init.cpp): numbers depend on (seed, stream, offset)
+// ---- randomness (ops/random_ops.cpp): element values depend on (seed, stream, offset of the
+// element in the logical tensor). `slice` says where a local piece sits in that logical tensor
+// (pieces split across ranks draw what the whole tensor would); empty = the piece is the whole.
 // Zeroes each element with probability p and scales the rest by 1/(1-p); identity when
 // !training or p == 0. The mask is regenerated in backward, never stored.
-Tensor dropout(const Tensor& x, double p, bool training = true, Generator* gen = nullptr);
-void normal_(Tensor& t, double mean, double stddev, Generator* gen = nullptr);
-void uniform_(Tensor& t, double low, double high, Generator* gen = nullptr);
+Tensor dropout(const Tensor& x, double p, bool training = true, Generator* gen = nullptr,
+               const LogicalSlice& slice = {});
+void normal_(Tensor& t, double mean, double stddev, Generator* gen = nullptr, const LogicalSlice& slice = {});
+void uniform_(Tensor& t, double low, double high, Generator* gen = nullptr, const LogicalSlice& slice = {});
 
 // ---- fused attention (ops/attention.cpp)
 struct AttentionOptions {

@@ -3,36 +3,40 @@
 
 namespace mf {
 
-Tensor dropout(const Tensor& x, double p, bool training, Generator* gen) {
+Tensor dropout(const Tensor& x, double p, bool training, Generator* gen, const LogicalSlice& slice) {
   detail::check_float(x, "dropout", "x");
   MF_CHECK(p >= 0.0 && p < 1.0, "dropout: p must be in [0, 1), got ", p);
   if (!training || p == 0.0) return x;
   Generator& g = gen ? *gen : default_generator();
   uint64_t seed = g.seed(), stream = g.take_stream();
   Tensor out = empty(x.shape(), x.dtype(), x.device());
-  kernel<kernels::Dropout>("dropout", x.device(), x.dtype())(contiguous(x.detach()), out, p, seed, stream);
-  record("dropout", {x}, {out}, [p, seed, stream](const std::vector<Tensor>& gr) -> std::vector<Tensor> {
+  kernel<kernels::Dropout>("dropout", x.device(), x.dtype())(contiguous(x.detach()), out, p, seed, stream, slice);
+  record("dropout", {x}, {out}, [p, seed, stream, slice](const std::vector<Tensor>& gr) -> std::vector<Tensor> {
     Tensor gc = contiguous(gr[0]);
     Tensor dx = empty(gc.shape(), gc.dtype(), gc.device());
-    kernel<kernels::Dropout>("dropout", gc.device(), gc.dtype())(gc, dx, p, seed, stream);
+    kernel<kernels::Dropout>("dropout", gc.device(), gc.dtype())(gc, dx, p, seed, stream, slice);
     return {dx};
   });
   return out;
 }
 
 namespace {
-void random_fill(Tensor& t, bool normal, double a, double b, Generator* gen, const char* op) {
+void random_fill(Tensor& t, bool normal, double a, double b, Generator* gen, const LogicalSlice& slice, const char* op) {
   detail::check_float(t, op, "tensor");
   MF_CHECK(t.is_contiguous(), op, ": tensor ", t.str(), " must be contiguous");
   MF_CHECK(!(grad_enabled() && t.requires_grad()), op, ": in-place init of ", t.str(),
            " which requires grad, with grad mode on; wrap it in NoGradGuard");
   Generator& g = gen ? *gen : default_generator();
   uint64_t stream = g.take_stream();
-  kernel<kernels::RandomFill>("random_fill", t.device(), t.dtype())(t, normal, a, b, g.seed(), stream);
+  kernel<kernels::RandomFill>("random_fill", t.device(), t.dtype())(t, normal, a, b, g.seed(), stream, slice);
 }
 }  // namespace
 
-void normal_(Tensor& t, double mean, double stddev, Generator* gen) { random_fill(t, true, mean, stddev, gen, "normal_"); }
-void uniform_(Tensor& t, double low, double high, Generator* gen) { random_fill(t, false, low, high, gen, "uniform_"); }
+void normal_(Tensor& t, double mean, double stddev, Generator* gen, const LogicalSlice& slice) {
+  random_fill(t, true, mean, stddev, gen, slice, "normal_");
+}
+void uniform_(Tensor& t, double low, double high, Generator* gen, const LogicalSlice& slice) {
+  random_fill(t, false, low, high, gen, slice, "uniform_");
+}
 
 }  // namespace mf

@@ -55,12 +55,6 @@ inline T sigmoid(T x) {
   return T(1) / (T(1) + fast_exp(-x));
 }
 
-// tanh through exp: 1 - 2 / (1 + e^{2u}); saturates cleanly at both ends.
-template <class T>
-inline T tanh_via_exp(T u) {
-  return T(1) - T(2) / (T(1) + fast_exp(T(2) * u));
-}
-
 inline constexpr double kSqrt2OverPi = 0.7978845608028654;
 inline constexpr double kGeluCoef = 0.044715;
 

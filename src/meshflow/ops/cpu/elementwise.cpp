@@ -86,10 +86,11 @@ void binary_kernel(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& 
   }
 }
 
+// 0.5 x (1 + tanh(u)) == x * sigmoid(2u): the sigmoid form has no cancellation in either tail.
 template <class T>
 inline T gelu_tanh(T x) {
   T u = T(kSqrt2OverPi) * (x + T(kGeluCoef) * x * x * x);
-  return T(0.5) * x * (T(1) + tanh_via_exp(u));
+  return x * sigmoid(T(2) * u);
 }
 
 template <class T, class F>
@@ -137,9 +138,9 @@ void activation_backward_kernel(UnaryOp op, const Tensor& dyt, const Tensor& xt,
     case UnaryOp::kGeluTanh:
       return run([](T v) {
         T u = T(kSqrt2OverPi) * (v + T(kGeluCoef) * v * v * v);
-        T t = tanh_via_exp(u);
+        T s = sigmoid(T(2) * u);
         T du = T(kSqrt2OverPi) * (T(1) + T(3 * kGeluCoef) * v * v);
-        return T(0.5) * (T(1) + t) + T(0.5) * v * (T(1) - t * t) * du;
+        return s + T(2) * v * s * (T(1) - s) * du;
       });
     case UnaryOp::kGeluErf:
       return run([](T v) {

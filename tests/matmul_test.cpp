@@ -1,0 +1,64 @@
+// matmul / linear against naive f64 loops, incl. batched broadcast and transposed views.
+#include "testing.h"
+
+namespace {
+using namespace mft;
+
+// Naive (B, M, K) @ (B, K, N) over logical values.
+std::vector<double> naive_bmm(const std::vector<double>& a, const std::vector<double>& b, int B, int M, int K, int N,
+                              bool b_shared) {
+  std::vector<double> c(static_cast<size_t>(B * M * N), 0.0);
+  for (int z = 0; z < B; ++z)
+    for (int i = 0; i < M; ++i)
+      for (int j = 0; j < N; ++j) {
+        double s = 0;
+        for (int k = 0; k < K; ++k) s += a[(z * M + i) * K + k] * b[((b_shared ? 0 : z) * K + k) * N + j];
+        c[(z * M + i) * N + j] = s;
+      }
+  return c;
+}
+
+TEST(Matmul, ValuesIncludingTransposedViews) {
+  Tensor a = randn({3, 4, 5}, 1), b = randn({3, 5, 2}, 2), w = randn({5, 2}, 3);
+  expect_close(mf::matmul(a, b), naive_bmm(to_f64(a), to_f64(b), 3, 4, 5, 2, false), 1e-13, 1e-13, "bmm");
+  expect_close(mf::matmul(a, w), naive_bmm(to_f64(a), to_f64(w), 3, 4, 5, 2, true), 1e-13, 1e-13, "broadcast b");
+  Tensor at = mf::transpose(mf::contiguous(mf::transpose(a, 1, 2)), 1, 2);  // column-major storage
+  ASSERT_FALSE(at.is_contiguous());
+  expect_close(mf::matmul(at, b), naive_bmm(to_f64(a), to_f64(b), 3, 4, 5, 2, false), 1e-13, 1e-13, "transposed a");
+  Tensor af = mf::cast(a, DType::kF32), bf = mf::cast(b, DType::kF32);
+  expect_rel_close(mf::matmul(af, bf), naive_bmm(to_f64(af), to_f64(bf), 3, 4, 5, 2, false), 1e-5, "f32 bmm");
+  MFT_EXPECT_ERROR(mf::matmul(a, a), "matmul", "inner dimensions");
+  MFT_EXPECT_ERROR(mf::matmul(af, b), "matmul", "dtype mismatch");
+}
+
+TEST(Matmul, LinearMatchesNaive) {
+  int M = 6, K = 5, N = 7;
+  Tensor x = randn({2, 3, K}, 1), w = randn({N, K}, 2), bias = randn({N}, 3);
+  std::vector<double> xv = to_f64(x), wv = to_f64(w), bv = to_f64(bias), ref(M * N);
+  for (int i = 0; i < M; ++i)
+    for (int j = 0; j < N; ++j) {
+      double s = bv[j];
+      for (int k = 0; k < K; ++k) s += xv[i * K + k] * wv[j * K + k];
+      ref[i * N + j] = s;
+    }
+  Tensor y = mf::linear(x, w, bias);
+  EXPECT_EQ(y.shape(), (mf::Shape{2, 3, N}));
+  expect_close(y, ref, 1e-13, 1e-13, "linear");
+  expect_rel_close(mf::linear(mf::cast(x, DType::kF32), mf::cast(w, DType::kF32), mf::cast(bias, DType::kF32)), ref, 1e-5,
+                   "linear f32");
+  MFT_EXPECT_ERROR(mf::linear(x, randn({N, K + 1}, 4)), "linear", "does not match weight");
+  MFT_EXPECT_ERROR(mf::linear(x, w, randn({N + 1}, 4)), "linear", "bias");
+}
+
+TEST(Matmul, Gradients) {
+  gradcheck([](const std::vector<Tensor>& in) { return mf::matmul(in[0], in[1]); }, {randn({2, 3, 4}, 1), randn({4, 5}, 2)});
+  gradcheck([](const std::vector<Tensor>& in) { return mf::matmul(in[0], in[1]); },
+            {non_contiguous(randn({3, 4}, 3)), randn({2, 1, 4, 2}, 4)});
+  gradcheck([](const std::vector<Tensor>& in) { return mf::matmul(in[0], in[1]); }, {randn({4}, 5), randn({4, 3}, 6)});
+  gradcheck([](const std::vector<Tensor>& in) { return mf::linear(in[0], in[1], in[2]); },
+            {randn({2, 3, 4}, 7), randn({5, 4}, 8), randn({5}, 9)});
+  gradcheck([](const std::vector<Tensor>& in) { return mf::linear(in[0], in[1]); },
+            {non_contiguous(randn({3, 4}, 10)), non_contiguous(randn({5, 4}, 11))});
+}
+
+}  // namespace
