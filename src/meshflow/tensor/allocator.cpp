@@ -1,6 +1,12 @@
 #include "meshflow/tensor/allocator.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <cstdlib>
+#include <map>
+#include <mutex>
 #include <new>
 
 #include "meshflow/core/error.h"
@@ -22,22 +28,105 @@ void Allocator::deallocate(void* ptr, size_t nbytes) {
   current_.fetch_sub(static_cast<int64_t>(nbytes));
 }
 
-MemoryStats Allocator::stats() const { return {current_.load(), peak_.load(), num_allocs_.load()}; }
+MemoryStats Allocator::stats() const {
+  return {current_.load(), peak_.load(), num_allocs_.load(), reserved_bytes()};
+}
 
 void Allocator::reset_peak() { peak_.store(current_.load()); }
 
 namespace {
 
-// 64-byte aligned host memory (one cache line, one AVX-512 vector).
+// Host memory, 64-byte aligned. Blocks of 1 MiB and more are cached by size class (at most
+// 12.5% rounding) and reused: fresh large allocations are mmap'ed by libc and would page-fault
+// on every first touch, which costs more than the kernels that fill them. Large blocks ask
+// for transparent huge pages. The cache is capped (MESHFLOW_CPU_CACHE_MB, default a quarter
+// of physical memory); beyond the cap freed blocks go back to the system.
 class CpuAllocator final : public Allocator {
+ public:
+  CpuAllocator() {
+    const char* env = std::getenv("MESHFLOW_CPU_CACHE_MB");
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    cache_cap_ = env ? static_cast<size_t>(std::atoll(env)) << 20
+                     : (pages > 0 && page > 0 ? static_cast<size_t>(pages) * static_cast<size_t>(page) / 4 : size_t{1} << 32);
+  }
+  ~CpuAllocator() override { empty_cache(); }
+
+  void empty_cache() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& [size, p] : cache_) std::free(p);
+    cache_.clear();
+    cached_bytes_ = 0;
+  }
+
  protected:
   void* raw_allocate(size_t nbytes) override {
-    size_t rounded = (nbytes + 63) / 64 * 64;
-    void* p = std::aligned_alloc(64, rounded == 0 ? 64 : rounded);
+    if (nbytes < kCacheMin) {
+      size_t rounded = std::max<size_t>(64, (nbytes + 63) / 64 * 64);
+      live_small_.fetch_add(rounded);
+      return checked(std::aligned_alloc(64, rounded), nbytes);
+    }
+    size_t cls = size_class(nbytes);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = cache_.find(cls);
+      if (it != cache_.end()) {
+        void* p = it->second;
+        cache_.erase(it);
+        cached_bytes_ -= cls;
+        live_large_ += cls;
+        return p;
+      }
+      live_large_ += cls;
+    }
+    void* p = std::aligned_alloc(kHuge, cls);
+    if (!p) {
+      empty_cache();
+      p = std::aligned_alloc(kHuge, cls);
+    }
+    if (p) madvise(p, cls, MADV_HUGEPAGE);
+    return checked(p, nbytes);
+  }
+
+  void raw_deallocate(void* ptr, size_t nbytes) override {
+    if (nbytes < kCacheMin) {
+      live_small_.fetch_sub(std::max<size_t>(64, (nbytes + 63) / 64 * 64));
+      std::free(ptr);
+      return;
+    }
+    size_t cls = size_class(nbytes);
+    std::lock_guard<std::mutex> lock(mu_);
+    live_large_ -= cls;
+    if (cached_bytes_ + cls > cache_cap_) {
+      std::free(ptr);
+      return;
+    }
+    cache_.emplace(cls, ptr);
+    cached_bytes_ += cls;
+  }
+
+  int64_t reserved_bytes() const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return static_cast<int64_t>(cached_bytes_ + live_large_ + live_small_.load());
+  }
+
+ private:
+  static constexpr size_t kCacheMin = size_t{1} << 20;
+  static constexpr size_t kHuge = size_t{2} << 20;
+
+  static size_t size_class(size_t n) {
+    size_t top = size_t{1} << (63 - __builtin_clzll(n));
+    size_t step = std::max<size_t>(top / 8, kHuge);
+    return (n + step - 1) / step * step;
+  }
+  static void* checked(void* p, size_t nbytes) {
     MF_CHECK(p != nullptr, "cpu allocator: out of memory allocating ", nbytes, " bytes");
     return p;
   }
-  void raw_deallocate(void* ptr, size_t) override { std::free(ptr); }
+
+  mutable std::mutex mu_;
+  std::multimap<size_t, void*> cache_;
+  size_t cached_bytes_ = 0, live_large_ = 0, cache_cap_ = 0;
+  std::atomic<size_t> live_small_{0};
 };
 
 Allocator* g_allocators[kNumDeviceTypes] = {nullptr, nullptr};

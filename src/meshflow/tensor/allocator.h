@@ -10,9 +10,10 @@
 namespace mf {
 
 struct MemoryStats {
-  int64_t current_bytes = 0;
-  int64_t peak_bytes = 0;
-  int64_t num_allocs = 0;  // allocations made since start
+  int64_t current_bytes = 0;   // bytes of live tensors (as requested)
+  int64_t peak_bytes = 0;      // highest current_bytes since start or reset_peak()
+  int64_t num_allocs = 0;      // allocations made since start
+  int64_t reserved_bytes = 0;  // held from the system: live blocks + the allocator's cache
 };
 
 class Allocator {
@@ -22,10 +23,12 @@ class Allocator {
   void deallocate(void* ptr, size_t nbytes);
   MemoryStats stats() const;
   void reset_peak();  // peak := current
+  virtual void empty_cache() {}  // returns cached blocks to the system
 
  protected:
   virtual void* raw_allocate(size_t nbytes) = 0;
   virtual void raw_deallocate(void* ptr, size_t nbytes) = 0;
+  virtual int64_t reserved_bytes() const { return current_.load(); }
 
  private:
   std::atomic<int64_t> current_{0}, peak_{0}, num_allocs_{0};
