@@ -18,14 +18,19 @@ extern "C" char* openblas_get_corename();
 
 namespace {
 
-double best_seconds(const std::function<void()>& f, int reps) {
-  f();  // warm up
-  double best = 1e30;
-  for (int r = 0; r < reps; ++r) {
-    auto t0 = std::chrono::steady_clock::now();
-    f();
-    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-  }
+double seconds(const std::function<void()>& f) {
+  auto t0 = std::chrono::steady_clock::now();
+  f();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// Best time of each function over `reps` rounds, the functions interleaved within a round so
+// that a noisy neighbour slows all of them alike.
+std::vector<double> best_interleaved(const std::vector<std::function<void()>>& fs, int reps) {
+  std::vector<double> best(fs.size(), 1e30);
+  for (const auto& f : fs) f();  // warm up (first touch, allocator cache)
+  for (int r = 0; r < reps; ++r)
+    for (size_t i = 0; i < fs.size(); ++i) best[i] = std::min(best[i], seconds(fs[i]));
   return best;
 }
 
@@ -73,13 +78,16 @@ void bench_gemm() {
     };
     for (auto& r : rows) {
       double flops = 2.0 * r.m * r.n * r.k;
-      double t_ours = best_seconds(r.ours, reps);
-      double t_dnnl = best_seconds([&] { dnnl_sgemm(r.ta, r.tb, r.m, r.n, r.k, 1.f, r.a, r.lda, r.b, r.ldb, 0.f, c.data(), r.n); }, reps);
-      double t_ob = best_seconds([&] {
-        cblas_sgemm(CblasRowMajor, r.ta == 'T' ? CblasTrans : CblasNoTrans, r.tb == 'T' ? CblasTrans : CblasNoTrans,
-                    static_cast<int>(r.m), static_cast<int>(r.n), static_cast<int>(r.k), 1.f, r.a, static_cast<int>(r.lda), r.b,
-                    static_cast<int>(r.ldb), 0.f, c.data(), static_cast<int>(r.n));
-      }, reps);
+      std::vector<double> t = best_interleaved(
+          {r.ours,
+           [&] { dnnl_sgemm(r.ta, r.tb, r.m, r.n, r.k, 1.f, r.a, r.lda, r.b, r.ldb, 0.f, c.data(), r.n); },
+           [&] {
+             cblas_sgemm(CblasRowMajor, r.ta == 'T' ? CblasTrans : CblasNoTrans, r.tb == 'T' ? CblasTrans : CblasNoTrans,
+                         static_cast<int>(r.m), static_cast<int>(r.n), static_cast<int>(r.k), 1.f, r.a,
+                         static_cast<int>(r.lda), r.b, static_cast<int>(r.ldb), 0.f, c.data(), static_cast<int>(r.n));
+           }},
+          reps);
+      double t_ours = t[0], t_dnnl = t[1], t_ob = t[2];
       char label[64];
       std::snprintf(label, sizeof label, "%s %ldx%ldx%ld", r.name, static_cast<long>(r.m), static_cast<long>(r.n),
                     static_cast<long>(r.k));
@@ -98,17 +106,13 @@ void bench_bandwidth() {
   std::printf("\n== Memory-bound kernels, f32, GB/s (bytes read + written, best of 10) ==\n");
   std::printf("%-40s %10s %10s %8s\n", "kernel", "GB/s", "copy GB/s", "vs copy");
   mf::NoGradGuard ng;
-  auto copy_rate = [](int64_t nbytes) {
-    std::vector<char> a(static_cast<size_t>(nbytes), 1), b(static_cast<size_t>(nbytes));
-    double t = best_seconds([&] {
+  auto parallel_copy = [](char* dst, const char* src, int64_t nbytes) {
 #pragma omp parallel
-      {
-        int64_t nt = omp_get_num_threads(), id = omp_get_thread_num();
-        int64_t chunk = (nbytes + nt - 1) / nt, lo = id * chunk, hi = std::min(nbytes, lo + chunk);
-        if (lo < hi) std::memcpy(b.data() + lo, a.data() + lo, static_cast<size_t>(hi - lo));
-      }
-    }, 10);
-    return 2.0 * nbytes / t / 1e9;
+    {
+      int64_t nt = omp_get_num_threads(), id = omp_get_thread_num();
+      int64_t chunk = (nbytes + nt - 1) / nt, lo = id * chunk, hi = std::min(nbytes, lo + chunk);
+      if (lo < hi) std::memcpy(dst + lo, src + lo, static_cast<size_t>(hi - lo));
+    }
   };
   struct Case {
     const char* name;
@@ -129,8 +133,10 @@ void bench_bandwidth() {
   for (auto& c : cases) {
     mf::Tensor x = rnd(c.shape, 1), y = rnd(c.shape, 2);
     double bytes = static_cast<double>(c.arrays) * x.nbytes();
-    double t = best_seconds([&] { c.run(x, y); }, 10);
-    double rate = bytes / t / 1e9, copy = copy_rate(static_cast<int64_t>(x.nbytes()));
+    int64_t nb = static_cast<int64_t>(x.nbytes());
+    std::vector<char> src(static_cast<size_t>(nb), 1), dst(static_cast<size_t>(nb), 0);
+    std::vector<double> t = best_interleaved({[&] { c.run(x, y); }, [&] { parallel_copy(dst.data(), src.data(), nb); }}, 10);
+    double rate = bytes / t[0] / 1e9, copy = 2.0 * nb / t[1] / 1e9;
     worst = std::min(worst, rate / copy);
     std::printf("%-40s %10.1f %10.1f %7.0f%%\n", c.name, rate, copy, 100 * rate / copy);
   }
