@@ -10,10 +10,10 @@ namespace mf {
 namespace {
 constexpr const char* kOp = "scaled_dot_product_attention";
 
-// The tensor itself when the kernel can read it in place (last axis contiguous, rows not
-// overlapping), else a contiguous copy.
+// The tensor itself when the kernel can read it in place (last axis contiguous, row stride a
+// valid GEMM leading dimension), else a contiguous copy.
 Tensor kernel_view(const Tensor& t) {
-  bool ok = t.stride(3) == 1 && (t.shape(2) <= 1 || t.stride(2) >= t.shape(3));
+  bool ok = t.stride(3) == 1 && t.stride(2) >= t.shape(3);
   return ok ? t : contiguous(t);
 }
 }  // namespace
@@ -35,7 +35,7 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
   MF_CHECK(D > 0 && Tk > 0, kOp, ": empty head dim or key sequence, q ", q.str(), ", k ", k.str());
   MF_CHECK(!opts.causal || Tq == Tk, kOp, ": causal attention needs Tq == Tk, got q ", q.str(), ", k ", k.str());
   MF_CHECK(opts.dropout_p >= 0.0 && opts.dropout_p < 1.0, kOp, ": dropout_p must be in [0, 1), got ", opts.dropout_p);
-  MF_CHECK(opts.scale >= 0.0 && std::isfinite(opts.scale), kOp, ": scale must be finite and >= 0, got ", opts.scale);
+  MF_CHECK(std::isfinite(opts.scale), kOp, ": scale must be finite, got ", opts.scale);
   Tensor mask;
   if (opts.key_padding_mask.defined()) {
     const Tensor& m = opts.key_padding_mask;

@@ -22,6 +22,9 @@ namespace {
 using kernels::AttentionParams;
 
 constexpr int64_t kBlockRows = 128;  // query rows per block (tuned with bench/attention_bench)
+// Below this many B*H*Tq*Tk*D multiply-adds a call runs on one thread: a parallel region
+// costs more than it saves, and far more when the cores are busy elsewhere.
+constexpr int64_t kParallelWork = int64_t{1} << 18;
 
 // Row-major C(m,n) = alpha op(A) op(B) + beta C, single-threaded inside a parallel region.
 void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
@@ -104,7 +107,8 @@ void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const 
   const int64_t lds = (Tk + 15) / 16 * 16 + 16;  // padded row stride of the score block
   const bool drop = p.dropout_p > 0.0;
   const T keep_scale = drop ? static_cast<T>(1.0 / (1.0 - p.dropout_p)) : T(1);
-#pragma omp parallel if (ntask > 1 && !omp_in_parallel())
+  const bool par = ntask > 1 && B * H * Tq * Tk * D >= kParallelWork && !omp_in_parallel();
+#pragma omp parallel if (par)
   {
     std::vector<T> s(static_cast<size_t>(kBlockRows * lds));
     std::vector<T> inv(kBlockRows);
@@ -168,7 +172,8 @@ void attention_backward(const Tensor& dout, const Tensor& q, const Tensor& k, co
   const T ninf = -std::numeric_limits<T>::infinity();
   const int64_t nbh = B * H;
   if (nbh == 0 || Tk == 0 || D == 0) return;
-#pragma omp parallel if (nbh > 1 && !omp_in_parallel())
+  const bool par = nbh > 1 && nbh * Tq * Tk * D >= kParallelWork && !omp_in_parallel();
+#pragma omp parallel if (par)
   {
     std::vector<T> pbuf(static_cast<size_t>(kBlockRows * lds)), dpbuf(static_cast<size_t>(kBlockRows * lds));
     std::vector<T> pdbuf(drop ? static_cast<size_t>(kBlockRows * lds) : 0);
