@@ -1,7 +1,9 @@
 // scaled_dot_product_attention: input checks, kernel dispatch and the autograd record. The
 // output lives as a contiguous (B, Tq, H, D) buffer and is returned as its (B, H, Tq, D)
 // permuted view, so transpose(out, 1, 2) + reshape to (B, Tq, H * D) needs no copy.
+#include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "meshflow/ops/op_utils.h"
 
@@ -15,6 +17,22 @@ constexpr const char* kOp = "scaled_dot_product_attention";
 Tensor kernel_view(const Tensor& t) {
   bool ok = t.stride(3) == 1 && t.stride(2) >= t.shape(3);
   return ok ? t : contiguous(t);
+}
+
+// An uninitialised tensor shaped like t (B, H, T, D) whose dense storage orders the first
+// three axes as t's strides do (D innermost): the gradient of q = transpose(x, 1, 2) then
+// reaches x as a contiguous tensor.
+Tensor empty_like_layout(const Tensor& t) {
+  std::vector<int64_t> order = {0, 1, 2};
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return t.stride(a) > t.stride(b); });
+  order.push_back(3);
+  Shape stored(4);
+  std::vector<int64_t> inverse(4);
+  for (int64_t i = 0; i < 4; ++i) {
+    stored[i] = t.shape(order[i]);
+    inverse[order[i]] = i;
+  }
+  return permute(empty(stored, t.dtype(), t.device()), inverse);
 }
 }  // namespace
 
@@ -65,9 +83,7 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
   Tensor so = out.detach();
   record(kOp, {q, k, v}, {out}, [qk, kk, vk, so, lse, mask, p](const std::vector<Tensor>& g) -> std::vector<Tensor> {
     Tensor go = kernel_view(g[0]);
-    Tensor dq = empty(qk.shape(), qk.dtype(), qk.device());
-    Tensor dk = empty(kk.shape(), kk.dtype(), kk.device());
-    Tensor dv = empty(vk.shape(), vk.dtype(), vk.device());
+    Tensor dq = empty_like_layout(qk), dk = empty_like_layout(kk), dv = empty_like_layout(vk);
     kernel<kernels::AttentionBackward>("attention_backward", qk.device(), qk.dtype())(go, qk, kk, vk, so, lse, mask, p,
                                                                                       dq, dk, dv);
     return {dq, dk, dv};
