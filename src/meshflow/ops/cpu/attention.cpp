@@ -115,9 +115,9 @@ void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const 
     std::vector<uint8_t> keep(drop ? Tk : 0);
 #pragma omp for schedule(dynamic, 1)
     for (int64_t task = 0; task < ntask; ++task) {
-      // Causal blocks grow with the block index: hand out the big ones first.
-      const int64_t blk = p.causal ? nblk - 1 - task % nblk : task % nblk;
-      const int64_t bh = task / nblk, b = bh / H, h = bh % H;
+      // Causal blocks grow with the block index: hand out the big ones of every head first.
+      const int64_t blk = p.causal ? nblk - 1 - task / (B * H) : task % nblk;
+      const int64_t bh = p.causal ? task % (B * H) : task / nblk, b = bh / H, h = bh % H;
       const int64_t i0 = blk * kBlockRows, i1 = std::min(Tq, i0 + kBlockRows), m = i1 - i0;
       const int64_t kend = p.causal ? i1 : Tk;
       const T* qb = qp + b * gq.sb + h * gq.sh + i0 * gq.st;
