@@ -1,0 +1,274 @@
+// CPU kernels: fused scaled-dot-product attention, forward and backward (flash-style).
+// Work is split into blocks of query rows; for each block the scores S = scale * Q K^T are
+// formed by GEMM straight from the strided q/k/v (no copies), masked, soft-maxed in place
+// and multiplied into V. Only the row log-sum-exp is kept for backward, which recomputes P
+// block by block. Scratch is O(block x Tk) per thread; nothing of size Tq x Tk is held.
+// dk/dv of one (b, h) are accumulated by one thread over all its query blocks: no races.
+#include <cblas.h>
+#include <dnnl.h>
+
+#include <limits>
+#include <vector>
+
+#include "meshflow/ops/cpu/common.h"
+#include "meshflow/ops/cpu/register.h"
+#include "meshflow/ops/kernels.h"
+#include "meshflow/ops/registry.h"
+#include "meshflow/random/philox.h"
+
+namespace mf::cpu {
+namespace {
+
+using kernels::AttentionParams;
+
+constexpr int64_t kBlockRows = 128;  // query rows per block (tuned with bench/attention_bench)
+// Below this many B*H*Tq*Tk*D multiply-adds a call runs on one thread: a parallel region
+// costs more than it saves, and far more when the cores are busy elsewhere.
+constexpr int64_t kParallelWork = int64_t{1} << 18;
+
+// Row-major C(m,n) = alpha op(A) op(B) + beta C, single-threaded inside a parallel region.
+void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
+          const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  dnnl_status_t st = dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  MF_CHECK(st == dnnl_success, "attention: dnnl_sgemm failed with status ", static_cast<int>(st), " (M=", m,
+           " N=", n, " K=", k, ")");
+}
+void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const double* a, int64_t lda,
+          const double* b, int64_t ldb, double beta, double* c, int64_t ldc) {
+  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, static_cast<int>(m),
+              static_cast<int>(n), static_cast<int>(k), alpha, a, static_cast<int>(lda), b, static_cast<int>(ldb),
+              beta, c, static_cast<int>(ldc));
+}
+
+// Geometry of one (B, H, T, D) operand: element strides of the first three axes.
+struct Geom {
+  int64_t sb, sh, st;
+};
+Geom geom(const Tensor& t) { return {t.stride(0), t.stride(1), t.stride(2)}; }
+
+// Dropout keep flags (1 kept, 0 dropped) for logical elements [base, base + n): kept when
+// philox_uniform(seed, stream, index) >= p. One Philox block serves four elements.
+inline void dropout_keep(uint64_t seed, uint64_t stream, uint64_t base, int64_t n, double p, uint8_t* keep) {
+  int64_t j = 0;
+  while (j < n) {
+    uint64_t idx = base + static_cast<uint64_t>(j);
+    Philox4x32 r = philox_block(seed, stream, idx >> 2);
+    for (uint64_t w = idx & 3; w < 4 && j < n; ++w, ++j)
+      keep[j] = static_cast<double>(static_cast<float>(r.v[w] >> 8) * (1.0f / 16777216.0f)) >= p;
+  }
+}
+
+// Number of unmasked-by-causality keys of query row i: causal requires Tq == Tk, key j <= i.
+inline int64_t row_keys(const AttentionParams& p, int64_t i, int64_t tk) { return p.causal ? i + 1 : tk; }
+
+// In-place masked softmax of one row of scores s[0, kend) with `n` causally visible keys:
+// returns the row log-sum-exp (-inf when every key is masked; the row is then zeroed).
+template <class T>
+T softmax_row(T* s, int64_t kend, int64_t n, const bool* pad, T* inv_sum) {
+  const T ninf = -std::numeric_limits<T>::infinity();
+  if (pad) {
+    for (int64_t j = 0; j < n; ++j) s[j] = pad[j] ? ninf : s[j];
+  }
+  T mx = ninf;
+#pragma omp simd reduction(max : mx)
+  for (int64_t j = 0; j < n; ++j) mx = std::max(mx, s[j]);
+  if (mx == ninf) {
+    std::fill(s, s + kend, T(0));
+    *inv_sum = T(0);
+    return ninf;
+  }
+  T sum = 0;
+#pragma omp simd reduction(+ : sum)
+  for (int64_t j = 0; j < n; ++j) {
+    T e = fast_exp(s[j] - mx);
+    s[j] = e;
+    sum += e;
+  }
+  std::fill(s + n, s + kend, T(0));
+  *inv_sum = T(1) / sum;
+  return mx + std::log(sum);
+}
+
+// q (B,H,Tq,D), k/v (B,H,Tk,D), out (B,H,Tq,D), mask (B,Tk) bool or undefined, lse (B,H,Tq).
+template <class T>
+void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
+                       const AttentionParams& p, const Tensor& out, const Tensor& lse) {
+  const int64_t B = q.shape(0), H = q.shape(1), Tq = q.shape(2), D = q.shape(3), Tk = k.shape(2);
+  if (B * H * Tq == 0 || Tk == 0 || D == 0) return;  // the op rejects Tk == 0 and D == 0
+  const Geom gq = geom(q), gk = geom(k), gv = geom(v), go = geom(out);
+  const T* qp = q.data<T>();
+  const T* kp = k.data<T>();
+  const T* vp = v.data<T>();
+  T* op = out.data<T>();
+  T* lp = lse.data<T>();
+  const bool* mp = mask.defined() ? mask.data<bool>() : nullptr;
+  const int64_t nblk = (Tq + kBlockRows - 1) / kBlockRows;
+  const int64_t ntask = B * H * nblk;
+  const int64_t lds = (Tk + 15) / 16 * 16 + 16;  // padded row stride of the score block
+  const bool drop = p.dropout_p > 0.0;
+  const T keep_scale = drop ? static_cast<T>(1.0 / (1.0 - p.dropout_p)) : T(1);
+  const bool par = ntask > 1 && B * H * Tq * Tk * D >= kParallelWork && !omp_in_parallel();
+#pragma omp parallel if (par)
+  {
+    std::vector<T> s(static_cast<size_t>(kBlockRows * lds));
+    std::vector<T> inv(kBlockRows);
+    std::vector<uint8_t> keep(drop ? Tk : 0);
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t task = 0; task < ntask; ++task) {
+      // Causal blocks grow with the block index: hand out the big ones of every head first.
+      const int64_t blk = p.causal ? nblk - 1 - task / (B * H) : task % nblk;
+      const int64_t bh = p.causal ? task % (B * H) : task / nblk, b = bh / H, h = bh % H;
+      const int64_t i0 = blk * kBlockRows, i1 = std::min(Tq, i0 + kBlockRows), m = i1 - i0;
+      const int64_t kend = p.causal ? i1 : Tk;
+      const T* qb = qp + b * gq.sb + h * gq.sh + i0 * gq.st;
+      const T* kb = kp + b * gk.sb + h * gk.sh;
+      const T* vb = vp + b * gv.sb + h * gv.sh;
+      T* ob = op + b * go.sb + h * go.sh + i0 * go.st;
+      const bool* pad = mp ? mp + b * Tk : nullptr;
+      // S (m, kend) = scale * Qblk (m, D) K[0:kend]^T (D, kend)
+      gemm(false, true, m, kend, D, static_cast<T>(p.scale), qb, gq.st, kb, gk.st, T(0), s.data(), lds);
+      for (int64_t r = 0; r < m; ++r) {
+        const int64_t i = i0 + r;
+        T* row = s.data() + r * lds;
+        lp[bh * Tq + i] = softmax_row(row, kend, row_keys(p, i, Tk), pad, &inv[r]);
+        T sc = inv[r] * keep_scale;
+        if (drop) {
+          dropout_keep(p.seed, p.stream, static_cast<uint64_t>((bh * Tq + i) * Tk), kend, p.dropout_p, keep.data());
+#pragma omp simd
+          for (int64_t j = 0; j < kend; ++j) row[j] = keep[j] ? row[j] * sc : T(0);
+        } else {
+#pragma omp simd
+          for (int64_t j = 0; j < kend; ++j) row[j] *= sc;
+        }
+      }
+      // O (m, D) = P (m, kend) V[0:kend] (kend, D)
+      gemm(false, false, m, D, kend, T(1), s.data(), lds, vb, gv.st, T(0), ob, go.st);
+    }
+  }
+}
+
+// dout/out (B,H,Tq,D); dq like q, dk/dv like k/v (any strides, last axis contiguous).
+template <class T>
+void attention_backward(const Tensor& dout, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+                        const Tensor& lse, const Tensor& mask, const AttentionParams& p, const Tensor& dq,
+                        const Tensor& dk, const Tensor& dv) {
+  const int64_t B = q.shape(0), H = q.shape(1), Tq = q.shape(2), D = q.shape(3), Tk = k.shape(2);
+  const Geom gq = geom(q), gk = geom(k), gv = geom(v), go = geom(out), gdo = geom(dout);
+  const Geom gdq = geom(dq), gdk = geom(dk), gdv = geom(dv);
+  const T* qp = q.data<T>();
+  const T* kp = k.data<T>();
+  const T* vp = v.data<T>();
+  const T* op = out.data<T>();
+  const T* dop = dout.data<T>();
+  const T* lp = lse.data<T>();
+  T* dqp = dq.data<T>();
+  T* dkp = dk.data<T>();
+  T* dvp = dv.data<T>();
+  const bool* mp = mask.defined() ? mask.data<bool>() : nullptr;
+  const int64_t nblk = (Tq + kBlockRows - 1) / kBlockRows;
+  const int64_t lds = (Tk + 15) / 16 * 16 + 16;
+  const bool drop = p.dropout_p > 0.0;
+  const T keep_scale = drop ? static_cast<T>(1.0 / (1.0 - p.dropout_p)) : T(1);
+  const T ninf = -std::numeric_limits<T>::infinity();
+  const int64_t nbh = B * H;
+  if (nbh == 0 || Tk == 0 || D == 0) return;
+  const bool par = nbh > 1 && nbh * Tq * Tk * D >= kParallelWork && !omp_in_parallel();
+#pragma omp parallel if (par)
+  {
+    std::vector<T> pbuf(static_cast<size_t>(kBlockRows * lds)), dpbuf(static_cast<size_t>(kBlockRows * lds));
+    std::vector<T> pdbuf(drop ? static_cast<size_t>(kBlockRows * lds) : 0);
+    std::vector<uint8_t> keep(drop ? static_cast<size_t>(kBlockRows * lds) : 0);
+    std::vector<T> di(kBlockRows);
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t bh = 0; bh < nbh; ++bh) {
+      const int64_t b = bh / H, h = bh % H;
+      const T* kb = kp + b * gk.sb + h * gk.sh;
+      const T* vb = vp + b * gv.sb + h * gv.sh;
+      T* dkb = dkp + b * gdk.sb + h * gdk.sh;
+      T* dvb = dvp + b * gdv.sb + h * gdv.sh;
+      for (int64_t j = 0; j < Tk; ++j) {
+        std::fill(dkb + j * gdk.st, dkb + j * gdk.st + D, T(0));
+        std::fill(dvb + j * gdv.st, dvb + j * gdv.st + D, T(0));
+      }
+      const bool* pad = mp ? mp + b * Tk : nullptr;
+      for (int64_t blk = 0; blk < nblk; ++blk) {
+        const int64_t i0 = blk * kBlockRows, i1 = std::min(Tq, i0 + kBlockRows), m = i1 - i0;
+        const int64_t kend = p.causal ? i1 : Tk;
+        const T* qb = qp + b * gq.sb + h * gq.sh + i0 * gq.st;
+        const T* ob = op + b * go.sb + h * go.sh + i0 * go.st;
+        const T* dob = dop + b * gdo.sb + h * gdo.sh + i0 * gdo.st;
+        T* dqb = dqp + b * gdq.sb + h * gdq.sh + i0 * gdq.st;
+        if (kend == 0) {
+          for (int64_t r = 0; r < m; ++r) std::fill(dqb + r * gdq.st, dqb + r * gdq.st + D, T(0));
+          continue;
+        }
+        // D_i = rowsum(dO_i * O_i)
+        for (int64_t r = 0; r < m; ++r) {
+          T acc = 0;
+          const T* o = ob + r * go.st;
+          const T* d = dob + r * gdo.st;
+#pragma omp simd reduction(+ : acc)
+          for (int64_t c = 0; c < D; ++c) acc += o[c] * d[c];
+          di[r] = acc;
+        }
+        // P (m, kend) = exp(scale * Qblk K^T - lse), zero where masked
+        gemm(false, true, m, kend, D, static_cast<T>(p.scale), qb, gq.st, kb, gk.st, T(0), pbuf.data(), lds);
+        for (int64_t r = 0; r < m; ++r) {
+          const int64_t i = i0 + r, n = row_keys(p, i, Tk);
+          T* row = pbuf.data() + r * lds;
+          const T l = lp[bh * Tq + i];
+          if (l == ninf) {
+            std::fill(row, row + kend, T(0));
+            continue;
+          }
+#pragma omp simd
+          for (int64_t j = 0; j < n; ++j) row[j] = fast_exp(row[j] - l);
+          if (pad)
+            for (int64_t j = 0; j < n; ++j) row[j] = pad[j] ? T(0) : row[j];
+          std::fill(row + n, row + kend, T(0));
+          if (drop) {
+            uint8_t* kr = keep.data() + r * lds;
+            T* pd = pdbuf.data() + r * lds;
+            dropout_keep(p.seed, p.stream, static_cast<uint64_t>((bh * Tq + i) * Tk), kend, p.dropout_p, kr);
+#pragma omp simd
+            for (int64_t j = 0; j < kend; ++j) pd[j] = kr[j] ? row[j] * keep_scale : T(0);
+          }
+        }
+        const T* pd = drop ? pdbuf.data() : pbuf.data();
+        // dV[0:kend] (kend, D) += Pd^T (kend, m) dO (m, D)
+        gemm(true, false, kend, D, m, T(1), pd, lds, dob, gdo.st, T(1), dvb, gdv.st);
+        // dPd (m, kend) = dO (m, D) V[0:kend]^T (D, kend)
+        gemm(false, true, m, kend, D, T(1), dob, gdo.st, vb, gv.st, T(0), dpbuf.data(), lds);
+        // dS = P * (dP - D_i), dP = dPd * M / (1 - p)
+        for (int64_t r = 0; r < m; ++r) {
+          const T* pr = pbuf.data() + r * lds;
+          T* dr = dpbuf.data() + r * lds;
+          const T d = di[r];
+          if (drop) {
+            const uint8_t* kr = keep.data() + r * lds;
+#pragma omp simd
+            for (int64_t j = 0; j < kend; ++j) dr[j] = pr[j] * ((kr[j] ? dr[j] * keep_scale : T(0)) - d);
+          } else {
+#pragma omp simd
+            for (int64_t j = 0; j < kend; ++j) dr[j] = pr[j] * (dr[j] - d);
+          }
+        }
+        // dQblk (m, D) = scale * dS (m, kend) K (kend, D)
+        gemm(false, false, m, D, kend, static_cast<T>(p.scale), dpbuf.data(), lds, kb, gk.st, T(0), dqb, gdq.st);
+        // dK[0:kend] (kend, D) += scale * dS^T (kend, m) Qblk (m, D)
+        gemm(true, false, kend, D, m, static_cast<T>(p.scale), dpbuf.data(), lds, qb, gq.st, T(1), dkb, gdk.st);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void register_attention(KernelRegistry& r) {
+  r.add<kernels::AttentionForward>("attention_forward", DeviceType::kCPU, DType::kF32, attention_forward<float>);
+  r.add<kernels::AttentionForward>("attention_forward", DeviceType::kCPU, DType::kF64, attention_forward<double>);
+  r.add<kernels::AttentionBackward>("attention_backward", DeviceType::kCPU, DType::kF32, attention_backward<float>);
+  r.add<kernels::AttentionBackward>("attention_backward", DeviceType::kCPU, DType::kF64, attention_backward<double>);
+}
+
+}  // namespace mf::cpu

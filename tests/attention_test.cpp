@@ -1,0 +1,267 @@
+// scaled_dot_product_attention: forward and analytic backward against naive f64 loops
+// (causal, padding mask, strided views, Tq != Tk, fully masked rows, dropout), finite-
+// difference gradient checks, dropout determinism, and input errors.
+#include <cmath>
+
+#include "meshflow/random/philox.h"
+#include "testing.h"
+
+namespace {
+using namespace mft;
+
+struct RefCase {
+  int64_t B = 2, H = 2, Tq = 9, Tk = 9, D = 8;
+  bool causal = false;
+  std::vector<bool> mask;  // (B, Tk), empty: none
+  double p = 0.0;          // dropout
+  uint64_t seed = 0, stream = 0;
+};
+
+struct RefOut {
+  std::vector<double> o, dq, dk, dv;  // logical (B,H,T,D) order
+};
+
+// Naive f64 attention and its analytic gradients for upstream gradient `g`.
+RefOut reference(const RefCase& c, const std::vector<double>& q, const std::vector<double>& k,
+                 const std::vector<double>& v, const std::vector<double>& g) {
+  const int64_t B = c.B, H = c.H, Tq = c.Tq, Tk = c.Tk, D = c.D;
+  const double scale = 1.0 / std::sqrt(static_cast<double>(D));
+  RefOut r;
+  r.o.assign(B * H * Tq * D, 0.0);
+  r.dq.assign(B * H * Tq * D, 0.0);
+  r.dk.assign(B * H * Tk * D, 0.0);
+  r.dv.assign(B * H * Tk * D, 0.0);
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < H; ++h) {
+      const int64_t bh = b * H + h;
+      auto Q = [&](int64_t i, int64_t d) { return q[(bh * Tq + i) * D + d]; };
+      auto K = [&](int64_t j, int64_t d) { return k[(bh * Tk + j) * D + d]; };
+      auto Vv = [&](int64_t j, int64_t d) { return v[(bh * Tk + j) * D + d]; };
+      auto G = [&](int64_t i, int64_t d) { return g[(bh * Tq + i) * D + d]; };
+      for (int64_t i = 0; i < Tq; ++i) {
+        std::vector<double> s(Tk), P(Tk, 0.0), M(Tk, 1.0 / (1.0 - c.p));
+        std::vector<bool> ok(Tk);
+        double mx = -INFINITY;
+        for (int64_t j = 0; j < Tk; ++j) {
+          ok[j] = !(c.causal && j > i) && !(!c.mask.empty() && c.mask[b * Tk + j]);
+          double acc = 0;
+          for (int64_t d = 0; d < D; ++d) acc += Q(i, d) * K(j, d);
+          s[j] = scale * acc;
+          if (ok[j]) mx = std::max(mx, s[j]);
+          if (c.p > 0 && !(mf::philox_uniform(c.seed, c.stream, (bh * Tq + i) * Tk + j) >= c.p)) M[j] = 0.0;
+        }
+        if (mx == -INFINITY) continue;  // fully masked: zero output and gradients
+        double sum = 0;
+        for (int64_t j = 0; j < Tk; ++j)
+          if (ok[j]) sum += std::exp(s[j] - mx);
+        for (int64_t j = 0; j < Tk; ++j) P[j] = ok[j] ? std::exp(s[j] - mx) / sum : 0.0;
+        std::vector<double> dP(Tk);
+        double rowsum = 0;
+        for (int64_t j = 0; j < Tk; ++j) {
+          double pd = P[j] * M[j], dpd = 0;
+          for (int64_t d = 0; d < D; ++d) {
+            r.o[(bh * Tq + i) * D + d] += pd * Vv(j, d);
+            r.dv[(bh * Tk + j) * D + d] += pd * G(i, d);
+            dpd += G(i, d) * Vv(j, d);
+          }
+          dP[j] = dpd * M[j];
+          rowsum += P[j] * dP[j];
+        }
+        for (int64_t j = 0; j < Tk; ++j) {
+          double ds = P[j] * (dP[j] - rowsum);
+          for (int64_t d = 0; d < D; ++d) {
+            r.dq[(bh * Tq + i) * D + d] += scale * ds * K(j, d);
+            r.dk[(bh * Tk + j) * D + d] += scale * ds * Q(i, d);
+          }
+        }
+      }
+    }
+  return r;
+}
+
+Tensor bool_mask(const std::vector<bool>& m, int64_t B, int64_t Tk) {
+  Tensor t = mf::empty({B, Tk}, DType::kBool);
+  bool* p = t.data<bool>();
+  for (int64_t i = 0; i < B * Tk; ++i) p[i] = m[i];
+  return t;
+}
+
+// Runs the op in f32 on (B,H,T,D) inputs, either contiguous or as permuted views of
+// (B,T,H,D) storage, and compares output and gradients with the f64 reference.
+void check_against_reference(const RefCase& c, bool strided, const std::string& what) {
+  Shape qs{c.B, c.H, c.Tq, c.D}, ks{c.B, c.H, c.Tk, c.D};
+  Tensor q64 = randn(qs, 11), k64 = randn(ks, 12), v64 = randn(ks, 13), g64 = randn(qs, 14);
+  Tensor q32 = mf::cast(q64, DType::kF32), k32 = mf::cast(k64, DType::kF32), v32 = mf::cast(v64, DType::kF32);
+  Tensor g32 = mf::cast(g64, DType::kF32);
+  // leaves: the (B,H,T,D) tensors, or their (B,T,H,D) storage when strided
+  auto leaf = [&](const Tensor& t) {
+    Tensor l = strided ? mf::contiguous(mf::transpose(t, 1, 2)) : mf::clone(t);
+    l.set_requires_grad(true);
+    return l;
+  };
+  Tensor lq = leaf(q32), lk = leaf(k32), lv = leaf(v32);
+  auto use = [&](const Tensor& l) { return strided ? mf::transpose(l, 1, 2) : l; };
+  mf::AttentionOptions opts;
+  opts.causal = c.causal;
+  if (!c.mask.empty()) opts.key_padding_mask = bool_mask(c.mask, c.B, c.Tk);
+  mf::Generator gen(c.seed);
+  opts.dropout_p = c.p;
+  opts.gen = &gen;
+  Tensor out = mf::scaled_dot_product_attention(use(lq), use(lk), use(lv), opts);
+  ASSERT_EQ(out.shape(), qs) << what;
+  EXPECT_TRUE(mf::transpose(out, 1, 2).is_contiguous()) << what << ": out must be a (B,Tq,H,D) buffer";
+  mf::sum(mf::mul(out, g32)).backward();
+  RefOut r = reference(c, to_f64(q32), to_f64(k32), to_f64(v32), to_f64(g32));
+  const double rtol = 1e-5, atol = 1e-6;
+  expect_close(out, r.o, rtol, atol, what + " out");
+  expect_close(use(lq.grad()), r.dq, rtol, atol, what + " dq");
+  expect_close(use(lk.grad()), r.dk, rtol, atol, what + " dk");
+  expect_close(use(lv.grad()), r.dv, rtol, atol, what + " dv");
+}
+
+TEST(Attention, MatchesReferenceNonCausal) {
+  RefCase c;
+  check_against_reference(c, false, "non-causal");
+}
+
+TEST(Attention, MatchesReferenceCausalAcrossBlocks) {
+  RefCase c;
+  c.B = 1, c.H = 2, c.Tq = c.Tk = 150, c.D = 16, c.causal = true;  // > one query block
+  check_against_reference(c, false, "causal");
+  c.causal = false;
+  check_against_reference(c, false, "non-causal long");
+}
+
+TEST(Attention, MatchesReferencePaddingMaskAndFullyMaskedRow) {
+  RefCase c;
+  c.Tq = c.Tk = 7;
+  c.mask.assign(c.B * c.Tk, false);
+  c.mask[0 * 7 + 5] = c.mask[0 * 7 + 6] = true;  // batch 0: last two keys are padding
+  c.mask[1 * 7 + 0] = c.mask[1 * 7 + 3] = true;  // batch 1: key 0 masked -> with causal, row 0 empty
+  check_against_reference(c, false, "padding");
+  c.causal = true;
+  check_against_reference(c, false, "padding causal");
+  c.causal = false;
+  for (int64_t j = 0; j < 7; ++j) c.mask[1 * 7 + j] = true;  // batch 1: every key masked
+  check_against_reference(c, false, "all keys masked");
+}
+
+TEST(Attention, FullyMaskedRowIsZeroWithZeroGradients) {
+  Tensor q = randn({1, 1, 3, 4}, 1), k = randn({1, 1, 3, 4}, 2), v = randn({1, 1, 3, 4}, 3);
+  for (Tensor* t : {&q, &k, &v}) t->set_requires_grad(true);
+  mf::AttentionOptions opts;
+  opts.causal = true;
+  opts.key_padding_mask = bool_mask({true, false, false}, 1, 3);
+  Tensor out = mf::scaled_dot_product_attention(q, k, v, opts);
+  mf::sum(out).backward();
+  std::vector<double> o = to_f64(out), dq = to_f64(q.grad());
+  for (int d = 0; d < 4; ++d) {
+    EXPECT_EQ(o[d], 0.0);
+    EXPECT_EQ(dq[d], 0.0);
+    EXPECT_TRUE(std::isfinite(o[4 + d]) && std::isfinite(dq[4 + d]));
+  }
+  for (double x : to_f64(k.grad())) EXPECT_TRUE(std::isfinite(x));
+}
+
+TEST(Attention, MatchesReferenceStridedViewsAndUnequalLengths) {
+  RefCase c;
+  check_against_reference(c, true, "strided");
+  c.causal = true;
+  check_against_reference(c, true, "strided causal");
+  c.causal = false;
+  c.Tq = 5, c.Tk = 13, c.D = 6;
+  check_against_reference(c, true, "Tq < Tk strided");
+  c.Tq = 140, c.Tk = 3;
+  check_against_reference(c, false, "Tq > Tk");
+}
+
+TEST(Attention, MatchesReferenceWithDropout) {
+  RefCase c;
+  c.p = 0.3, c.seed = 1234;
+  check_against_reference(c, false, "dropout");
+  c.causal = true, c.Tq = c.Tk = 133;
+  c.mask.assign(c.B * c.Tk, false);
+  c.mask[3] = c.mask[c.Tk + 100] = true;
+  check_against_reference(c, true, "dropout causal padding strided");
+}
+
+TEST(Attention, DropoutIsReproducible) {
+  Tensor q = randn({2, 2, 6, 4}, 1, DType::kF32), k = randn({2, 2, 6, 4}, 2, DType::kF32);
+  Tensor v = randn({2, 2, 6, 4}, 3, DType::kF32);
+  mf::Generator g(99);
+  mf::AttentionOptions opts;
+  opts.dropout_p = 0.5;
+  opts.gen = &g;
+  mf::GeneratorState st = g.state();
+  std::vector<double> a = to_f64(mf::scaled_dot_product_attention(q, k, v, opts));
+  EXPECT_EQ(g.state().next_stream, st.next_stream + 1);
+  std::vector<double> b = to_f64(mf::scaled_dot_product_attention(q, k, v, opts));
+  g.set_state(st);
+  std::vector<double> c = to_f64(mf::scaled_dot_product_attention(q, k, v, opts));
+  EXPECT_EQ(a, c);
+  EXPECT_NE(a, b);
+  opts.dropout_p = 0.0;  // no dropout: no stream taken
+  st = g.state();
+  mf::scaled_dot_product_attention(q, k, v, opts);
+  EXPECT_EQ(g.state(), st);
+}
+
+mf::AttentionOptions grad_opts(bool causal, const Tensor& mask) {
+  mf::AttentionOptions o;
+  o.causal = causal;
+  o.key_padding_mask = mask;
+  return o;
+}
+
+TEST(Attention, GradcheckMaskAndCausal) {
+  Tensor q = randn({2, 2, 5, 4}, 1), k = randn({2, 2, 5, 4}, 2), v = randn({2, 2, 5, 4}, 3);
+  Tensor mask = bool_mask({false, false, false, true, true, true, false, false, false, false}, 2, 5);
+  for (bool causal : {false, true})
+    gradcheck([&](const std::vector<Tensor>& x) {
+      return mf::scaled_dot_product_attention(x[0], x[1], x[2], grad_opts(causal, mask));
+    }, {q, k, v}, 1e-6, 1e-7, 1e-5, causal ? "causal + mask" : "mask");
+  Tensor k2 = randn({2, 2, 7, 4}, 4), v2 = randn({2, 2, 7, 4}, 5);
+  gradcheck([&](const std::vector<Tensor>& x) {
+    return mf::scaled_dot_product_attention(mf::transpose(x[0], 1, 2), x[1], x[2], grad_opts(false, Tensor()));
+  }, {mf::contiguous(mf::transpose(q.detach(), 1, 2)).detach(), k2, v2}, 1e-6, 1e-7, 1e-5, "Tq != Tk, strided q");
+}
+
+TEST(Attention, GradcheckDropout) {
+  Tensor q = randn({2, 2, 5, 4}, 6), k = randn({2, 2, 5, 4}, 7), v = randn({2, 2, 5, 4}, 8);
+  gradcheck([](const std::vector<Tensor>& x) {
+    mf::Generator g(7);  // fresh every evaluation: the same dropout mask each time
+    mf::AttentionOptions o;
+    o.causal = true;
+    o.dropout_p = 0.25;
+    o.gen = &g;
+    o.scale = 0.7;
+    return mf::scaled_dot_product_attention(x[0], x[1], x[2], o);
+  }, {q, k, v}, 1e-6, 1e-7, 1e-5, "dropout");
+}
+
+TEST(Attention, BadInputs) {
+  Tensor q = randn({2, 2, 5, 4}, 1), k = randn({2, 2, 5, 4}, 2), v = randn({2, 2, 5, 4}, 3);
+  MFT_EXPECT_ERROR(mf::scaled_dot_product_attention(mf::reshape(q, {4, 5, 4}), k, v), "scaled_dot_product_attention",
+                   "rank 4", "(4, 5, 4)");
+  MFT_EXPECT_ERROR(mf::scaled_dot_product_attention(q, randn({2, 2, 5, 3}, 4), v), "scaled_dot_product_attention",
+                   "head dim", "(2, 2, 5, 3)");
+  MFT_EXPECT_ERROR(mf::scaled_dot_product_attention(q, mf::cast(k, DType::kF32), v), "scaled_dot_product_attention",
+                   "dtype");
+  MFT_EXPECT_ERROR(mf::scaled_dot_product_attention(q, randn({2, 2, 6, 4}, 4), v), "scaled_dot_product_attention",
+                   "(2, 2, 6, 4)");
+  mf::AttentionOptions o;
+  o.key_padding_mask = mf::zeros({2, 4}, DType::kBool);
+  MFT_EXPECT_ERROR(mf::scaled_dot_product_attention(q, k, v, o), "scaled_dot_product_attention", "key_padding_mask",
+                   "(2, 4)");
+  o.key_padding_mask = mf::zeros({2, 5}, DType::kF64);
+  MFT_EXPECT_ERROR(mf::scaled_dot_product_attention(q, k, v, o), "scaled_dot_product_attention", "bool");
+  mf::AttentionOptions c;
+  c.causal = true;
+  Tensor k6 = randn({2, 2, 6, 4}, 5);
+  MFT_EXPECT_ERROR(mf::scaled_dot_product_attention(q, k6, k6, c), "scaled_dot_product_attention", "causal", "Tq == Tk");
+  c.causal = false;
+  c.dropout_p = 1.0;
+  MFT_EXPECT_ERROR(mf::scaled_dot_product_attention(q, k, v, c), "scaled_dot_product_attention", "dropout_p");
+}
+
+}  // namespace
