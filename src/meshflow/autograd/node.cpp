@@ -27,7 +27,11 @@ std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>&& grads) {
   MF_CHECK(g.shape() == leaf->shape, "AccumulateGrad: gradient ", g.str(), " does not match parameter shape ",
            shape_str(leaf->shape));
   if (!leaf->grad) {
-    leaf->grad = clone(g).impl_ptr();
+    // Take the incoming buffer when nothing else can see it (the engine moved it here);
+    // otherwise copy, so .grad never aliases another tensor.
+    bool sole_owner = g.impl_ptr().use_count() == 1 && g.impl()->storage.use_count() == 1;
+    leaf->grad = sole_owner && g.is_contiguous() && g.offset() == 0 && !g.requires_grad() ? g.impl_ptr()
+                                                                                          : clone(g).impl_ptr();
   } else {
     Tensor acc(leaf->grad);
     add_(acc, g);

@@ -2,6 +2,7 @@
 #include <vector>
 
 #include "meshflow/ops/cpu/common.h"
+#include "meshflow/ops/cpu/vec_math.h"
 #include "meshflow/ops/cpu/register.h"
 #include "meshflow/ops/kernels.h"
 #include "meshflow/ops/registry.h"
@@ -101,12 +102,76 @@ void map_unary(const T* x, T* y, int64_t n, F f) {
   });
 }
 
+// Gelu (tanh form) and silu are x * sigmoid(a(x)) with a = 2u or x. For f32 the exps of a
+// chunk are computed together on full vectors (vec_math.h); returns false for other cases.
+constexpr int64_t kSigmoidChunk = 512;
+
+inline float sigmoid_arg(UnaryOp op, float x) {
+  return op == UnaryOp::kSilu ? x : 2.0f * static_cast<float>(kSqrt2OverPi) * (x + static_cast<float>(kGeluCoef) * x * x * x);
+}
+
+template <class T>
+bool sigmoid_family_forward(UnaryOp op, const T* x, T* y, int64_t n) {
+  if constexpr (!std::is_same_v<T, float>) {
+    return false;
+  } else {
+    if (op != UnaryOp::kGeluTanh && op != UnaryOp::kSilu) return false;
+    parallel_for(n, 1 << 14, [&](int64_t lo, int64_t hi) {
+      alignas(64) float t[kSigmoidChunk];
+      for (int64_t c0 = lo; c0 < hi; c0 += kSigmoidChunk) {
+        int64_t m = std::min(kSigmoidChunk, hi - c0);
+#pragma omp simd
+        for (int64_t j = 0; j < m; ++j) t[j] = -sigmoid_arg(op, x[c0 + j]);
+        exp_array(t, t, m);
+#pragma omp simd
+        for (int64_t j = 0; j < m; ++j) y[c0 + j] = x[c0 + j] / (1.0f + t[j]);
+      }
+    });
+    return true;
+  }
+}
+
+template <class T>
+bool sigmoid_family_backward(UnaryOp op, const T* dy, const T* x, T* dx, int64_t n) {
+  if constexpr (!std::is_same_v<T, float>) {
+    return false;
+  } else {
+    if (op != UnaryOp::kGeluTanh && op != UnaryOp::kSilu) return false;
+    const float k = static_cast<float>(kSqrt2OverPi), c3 = static_cast<float>(3 * kGeluCoef);
+    parallel_for(n, 1 << 14, [&](int64_t lo, int64_t hi) {
+      alignas(64) float t[kSigmoidChunk];
+      for (int64_t c0 = lo; c0 < hi; c0 += kSigmoidChunk) {
+        int64_t m = std::min(kSigmoidChunk, hi - c0);
+#pragma omp simd
+        for (int64_t j = 0; j < m; ++j) t[j] = -sigmoid_arg(op, x[c0 + j]);
+        exp_array(t, t, m);
+        if (op == UnaryOp::kSilu) {
+#pragma omp simd
+          for (int64_t j = 0; j < m; ++j) {
+            float v = x[c0 + j], s = 1.0f / (1.0f + t[j]);
+            dx[c0 + j] = dy[c0 + j] * s * (1.0f + v * (1.0f - s));
+          }
+        } else {
+#pragma omp simd
+          for (int64_t j = 0; j < m; ++j) {
+            float v = x[c0 + j], s = 1.0f / (1.0f + t[j]);
+            float du = k * (1.0f + c3 * v * v);
+            dx[c0 + j] = dy[c0 + j] * (s + 2.0f * v * s * (1.0f - s) * du);
+          }
+        }
+      }
+    });
+    return true;
+  }
+}
+
 template <class T>
 void unary_kernel(UnaryOp op, double alpha, const Tensor& xt, const Tensor& yt) {
   const T* x = xt.data<T>();
   T* y = yt.data<T>();
   int64_t n = xt.numel();
   T al = static_cast<T>(alpha);
+  if (sigmoid_family_forward<T>(op, x, y, n)) return;
   switch (op) {
     case UnaryOp::kNeg: return map_unary(x, y, n, [](T v) { return -v; });
     case UnaryOp::kScale: return map_unary(x, y, n, [al](T v) { return v * al; });
@@ -128,6 +193,7 @@ void activation_backward_kernel(UnaryOp op, const Tensor& dyt, const Tensor& xt,
   const T* x = xt.data<T>();
   T* dx = dxt.data<T>();
   int64_t n = xt.numel();
+  if (sigmoid_family_backward<T>(op, dy, x, dx, n)) return;
   auto run = [&](auto f) {
     parallel_for(n, 1 << 14, [&](int64_t lo, int64_t hi) {
 #pragma omp simd

@@ -2,6 +2,7 @@
 #include <limits>
 
 #include "meshflow/ops/cpu/common.h"
+#include "meshflow/ops/cpu/vec_math.h"
 #include "meshflow/ops/cpu/register.h"
 #include "meshflow/ops/kernels.h"
 #include "meshflow/ops/registry.h"
@@ -19,25 +20,14 @@ void softmax_fwd(const Tensor& xt, const Tensor& yt, bool log) {
     for (int64_t n = lo; n < hi; ++n) {
       const T* xr = x + n * C;
       T* yr = y + n * C;
-      T m = -std::numeric_limits<T>::infinity();
-#pragma omp simd reduction(max : m)
-      for (int64_t c = 0; c < C; ++c) m = std::max(m, xr[c]);
+      T m = max_array(xr, C);
       if (m == -std::numeric_limits<T>::infinity()) m = 0;  // all -inf: keep exp finite
-      T s = 0;
       if (log) {
-#pragma omp simd reduction(+ : s)
-        for (int64_t c = 0; c < C; ++c) s += fast_exp(xr[c] - m);
-        T lse = m + std::log(s);
+        T lse = m + std::log(exp_shift_sum(xr, m, static_cast<T*>(nullptr), C));
 #pragma omp simd
         for (int64_t c = 0; c < C; ++c) yr[c] = xr[c] - lse;
       } else {
-#pragma omp simd reduction(+ : s)
-        for (int64_t c = 0; c < C; ++c) {
-          T e = fast_exp(xr[c] - m);
-          yr[c] = e;
-          s += e;
-        }
-        T inv = T(1) / s;
+        T inv = T(1) / exp_shift_sum(xr, m, yr, C);
 #pragma omp simd
         for (int64_t c = 0; c < C; ++c) yr[c] *= inv;
       }
@@ -61,8 +51,9 @@ void softmax_bwd(const Tensor& dyt, const Tensor& yt, const Tensor& dxt, bool lo
       if (log) {
 #pragma omp simd reduction(+ : s)
         for (int64_t c = 0; c < C; ++c) s += dyr[c];
+        exp_array(yr, dxr, C);  // softmax = exp(log_softmax)
 #pragma omp simd
-        for (int64_t c = 0; c < C; ++c) dxr[c] = dyr[c] - fast_exp(yr[c]) * s;
+        for (int64_t c = 0; c < C; ++c) dxr[c] = dyr[c] - dxr[c] * s;
       } else {
 #pragma omp simd reduction(+ : s)
         for (int64_t c = 0; c < C; ++c) s += dyr[c] * yr[c];

@@ -1,0 +1,129 @@
+// Array math on the widest vectors the build targets: AVX-512 (exp through vscalefps, four
+// accumulators for reductions) when compiled for it, portable loops otherwise. The f64
+// overloads are plain loops (f64 serves tests, not speed).
+#pragma once
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
+#if defined(__AVX512F__)
+// GCC 12's avx512fintrin.h trips -Wmaybe-uninitialized in _mm512_{min,max}_ps (its own
+// undefined pass-through operand); silence it for these intrinsics only.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+#endif
+
+#include "meshflow/ops/cpu/common.h"
+
+namespace mf::cpu {
+
+#if defined(__AVX512F__)
+// exp of 16 floats: range reduction x = n ln2 + r, Cephes polynomial for e^r, then scale by 2^n
+// with vscalefps (underflows to 0 below -104 without integer tricks).
+inline __m512 exp16(__m512 x) {
+  x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-104.0f)), _mm512_set1_ps(88.7f));
+  __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                  _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+  p = _mm512_add_ps(_mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r), _mm512_set1_ps(1.0f));
+  return _mm512_scalef_ps(p, n);
+}
+inline __mmask16 tail_mask(int64_t left) { return left >= 16 ? __mmask16(0xffff) : __mmask16((1u << left) - 1); }
+#endif
+
+// max of x[0..n) (n >= 1)
+inline float max_array(const float* x, int64_t n) {
+  int64_t i = 0;
+  float m = -std::numeric_limits<float>::infinity();
+#if defined(__AVX512F__)
+  __m512 a0 = _mm512_set1_ps(m), a1 = a0, a2 = a0, a3 = a0;
+  for (; i + 64 <= n; i += 64) {
+    a0 = _mm512_max_ps(a0, _mm512_loadu_ps(x + i));
+    a1 = _mm512_max_ps(a1, _mm512_loadu_ps(x + i + 16));
+    a2 = _mm512_max_ps(a2, _mm512_loadu_ps(x + i + 32));
+    a3 = _mm512_max_ps(a3, _mm512_loadu_ps(x + i + 48));
+  }
+  alignas(64) float lanes[16];
+  _mm512_store_ps(lanes, _mm512_max_ps(_mm512_max_ps(a0, a1), _mm512_max_ps(a2, a3)));
+  for (float v : lanes) m = std::max(m, v);
+#endif
+  for (; i < n; ++i) m = std::max(m, x[i]);
+  return m;
+}
+inline double max_array(const double* x, int64_t n) {
+  double m = -std::numeric_limits<double>::infinity();
+  for (int64_t i = 0; i < n; ++i) m = std::max(m, x[i]);
+  return m;
+}
+
+// Writes y[i] = exp(x[i] - shift) when y is not null (y may alias x); returns their sum.
+inline float exp_shift_sum(const float* x, float shift, float* y, int64_t n) {
+#if defined(__AVX512F__)
+  __m512 sh = _mm512_set1_ps(shift), acc0 = _mm512_setzero_ps(), acc1 = acc0;
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    __m512 e0 = exp16(_mm512_sub_ps(_mm512_loadu_ps(x + i), sh));
+    __m512 e1 = exp16(_mm512_sub_ps(_mm512_loadu_ps(x + i + 16), sh));
+    if (y) {
+      _mm512_storeu_ps(y + i, e0);
+      _mm512_storeu_ps(y + i + 16, e1);
+    }
+    acc0 = _mm512_add_ps(acc0, e0);
+    acc1 = _mm512_add_ps(acc1, e1);
+  }
+  for (; i < n; i += 16) {
+    __mmask16 m = tail_mask(n - i);
+    __m512 e = exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, x + i), sh));
+    if (y) _mm512_mask_storeu_ps(y + i, m, e);
+    acc0 = _mm512_mask_add_ps(acc0, m, acc0, e);
+  }
+  return _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
+#else
+  float s = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    float e = fast_exp(x[i] - shift);
+    if (y) y[i] = e;
+    s += e;
+  }
+  return s;
+#endif
+}
+inline double exp_shift_sum(const double* x, double shift, double* y, int64_t n) {
+  double s = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    double e = std::exp(x[i] - shift);
+    if (y) y[i] = e;
+    s += e;
+  }
+  return s;
+}
+
+// y[i] = exp(x[i]) (y may alias x)
+inline void exp_array(const float* x, float* y, int64_t n) {
+#if defined(__AVX512F__)
+  for (int64_t i = 0; i < n; i += 16) {
+    __mmask16 m = tail_mask(n - i);
+    _mm512_mask_storeu_ps(y + i, m, exp16(_mm512_maskz_loadu_ps(m, x + i)));
+  }
+#else
+  for (int64_t i = 0; i < n; ++i) y[i] = fast_exp(x[i]);
+#endif
+}
+inline void exp_array(const double* x, double* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = std::exp(x[i]);
+}
+
+}  // namespace mf::cpu
+
+#if defined(__AVX512F__)
+#pragma GCC diagnostic pop
+#endif
