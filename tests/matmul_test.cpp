@@ -47,6 +47,9 @@ TEST(Matmul, LinearMatchesNaive) {
   expect_rel_close(mf::linear(mf::cast(x, DType::kF32), mf::cast(w, DType::kF32), mf::cast(bias, DType::kF32)), ref, 1e-5,
                    "linear f32");
   MFT_EXPECT_ERROR(mf::linear(x, randn({N, K + 1}, 4)), "linear", "does not match weight");
+  // affine: the same product with the weight stored (in, out)
+  Tensor wt = mf::contiguous(mf::transpose(w, 0, 1));
+  expect_close(mf::affine(x, wt, bias), ref, 1e-13, 1e-13, "affine");
   MFT_EXPECT_ERROR(mf::linear(x, w, randn({N + 1}, 4)), "linear", "bias");
 }
 
@@ -59,6 +62,8 @@ TEST(Matmul, Gradients) {
             {randn({2, 3, 4}, 7), randn({5, 4}, 8), randn({5}, 9)});
   gradcheck([](const std::vector<Tensor>& in) { return mf::linear(in[0], in[1]); },
             {non_contiguous(randn({3, 4}, 10)), non_contiguous(randn({5, 4}, 11))});
+  gradcheck([](const std::vector<Tensor>& in) { return mf::affine(in[0], in[1], in[2]); },
+            {randn({2, 3, 4}, 12), non_contiguous(randn({4, 5}, 13)), randn({5}, 14)});
 }
 
 }  // namespace

@@ -27,7 +27,7 @@ using Fill = void(const Tensor& dst, double value);
 // dst += alpha * src; dst contiguous, src same shape, any strides.
 using AddInplace = void(const Tensor& dst, const Tensor& src, double alpha);
 
-enum class ReduceOp : uint8_t { kSum, kMax };
+enum class ReduceOp : uint8_t { kSum, kMax, kSumSquares };
 // x contiguous viewed as (outer, r, inner) -> out (outer, inner); argmax (outer, inner) i64
 // filled for kMax.
 using Reduce = void(ReduceOp op, const Tensor& x, int64_t outer, int64_t r, int64_t inner, const Tensor& out,
@@ -94,6 +94,18 @@ using CrossEntropyForward = void(const Tensor& logits, const Tensor& targets, in
 // dlogits (N, V) = grad_scale * (softmax - target distribution) for rows not ignored, else 0.
 using CrossEntropyBackward = void(const Tensor& logits, const Tensor& targets, const Tensor& lse,
                                   int64_t ignore_index, double smoothing, double grad_scale, const Tensor& dlogits);
+
+// Optimizer updates, in place on contiguous tensors of one shape (param, grad, state).
+struct AdamWParams {
+  double lr, beta1, beta2, eps, weight_decay;
+  double bias_correction1, bias_correction2;  // 1 - beta^step
+};
+// p -= lr * (wd * p + m_hat / (sqrt(v_hat) + eps)) with m, v updated from g (decoupled decay).
+using AdamWUpdate = void(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
+                         const AdamWParams& p);
+// buf = momentum * buf + (g + wd * p); p -= lr * buf   (buf undefined when momentum == 0)
+using SgdUpdate = void(const Tensor& param, const Tensor& grad, const Tensor& momentum_buf, double lr,
+                       double momentum, double weight_decay);
 
 // x (B, H, T, D) contiguous -> out: rotation by +angle (sign = 1) or its inverse (sign = -1).
 using Rope = void(const Tensor& x, double base, int64_t position_offset, int sign, const Tensor& out);

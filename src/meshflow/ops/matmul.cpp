@@ -97,18 +97,23 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   return matmul_nd(a, b);
 }
 
-Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
-  detail::check_float(x, "linear", "x");
-  detail::check_float(weight, "linear", "weight");
-  detail::check_same_dtype(x, weight, "linear");
-  MF_CHECK(weight.ndim() == 2, "linear: weight ", weight.str(), " must be (out_features, in_features)");
-  MF_CHECK(x.ndim() >= 1 && x.shape(-1) == weight.shape(1), "linear: input ", x.str(), " does not match weight ",
-           weight.str(), " (in_features ", weight.shape(1), ")");
-  int64_t K = weight.shape(1), N = weight.shape(0);
+namespace {
+
+// y (..., N) = x (..., K) @ op(W) + bias, with W stored (N, K) ("linear", op = transpose) or
+// (K, N) ("affine", op = identity). One GEMM, bias written first and accumulated with beta = 1.
+Tensor linear_impl(const char* name, const Tensor& x, const Tensor& weight, const Tensor& bias, bool w_in_out) {
+  detail::check_float(x, name, "x");
+  detail::check_float(weight, name, "weight");
+  detail::check_same_dtype(x, weight, name);
+  MF_CHECK(weight.ndim() == 2, name, ": weight ", weight.str(), " must be ",
+           w_in_out ? "(in_features, out_features)" : "(out_features, in_features)");
+  int64_t K = weight.shape(w_in_out ? 0 : 1), N = weight.shape(w_in_out ? 1 : 0);
+  MF_CHECK(x.ndim() >= 1 && x.shape(-1) == K, name, ": input ", x.str(), " does not match weight ", weight.str(),
+           " (in_features ", K, ")");
   if (bias.defined()) {
-    detail::check_float(bias, "linear", "bias");
-    detail::check_same_dtype(x, bias, "linear");
-    MF_CHECK(bias.ndim() == 1 && bias.shape(0) == N, "linear: bias ", bias.str(), " must be (", N, ",)");
+    detail::check_float(bias, name, "bias");
+    detail::check_same_dtype(x, bias, name);
+    MF_CHECK(bias.ndim() == 1 && bias.shape(0) == N, name, ": bias ", bias.str(), " must be (", N, ",)");
   }
   Tensor x2 = reshape(x.detach(), {-1, K});  // a view for contiguous x
   int64_t M = x2.shape(0);
@@ -117,27 +122,38 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   Tensor out = empty(os, x.dtype(), x.device());
   Tensor out2 = view(out, {M, N});
   double beta = 0.0;
-  if (bias.defined() && M > 0) {  // C := broadcast bias, then C = x W^T + C
+  if (bias.defined() && M > 0) {  // C := broadcast bias, then C = x op(W) + C
     copy_(out2, expand(bias.detach(), {M, N}));
     beta = 1.0;
   }
   Tensor w = contiguous(weight.detach());
   GemmOperand ox = as_operand(x2, M, K, x2.stride(0), x2.stride(1));
   if (!ox.t.defined()) { x2 = contiguous(x2); ox = {x2, false, K}; }
-  kernel<kernels::Gemm>("gemm", x.device(), x.dtype())(ox.trans, true, M, N, K, 1.0, x2.raw_data(), ox.ld,
-                                                       w.raw_data(), K, beta, out2.raw_data(), N);
+  kernel<kernels::Gemm>("gemm", x.device(), x.dtype())(ox.trans, !w_in_out, M, N, K, 1.0, x2.raw_data(), ox.ld,
+                                                       w.raw_data(), w_in_out ? N : K, beta, out2.raw_data(), N);
   if (!any_requires_grad({x, weight, bias})) return out;
   bool gx = x.requires_grad(), gw = weight.requires_grad(), gbias = bias.requires_grad();
   Shape x_shape = x.shape();
-  record("linear", {x, weight, bias}, {out}, [x2, w, gx, gw, gbias, x_shape, M, N](const std::vector<Tensor>& g) -> std::vector<Tensor> {
+  record(name, {x, weight, bias}, {out}, [x2, w, gx, gw, gbias, x_shape, M, N, w_in_out](const std::vector<Tensor>& g) -> std::vector<Tensor> {
     Tensor g2 = reshape(g[0], {M, N});
     Tensor dx, dw, db;
-    if (gx) dx = reshape(matmul(g2, w), x_shape);           // (M,N) @ (N,K)
-    if (gw) dw = matmul(transpose(g2, 0, 1), x2);           // (N,M) @ (M,K)
+    if (gx) dx = reshape(matmul(g2, w_in_out ? transpose(w, 0, 1) : w), x_shape);  // (M,N) @ (N,K)
+    if (gw) dw = w_in_out ? matmul(transpose(x2, 0, 1), g2)     // (K,M) @ (M,N)
+                          : matmul(transpose(g2, 0, 1), x2);    // (N,M) @ (M,K)
     if (gbias) db = sum(g2, {0});
     return {dx, dw, db};
   });
   return out;
+}
+
+}  // namespace
+
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  return linear_impl("linear", x, weight, bias, false);
+}
+
+Tensor affine(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  return linear_impl("affine", x, weight, bias, true);
 }
 
 }  // namespace mf

@@ -36,6 +36,8 @@ Tensor relu_backward(const Tensor& dy, const Tensor& x);
 Tensor sum(const Tensor& x, const std::vector<int64_t>& axes = {}, bool keepdim = false);
 Tensor mean(const Tensor& x, const std::vector<int64_t>& axes = {}, bool keepdim = false);
 Tensor max(const Tensor& x, int64_t axis, bool keepdim = false);
+// Sum of squares of all elements (accumulated in f64), shape (); not differentiable.
+Tensor sum_squares(const Tensor& x);
 // Sums a broadcast result back to `shape` (the gradient of broadcasting).
 Tensor sum_to(const Tensor& x, const Shape& shape);
 
@@ -108,6 +110,9 @@ Tensor rope(const Tensor& x, double base = 10000.0, int64_t position_offset = 0)
 Tensor matmul(const Tensor& a, const Tensor& b);
 // x (..., K), weight (N, K), bias (N) or undefined -> (..., N) = x weight^T + bias.
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
+// x (..., K), weight (K, N), bias (N) or undefined -> (..., N) = x weight + bias (the layout of
+// Hugging Face GPT-2's Conv1D weights).
+Tensor affine(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
 
 // ---- dtype (ops/cast.cpp)
 Tensor cast(const Tensor& x, DType dtype);  // round-to-nearest-even into bf16/f16
@@ -118,5 +123,13 @@ void fill_(Tensor& dst, double value);
 void copy_(Tensor& dst, const Tensor& src);  // same shape and dtype, any strides
 void add_(Tensor& dst, const Tensor& src, double alpha = 1.0);  // dst += alpha * src
 void scale_(Tensor& dst, double s);
+
+// ---- optimizer updates (ops/optim_updates.cpp), in place, never recorded
+// AdamW (decoupled weight decay) at 1-based step `step`: updates param, exp_avg, exp_avg_sq.
+void adamw_update_(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq, double lr, double beta1,
+                   double beta2, double eps, double weight_decay, int64_t step);
+// SGD with momentum (momentum_buf undefined when momentum == 0) and L2 weight decay.
+void sgd_update_(Tensor& param, const Tensor& grad, Tensor& momentum_buf, double lr, double momentum,
+                 double weight_decay);
 
 }  // namespace mf

@@ -92,6 +92,15 @@ Tensor max(const Tensor& x, int64_t axis, bool keepdim) {
   return out;
 }
 
+Tensor sum_squares(const Tensor& x) {
+  detail::check_float(x, "sum_squares", "x");
+  Tensor xc = contiguous(x.detach());
+  Tensor out = empty({}, x.dtype(), x.device());
+  kernel<kernels::Reduce>("reduce", x.device(), x.dtype())(kernels::ReduceOp::kSumSquares, xc, 1, xc.numel(), 1, out,
+                                                           Tensor());
+  return out;
+}
+
 Tensor sum_to(const Tensor& x, const Shape& shape) {
   detail::check_defined(x, "sum_to", "x");
   if (x.shape() == shape) return x;

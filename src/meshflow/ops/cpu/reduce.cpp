@@ -28,6 +28,11 @@ void reduce_kernel(ReduceOp op, const Tensor& xt, int64_t outer, int64_t r, int6
 #pragma omp simd reduction(+ : acc)
           for (int64_t j = 0; j < r; ++j) acc += static_cast<double>(row[j]);
           out[o] = static_cast<T>(acc);
+        } else if (op == ReduceOp::kSumSquares) {
+          double acc = 0.0;
+#pragma omp simd reduction(+ : acc)
+          for (int64_t j = 0; j < r; ++j) acc += static_cast<double>(row[j]) * static_cast<double>(row[j]);
+          out[o] = static_cast<T>(acc);
         } else {
           T best = row[0];
           int64_t bi = 0;
@@ -40,6 +45,7 @@ void reduce_kernel(ReduceOp op, const Tensor& xt, int64_t outer, int64_t r, int6
     });
     return;
   }
+  MF_CHECK(op != ReduceOp::kSumSquares, "reduce: sum of squares is implemented over the last axis only");
   int64_t ntiles = (inner + kTile - 1) / kTile;
   parallel_for(outer * ntiles, std::max<int64_t>(1, (1 << 15) / std::max<int64_t>(r * kTile, 1)),
                [&](int64_t lo, int64_t hi) {

@@ -16,6 +16,7 @@ void register_cpu_kernels(KernelRegistry& r) {
   cpu::register_attention(r);
   cpu::register_cross_entropy(r);
   cpu::register_rope(r);
+  cpu::register_optim(r);
 }
 
 }  // namespace mf

@@ -18,5 +18,6 @@ void register_random(KernelRegistry& r);
 void register_attention(KernelRegistry& r);
 void register_cross_entropy(KernelRegistry& r);
 void register_rope(KernelRegistry& r);
+void register_optim(KernelRegistry& r);
 }  // namespace cpu
 }  // namespace mf

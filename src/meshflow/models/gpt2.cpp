@@ -1,0 +1,115 @@
+#include "meshflow/models/gpt2.h"
+
+#include <cmath>
+
+#include "meshflow/autograd/checkpoint.h"
+#include "meshflow/autograd/grad_mode.h"
+
+namespace mf::models {
+
+void Gpt2Config::validate() const {
+  MF_CHECK(vocab_size > 0 && max_seq_length > 0 && hidden_size > 0 && num_layers > 0 && num_attention_heads > 0,
+           "gpt2: model sizes must be positive (vocab_size ", vocab_size, ", max_seq_length ", max_seq_length,
+           ", hidden_size ", hidden_size, ", num_layers ", num_layers, ", num_attention_heads ", num_attention_heads, ")");
+  MF_CHECK(hidden_size % num_attention_heads == 0, "gpt2: model.hidden_size ", hidden_size,
+           " is not divisible by model.num_attention_heads ", num_attention_heads);
+  for (double p : {embedding_dropout_prob, attention_dropout_prob, output_dropout_prob})
+    MF_CHECK(p >= 0.0 && p < 1.0, "gpt2: dropout probabilities must be in [0, 1), got ", p);
+}
+
+Gpt2Block::Gpt2Block(const Gpt2Config& c) : c_(c) {
+  int64_t C = c.hidden_size;
+  ln_1_ = register_module("ln_1", std::make_shared<nn::LayerNorm>(C, c.layernorm_epsilon, c.dtype));
+  auto attn = register_module("attn", std::make_shared<nn::ModuleGroup>());
+  c_attn_ = attn->add("c_attn", std::make_shared<nn::Conv1D>(C, 3 * C, c.dtype));
+  attn_proj_ = attn->add("c_proj", std::make_shared<nn::Conv1D>(C, C, c.dtype));
+  ln_2_ = register_module("ln_2", std::make_shared<nn::LayerNorm>(C, c.layernorm_epsilon, c.dtype));
+  auto mlp = register_module("mlp", std::make_shared<nn::ModuleGroup>());
+  c_fc_ = mlp->add("c_fc", std::make_shared<nn::Conv1D>(C, c.ffn(), c.dtype));
+  mlp_proj_ = mlp->add("c_proj", std::make_shared<nn::Conv1D>(c.ffn(), C, c.dtype));
+}
+
+Tensor Gpt2Block::forward(const Tensor& x) const {
+  // x (B, T, C)
+  int64_t B = x.shape(0), T = x.shape(1), C = c_.hidden_size, H = c_.num_attention_heads, D = C / H;
+  double p_out = training() ? c_.output_dropout_prob : 0.0;
+  Tensor qkv = c_attn_->forward(ln_1_->forward(x));  // (B, T, 3C) = (B, T, 3, H, D)
+  Tensor qkv5 = view(qkv, {B, T, 3, H, D});
+  auto head_view = [&](int64_t i) { return permute(squeeze(narrow(qkv5, 2, i, 1), 2), {0, 2, 1, 3}); };  // (B,H,T,D)
+  AttentionOptions opts;
+  opts.causal = true;
+  opts.dropout_p = training() ? c_.attention_dropout_prob : 0.0;
+  Tensor y = scaled_dot_product_attention(head_view(0), head_view(1), head_view(2), opts);  // (B, H, T, D)
+  y = reshape(transpose(y, 1, 2), {B, T, C});  // a view: the output is stored (B, T, H, D)
+  Tensor h = add(x, dropout(attn_proj_->forward(y), p_out));
+  Tensor m = mlp_proj_->forward(gelu(c_fc_->forward(ln_2_->forward(h)), true));
+  return add(h, dropout(m, p_out));
+}
+
+Gpt2Model::Gpt2Model(const Gpt2Config& c) : c_(c) {
+  c.validate();
+  auto tr = register_module("transformer", std::make_shared<nn::ModuleGroup>());
+  transformer_ = tr;
+  wte_ = tr->add("wte", std::make_shared<nn::Embedding>(c.vocab_size, c.hidden_size, c.dtype));
+  wpe_ = tr->add("wpe", std::make_shared<nn::Embedding>(c.max_seq_length, c.hidden_size, c.dtype));
+  auto h = tr->add("h", std::make_shared<nn::ModuleGroup>());
+  for (int64_t i = 0; i < c.num_layers; ++i) blocks_.push_back(h->add(std::to_string(i), std::make_shared<Gpt2Block>(c)));
+  ln_f_ = tr->add("ln_f", std::make_shared<nn::LayerNorm>(c.hidden_size, c.layernorm_epsilon, c.dtype));
+  // lm_head.weight is tied to transformer.wte.weight (not a separate parameter).
+}
+
+void Gpt2Model::init_weights(uint64_t seed) {
+  NoGradGuard ng;
+  const double std_out = c_.initializer_range / std::sqrt(2.0 * static_cast<double>(c_.num_layers));
+  uint64_t stream = 0;
+  for (auto& [name, p] : named_parameters()) {
+    Generator g(seed ^ 0x5eed1d11a7e5eedULL);
+    g.set_state({g.seed(), stream++});
+    auto ends_with = [&](const char* suf) {
+      std::string s(suf);
+      return name.size() >= s.size() && name.compare(name.size() - s.size(), s.size(), s) == 0;
+    };
+    if (name.find(".ln_") != std::string::npos) {
+      fill_(p, ends_with(".weight") ? 1.0 : 0.0);
+    } else if (ends_with(".bias")) {
+      fill_(p, 0.0);
+    } else if (ends_with("c_proj.weight")) {
+      normal_(p, 0.0, std_out, &g);
+    } else {
+      normal_(p, 0.0, c_.initializer_range, &g);
+    }
+  }
+}
+
+Tensor Gpt2Model::hidden(const Tensor& ids) const {
+  MF_CHECK(ids.ndim() == 2, "gpt2: input ids must be (batch, seq), got ", ids.str());
+  int64_t T = ids.shape(1);
+  MF_CHECK(T <= c_.max_seq_length, "gpt2: sequence length ", T, " exceeds model.max_seq_length ", c_.max_seq_length);
+  Tensor pos = arange(T, DType::kI64);
+  Tensor x = add(wte_->forward(ids), wpe_->forward(pos));  // (B, T, C) + (T, C)
+  x = dropout(x, training() ? c_.embedding_dropout_prob : 0.0);
+  for (const auto& blk : blocks_) {
+    if (c_.activation_checkpointing && training() && grad_enabled()) {
+      auto b = blk;
+      x = checkpoint([b](const std::vector<Tensor>& in) { return std::vector<Tensor>{b->forward(in[0])}; }, {x})[0];
+    } else {
+      x = blk->forward(x);
+    }
+  }
+  return ln_f_->forward(x);
+}
+
+Tensor Gpt2Model::logits(const Tensor& ids) const { return linear(hidden(ids), wte_->weight); }
+
+Tensor Gpt2Model::loss(const Tensor& ids, const Tensor& labels) const {
+  MF_CHECK(labels.shape() == ids.shape(), "gpt2: labels ", labels.str(), " must match ids ", ids.str());
+  Tensor lg = logits(ids);  // (B, T, V)
+  return cross_entropy(reshape(lg, {-1, c_.vocab_size}), reshape(labels, {-1}));
+}
+
+double Gpt2Model::flops_per_token(int64_t seq_len) const {
+  double params = static_cast<double>(num_parameters() - c_.max_seq_length * c_.hidden_size);  // wpe is a lookup
+  return 6.0 * params + 12.0 * static_cast<double>(c_.num_layers * c_.hidden_size * seq_len);
+}
+
+}  // namespace mf::models

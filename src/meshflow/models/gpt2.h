@@ -1,0 +1,66 @@
+// GPT-2: learned positions, pre-LayerNorm blocks, tied input/output embeddings, dropout.
+// Parameter names and shapes follow Hugging Face's GPT2LMHeadModel
+// ("transformer.h.0.attn.c_attn.weight" is (C, 3C)), so import/export is a plain mapping.
+#pragma once
+#include <memory>
+#include <vector>
+
+#include "meshflow/nn/layers.h"
+
+namespace mf::models {
+
+struct Gpt2Config {
+  int64_t vocab_size = 50257;
+  int64_t max_seq_length = 1024;  // n_positions
+  int64_t hidden_size = 768;      // n_embd
+  int64_t num_layers = 12;
+  int64_t num_attention_heads = 12;
+  int64_t ffn_hidden_size = 0;  // 0: 4 * hidden_size
+  double embedding_dropout_prob = 0.1;
+  double attention_dropout_prob = 0.1;
+  double output_dropout_prob = 0.1;
+  double layernorm_epsilon = 1e-5;
+  double initializer_range = 0.02;
+  bool activation_checkpointing = false;
+  DType dtype = DType::kF32;  // parameter and compute dtype (f64 serves exactness tests)
+  int64_t ffn() const { return ffn_hidden_size > 0 ? ffn_hidden_size : 4 * hidden_size; }
+  void validate() const;  // throws naming the bad field
+};
+
+class Gpt2Block : public nn::Module {
+ public:
+  explicit Gpt2Block(const Gpt2Config& c);
+  Tensor forward(const Tensor& x) const;  // (B, T, C) -> (B, T, C)
+
+ private:
+  Gpt2Config c_;
+  std::shared_ptr<nn::LayerNorm> ln_1_, ln_2_;
+  std::shared_ptr<nn::Conv1D> c_attn_, attn_proj_, c_fc_, mlp_proj_;
+};
+
+class Gpt2Model : public nn::Module {
+ public:
+  explicit Gpt2Model(const Gpt2Config& c);
+  // GPT-2 initialisation: N(0, initializer_range), output projections scaled by
+  // 1/sqrt(2 * num_layers), biases 0, LayerNorm 1/0. Parameter i draws from stream i of a
+  // generator of its own, so values depend only on (seed, parameter order, position).
+  void init_weights(uint64_t seed);
+  // ids (B, T) integer -> logits (B, T, V)
+  Tensor logits(const Tensor& ids) const;
+  // ids, labels (B, T) -> mean cross-entropy over labels != ignore_index (-100)
+  Tensor loss(const Tensor& ids, const Tensor& labels) const;
+  const Gpt2Config& config() const { return c_; }
+  // Non-embedding parameters and FLOPs per token of a training step (forward + backward):
+  // 6 * params + 12 * layers * hidden * seq (attention scores and values, the PaLM/Megatron count).
+  double flops_per_token(int64_t seq_len) const;
+
+ private:
+  Tensor hidden(const Tensor& ids) const;
+  Gpt2Config c_;
+  std::shared_ptr<nn::Module> transformer_;
+  std::shared_ptr<nn::Embedding> wte_, wpe_;
+  std::vector<std::shared_ptr<Gpt2Block>> blocks_;
+  std::shared_ptr<nn::LayerNorm> ln_f_;
+};
+
+}  // namespace mf::models

@@ -1,0 +1,85 @@
+#include "meshflow/nn/module.h"
+
+#include <unordered_map>
+
+#include "meshflow/autograd/grad_mode.h"
+#include "meshflow/ops/ops.h"
+
+namespace mf::nn {
+
+void Module::collect(const std::string& prefix, bool params, NamedTensors& out) const {
+  for (const auto& [name, t] : params ? params_ : buffers_) out.emplace_back(prefix + name, t);
+  for (const auto& [name, child] : children_) child->collect(prefix + name + ".", params, out);
+}
+
+NamedTensors Module::named_parameters() const {
+  NamedTensors out;
+  collect("", true, out);
+  return out;
+}
+
+NamedTensors Module::named_buffers() const {
+  NamedTensors out;
+  collect("", false, out);
+  return out;
+}
+
+std::vector<Tensor> Module::parameters() const {
+  std::vector<Tensor> out;
+  for (auto& [n, t] : named_parameters()) out.push_back(t);
+  return out;
+}
+
+int64_t Module::num_parameters() const {
+  int64_t n = 0;
+  for (auto& [name, t] : named_parameters()) n += t.numel();
+  return n;
+}
+
+void Module::train(bool on) {
+  training_ = on;
+  for (auto& [name, child] : children_) child->train(on);
+}
+
+NamedTensors Module::state_dict() const {
+  NamedTensors out = named_parameters();
+  NamedTensors b = named_buffers();
+  out.insert(out.end(), b.begin(), b.end());
+  return out;
+}
+
+void Module::load_state_dict(const NamedTensors& state, bool strict) {
+  std::unordered_map<std::string, Tensor> mine;
+  for (auto& [name, t] : state_dict()) mine.emplace(name, t);
+  size_t matched = 0;
+  NoGradGuard ng;
+  for (const auto& [name, src] : state) {
+    auto it = mine.find(name);
+    MF_CHECK(it != mine.end(), "load_state_dict: unexpected key '", name, "'");
+    Tensor dst = it->second;
+    MF_CHECK(dst.shape() == src.shape() && dst.dtype() == src.dtype(), "load_state_dict: '", name, "' is ",
+             src.str(), " but the model holds ", dst.str());
+    copy_(dst, src);
+    ++matched;
+  }
+  if (strict && matched != mine.size()) {
+    for (auto& [name, t] : mine) {
+      bool found = false;
+      for (auto& [n2, s] : state) found = found || n2 == name;
+      MF_CHECK(found, "load_state_dict: missing key '", name, "'");
+    }
+  }
+}
+
+Tensor Module::register_parameter(const std::string& name, Tensor t) {
+  t.set_requires_grad(true);
+  params_.emplace_back(name, std::move(t));
+  return params_.back().second;
+}
+
+Tensor Module::register_buffer(const std::string& name, Tensor t) {
+  buffers_.emplace_back(name, std::move(t));
+  return buffers_.back().second;
+}
+
+}  // namespace mf::nn

@@ -1,0 +1,62 @@
+// Module: a tree of named parameters, buffers and child modules, as in torch.nn. Names join
+// with '.' (e.g. "transformer.h.0.attn.c_attn.weight"), in registration order.
+#pragma once
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "meshflow/tensor/tensor.h"
+
+namespace mf::nn {
+
+using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
+
+class Module {
+ public:
+  virtual ~Module() = default;
+  Module() = default;
+  Module(const Module&) = delete;
+  Module& operator=(const Module&) = delete;
+
+  NamedTensors named_parameters() const;  // recursive, registration order
+  NamedTensors named_buffers() const;
+  std::vector<Tensor> parameters() const;
+  int64_t num_parameters() const;  // elements
+
+  void train(bool on = true);  // recursive
+  void eval() { train(false); }
+  bool training() const { return training_; }
+
+  // Parameters and buffers by name (the tensors themselves, sharing storage).
+  NamedTensors state_dict() const;
+  // Copies values in; every entry must exist with the same shape and dtype, and (strict) every
+  // parameter/buffer must be given. Errors name the key.
+  void load_state_dict(const NamedTensors& state, bool strict = true);
+
+ protected:
+  Tensor register_parameter(const std::string& name, Tensor t);  // sets requires_grad
+  Tensor register_buffer(const std::string& name, Tensor t);
+  template <class M>
+  std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> m) {
+    children_.emplace_back(name, m);
+    return m;
+  }
+
+ private:
+  void collect(const std::string& prefix, bool params, NamedTensors& out) const;
+  NamedTensors params_, buffers_;
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
+  bool training_ = true;
+};
+
+// A module that only groups children under names (the "transformer" / "h" of GPT-2).
+class ModuleGroup : public Module {
+ public:
+  template <class M>
+  std::shared_ptr<M> add(const std::string& name, std::shared_ptr<M> m) {
+    return register_module(name, std::move(m));
+  }
+};
+
+}  // namespace mf::nn
