@@ -1,0 +1,108 @@
+#include "meshflow/optim/optimizer.h"
+
+#include <cmath>
+
+#include "meshflow/autograd/grad_mode.h"
+#include "meshflow/ops/ops.h"
+
+namespace mf::optim {
+
+std::vector<ParamGroup> default_param_groups(const nn::Module& model, double weight_decay) {
+  ParamGroup decay{{}, weight_decay}, no_decay{{}, 0.0};
+  for (auto& [name, p] : model.named_parameters()) (p.ndim() >= 2 ? decay : no_decay).params.emplace_back(name, p);
+  return {decay, no_decay};
+}
+
+void Optimizer::zero_grad() {
+  for (auto& g : groups_)
+    for (auto& [name, p] : g.params) p.zero_grad();
+}
+
+namespace {
+std::vector<std::vector<Tensor>> zeros_like_params(const std::vector<ParamGroup>& groups) {
+  std::vector<std::vector<Tensor>> r;
+  for (const auto& g : groups) {
+    r.emplace_back();
+    for (const auto& [name, p] : g.params) r.back().push_back(zeros(p.shape(), p.dtype(), p.device()));
+  }
+  return r;
+}
+}  // namespace
+
+AdamW::AdamW(std::vector<ParamGroup> groups, double lr, double beta1, double beta2, double eps)
+    : Optimizer(std::move(groups), lr), beta1_(beta1), beta2_(beta2), eps_(eps) {
+  MF_CHECK(beta1 >= 0 && beta1 < 1 && beta2 >= 0 && beta2 < 1, "adamw: betas must be in [0, 1), got [", beta1, ", ",
+           beta2, "]");
+  MF_CHECK(eps > 0, "adamw: eps must be positive, got ", eps);
+  exp_avg_ = zeros_like_params(groups_);
+  exp_avg_sq_ = zeros_like_params(groups_);
+}
+
+void AdamW::step() {
+  NoGradGuard ng;
+  ++step_;
+  for (size_t gi = 0; gi < groups_.size(); ++gi)
+    for (size_t pi = 0; pi < groups_[gi].params.size(); ++pi) {
+      Tensor p = groups_[gi].params[pi].second;
+      Tensor g = p.grad();
+      if (!g.defined()) continue;
+      adamw_update_(p, g, exp_avg_[gi][pi], exp_avg_sq_[gi][pi], lr_, beta1_, beta2_, eps_, groups_[gi].weight_decay,
+                    step_);
+    }
+}
+
+nn::NamedTensors AdamW::state_tensors() {
+  nn::NamedTensors r;
+  for (size_t gi = 0; gi < groups_.size(); ++gi)
+    for (size_t pi = 0; pi < groups_[gi].params.size(); ++pi) {
+      r.emplace_back(groups_[gi].params[pi].first + ".exp_avg", exp_avg_[gi][pi]);
+      r.emplace_back(groups_[gi].params[pi].first + ".exp_avg_sq", exp_avg_sq_[gi][pi]);
+    }
+  return r;
+}
+
+Sgd::Sgd(std::vector<ParamGroup> groups, double lr, double momentum)
+    : Optimizer(std::move(groups), lr), momentum_(momentum) {
+  MF_CHECK(momentum >= 0, "sgd: momentum must be >= 0, got ", momentum);
+  if (momentum > 0) buf_ = zeros_like_params(groups_);
+}
+
+void Sgd::step() {
+  NoGradGuard ng;
+  ++step_;
+  for (size_t gi = 0; gi < groups_.size(); ++gi)
+    for (size_t pi = 0; pi < groups_[gi].params.size(); ++pi) {
+      Tensor p = groups_[gi].params[pi].second;
+      Tensor g = p.grad();
+      if (!g.defined()) continue;
+      Tensor buf = momentum_ > 0 ? buf_[gi][pi] : Tensor();
+      sgd_update_(p, g, buf, lr_, momentum_, groups_[gi].weight_decay);
+    }
+}
+
+nn::NamedTensors Sgd::state_tensors() {
+  nn::NamedTensors r;
+  if (momentum_ > 0)
+    for (size_t gi = 0; gi < groups_.size(); ++gi)
+      for (size_t pi = 0; pi < groups_[gi].params.size(); ++pi)
+        r.emplace_back(groups_[gi].params[pi].first + ".momentum_buffer", buf_[gi][pi]);
+  return r;
+}
+
+double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
+  NoGradGuard ng;
+  double ss = 0.0;
+  for (const auto& p : params)
+    if (p.grad().defined()) ss += sum_squares(p.grad()).item();
+  double norm = std::sqrt(ss);
+  if (max_norm > 0 && std::isfinite(norm) && norm > max_norm) {
+    double s = max_norm / (norm + 1e-6);
+    for (const auto& p : params) {
+      Tensor g = p.grad();
+      if (g.defined()) scale_(g, s);
+    }
+  }
+  return norm;
+}
+
+}  // namespace mf::optim
