@@ -41,7 +41,7 @@ struct TempDir {
   }
 };
 
-std::string repo_root() { return fs::path(__FILE__).parent_path().parent_path().string(); }
+std::string repo_root() { return fs::absolute(fs::path(__FILE__)).parent_path().parent_path().string(); }
 
 TEST(Config, DefaultsHaveTypesAndValues) {
   Config c = Config::defaults();
@@ -83,6 +83,7 @@ TEST(Config, DefaultsHaveTypesAndValues) {
         "model.output_dropout_prob", "model.initializer_range"})
     EXPECT_TRUE(c.has(k)) << k;
   EXPECT_EQ(Config::keys().front(), "model.name");
+  EXPECT_EQ(Config(), c);
 }
 
 TEST(Config, OverridesAndSetParseStrictly) {
@@ -294,7 +295,7 @@ TEST(Config, ShippedConfigsLoad) {
   EXPECT_EQ(Config::load(dir + "tiny.yaml", {}).get_int("train.train_iter"), 300);
 }
 
-TEST(Registry, CreatesByNameAndListsUnknown) {
+TEST(ConfigRegistry, CreatesByNameAndListsUnknown) {
   mf::Registry<std::unique_ptr<int>(const Config&, int)> reg("model.name");
   reg.add("gpt2", [](const Config& c, int x) { return std::make_unique<int>(int(c.get_int("model.num_layers")) + x); });
   reg.add("bert", [](const Config&, int x) { return std::make_unique<int>(-x); });

@@ -250,7 +250,7 @@ TEST(TensorBoard, EventFileReadsBack) {
 
 // ---- progress line ----
 
-TEST(Progress, FormatsDurationsAndRates) {
+TEST(ProgressBar, FormatsDurationsAndRates) {
   EXPECT_EQ(mf::format_duration(0), "0s");
   EXPECT_EQ(mf::format_duration(45.2), "45s");
   EXPECT_EQ(mf::format_duration(192), "3m12s");
@@ -271,7 +271,7 @@ TEST(Progress, FormatsDurationsAndRates) {
   EXPECT_EQ(mf::format_progress_line(500, 500, 1.0, 50, NAN, 4), "[####] 500/500 100% | loss 1.00 | 50 tok/s | ETA --");
 }
 
-TEST(Progress, EtaFromMeanStepTimeAndTerminalOnly) {
+TEST(ProgressBar, EtaFromMeanStepTimeAndTerminalOnly) {
   std::FILE* f = std::tmpfile();
   ASSERT_NE(f, nullptr);
   {

@@ -70,11 +70,11 @@ bool needs_quotes(const std::string& s) {
 
 }  // namespace
 
-Config Config::defaults() {
-  Config c;
-  for (const SchemaEntry& e : schema()) c.values_.emplace(e.key, e.default_value);
-  return c;
+Config::Config() {
+  for (const SchemaEntry& e : schema()) values_.emplace(e.key, e.default_value);
 }
+
+Config Config::defaults() { return Config(); }
 
 Config Config::load(const std::string& path, const std::vector<std::string>& overrides) {
   Config c = defaults();

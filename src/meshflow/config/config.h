@@ -22,7 +22,8 @@ using ConfigValue = std::variant<int64_t, double, bool, std::string, std::vector
 
 class Config {
  public:
-  // The defaults document alone.
+  // The defaults document alone (same as defaults()).
+  Config();
   static Config defaults();
   // Defaults, then the file chain (`_base_` first, recursively, relative to each file's own
   // directory; cycles are an error), then each "key=value" of `overrides` in order.
@@ -64,7 +65,6 @@ class Config {
   bool operator!=(const Config& other) const { return !(*this == other); }
 
  private:
-  Config() = default;
   void load_file(const std::string& path, std::vector<std::string>& chain);
   void apply_yaml(const std::string& text, const std::string& source, const std::string& base_dir,
                   std::vector<std::string>& chain);
