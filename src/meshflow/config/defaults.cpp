@@ -1,0 +1,151 @@
+// The defaults document: every valid config key with its default, GPT-2-small-like values and
+// LiBai's key names. It is the schema: a key's type is the type of its default — a plain
+// integer is an int, a number with '.' or an exponent a float, true/false a bool, a sequence a
+// list of numbers, anything else (or anything quoted) a string. Add a key here and it exists.
+#include <yaml-cpp/yaml.h>
+
+#include <unordered_map>
+
+#include "meshflow/config/config.h"
+#include "meshflow/core/error.h"
+
+namespace mf::config_detail {
+
+const char* defaults_yaml() {
+  return R"YAML(
+model:
+  name: gpt2                    # registry name (model zoo)
+  num_layers: 12
+  hidden_size: 768
+  num_attention_heads: 12
+  ffn_hidden_size: 0            # 0 = 4 * hidden_size
+  max_seq_length: 1024          # learned position embeddings
+  vocab_size: 50257
+  embedding_dropout_prob: 0.1
+  attention_dropout_prob: 0.1
+  output_dropout_prob: 0.1
+  layernorm_epsilon: 1.0e-5
+  initializer_range: 0.02
+  pretrained: ""                # "" = random init; else a weights file to load
+
+train:
+  output_dir: output/gpt2
+  train_iter: 10000
+  train_micro_batch_size: 8
+  global_batch_size: 0          # 0 = micro * accumulation * data_parallel_size
+  num_accumulation_steps: 0     # 0 = derive from global_batch_size (1 if both are 0)
+  test_micro_batch_size: 8
+  log_period: 20
+  seed: 1234
+  resume: false
+  checkpointer:
+    period: 1000
+    max_to_keep: 3
+  evaluation:
+    enabled: true
+    eval_period: 1000
+    eval_iter: 20
+  amp:
+    enabled: false
+    dtype: bf16                 # bf16 | fp16
+  activation_checkpoint:
+    enabled: false
+  zero_optimization:
+    enabled: false
+    stage: 1
+  dist:
+    data_parallel_size: 1
+    tensor_parallel_size: 1
+    pipeline_parallel_size: 1
+    sequence_parallel: false
+    pipeline_num_layers: 0      # 0 = model.num_layers
+    timeout: 600                # seconds a collective may wait
+  scheduler:
+    name: cosine                # cosine | linear | constant | multistep
+    warmup_iter: 200
+    warmup_factor: 0.001        # lr at iteration 0 = lr * warmup_factor
+    alpha: 0.1                  # final lr = lr * alpha (cosine, linear)
+    milestones: []              # multistep: iterations where lr *= gamma
+    gamma: 0.1
+  threads: 0                    # 0 = OpenMP default (OMP_NUM_THREADS)
+
+optim:
+  name: adamw                   # adamw | sgd
+  lr: 6.0e-4
+  weight_decay: 0.1
+  betas: [0.9, 0.95]
+  eps: 1.0e-8
+  momentum: 0.9                 # sgd
+  clip_grad_max_norm: 1.0       # <= 0 disables clipping
+  clip_grad_norm_type: 2.0
+
+data:
+  data_prefix: ""               # <prefix>.bin / <prefix>.idx
+  splits: "949,50,1"            # train, valid, test weights
+  seq_length: 0                 # 0 = model.max_seq_length
+
+tokenization:
+  tokenizer: gpt2_bpe           # gpt2_bpe | byte
+  vocab_file: ""
+  merges_file: ""
+  append_eod: true
+)YAML";
+}
+
+namespace {
+
+bool is_int_text(const std::string& s) {
+  size_t i = (!s.empty() && (s[0] == '-' || s[0] == '+')) ? 1 : 0;
+  if (i >= s.size()) return false;
+  for (; i < s.size(); ++i)
+    if (s[i] < '0' || s[i] > '9') return false;
+  return true;
+}
+
+void build(const YAML::Node& node, const std::string& prefix, std::vector<SchemaEntry>& out) {
+  for (const auto& item : node) {
+    std::string key = prefix + item.first.as<std::string>();
+    const YAML::Node& v = item.second;
+    if (v.IsMap()) {
+      build(v, key + ".", out);
+    } else if (v.IsSequence()) {
+      out.push_back({key, ConfigType::kFloatList, parse_value(key, ConfigType::kFloatList, YAML::Dump(v), "defaults")});
+    } else {
+      MF_CHECK(v.IsScalar(), "defaults document: ", key, " has no default");
+      const std::string& s = v.Scalar();
+      ConfigType t;
+      if (v.Tag() == "!") t = ConfigType::kString;  // quoted
+      else if (is_int_text(s)) t = ConfigType::kInt;
+      else if (s == "true" || s == "false") t = ConfigType::kBool;
+      else if (s.find_first_not_of("0123456789+-.eE") == std::string::npos) t = ConfigType::kFloat;
+      else t = ConfigType::kString;
+      out.push_back({key, t, parse_value(key, t, s, "defaults")});
+    }
+  }
+}
+
+struct Schema {
+  std::vector<SchemaEntry> entries;
+  std::unordered_map<std::string, size_t> index;
+  Schema() {
+    build(YAML::Load(defaults_yaml()), "", entries);
+    for (size_t i = 0; i < entries.size(); ++i) index.emplace(entries[i].key, i);
+  }
+};
+
+const Schema& the_schema() {
+  static const Schema s;
+  return s;
+}
+
+}  // namespace
+
+const std::vector<SchemaEntry>& schema() { return the_schema().entries; }
+
+const SchemaEntry* find_entry(const std::string& key) {
+  const Schema& s = the_schema();
+  auto it = s.index.find(key);
+  return it == s.index.end() ? nullptr : &s.entries[it->second];
+}
+
+}  // namespace mf::config_detail

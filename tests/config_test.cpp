@@ -1,0 +1,315 @@
+// Config system: defaults schema, typed getters, overrides, `_base_` chains, validation
+// messages with suggestions, dump → load round trip, the shipped configs/ and Registry.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <memory>
+
+#include "meshflow/config/config.h"
+#include "meshflow/config/registry.h"
+#include "meshflow/core/atomic_file.h"
+#include "testing.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using mf::Config;
+using mf::ConfigType;
+
+// A fresh directory under the test temp dir, removed at scope exit.
+struct TempDir {
+  std::string path;
+  TempDir() {
+    std::string tmpl = ::testing::TempDir() + "mf_config_XXXXXX";
+    char* p = ::mkdtemp(tmpl.data());
+    EXPECT_NE(p, nullptr);
+    path = tmpl;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+  std::string write(const std::string& name, const std::string& text) const {
+    std::string p = path + "/" + name;
+    fs::create_directories(fs::path(p).parent_path());
+    std::ofstream(p, std::ios::binary) << text;  // plain write: no fsync in tests
+    return p;
+  }
+};
+
+std::string repo_root() { return fs::absolute(fs::path(__FILE__)).parent_path().parent_path().string(); }
+
+TEST(Config, DefaultsHaveTypesAndValues) {
+  Config c = Config::defaults();
+  EXPECT_EQ(c.get_string("model.name"), "gpt2");
+  EXPECT_EQ(c.get_int("model.num_layers"), 12);
+  EXPECT_EQ(c.get_int("model.hidden_size"), 768);
+  EXPECT_EQ(c.get_int("model.vocab_size"), 50257);
+  EXPECT_EQ(c.get_int("model.ffn_hidden_size"), 0);
+  EXPECT_DOUBLE_EQ(c.get_float("model.layernorm_epsilon"), 1e-5);
+  EXPECT_EQ(c.get_string("model.pretrained"), "");
+  EXPECT_FALSE(c.get_bool("train.resume"));
+  EXPECT_EQ(c.get_string("train.amp.dtype"), "bf16");
+  EXPECT_EQ(c.get_string("train.scheduler.name"), "cosine");
+  EXPECT_TRUE(c.get_float_list("train.scheduler.milestones").empty());
+  EXPECT_EQ(c.get_float_list("optim.betas"), (std::vector<double>{0.9, 0.95}));
+  EXPECT_EQ(c.get_string("data.splits"), "949,50,1");
+  EXPECT_TRUE(c.get_bool("tokenization.append_eod"));
+
+  EXPECT_EQ(c.type_of("train.train_iter"), ConfigType::kInt);
+  EXPECT_EQ(c.type_of("optim.lr"), ConfigType::kFloat);
+  EXPECT_EQ(c.type_of("train.dist.sequence_parallel"), ConfigType::kBool);
+  EXPECT_EQ(c.type_of("data.splits"), ConfigType::kString);
+  EXPECT_EQ(c.type_of("optim.betas"), ConfigType::kFloatList);
+  EXPECT_EQ(c.type_of("optim.clip_grad_max_norm"), ConfigType::kFloat);
+  EXPECT_EQ(c.type_of("train.dist.timeout"), ConfigType::kInt);
+
+  // Every key the trainer relies on exists.
+  for (const char* k :
+       {"train.output_dir", "train.global_batch_size", "train.num_accumulation_steps", "train.test_micro_batch_size",
+        "train.log_period", "train.seed", "train.checkpointer.period", "train.checkpointer.max_to_keep",
+        "train.evaluation.enabled", "train.evaluation.eval_period", "train.evaluation.eval_iter", "train.amp.enabled",
+        "train.activation_checkpoint.enabled", "train.zero_optimization.enabled", "train.zero_optimization.stage",
+        "train.dist.data_parallel_size", "train.dist.tensor_parallel_size", "train.dist.pipeline_parallel_size",
+        "train.dist.pipeline_num_layers", "train.scheduler.warmup_iter", "train.scheduler.warmup_factor",
+        "train.scheduler.alpha", "train.scheduler.gamma", "train.threads", "optim.name", "optim.weight_decay",
+        "optim.eps", "optim.momentum", "optim.clip_grad_norm_type", "data.data_prefix", "data.seq_length",
+        "tokenization.tokenizer", "tokenization.vocab_file", "tokenization.merges_file", "model.num_attention_heads",
+        "model.max_seq_length", "model.embedding_dropout_prob", "model.attention_dropout_prob",
+        "model.output_dropout_prob", "model.initializer_range"})
+    EXPECT_TRUE(c.has(k)) << k;
+  EXPECT_EQ(Config::keys().front(), "model.name");
+  EXPECT_EQ(Config(), c);
+}
+
+TEST(Config, OverridesAndSetParseStrictly) {
+  Config c = Config::defaults();
+  c.apply_override("train.train_iter=10");
+  c.apply_override("optim.lr=3e-4");
+  c.apply_override("model.layernorm_epsilon=1");  // floats accept ints
+  c.apply_override("train.resume=true");
+  c.apply_override("optim.betas=[0.8,0.99]");
+  c.apply_override("train.scheduler.milestones=[100, 200]");
+  c.apply_override("data.splits=98,2,0");
+  c.apply_override("model.pretrained=");
+  c.set("train.seed", "-7");
+  EXPECT_EQ(c.get_int("train.train_iter"), 10);
+  EXPECT_EQ(c.get_float("optim.lr"), 3e-4);
+  EXPECT_EQ(c.get_float("model.layernorm_epsilon"), 1.0);
+  EXPECT_TRUE(c.get_bool("train.resume"));
+  EXPECT_EQ(c.get_float_list("optim.betas"), (std::vector<double>{0.8, 0.99}));
+  EXPECT_EQ(c.get_float_list("train.scheduler.milestones"), (std::vector<double>{100, 200}));
+  EXPECT_EQ(c.get_string("data.splits"), "98,2,0");
+  EXPECT_EQ(c.get_string("model.pretrained"), "");
+  EXPECT_EQ(c.get_int("train.seed"), -7);
+  EXPECT_EQ(c.get_float("train.train_iter"), 10.0);  // get_float reads int keys
+
+  MFT_EXPECT_ERROR(c.apply_override("train.train_iter=ten"), "train.train_iter expects an integer, got \"ten\"",
+                   "command line");
+  MFT_EXPECT_ERROR(c.apply_override("train.train_iter=1.5"), "expects an integer", "\"1.5\"");
+  MFT_EXPECT_ERROR(c.apply_override("train.train_iter=1e3"), "expects an integer");
+  MFT_EXPECT_ERROR(c.apply_override("optim.lr=fast"), "optim.lr expects a float, got \"fast\"");
+  MFT_EXPECT_ERROR(c.apply_override("train.resume=yes"), "train.resume expects a bool", "\"yes\"");
+  MFT_EXPECT_ERROR(c.apply_override("optim.betas=0.9"), "optim.betas expects a list of numbers", "\"0.9\"");
+  MFT_EXPECT_ERROR(c.apply_override("optim.betas=[0.9, x]"), "optim.betas expects a list of numbers");
+  MFT_EXPECT_ERROR(c.apply_override("train.train_iter"), "override `train.train_iter` is not key=value");
+  MFT_EXPECT_ERROR(c.apply_override("=3"), "has no key");
+  MFT_EXPECT_ERROR(c.apply_override("train.train_itr=10"), "unknown config key `train.train_itr`", "command line",
+                   "did you mean `train.train_iter`?");
+  MFT_EXPECT_ERROR(c.apply_override("train_iter=10"), "did you mean `train.train_iter`?");
+  MFT_EXPECT_ERROR(c.apply_override("optim.train_iter=10"), "did you mean `train.train_iter`?");
+  MFT_EXPECT_ERROR(c.apply_override("train.amp.enable=true"), "did you mean `train.amp.enabled`?");
+  MFT_EXPECT_ERROR(c.apply_override("model.hiden=8"), "did you mean `model.hidden_size`?");
+  MFT_EXPECT_ERROR(c.apply_override("train.dist=1"), "`train.dist` is a section");
+  // A failed override leaves the value alone.
+  EXPECT_EQ(c.get_int("train.train_iter"), 10);
+}
+
+TEST(Config, GettersCheckKeyAndType) {
+  Config c = Config::defaults();
+  MFT_EXPECT_ERROR(c.get_int("train.train_iters"), "unknown config key `train.train_iters`",
+                   "did you mean `train.train_iter`?");
+  MFT_EXPECT_ERROR(c.get_int("optim.lr"), "optim.lr", "holds a float", "not an integer");
+  MFT_EXPECT_ERROR(c.get_string("train.resume"), "holds a bool");
+  MFT_EXPECT_ERROR(c.get_bool("model.name"), "holds a string");
+  MFT_EXPECT_ERROR(c.get_float_list("optim.lr"), "not a list of numbers");
+  MFT_EXPECT_ERROR(c.set("zzzzzzzzzzzzzzzz", "1"), "unknown config key `zzzzzzzzzzzzzzzz`");
+  try {
+    c.set("zzzzzzzzzzzzzzzz", "1");
+  } catch (const mf::Error& e) {
+    EXPECT_EQ(std::string(e.what()).find("did you mean"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Config, BaseChainsOverrideInOrder) {
+  TempDir d;
+  d.write("root.yaml",
+          "model:\n  num_layers: 6\n  hidden_size: 512\noptim:\n  lr: 1.0e-3\ntrain:\n  dist:\n    "
+          "data_parallel_size: 2\n");
+  d.write("sub/mid.yaml", "_base_: ../root.yaml\nmodel:\n  hidden_size: 256\ntrain:\n  train_iter: 50\n");
+  std::string leaf = d.write("sub/leaf.yaml",
+                             "_base_: mid.yaml\nmodel:\n  num_attention_heads: 4\n"
+                             "train.scheduler.name: linear\n# a comment\noptim:\n  betas: [0.8, 0.9]\n"
+                             "model.pretrained:\n");
+  Config c = Config::load(leaf, {"train.train_iter=70", "model.num_layers=3", "train.train_iter=80"});
+  EXPECT_EQ(c.get_int("model.num_layers"), 3);          // root, then override
+  EXPECT_EQ(c.get_int("model.hidden_size"), 256);       // mid over root
+  EXPECT_EQ(c.get_int("model.num_attention_heads"), 4); // leaf
+  EXPECT_EQ(c.get_float("optim.lr"), 1e-3);             // root only
+  EXPECT_EQ(c.get_int("train.dist.data_parallel_size"), 2);
+  EXPECT_EQ(c.get_int("train.train_iter"), 80);         // overrides in order
+  EXPECT_EQ(c.get_string("train.scheduler.name"), "linear");  // dotted key inside a file
+  EXPECT_EQ(c.get_float_list("optim.betas"), (std::vector<double>{0.8, 0.9}));
+  EXPECT_EQ(c.get_string("model.pretrained"), "");
+  EXPECT_EQ(c.get_int("model.vocab_size"), 50257);      // untouched default
+
+  // Absolute base path, and a list of bases applied in order.
+  std::string abs_root = fs::absolute(d.path + "/root.yaml").string();
+  std::string two = d.write("two.yaml", "_base_: [" + abs_root + ", sub/mid.yaml]\n");
+  Config t = Config::load(two, {});
+  EXPECT_EQ(t.get_int("model.hidden_size"), 256);
+  EXPECT_EQ(t.get_int("model.num_layers"), 6);
+
+  // An empty file is all defaults.
+  EXPECT_EQ(Config::load(d.write("empty.yaml", ""), {}), Config::defaults());
+}
+
+TEST(Config, FileErrorsNameKeyAndFile) {
+  TempDir d;
+  std::string bad_key = d.write("bad_key.yaml", "train:\n  train_itr: 10\n");
+  MFT_EXPECT_ERROR(Config::load(bad_key, {}), "unknown config key `train.train_itr`", "bad_key.yaml",
+                   "did you mean `train.train_iter`?");
+  std::string bad_section = d.write("bad_section.yaml", "trian:\n  train_iter: 10\n");
+  MFT_EXPECT_ERROR(Config::load(bad_section, {}), "unknown config key `trian`", "bad_section.yaml");
+  std::string bad_val = d.write("bad_val.yaml", "train:\n  train_iter: ten\n");
+  MFT_EXPECT_ERROR(Config::load(bad_val, {}), "train.train_iter expects an integer, got \"ten\"", "bad_val.yaml");
+  std::string leaf_map = d.write("leaf_map.yaml", "optim:\n  lr:\n    value: 1\n");
+  MFT_EXPECT_ERROR(Config::load(leaf_map, {}), "optim.lr expects a float", "leaf_map.yaml");
+  std::string null_int = d.write("null_int.yaml", "train:\n  seed:\n");
+  MFT_EXPECT_ERROR(Config::load(null_int, {}), "train.seed expects an integer, got null");
+  std::string not_map = d.write("not_map.yaml", "- 1\n- 2\n");
+  MFT_EXPECT_ERROR(Config::load(not_map, {}), "must be a mapping", "not_map.yaml");
+  std::string syntax = d.write("syntax.yaml", "model: [unclosed\n");
+  MFT_EXPECT_ERROR(Config::load(syntax, {}), "cannot parse config", "syntax.yaml");
+  MFT_EXPECT_ERROR(Config::load(d.path + "/missing.yaml", {}), "config file not found", "missing.yaml");
+  std::string missing_base = d.write("missing_base.yaml", "_base_: nowhere.yaml\n");
+  MFT_EXPECT_ERROR(Config::load(missing_base, {}), "config file not found", "nowhere.yaml");
+  // Errors in a base name the base file.
+  std::string child = d.write("child.yaml", "_base_: bad_val.yaml\n");
+  MFT_EXPECT_ERROR(Config::load(child, {}), "bad_val.yaml");
+  // Override errors after a good file.
+  std::string ok = d.write("ok.yaml", "train:\n  train_iter: 10\n");
+  MFT_EXPECT_ERROR(Config::load(ok, {"optim.lrr=1"}), "did you mean `optim.lr`?", "command line");
+}
+
+TEST(Config, BaseCyclesAreDetected) {
+  TempDir d;
+  std::string a = d.write("a.yaml", "_base_: b.yaml\n");
+  d.write("b.yaml", "_base_: c/../a.yaml\n");
+  fs::create_directories(d.path + "/c");
+  MFT_EXPECT_ERROR(Config::load(a, {}), "cycle", "a.yaml", "b.yaml");
+  std::string self = d.write("self.yaml", "_base_: self.yaml\n");
+  MFT_EXPECT_ERROR(Config::load(self, {}), "cycle", "self.yaml");
+  // A diamond (the same base twice, not nested) is not a cycle.
+  d.write("base.yaml", "train:\n  seed: 5\n");
+  d.write("x.yaml", "_base_: base.yaml\n");
+  std::string diamond = d.write("diamond.yaml", "_base_: [x.yaml, base.yaml]\n");
+  EXPECT_EQ(Config::load(diamond, {}).get_int("train.seed"), 5);
+}
+
+TEST(Config, DumpLoadsBackIdentically) {
+  TempDir d;
+  Config c = Config::defaults();
+  c.apply_override("optim.lr=3e-4");
+  c.apply_override("model.embedding_dropout_prob=0.1");
+  c.apply_override("model.attention_dropout_prob=0.30000000000000004");
+  c.apply_override("model.layernorm_epsilon=1e-12");
+  c.apply_override("train.scheduler.warmup_factor=100");
+  c.apply_override("optim.betas=[0.9, 0.999, 1e-300]");
+  c.apply_override("train.scheduler.milestones=[]");
+  c.apply_override("model.pretrained=");
+  c.apply_override("data.splits=949,50,1");
+  c.apply_override("train.output_dir=true");   // strings that look like other things
+  c.apply_override("tokenization.vocab_file=0123");
+  c.apply_override("tokenization.merges_file=a: b # c");
+  c.apply_override("train.amp.dtype=null");
+  c.apply_override("train.seed=-3");
+  std::string text = c.dump();
+  EXPECT_NE(text.find("lr: 0.0003"), std::string::npos) << text;
+  EXPECT_NE(text.find("model:\n  name: gpt2"), std::string::npos) << text;
+  EXPECT_NE(text.find("warmup_factor: 100.0"), std::string::npos) << text;
+  EXPECT_EQ(text.find("_base_"), std::string::npos);
+
+  std::string path = d.path + "/resolved.yaml";
+  c.save(path);
+  EXPECT_EQ(mf::read_file(path), text);
+  Config back = Config::load(path, {});
+  EXPECT_EQ(back, c);
+  for (const std::string& k : Config::keys()) EXPECT_EQ(back.get_text(k), c.get_text(k)) << k;
+  EXPECT_EQ(back.get_float("model.attention_dropout_prob"), 0.30000000000000004);
+  EXPECT_EQ(back.get_string("train.output_dir"), "true");
+  EXPECT_EQ(back.get_string("tokenization.vocab_file"), "0123");
+  EXPECT_EQ(back.get_string("tokenization.merges_file"), "a: b # c");
+  EXPECT_EQ(back.get_string("train.amp.dtype"), "null");
+  EXPECT_EQ(back.dump(), text);  // deterministic
+  EXPECT_EQ(Config::from_yaml(Config::defaults().dump()), Config::defaults());
+}
+
+TEST(Config, ShippedConfigsLoad) {
+  std::string dir = repo_root() + "/configs/gpt2/";
+  Config base = Config::load(dir + "base.yaml", {});
+  EXPECT_EQ(base.get_int("model.num_layers"), 12);
+  EXPECT_EQ(base.get_int("model.hidden_size"), 768);
+  EXPECT_EQ(base.get_int("model.num_attention_heads"), 12);
+  EXPECT_EQ(base.get_int("model.max_seq_length"), 1024);
+  EXPECT_EQ(base.get_int("model.vocab_size"), 50257);
+  EXPECT_EQ(base.get_string("optim.name"), "adamw");
+  EXPECT_EQ(base.get_float("optim.lr"), 6e-4);
+  EXPECT_EQ(base.get_float("optim.weight_decay"), 0.1);
+  EXPECT_EQ(base.get_float_list("optim.betas"), (std::vector<double>{0.9, 0.95}));
+  EXPECT_EQ(base.get_float("optim.clip_grad_max_norm"), 1.0);
+  EXPECT_EQ(base.get_string("train.scheduler.name"), "cosine");
+  EXPECT_GT(base.get_int("train.scheduler.warmup_iter"), 0);
+
+  Config small = Config::load(dir + "small.yaml", {});
+  EXPECT_EQ(small.get_int("model.num_layers"), 12);
+  EXPECT_EQ(small.get_int("data.seq_length"), 256);
+  EXPECT_EQ(small.get_int("train.train_micro_batch_size"), 4);
+
+  Config tiny = Config::load(dir + "tiny.yaml", {"train.train_iter=5"});
+  EXPECT_EQ(tiny.get_int("model.num_layers"), 4);
+  EXPECT_EQ(tiny.get_int("model.hidden_size"), 128);
+  EXPECT_EQ(tiny.get_int("model.num_attention_heads"), 4);
+  EXPECT_EQ(tiny.get_int("data.seq_length"), 128);
+  EXPECT_EQ(tiny.get_float("model.embedding_dropout_prob"), 0.1);
+  EXPECT_EQ(tiny.get_string("tokenization.tokenizer"), "gpt2_bpe");
+  EXPECT_EQ(tiny.get_string("tokenization.vocab_file"), "../shared/data/gpt2/encoder.json");
+  EXPECT_EQ(tiny.get_string("tokenization.merges_file"), "../shared/data/gpt2/vocab.bpe");
+  EXPECT_EQ(tiny.get_string("data.data_prefix"), "data/fortunes_text_document");
+  EXPECT_EQ(tiny.get_string("train.output_dir"), "output/gpt2_tiny");
+  EXPECT_EQ(tiny.get_int("train.train_iter"), 5);
+  EXPECT_EQ(Config::load(dir + "tiny.yaml", {}).get_int("train.train_iter"), 300);
+}
+
+TEST(ConfigRegistry, CreatesByNameAndListsUnknown) {
+  mf::Registry<std::unique_ptr<int>(const Config&, int)> reg("model.name");
+  reg.add("gpt2", [](const Config& c, int x) { return std::make_unique<int>(int(c.get_int("model.num_layers")) + x); });
+  reg.add("bert", [](const Config&, int x) { return std::make_unique<int>(-x); });
+  Config c = Config::defaults();
+  EXPECT_EQ(*reg.create("gpt2", c, 1), 13);
+  EXPECT_EQ(*reg.create(c.get_string("model.name"), c, 0), 12);
+  EXPECT_EQ(*reg.get("bert")(c, 2), -2);
+  EXPECT_TRUE(reg.contains("bert"));
+  EXPECT_FALSE(reg.contains("t5"));
+  EXPECT_EQ(reg.names(), (std::vector<std::string>{"bert", "gpt2"}));
+  MFT_EXPECT_ERROR(reg.create("t5", c, 0), "unknown model.name `t5`", "registered: bert, gpt2");
+  MFT_EXPECT_ERROR(reg.add("gpt2", [](const Config&, int) { return std::make_unique<int>(0); }), "registered twice");
+  mf::Registry<int()> empty("optim.name");
+  MFT_EXPECT_ERROR(empty.get("sgd"), "unknown optim.name `sgd`", "registered: none");
+}
+
+}  // namespace
