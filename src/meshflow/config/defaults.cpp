@@ -31,6 +31,7 @@ model:
 train:
   output_dir: output/gpt2
   train_iter: 10000
+  exit_iter: 0                  # > 0: checkpoint and stop after this iteration (resume continues)
   train_micro_batch_size: 8
   global_batch_size: 0          # 0 = micro * accumulation * data_parallel_size
   num_accumulation_steps: 0     # 0 = derive from global_batch_size (1 if both are 0)

@@ -1,0 +1,92 @@
+#include "meshflow/train/build.h"
+
+namespace mf::train {
+
+int64_t sequence_length(const Config& c) {
+  int64_t s = c.get_int("data.seq_length");
+  int64_t max = c.get_int("model.max_seq_length");
+  if (s == 0) s = max;
+  MF_CHECK(s > 0 && s <= max, "data.seq_length ", s, " must be in [1, model.max_seq_length = ", max, "]");
+  return s;
+}
+
+models::Gpt2Config gpt2_config(const Config& c, int64_t tokenizer_vocab_size) {
+  MF_CHECK(c.get_string("model.name") == "gpt2", "model.name: unknown model '", c.get_string("model.name"),
+           "' (registered: gpt2)");
+  models::Gpt2Config g;
+  g.vocab_size = std::max(c.get_int("model.vocab_size"), tokenizer_vocab_size);
+  g.max_seq_length = c.get_int("model.max_seq_length");
+  g.hidden_size = c.get_int("model.hidden_size");
+  g.num_layers = c.get_int("model.num_layers");
+  g.num_attention_heads = c.get_int("model.num_attention_heads");
+  g.ffn_hidden_size = c.get_int("model.ffn_hidden_size");
+  g.embedding_dropout_prob = c.get_float("model.embedding_dropout_prob");
+  g.attention_dropout_prob = c.get_float("model.attention_dropout_prob");
+  g.output_dropout_prob = c.get_float("model.output_dropout_prob");
+  g.layernorm_epsilon = c.get_float("model.layernorm_epsilon");
+  g.initializer_range = c.get_float("model.initializer_range");
+  g.activation_checkpointing = c.get_bool("train.activation_checkpoint.enabled");
+  g.validate();
+  return g;
+}
+
+TrainOptions train_options(const Config& c, int world_size) {
+  TrainOptions o;
+  o.output_dir = c.get_string("train.output_dir");
+  o.train_iter = c.get_int("train.train_iter");
+  o.exit_iter = c.get_int("train.exit_iter");
+  o.micro_batch = c.get_int("train.train_micro_batch_size");
+  int64_t dp = c.get_int("train.dist.data_parallel_size");
+  int64_t tp = c.get_int("train.dist.tensor_parallel_size"), pp = c.get_int("train.dist.pipeline_parallel_size");
+  MF_CHECK(dp * tp * pp == world_size, "train.dist: data_parallel_size ", dp, " x tensor_parallel_size ", tp,
+           " x pipeline_parallel_size ", pp, " = ", dp * tp * pp, " does not match the ", world_size,
+           " process(es) of this run");
+  int64_t accum = c.get_int("train.num_accumulation_steps"), global = c.get_int("train.global_batch_size");
+  if (accum == 0) {
+    if (global == 0) {
+      accum = 1;
+    } else {
+      MF_CHECK(global % (o.micro_batch * dp) == 0, "train.global_batch_size ", global,
+               " is not a multiple of train.train_micro_batch_size ", o.micro_batch, " x data_parallel_size ", dp);
+      accum = global / (o.micro_batch * dp);
+    }
+  }
+  if (global != 0)
+    MF_CHECK(global == o.micro_batch * accum * dp, "train.global_batch_size ", global, " != train_micro_batch_size ",
+             o.micro_batch, " x num_accumulation_steps ", accum, " x data_parallel_size ", dp);
+  o.accumulation_steps = accum;
+  o.log_period = c.get_int("train.log_period");
+  o.seed = static_cast<uint64_t>(c.get_int("train.seed"));
+  o.checkpoint_period = c.get_int("train.checkpointer.period");
+  o.max_to_keep = c.get_int("train.checkpointer.max_to_keep");
+  o.resume = c.get_bool("train.resume");
+  o.eval_enabled = c.get_bool("train.evaluation.enabled");
+  o.eval_period = c.get_int("train.evaluation.eval_period");
+  o.eval_iter = c.get_int("train.evaluation.eval_iter");
+  o.eval_micro_batch = c.get_int("train.test_micro_batch_size");
+  o.clip_grad_max_norm = c.get_float("optim.clip_grad_max_norm");
+  MF_CHECK(c.get_float("optim.clip_grad_norm_type") == 2.0, "optim.clip_grad_norm_type: only the L2 norm (2.0) is supported");
+  o.optim = c.get_string("optim.name");
+  o.lr = c.get_float("optim.lr");
+  o.weight_decay = c.get_float("optim.weight_decay");
+  auto betas = c.get_float_list("optim.betas");
+  MF_CHECK(betas.size() == 2, "optim.betas must hold 2 values, got ", betas.size());
+  o.beta1 = betas[0];
+  o.beta2 = betas[1];
+  o.eps = c.get_float("optim.eps");
+  o.momentum = c.get_float("optim.momentum");
+  o.scheduler.name = c.get_string("train.scheduler.name");
+  o.scheduler.warmup_iters = c.get_int("train.scheduler.warmup_iter");
+  o.scheduler.warmup_factor = c.get_float("train.scheduler.warmup_factor");
+  o.scheduler.alpha = c.get_float("train.scheduler.alpha");
+  for (double m : c.get_float_list("train.scheduler.milestones")) o.scheduler.milestones.push_back(static_cast<int64_t>(m));
+  o.scheduler.gamma = c.get_float("train.scheduler.gamma");
+  o.seq_length = sequence_length(c);
+  MF_CHECK(!c.get_bool("train.amp.enabled"), "train.amp.enabled: mixed precision is not implemented yet; set it to false");
+  MF_CHECK(!c.get_bool("train.zero_optimization.enabled"),
+           "train.zero_optimization.enabled: ZeRO is not implemented yet; set it to false");
+  o.config_yaml = c.dump();
+  return o;
+}
+
+}  // namespace mf::train

@@ -1,0 +1,18 @@
+// From a resolved Config to the pieces of a run: model config, trainer options. Checks the
+// relations between keys (batch sizes, parallel sizes, sequence length) with messages that
+// name the keys to fix.
+#pragma once
+#include "meshflow/config/config.h"
+#include "meshflow/models/gpt2.h"
+#include "meshflow/train/trainer.h"
+
+namespace mf::train {
+
+// vocab_size: the tokenizer's (padded up to model.vocab_size when that is larger).
+models::Gpt2Config gpt2_config(const Config& c, int64_t tokenizer_vocab_size);
+// world_size: processes in the run (1 until distributed training lands).
+TrainOptions train_options(const Config& c, int world_size = 1);
+// data.seq_length, or model.max_seq_length when 0.
+int64_t sequence_length(const Config& c);
+
+}  // namespace mf::train

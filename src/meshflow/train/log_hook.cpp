@@ -1,0 +1,78 @@
+#include "meshflow/train/log_hook.h"
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+
+namespace mf::train {
+
+void LoggingHook::before_train(Trainer& t) {
+  const TrainOptions& o = t.options();
+  metrics_ = std::make_unique<MetricsWriter>(o.output_dir, t.iter() > 0 ? std::optional<int64_t>(t.iter()) : std::nullopt);
+  tb_ = std::make_unique<TensorBoardWriter>((std::filesystem::path(o.output_dir) / "tensorboard").string());
+  bar_ = std::make_unique<ProgressBar>(o.train_iter, out_);
+  first_iter_ = t.iter();
+  start_ = std::chrono::steady_clock::now();
+  std::fprintf(out_, "training %s: %.2fM parameters, %lld iterations of %lld tokens (micro batch %lld x %lld accumulation x %lld "
+               "tokens), from iteration %lld; peak %.1f GFLOP/s (measured FMA rate)\n",
+               t.model().config().num_layers > 0 ? "gpt2" : "?", t.model().num_parameters() / 1e6,
+               static_cast<long long>(o.train_iter), static_cast<long long>(t.tokens_per_step()),
+               static_cast<long long>(o.micro_batch), static_cast<long long>(o.accumulation_steps),
+               static_cast<long long>(o.seq_length), static_cast<long long>(t.iter()), t.peak_flops() / 1e9);
+  std::fflush(out_);
+}
+
+void LoggingHook::after_step(Trainer& t, const StepStats& s) {
+  loss_sum_ += s.loss;
+  time_sum_ += s.step_seconds;
+  tokens_ += static_cast<double>(t.tokens_per_step());
+  ++steps_;
+  bar_->update(s.iter, s.loss, s.tokens_per_sec);
+  const TrainOptions& o = t.options();
+  bool log_now = s.iter % std::max<int64_t>(1, o.log_period) == 0 || s.iter == o.train_iter;
+  if (!log_now) return;
+  double loss = loss_sum_ / static_cast<double>(steps_);
+  double tps = tokens_ / time_sum_;
+  double mfu = tps * t.model().flops_per_token(o.seq_length) / t.peak_flops();
+  double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  double eta = elapsed / static_cast<double>(s.iter - first_iter_) * static_cast<double>(o.train_iter - s.iter);
+  if (bar_->enabled()) std::fputc('\n', out_);
+  std::fprintf(out_, "iter %lld/%lld | loss %.4f | lr %.3e | grad_norm %.3f | %s tok/s | MFU %.1f%% | peak mem %.2f GB | ETA %s\n",
+               static_cast<long long>(s.iter), static_cast<long long>(o.train_iter), loss, s.lr, s.grad_norm,
+               format_rate(tps).c_str(), 100 * mfu, static_cast<double>(s.peak_bytes) / 1e9, format_duration(eta).c_str());
+  std::fflush(out_);
+  metrics_->write({{"step", s.iter},
+                   {"loss", loss},
+                   {"lr", s.lr},
+                   {"grad_norm", s.grad_norm},
+                   {"tokens_per_sec", tps},
+                   {"mfu", mfu},
+                   {"peak_bytes", s.peak_bytes},
+                   {"step_time", time_sum_ / static_cast<double>(steps_)}});
+  tb_->add_scalar("train/loss", loss, s.iter);
+  tb_->add_scalar("train/lr", s.lr, s.iter);
+  tb_->add_scalar("train/grad_norm", s.grad_norm, s.iter);
+  tb_->add_scalar("train/tokens_per_sec", tps, s.iter);
+  tb_->add_scalar("train/mfu", mfu, s.iter);
+  tb_->flush();
+  loss_sum_ = time_sum_ = tokens_ = 0;
+  steps_ = 0;
+}
+
+void LoggingHook::after_eval(Trainer&, const EvalStats& e) {
+  if (bar_ && bar_->enabled()) std::fputc('\n', out_);
+  std::fprintf(out_, "eval iter %lld | val_loss %.4f | val_ppl %.2f\n", static_cast<long long>(e.iter), e.loss,
+               e.perplexity);
+  std::fflush(out_);
+  metrics_->write({{"step", e.iter}, {"val_loss", e.loss}, {"val_ppl", e.perplexity}});
+  tb_->add_scalar("eval/loss", e.loss, e.iter);
+  tb_->add_scalar("eval/perplexity", e.perplexity, e.iter);
+  tb_->flush();
+}
+
+void LoggingHook::after_train(Trainer&) {
+  if (bar_) bar_->finish();
+  if (tb_) tb_->flush();
+}
+
+}  // namespace mf::train

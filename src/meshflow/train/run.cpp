@@ -1,0 +1,131 @@
+#include "meshflow/train/run.h"
+
+#include <cmath>
+#include <limits>
+#include <unordered_map>
+
+#include "meshflow/data/gpt2_bpe.h"
+#include "meshflow/data/gpt_dataset.h"
+#include "meshflow/data/indexed_dataset.h"
+#include "meshflow/data/split.h"
+#include "meshflow/train/build.h"
+#include "meshflow/train/checkpoint.h"
+#include "meshflow/train/gpt_batches.h"
+#include "meshflow/train/log_hook.h"
+
+namespace mf::train {
+
+std::unique_ptr<Tokenizer> tokenizer_from_config(const Config& c) {
+  std::string kind = c.get_string("tokenization.tokenizer");
+  if (kind == "byte") return std::make_unique<ByteTokenizer>();
+  MF_CHECK(kind == "gpt2_bpe", "tokenization.tokenizer: unknown tokenizer '", kind, "' (expected gpt2_bpe or byte)");
+  std::string vocab = c.get_string("tokenization.vocab_file"), merges = c.get_string("tokenization.merges_file");
+  MF_CHECK(!vocab.empty() && !merges.empty(),
+           "tokenization.tokenizer gpt2_bpe needs tokenization.vocab_file and tokenization.merges_file");
+  return std::make_unique<Gpt2BpeTokenizer>(vocab, merges);
+}
+
+namespace {
+
+struct RunData {
+  std::unique_ptr<IndexedDataset> indexed;
+  DocumentRange train_range, valid_range;
+  int64_t seq_length = 0;
+};
+
+RunData open_data(const Config& c) {
+  RunData d;
+  std::string prefix = c.get_string("data.data_prefix");
+  MF_CHECK(!prefix.empty(), "data.data_prefix is empty: point it at a dataset made by `meshflow preprocess` "
+           "(<prefix>.bin and <prefix>.idx)");
+  d.indexed = std::make_unique<IndexedDataset>(prefix);
+  auto ranges = split_documents(c.get_string("data.splits"), d.indexed->num_sequences());
+  d.train_range = ranges[0];
+  d.valid_range = ranges[1];
+  d.seq_length = sequence_length(c);
+  MF_CHECK(d.train_range.size() > 0, "data.splits '", c.get_string("data.splits"), "' leaves no training documents");
+  return d;
+}
+
+double unigram_entropy(const IndexedDataset& data, DocumentRange r) {
+  std::unordered_map<int32_t, int64_t> counts;
+  int64_t n = 0;
+  for (int64_t i = r.begin; i < r.end; ++i)
+    for (int32_t t : data.sequence(i)) {
+      ++counts[t];
+      ++n;
+    }
+  double h = 0;
+  for (auto& [t, k] : counts) {
+    double p = static_cast<double>(k) / static_cast<double>(n);
+    h -= p * std::log(p);
+  }
+  return h;
+}
+
+struct LastStats : HookBase {
+  double train_loss = 0, val_loss = std::numeric_limits<double>::quiet_NaN();
+  void after_step(Trainer&, const StepStats& s) override { train_loss = s.loss; }
+  void after_eval(Trainer&, const EvalStats& e) override { val_loss = e.loss; }
+};
+
+std::shared_ptr<models::Gpt2Model> build_model(const Config& c, const Tokenizer& tok) {
+  auto model = std::make_shared<models::Gpt2Model>(gpt2_config(c, tok.vocab_size()));
+  model->init_weights(static_cast<uint64_t>(c.get_int("train.seed")));
+  return model;
+}
+
+}  // namespace
+
+RunSummary run_training(const Config& c, std::FILE* out) {
+  TrainOptions opts = train_options(c);
+  auto tok = tokenizer_from_config(c);
+  RunData d = open_data(c);
+  int64_t train_samples = opts.train_iter * opts.micro_batch * opts.accumulation_steps;
+  auto train_set = std::make_shared<GptDataset>(*d.indexed, d.seq_length, opts.seed, train_samples, d.train_range);
+  std::shared_ptr<GptDataset> valid_set;
+  if (opts.eval_enabled) {
+    MF_CHECK(d.valid_range.size() > 0, "data.splits '", c.get_string("data.splits"),
+             "' leaves no validation documents; change it or set train.evaluation.enabled=false");
+    valid_set = std::make_shared<GptDataset>(*d.indexed, d.seq_length, opts.seed + 1,
+                                             opts.eval_iter * opts.eval_micro_batch, d.valid_range);
+  }
+  auto model = build_model(c, *tok);
+  Trainer trainer(opts, model, std::make_unique<GptBatchSource>(*train_set),
+                  [valid_set] { return std::make_unique<GptBatchSource>(*valid_set); });
+  trainer.add_hook(std::make_unique<LoggingHook>(out));
+  auto last = std::make_unique<LastStats>();
+  LastStats* last_ptr = last.get();
+  trainer.add_hook(std::move(last));
+  RunSummary s;
+  s.unigram_entropy = unigram_entropy(*d.indexed, d.train_range);
+  trainer.train();
+  s.iterations = trainer.iter();
+  s.final_train_loss = last_ptr->train_loss;
+  s.final_val_loss = last_ptr->val_loss;
+  if (opts.eval_enabled)
+    std::fprintf(out, "final validation loss %.4f nats/token vs unigram entropy %.4f nats/token of the training tokens\n",
+                 s.final_val_loss, s.unigram_entropy);
+  return s;
+}
+
+EvalStats run_evaluation(const Config& c, std::FILE* out) {
+  TrainOptions opts = train_options(c);
+  auto tok = tokenizer_from_config(c);
+  RunData d = open_data(c);
+  MF_CHECK(d.valid_range.size() > 0, "data.splits '", c.get_string("data.splits"), "' leaves no validation documents");
+  GptDataset valid_set(*d.indexed, d.seq_length, opts.seed + 1, opts.eval_iter * opts.eval_micro_batch, d.valid_range);
+  auto model = build_model(c, *tok);
+  auto ckpt = read_latest_checkpoint(opts.output_dir);
+  MF_CHECK(ckpt.has_value(), "eval: no checkpoint in ", opts.output_dir, "/checkpoints (train first, or set train.output_dir)");
+  model->load_state_dict(ckpt->model);
+  opts.resume = true;
+  Trainer trainer(opts, model, std::make_unique<GptBatchSource>(valid_set),
+                  [&valid_set] { return std::make_unique<GptBatchSource>(valid_set); });
+  EvalStats e = trainer.evaluate();
+  e.iter = ckpt->state.iter;
+  std::fprintf(out, "eval of %s: val_loss %.4f | val_ppl %.2f\n", ckpt->dir.c_str(), e.loss, e.perplexity);
+  return e;
+}
+
+}  // namespace mf::train
