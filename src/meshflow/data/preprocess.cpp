@@ -14,7 +14,7 @@ bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-bool is_blank(std::string_view line) { return line.find_first_not_of(" \t\r\f\v") == std::string_view::npos; }
+bool is_blank(std::string_view line) { return line.find_first_not_of(" \t\n\r\f\v") == std::string_view::npos; }
 
 class DocumentSink {
  public:
