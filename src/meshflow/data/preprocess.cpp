@@ -100,13 +100,13 @@ PreprocessResult preprocess(const std::vector<std::string>& inputs, const std::s
            "preprocess: empty separator line");
   PreprocessResult result;
   result.prefix = output_prefix + "_" + options.json_key + "_document";
-  IndexDType dtype = static_cast<uint8_t>(options.dtype) == 0 ? optimal_index_dtype(tokenizer.vocab_size())
-                                                               : options.dtype;
+  IndexDType dtype = options.dtype.value_or(optimal_index_dtype(tokenizer.vocab_size()));
   IndexedDatasetBuilder builder(result.prefix, dtype);
   DocumentSink sink(builder, tokenizer, options.append_eod, result);
   for (const std::string& path : inputs) {
     InputFormat fmt = options.format;
-    if (fmt == InputFormat::kAuto) fmt = ends_with(path, ".jsonl") || ends_with(path, ".json") ? InputFormat::kJsonl : InputFormat::kText;
+    if (fmt == InputFormat::kAuto)
+      fmt = ends_with(path, ".jsonl") || ends_with(path, ".json") ? InputFormat::kJsonl : InputFormat::kText;
     if (fmt == InputFormat::kJsonl) {
       read_jsonl(path, options.json_key, sink);
     } else {

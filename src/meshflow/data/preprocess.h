@@ -5,6 +5,7 @@
 // On any error nothing is written (the outputs are committed atomically at the end).
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -31,8 +32,8 @@ struct PreprocessOptions {
   TextSplit text_split = TextSplit::kSeparatorLine;
   std::string separator = "%";
   bool append_eod = true;
-  // Token dtype in .bin; unset (0): Megatron's choice from the vocabulary size.
-  IndexDType dtype = static_cast<IndexDType>(0);
+  // Token dtype in .bin; unset: Megatron's choice from the vocabulary size (optimal_index_dtype).
+  std::optional<IndexDType> dtype;
 };
 
 struct PreprocessResult {
