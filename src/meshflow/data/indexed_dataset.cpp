@@ -102,7 +102,7 @@ void IndexedDatasetBuilder::add_document(std::span<const int32_t> tokens) {
              sizes_.size(), " does not fit dtype ", index_dtype_name(dtype_));
     store(buf_.data() + k * es, dtype_, tokens[k]);
   }
-  bin_->write(buf_.data(), buf_.size());
+  if (!buf_.empty()) bin_->write(buf_.data(), buf_.size());
   sizes_.push_back(static_cast<int32_t>(tokens.size()));
   num_tokens_ += static_cast<int64_t>(tokens.size());
 }
@@ -112,7 +112,9 @@ void IndexedDatasetBuilder::finalize() {
   const uint64_t n = sizes_.size();
   std::string idx;
   idx.reserve(kHeaderBytes + n * 20 + 8);
-  auto put = [&](const void* p, size_t k) { idx.append(static_cast<const char*>(p), k); };
+  auto put = [&](const void* p, size_t k) {
+    if (k > 0) idx.append(static_cast<const char*>(p), k);
+  };
   uint8_t code = static_cast<uint8_t>(dtype_);
   uint64_t doc_count = n + 1;
   put(kIndexMagic, 9);
@@ -165,8 +167,10 @@ IndexedDataset::IndexedDataset(const std::string& prefix) : prefix_(prefix) {
   sizes_.resize(n);
   pointers_.resize(n);
   doc_idx_.resize(docs);
-  std::memcpy(sizes_.data(), p + kHeaderBytes, n * 4);
-  std::memcpy(pointers_.data(), p + kHeaderBytes + n * 4, n * 8);
+  if (n > 0) {
+    std::memcpy(sizes_.data(), p + kHeaderBytes, n * 4);
+    std::memcpy(pointers_.data(), p + kHeaderBytes + n * 4, n * 8);
+  }
   std::memcpy(doc_idx_.data(), p + kHeaderBytes + n * 12, docs * 8);
   MF_CHECK(doc_idx_.front() == 0 && doc_idx_.back() == static_cast<int64_t>(n), "indexed dataset ", idx_path,
            ": document indices must run from 0 to the sequence count ", n, " (got ", doc_idx_.front(), " .. ",
@@ -199,6 +203,7 @@ void IndexedDataset::read(int64_t i, int64_t offset, int64_t length, std::vector
   if (length < 0) length = len - offset;
   MF_CHECK(offset >= 0 && length >= 0 && offset + length <= len, "indexed dataset ", prefix_, ": tokens [", offset,
            ", ", offset + length, ") of sequence ", i, " outside its ", len, " tokens");
+  if (length == 0) return;
   const size_t es = index_dtype_size(dtype_);
   const unsigned char* base = bin_.data() + pointers_[i] + offset * static_cast<int64_t>(es);
   size_t start = out.size();
