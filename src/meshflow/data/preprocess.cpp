@@ -1,0 +1,121 @@
+// preprocess(): documents from jsonl / text files -> tokens -> indexed dataset.
+#include "meshflow/data/preprocess.h"
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "meshflow/core/atomic_file.h"
+#include "meshflow/core/error.h"
+
+namespace mf {
+namespace {
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+bool is_blank(std::string_view line) { return line.find_first_not_of(" \t\n\r\f\v") == std::string_view::npos; }
+
+class DocumentSink {
+ public:
+  DocumentSink(IndexedDatasetBuilder& builder, const Tokenizer& tok, bool eod, PreprocessResult& r)
+      : builder_(builder), tok_(tok), eod_(eod), r_(r) {}
+  void add(std::string_view text) {
+    if (is_blank(text)) return;
+    std::vector<int32_t> ids = tok_.encode(text);
+    if (eod_) ids.push_back(tok_.eod_id());
+    if (ids.empty()) return;
+    builder_.add_document(ids);
+    ++r_.documents;
+    r_.tokens += static_cast<int64_t>(ids.size());
+    r_.bytes_in += static_cast<int64_t>(text.size());
+  }
+
+ private:
+  IndexedDatasetBuilder& builder_;
+  const Tokenizer& tok_;
+  bool eod_;
+  PreprocessResult& r_;
+};
+
+void read_jsonl(const std::string& path, const std::string& key, DocumentSink& sink) {
+  std::ifstream in(path, std::ios::binary);
+  MF_CHECK(in.is_open(), "preprocess: cannot open ", path);
+  std::string line;
+  int64_t lineno = 0;
+  while (std::getline(in, line)) {
+    ++lineno;
+    if (is_blank(line)) continue;
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(line);
+    } catch (const nlohmann::json::exception& e) {
+      MF_THROW("preprocess: ", path, ":", lineno, ": invalid JSON (", e.what(), ")");
+    }
+    MF_CHECK(j.is_object(), "preprocess: ", path, ":", lineno, ": expected a JSON object, got ", j.type_name());
+    auto it = j.find(key);
+    MF_CHECK(it != j.end(), "preprocess: ", path, ":", lineno, ": no key '", key, "'");
+    MF_CHECK(it->is_string(), "preprocess: ", path, ":", lineno, ": '", key, "' is a ", it->type_name(),
+             ", not a string");
+    sink.add(it->get_ref<const std::string&>());
+  }
+  MF_CHECK(!in.bad(), "preprocess: error reading ", path);
+}
+
+}  // namespace
+
+std::vector<std::string> split_text_documents(const std::string& text, TextSplit mode, const std::string& separator) {
+  std::vector<std::string> docs;
+  if (mode == TextSplit::kWholeFile) {
+    docs.push_back(text);
+    return docs;
+  }
+  std::string cur;
+  size_t i = 0;
+  while (i < text.size()) {
+    size_t nl = text.find('\n', i);
+    size_t end = nl == std::string::npos ? text.size() : nl + 1;
+    std::string_view line(text.data() + i, end - i);
+    std::string_view body = line;
+    if (!body.empty() && body.back() == '\n') body.remove_suffix(1);
+    if (!body.empty() && body.back() == '\r') body.remove_suffix(1);
+    bool boundary = mode == TextSplit::kSeparatorLine ? body == separator : is_blank(body);
+    if (boundary) {
+      if (!cur.empty()) docs.push_back(std::move(cur));
+      cur.clear();
+    } else {
+      cur.append(line);
+    }
+    i = end;
+  }
+  if (!cur.empty()) docs.push_back(std::move(cur));
+  return docs;
+}
+
+PreprocessResult preprocess(const std::vector<std::string>& inputs, const std::string& output_prefix,
+                            const Tokenizer& tokenizer, const PreprocessOptions& options) {
+  MF_CHECK(!inputs.empty(), "preprocess: no input files");
+  MF_CHECK(!options.json_key.empty(), "preprocess: empty json_key");
+  MF_CHECK(options.text_split != TextSplit::kSeparatorLine || !options.separator.empty(),
+           "preprocess: empty separator line");
+  PreprocessResult result;
+  result.prefix = output_prefix + "_" + options.json_key + "_document";
+  IndexDType dtype = options.dtype.value_or(optimal_index_dtype(tokenizer.vocab_size()));
+  IndexedDatasetBuilder builder(result.prefix, dtype);
+  DocumentSink sink(builder, tokenizer, options.append_eod, result);
+  for (const std::string& path : inputs) {
+    InputFormat fmt = options.format;
+    if (fmt == InputFormat::kAuto)
+      fmt = ends_with(path, ".jsonl") || ends_with(path, ".json") ? InputFormat::kJsonl : InputFormat::kText;
+    if (fmt == InputFormat::kJsonl) {
+      read_jsonl(path, options.json_key, sink);
+    } else {
+      for (const std::string& doc : split_text_documents(read_file(path), options.text_split, options.separator))
+        sink.add(doc);
+    }
+  }
+  builder.finalize();
+  return result;
+}
+
+}  // namespace mf

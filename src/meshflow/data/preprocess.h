@@ -1,0 +1,54 @@
+// Corpus preprocessing (Megatron's tools/preprocess_data.py): read documents from jsonl or
+// plain-text files, tokenize them, optionally append the end-of-document token, and write the
+// indexed dataset `<output_prefix>_<json_key>_document.{bin,idx}` (Megatron's naming; the key
+// is "text" by default, for text files too). Documents that tokenize to nothing are skipped.
+// On any error nothing is written (the outputs are committed atomically at the end).
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "meshflow/data/indexed_dataset.h"
+#include "meshflow/data/tokenizer.h"
+
+namespace mf {
+
+enum class InputFormat {
+  kAuto,   // by extension: .jsonl / .json -> kJsonl, anything else -> kText
+  kJsonl,  // one JSON object per line; the document is the string under json_key (blank lines skipped)
+  kText,   // plain text split into documents by text_split
+};
+
+enum class TextSplit {
+  kSeparatorLine,  // documents separated by lines equal to `separator` (e.g. "%" in fortune files)
+  kBlankLine,      // documents separated by one or more blank (white-space only) lines
+  kWholeFile,      // each file is one document
+};
+
+struct PreprocessOptions {
+  InputFormat format = InputFormat::kAuto;
+  std::string json_key = "text";
+  TextSplit text_split = TextSplit::kSeparatorLine;
+  std::string separator = "%";
+  bool append_eod = true;
+  // Token dtype in .bin; unset: Megatron's choice from the vocabulary size (optimal_index_dtype).
+  std::optional<IndexDType> dtype;
+};
+
+struct PreprocessResult {
+  std::string prefix;  // <output_prefix>_<json_key>_document: open it with IndexedDataset
+  int64_t documents = 0;
+  int64_t tokens = 0;   // eod tokens included
+  int64_t bytes_in = 0; // document text bytes tokenized
+};
+
+// Reads `inputs` in order. Throws mf::Error naming the file (and line, for jsonl) for a missing
+// file, an invalid JSON line, a line that is not an object, a missing or non-string key.
+PreprocessResult preprocess(const std::vector<std::string>& inputs, const std::string& output_prefix,
+                            const Tokenizer& tokenizer, const PreprocessOptions& options = {});
+
+// Splits one text (a file's contents) into documents as kText would; exposed for tests and tools.
+std::vector<std::string> split_text_documents(const std::string& text, TextSplit mode, const std::string& separator);
+
+}  // namespace mf

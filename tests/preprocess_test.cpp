@@ -1,0 +1,84 @@
+// preprocess(): jsonl and separator / blank-line / whole-file text inputs, eod handling,
+// Megatron's output naming, and errors that leave no output behind.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "data_testing.h"
+#include "meshflow/data/gpt2_bpe.h"
+#include "meshflow/data/preprocess.h"
+#include "testing.h"
+
+namespace {
+
+using mf::TextSplit;
+
+TEST(Preprocess, SplitsTextDocuments) {
+  using V = std::vector<std::string>;
+  EXPECT_EQ(mf::split_text_documents("a\nb\n%\nc\n%\n%\nd", TextSplit::kSeparatorLine, "%"), (V{"a\nb\n", "c\n", "d"}));
+  EXPECT_EQ(mf::split_text_documents("a\r\n%\r\nb %\n", TextSplit::kSeparatorLine, "%"), (V{"a\r\n", "b %\n"}));
+  EXPECT_EQ(mf::split_text_documents("\n\na\nb\n\n \nc\n", TextSplit::kBlankLine, ""), (V{"a\nb\n", "c\n"}));
+  EXPECT_EQ(mf::split_text_documents("x\n%\ny", TextSplit::kWholeFile, "%"), (V{"x\n%\ny"}));
+}
+
+TEST(Preprocess, FortuneStyleTextWithEod) {
+  mft::TempDir dir;
+  mft::write_text(dir.file("f1"), "First fortune.\n%\nSecond\nfortune.\n%\n");
+  mft::write_text(dir.file("f2"), "Third \xe2\x80\x94 caf\xc3\xa9.\n%\n   \n%\n");
+  mf::ByteTokenizer tok;
+  mf::PreprocessResult r = mf::preprocess({dir.file("f1"), dir.file("f2")}, dir.file("out"), tok);
+  EXPECT_EQ(r.prefix, dir.file("out") + "_text_document");
+  EXPECT_TRUE(std::filesystem::exists(r.prefix + ".bin"));
+  EXPECT_TRUE(std::filesystem::exists(r.prefix + ".idx"));
+  EXPECT_EQ(r.documents, 3);  // the blank entry is skipped
+  mf::IndexedDataset ds(r.prefix);
+  EXPECT_EQ(ds.dtype(), mf::IndexDType::kU16);
+  ASSERT_EQ(ds.num_documents(), 3);
+  EXPECT_EQ(r.tokens, ds.num_tokens());
+  std::vector<std::string> want = {"First fortune.\n", "Second\nfortune.\n", "Third \xe2\x80\x94 caf\xc3\xa9.\n"};
+  for (int i = 0; i < 3; ++i) {
+    std::vector<int32_t> s = ds.sequence(i);
+    ASSERT_FALSE(s.empty());
+    EXPECT_EQ(s.back(), tok.eod_id());
+    s.pop_back();
+    EXPECT_EQ(tok.decode(s), want[i]);
+  }
+}
+
+TEST(Preprocess, JsonlWithGpt2AndCustomKey) {
+  mft::TempDir dir;
+  mft::write_text(dir.file("a.jsonl"),
+                  "{\"content\": \"Hello world\", \"id\": 1}\n\n{\"content\": \"It's 2024!\\nOK\"}\n");
+  mf::Gpt2BpeTokenizer tok = mf::Gpt2BpeTokenizer::from_directory(mft::gpt2_vocab_dir());
+  mf::PreprocessOptions opt;
+  opt.json_key = "content";
+  opt.append_eod = false;
+  mf::PreprocessResult r = mf::preprocess({dir.file("a.jsonl")}, dir.file("corpus"), tok, opt);
+  EXPECT_EQ(r.prefix, dir.file("corpus") + "_content_document");
+  mf::IndexedDataset ds(r.prefix);
+  ASSERT_EQ(ds.num_documents(), 2);
+  EXPECT_EQ(ds.sequence(0), (std::vector<int32_t>{15496, 995}));
+  EXPECT_EQ(tok.decode(ds.sequence(1)), "It's 2024!\nOK");
+  EXPECT_EQ(ds.dtype(), mf::IndexDType::kU16);
+}
+
+TEST(Preprocess, BadInputThrowsAndLeavesNoOutput) {
+  mft::TempDir dir;
+  mf::ByteTokenizer tok;
+  mft::write_text(dir.file("good.jsonl"), "{\"text\": \"fine\"}\n");
+  mft::write_text(dir.file("badjson.jsonl"), "{\"text\": \"fine\"}\n{\"text\": oops}\n");
+  mft::write_text(dir.file("nokey.jsonl"), "{\"text\": \"a\"}\n{\"text\": \"b\"}\n{\"body\": \"c\"}\n");
+  mft::write_text(dir.file("notstr.jsonl"), "{\"text\": 5}\n");
+  mft::write_text(dir.file("array.jsonl"), "[1]\n");
+  auto run = [&](const std::string& name) { mf::preprocess({dir.file("good.jsonl"), dir.file(name)}, dir.file("out"), tok); };
+  MFT_EXPECT_ERROR(run("badjson.jsonl"), "badjson.jsonl:2", "invalid JSON");
+  MFT_EXPECT_ERROR(run("nokey.jsonl"), "nokey.jsonl:3", "no key 'text'");
+  MFT_EXPECT_ERROR(run("notstr.jsonl"), "notstr.jsonl:1", "not a string");
+  MFT_EXPECT_ERROR(run("array.jsonl"), "array.jsonl:1", "object");
+  MFT_EXPECT_ERROR(run("missing.txt"), "missing.txt");
+  MFT_EXPECT_ERROR(mf::preprocess({}, dir.file("out"), tok), "no input");
+  for (const auto& e : std::filesystem::directory_iterator(dir.path()))
+    EXPECT_EQ(e.path().string().find("out"), std::string::npos) << "left behind: " << e.path();
+}
+
+}  // namespace
