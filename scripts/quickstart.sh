@@ -1,12 +1,18 @@
 #!/usr/bin/env bash
-# Builds meshflow and runs its main job. Until the trainer lands (issue 3) the main job is the
-# core benchmark: GEMM and memory-bound kernel rates next to the BLAS and a memory copy, and
-# fused attention. Usage: bash scripts/quickstart.sh
+# The main job: build meshflow, tokenize the corpus (Debian's fortune databases, installed by
+# scripts/prepare_corpus.sh) into a Megatron indexed dataset, and train the tiny GPT-2 of
+# configs/gpt2/tiny.yaml on it. Each run writes to a fresh output/gpt2_tiny-<time> folder
+# (config.yaml, metrics.jsonl, tensorboard/, checkpoints/). Extra arguments are config
+# overrides, e.g. `bash scripts/quickstart.sh train.train_iter=100`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release
-cmake --build build -j "$(nproc)"
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build build --target meshflow_cli
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
-./build/bench/meshflow_core_bench
-if [ -x build/bench/meshflow_attention_bench ]; then ./build/bench/meshflow_attention_bench; fi
+if [ ! -f data/fortunes_text_document.idx ]; then
+  mapfile -t corpus < <(bash scripts/prepare_corpus.sh)
+  ./build/meshflow preprocess --input "${corpus[@]}" --output-prefix data/fortunes \
+    --vocab-file data/gpt2/encoder.json --merges-file data/gpt2/vocab.bpe --shuffle-seed 1
+fi
+./build/meshflow train configs/gpt2/tiny.yaml "train.output_dir=output/gpt2_tiny-$(date +%Y%m%d-%H%M%S)" "$@"

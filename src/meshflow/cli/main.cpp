@@ -14,6 +14,7 @@ struct PreprocessArgs {
   std::string output_prefix, tokenizer = "gpt2_bpe", vocab_file, merges_file, format = "auto", json_key = "text",
                              split = "separator", separator = "%";
   bool no_eod = false;
+  int64_t shuffle_seed = -1;
 };
 
 int run_preprocess(const PreprocessArgs& a) {
@@ -30,6 +31,7 @@ int run_preprocess(const PreprocessArgs& a) {
                                      : mf::TextSplit::kSeparatorLine;
   o.separator = a.separator;
   o.append_eod = !a.no_eod;
+  if (a.shuffle_seed >= 0) o.shuffle_seed = static_cast<uint64_t>(a.shuffle_seed);
   mf::PreprocessResult r = mf::preprocess(a.inputs, a.output_prefix, *tok, o);
   std::printf("wrote %s.bin/.idx: %lld documents, %lld tokens (%s tokenizer, %lld bytes of text)\n", r.prefix.c_str(),
               static_cast<long long>(r.documents), static_cast<long long>(r.tokens), tok->name().c_str(),
@@ -66,6 +68,8 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   pre->add_option("--separator", pa.separator, "document separator line for --split separator")->capture_default_str();
   pre->add_flag("--no-eod", pa.no_eod, "do not append the end-of-document token");
+  pre->add_option("--shuffle-seed", pa.shuffle_seed,
+                  "write documents in a seeded random order, so that data.splits ranges mix all inputs");
 
   try {
     app.parse(argc, argv);

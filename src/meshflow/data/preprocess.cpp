@@ -1,5 +1,6 @@
 // preprocess(): documents from jsonl / text files -> tokens -> indexed dataset.
 #include "meshflow/data/preprocess.h"
+#include "meshflow/data/shuffle.h"
 
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -18,16 +19,18 @@ bool is_blank(std::string_view line) { return line.find_first_not_of(" \t\n\r\f\
 
 class DocumentSink {
  public:
-  DocumentSink(IndexedDatasetBuilder& builder, const Tokenizer& tok, bool eod, PreprocessResult& r)
-      : builder_(builder), tok_(tok), eod_(eod), r_(r) {}
+  DocumentSink(IndexedDatasetBuilder& builder, const Tokenizer& tok, bool eod, PreprocessResult& r,
+               std::vector<std::vector<int32_t>>* held)
+      : builder_(builder), tok_(tok), eod_(eod), r_(r), held_(held) {}
   void add(std::string_view text) {
     if (is_blank(text)) return;
     std::vector<int32_t> ids = tok_.encode(text);
     if (eod_) ids.push_back(tok_.eod_id());
     if (ids.empty()) return;
-    builder_.add_document(ids);
+    if (held_) held_->push_back(std::move(ids));
+    else builder_.add_document(ids);
     ++r_.documents;
-    r_.tokens += static_cast<int64_t>(ids.size());
+    r_.tokens += static_cast<int64_t>(held_ ? held_->back().size() : ids.size());
     r_.bytes_in += static_cast<int64_t>(text.size());
   }
 
@@ -36,6 +39,7 @@ class DocumentSink {
   const Tokenizer& tok_;
   bool eod_;
   PreprocessResult& r_;
+  std::vector<std::vector<int32_t>>* held_;  // shuffling: documents wait here, in input order
 };
 
 void read_jsonl(const std::string& path, const std::string& key, DocumentSink& sink) {
@@ -102,7 +106,8 @@ PreprocessResult preprocess(const std::vector<std::string>& inputs, const std::s
   result.prefix = output_prefix + "_" + options.json_key + "_document";
   IndexDType dtype = options.dtype.value_or(optimal_index_dtype(tokenizer.vocab_size()));
   IndexedDatasetBuilder builder(result.prefix, dtype);
-  DocumentSink sink(builder, tokenizer, options.append_eod, result);
+  std::vector<std::vector<int32_t>> held;
+  DocumentSink sink(builder, tokenizer, options.append_eod, result, options.shuffle_seed ? &held : nullptr);
   for (const std::string& path : inputs) {
     InputFormat fmt = options.format;
     if (fmt == InputFormat::kAuto)
@@ -113,6 +118,10 @@ PreprocessResult preprocess(const std::vector<std::string>& inputs, const std::s
       for (const std::string& doc : split_text_documents(read_file(path), options.text_split, options.separator))
         sink.add(doc);
     }
+  }
+  if (options.shuffle_seed) {
+    std::vector<int64_t> order = random_permutation(static_cast<int64_t>(held.size()), *options.shuffle_seed, 0);
+    for (int64_t i : order) builder.add_document(held[static_cast<size_t>(i)]);
   }
   builder.finalize();
   return result;

@@ -34,6 +34,9 @@ struct PreprocessOptions {
   bool append_eod = true;
   // Token dtype in .bin; unset: Megatron's choice from the vocabulary size (optimal_index_dtype).
   std::optional<IndexDType> dtype;
+  // Set: documents are written in a seeded random order (of all inputs together), so that the
+  // train/valid/test split by document ranges does not follow the input files.
+  std::optional<uint64_t> shuffle_seed;
 };
 
 struct PreprocessResult {
