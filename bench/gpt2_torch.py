@@ -56,6 +56,14 @@ class GPT(nn.Module):
 
 torch.manual_seed(0)
 model = GPT()
+with torch.no_grad():  # GPT-2 initialisation, as meshflow's
+    for name, p in model.named_parameters():
+        if name.endswith("bias"):
+            p.zero_()
+        elif "ln_" in name:
+            p.fill_(1.0)
+        else:
+            p.normal_(0.0, 0.02 / math.sqrt(2 * L) if name.endswith("proj.weight") else 0.02)
 decay = [p for p in model.parameters() if p.dim() >= 2]
 no_decay = [p for p in model.parameters() if p.dim() < 2]
 opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
@@ -69,11 +77,14 @@ for s in range(STEPS):
     t0 = time.perf_counter()
     opt.zero_grad(set_to_none=True)
     loss = model(x, y)
+    t_fwd = time.perf_counter() - t0
     loss.backward()
+    t_bwd = time.perf_counter() - t0
     torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
     opt.step()
     dt = time.perf_counter() - t0
     times.append(dt)
-    print(f"step {s}: loss {loss.item():.4f}, {dt:.3f} s", flush=True)
+    print(f"step {s}: loss {loss.item():.4f}, {dt:.3f} s (forward {t_fwd:.3f}, backward {t_bwd - t_fwd:.3f}, "
+          f"clip + AdamW {dt - t_bwd:.3f})", flush=True)
 mean = sum(times[1:]) / (len(times) - 1)
 print(f"pytorch: {B * T / mean:.1f} tokens/s (mean of steps 1..{STEPS - 1}), best step {B * T / min(times[1:]):.1f} tokens/s")

@@ -4,6 +4,7 @@
 // model and batch with PyTorch for comparison (scripts/bench_gpt2.sh runs both).
 // Usage: meshflow_gpt2_train_bench [layers hidden heads seq micro_batch steps]
 #include <omp.h>
+#include <sys/resource.h>
 
 #include <chrono>
 #include <cstdio>
@@ -42,13 +43,21 @@ int main(int argc, char** argv) {
   double best = 1e30, total = 0;
   for (int64_t s = 0; s < steps; ++s) {
     auto t0 = std::chrono::steady_clock::now();
+    struct rusage ru0;
+    getrusage(RUSAGE_SELF, &ru0);
+    auto since = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
     opt.zero_grad();
     mf::Tensor loss = model.loss(x, y);
+    double t_fwd = since();
     loss.backward();
+    double t_bwd = since();
     mf::optim::clip_grad_norm(model.parameters(), 1.0);
     opt.step();
-    double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    std::printf("step %lld: loss %.4f, %.3f s\n", static_cast<long long>(s), loss.item(), dt);
+    double dt = since();
+    struct rusage ru1;
+    getrusage(RUSAGE_SELF, &ru1);
+    std::printf("step %lld: loss %.4f, %.3f s (forward %.3f, backward %.3f, clip + AdamW %.3f; %ld page faults)\n",
+                static_cast<long long>(s), loss.item(), dt, t_fwd, t_bwd - t_fwd, dt - t_bwd, ru1.ru_minflt - ru0.ru_minflt);
     if (s > 0) {  // the first step pays for first-touch allocations
       best = std::min(best, dt);
       total += dt;

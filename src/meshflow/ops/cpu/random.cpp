@@ -64,15 +64,21 @@ void for_ranges(const std::vector<Range>& ranges, int64_t grain, F&& run) {
   }
 }
 
-// Calls f(local offset, 32-bit word) for every element; one Philox block per 4 logical positions.
+// Calls f(local offset, 32-bit word) for every element; one Philox block per 4 logical
+// positions, generated 16 blocks (64 words) at a time on full vectors.
 template <class F>
 void for_each_word(const std::vector<Range>& ranges, uint64_t seed, uint64_t stream, F&& f) {
+  constexpr int kBlocks = 16;
   for_ranges(ranges, 1 << 14, [&](const Range& rg, int64_t a, int64_t b) {
+    alignas(64) uint32_t words[4 * kBlocks];
     int64_t i = a;
     while (i < b) {
       uint64_t idx = rg.logical + static_cast<uint64_t>(i);
-      Philox4x32 w = philox_block(seed, stream, idx >> 2);
-      for (uint64_t lane = idx & 3; lane < 4 && i < b; ++lane, ++i) f(rg.local + i, w.v[lane]);
+      uint64_t first = idx >> 2;
+      philox_blocks<kBlocks>(seed, stream, first, words);
+      // word of logical position q (first*4 <= q < (first+kBlocks)*4): lane q&3 of block q>>2
+      uint64_t end = std::min<uint64_t>((first + kBlocks) * 4, rg.logical + static_cast<uint64_t>(b));
+      for (; idx < end; ++idx, ++i) f(rg.local + i, words[(idx & 3) * kBlocks + ((idx >> 2) - first)]);
     }
   });
 }
