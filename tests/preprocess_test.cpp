@@ -2,6 +2,7 @@
 // Megatron's output naming, and errors that leave no output behind.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 
 #include "data_testing.h"
@@ -43,6 +44,32 @@ TEST(Preprocess, FortuneStyleTextWithEod) {
     s.pop_back();
     EXPECT_EQ(tok.decode(s), want[i]);
   }
+}
+
+TEST(Preprocess, ShuffledDocumentOrderIsASeededPermutation) {
+  mft::TempDir dir;
+  std::string text;
+  for (int i = 0; i < 50; ++i) text += "document " + std::to_string(i) + "\n%\n";
+  mft::write_text(dir.file("f"), text);
+  mf::ByteTokenizer tok;
+  mf::PreprocessOptions o;
+  o.append_eod = false;
+  o.shuffle_seed = 7;
+  auto read_all = [&](const std::string& prefix) {
+    mf::IndexedDataset ds(prefix);
+    std::vector<std::string> docs;
+    for (int64_t i = 0; i < ds.num_sequences(); ++i) docs.push_back(tok.decode(ds.sequence(i)));
+    return docs;
+  };
+  auto a = read_all(mf::preprocess({dir.file("f")}, dir.file("a"), tok, o).prefix);
+  auto b = read_all(mf::preprocess({dir.file("f")}, dir.file("b"), tok, o).prefix);
+  o.shuffle_seed.reset();
+  auto plain = read_all(mf::preprocess({dir.file("f")}, dir.file("c"), tok, o).prefix);
+  EXPECT_EQ(a, b);      // seeded: the same order twice
+  EXPECT_NE(a, plain);  // shuffled
+  std::sort(a.begin(), a.end());
+  std::sort(plain.begin(), plain.end());
+  EXPECT_EQ(a, plain);  // a permutation of the same documents
 }
 
 TEST(Preprocess, JsonlWithGpt2AndCustomKey) {

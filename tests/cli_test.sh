@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Bad input to the meshflow CLI: each case must exit non-zero with exactly one line on stderr,
+# "meshflow: error: ..." containing the expected words, and leave no partial checkpoint.
+# Usage: cli_test.sh MESHFLOW_BINARY SOURCE_DIR
+set -uo pipefail
+bin=$1
+src=$2
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+cd "$src" || exit 1
+pass=0
+fail=0
+
+printf 'the cat sat on the mat.\n%%\na dog ran far away.\n%%\n' > "$work/corpus.txt"
+for i in $(seq 1 40); do printf 'line %d of the tiny corpus, with some words.\n%%\n' "$i" >> "$work/corpus.txt"; done
+"$bin" preprocess --input "$work/corpus.txt" --output-prefix "$work/c" --tokenizer byte > /dev/null || { echo "preprocess failed"; exit 1; }
+good=(configs/gpt2/tiny.yaml tokenization.tokenizer=byte model.vocab_size=257 "data.data_prefix=$work/c_text_document"
+      model.num_layers=1 model.hidden_size=16 model.num_attention_heads=2 model.max_seq_length=16 data.seq_length=16
+      train.train_iter=2
+      train.evaluation.enabled=false)
+
+expect_error() {  # name, expected substring, command...
+  local name=$1 want=$2
+  shift 2
+  "$@" > "$work/out" 2> "$work/err"
+  local rc=$?
+  local lines
+  lines=$(wc -l < "$work/err")
+  if [ "$rc" -ne 0 ] && [ "$lines" -eq 1 ] && grep -q "^meshflow: error: .*$want" "$work/err"; then
+    pass=$((pass + 1))
+  else
+    fail=$((fail + 1))
+    echo "FAIL: $name (exit $rc, $lines stderr lines, want '$want'):"
+    cat "$work/err"
+  fi
+}
+
+expect_error "missing data file" "$work/none" "$bin" train "${good[@]}" "data.data_prefix=$work/none" "train.output_dir=$work/o1"
+cp "$work/c_text_document.bin" "$work/bad.bin"
+head -c 20 "$work/c_text_document.idx" > "$work/bad.idx"
+expect_error "corrupt index file" "bad.idx" "$bin" train "${good[@]}" "data.data_prefix=$work/bad" "train.output_dir=$work/o2"
+expect_error "unknown model" "unknown model 't5'" "$bin" train "${good[@]}" model.name=t5 "train.output_dir=$work/o3"
+expect_error "unreadable tokenizer file" "$work/nope.json" "$bin" train "${good[@]}" tokenization.tokenizer=gpt2_bpe \
+  "tokenization.vocab_file=$work/nope.json" tokenization.merges_file=data/gpt2/vocab.bpe "train.output_dir=$work/o4"
+expect_error "mistyped key" "did you mean \`train.train_iter\`" "$bin" train "${good[@]}" train.train_itr=5
+expect_error "wrong value type" "train.train_iter expects an integer" "$bin" train "${good[@]}" train.train_iter=ten
+expect_error "missing config" "nope.yaml" "$bin" train "$work/nope.yaml"
+mkdir -p "$work/taken" && echo "train: {}" > "$work/taken/config.yaml"
+expect_error "output dir of another run" "already holds a run" "$bin" train "${good[@]}" "train.output_dir=$work/taken"
+if [ -e "$work/taken/checkpoints" ]; then echo "FAIL: a checkpoint was written into the other run's dir"; fail=$((fail + 1)); fi
+"$bin" train "${good[@]}" "train.output_dir=$work/ok" > /dev/null 2>&1 || { echo "FAIL: the good run failed"; fail=$((fail + 1)); }
+if ls "$work/ok/checkpoints" | grep -q tmp; then echo "FAIL: temporary checkpoint left"; fail=$((fail + 1)); fi
+[ -f "$work/ok/checkpoints/iter_0000002/model.safetensors" ] || { echo "FAIL: no final checkpoint"; fail=$((fail + 1)); }
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
