@@ -287,12 +287,12 @@ TEST(Config, ShippedConfigsLoad) {
   EXPECT_EQ(tiny.get_int("data.seq_length"), 128);
   EXPECT_EQ(tiny.get_float("model.embedding_dropout_prob"), 0.1);
   EXPECT_EQ(tiny.get_string("tokenization.tokenizer"), "gpt2_bpe");
-  EXPECT_EQ(tiny.get_string("tokenization.vocab_file"), "../shared/data/gpt2/encoder.json");
-  EXPECT_EQ(tiny.get_string("tokenization.merges_file"), "../shared/data/gpt2/vocab.bpe");
+  EXPECT_EQ(tiny.get_string("tokenization.vocab_file"), "data/gpt2/encoder.json");
+  EXPECT_EQ(tiny.get_string("tokenization.merges_file"), "data/gpt2/vocab.bpe");
   EXPECT_EQ(tiny.get_string("data.data_prefix"), "data/fortunes_text_document");
   EXPECT_EQ(tiny.get_string("train.output_dir"), "output/gpt2_tiny");
   EXPECT_EQ(tiny.get_int("train.train_iter"), 5);
-  EXPECT_EQ(Config::load(dir + "tiny.yaml", {}).get_int("train.train_iter"), 300);
+  EXPECT_EQ(Config::load(dir + "tiny.yaml", {}).get_int("train.train_iter"), 500);
 }
 
 TEST(ConfigRegistry, CreatesByNameAndListsUnknown) {

@@ -9,6 +9,7 @@
 
 #include "meshflow/core/dtype.h"
 #include "meshflow/core/error.h"
+#include "meshflow/core/shape.h"
 
 namespace mf::cpu {
 
@@ -28,6 +29,31 @@ void parallel_for(int64_t n, int64_t grain, F&& f) {
     int64_t b = t * chunk, e = std::min(n, b + chunk);
     if (b < e) f(b, e);
   }
+}
+
+// Visits a strided tensor pair of one shape a row of the last axis at a time, in parallel:
+// f(row, offset1, offset2, row length, last-axis stride1, last-axis stride2), offsets in elements.
+template <class F>
+void for_each_row(const Shape& shape, const Strides& s1, const Strides& s2, F&& f) {
+  int64_t nd = static_cast<int64_t>(shape.size());
+  if (nd == 0) {
+    f(int64_t{0}, int64_t{0}, int64_t{0}, int64_t{1}, int64_t{1}, int64_t{1});
+    return;
+  }
+  int64_t inner = shape[nd - 1];
+  int64_t rows = inner == 0 ? 0 : shape_numel(shape) / inner;
+  parallel_for(rows, (1 << 15) / std::max<int64_t>(inner, 1), [&](int64_t lo, int64_t hi) {
+    for (int64_t row = lo; row < hi; ++row) {
+      int64_t rem = row, o1 = 0, o2 = 0;
+      for (int64_t d = nd - 2; d >= 0; --d) {
+        int64_t idx = rem % shape[d];
+        rem /= shape[d];
+        o1 += idx * s1[d];
+        o2 += idx * s2[d];
+      }
+      f(row, o1, o2, inner, s1[nd - 1], s2[nd - 1]);
+    }
+  });
 }
 
 // exp(x) for f32 in straight-line code the compiler vectorises (Cephes polynomial, ~1 ulp);

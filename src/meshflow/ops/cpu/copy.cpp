@@ -9,31 +9,6 @@
 namespace mf::cpu {
 namespace {
 
-// Visits every element of a strided tensor pair (same shape) as (src offset, dst offset) in
-// elements, a row of the last axis at a time.
-template <class F>
-void for_each_row(const Shape& shape, const Strides& s1, const Strides& s2, F&& f) {
-  int64_t nd = static_cast<int64_t>(shape.size());
-  if (nd == 0) {
-    f(int64_t{0}, int64_t{0}, int64_t{1}, int64_t{1}, int64_t{1});
-    return;
-  }
-  int64_t inner = shape[nd - 1];
-  int64_t rows = inner == 0 ? 0 : shape_numel(shape) / inner;
-  parallel_for(rows, (1 << 15) / std::max<int64_t>(inner, 1), [&](int64_t lo, int64_t hi) {
-    for (int64_t row = lo; row < hi; ++row) {
-      int64_t rem = row, o1 = 0, o2 = 0;
-      for (int64_t d = nd - 2; d >= 0; --d) {
-        int64_t idx = rem % shape[d];
-        rem /= shape[d];
-        o1 += idx * s1[d];
-        o2 += idx * s2[d];
-      }
-      f(o1, o2, inner, s1[nd - 1], s2[nd - 1]);
-    }
-  });
-}
-
 template <class U>  // U: an unsigned integer type of the element's size
 void copy_typed(const Tensor& src, const Tensor& dst) {
   const U* s = static_cast<const U*>(src.raw_data());
@@ -42,7 +17,7 @@ void copy_typed(const Tensor& src, const Tensor& dst) {
     parallel_for(src.numel(), 1 << 16, [&](int64_t lo, int64_t hi) { std::memcpy(d + lo, s + lo, (hi - lo) * sizeof(U)); });
     return;
   }
-  for_each_row(src.shape(), src.strides(), dst.strides(), [&](int64_t os, int64_t od, int64_t n, int64_t ss, int64_t sd) {
+  for_each_row(src.shape(), src.strides(), dst.strides(), [&](int64_t, int64_t os, int64_t od, int64_t n, int64_t ss, int64_t sd) {
     if (ss == 1 && sd == 1) {
       std::memcpy(d + od, s + os, n * sizeof(U));
     } else {
@@ -110,7 +85,7 @@ void fill_kernel(const Tensor& dst, double value) {
     parallel_for(dst.numel(), 1 << 16, [&](int64_t lo, int64_t hi) { std::fill(d + lo, d + hi, v); });
     return;
   }
-  for_each_row(dst.shape(), dst.strides(), dst.strides(), [&](int64_t, int64_t od, int64_t n, int64_t, int64_t sd) {
+  for_each_row(dst.shape(), dst.strides(), dst.strides(), [&](int64_t, int64_t, int64_t od, int64_t n, int64_t, int64_t sd) {
     for (int64_t i = 0; i < n; ++i) d[od + i * sd] = v;
   });
 }

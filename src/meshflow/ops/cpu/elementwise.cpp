@@ -59,22 +59,10 @@ void binary_typed(const Tensor& a, const Tensor& b, const Tensor& out) {
     });
     return;
   }
-  const Shape& shape = out.shape();
-  int64_t inner = shape[nd - 1];
-  int64_t rows = inner == 0 ? 0 : out.numel() / inner;
-  std::vector<int64_t> sa(a.strides()), sb(b.strides());
-  parallel_for(rows, (1 << 15) / std::max<int64_t>(inner, 1), [&](int64_t lo, int64_t hi) {
-    for (int64_t row = lo; row < hi; ++row) {
-      int64_t rem = row, oa = 0, ob = 0;
-      for (int64_t d = nd - 2; d >= 0; --d) {
-        int64_t idx = rem % shape[d];
-        rem /= shape[d];
-        oa += idx * sa[d];
-        ob += idx * sb[d];
-      }
-      binary_rows<T, OP>(pa + oa, pb + ob, po + row * inner, inner, sa[nd - 1], sb[nd - 1]);
-    }
-  });
+  for_each_row(out.shape(), a.strides(), b.strides(),
+               [&](int64_t row, int64_t oa, int64_t ob, int64_t inner, int64_t sa, int64_t sb) {
+                 binary_rows<T, OP>(pa + oa, pb + ob, po + row * inner, inner, sa, sb);
+               });
 }
 
 template <class T>
