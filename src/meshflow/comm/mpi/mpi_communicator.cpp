@@ -165,7 +165,7 @@ class MpiWork final : public Work {
     if (rc != MPI_SUCCESS) {
       failed_ = true;
       try {
-        MF_MPI_CHECK(rc, description_);
+        detail::throw_mpi_error(rc, "MPI_Test(request)", __FILE__, __LINE__, description_);
       } catch (...) {
         error_ = std::current_exception();
       }
