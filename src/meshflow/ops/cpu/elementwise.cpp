@@ -104,17 +104,9 @@ bool sigmoid_family_forward(UnaryOp op, const T* x, T* y, int64_t n) {
     return false;
   } else {
     if (op != UnaryOp::kGeluTanh && op != UnaryOp::kSilu) return false;
-    parallel_for(n, 1 << 14, [&](int64_t lo, int64_t hi) {
-      alignas(64) float t[kSigmoidChunk];
-      for (int64_t c0 = lo; c0 < hi; c0 += kSigmoidChunk) {
-        int64_t m = std::min(kSigmoidChunk, hi - c0);
-#pragma omp simd
-        for (int64_t j = 0; j < m; ++j) t[j] = -sigmoid_arg(op, x[c0 + j]);
-        exp_array(t, t, m);
-#pragma omp simd
-        for (int64_t j = 0; j < m; ++j) y[c0 + j] = x[c0 + j] / (1.0f + t[j]);
-      }
-    });
+    const bool g = op == UnaryOp::kGeluTanh;
+    const float a = g ? 2.0f * static_cast<float>(kSqrt2OverPi) : 1.0f, c = g ? static_cast<float>(kGeluCoef) : 0.0f;
+    parallel_for(n, 1 << 14, [&](int64_t lo, int64_t hi) { x_sigmoid_array(x + lo, y + lo, hi - lo, a, c); });
     return true;
   }
 }
