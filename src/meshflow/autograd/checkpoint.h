@@ -15,6 +15,7 @@ using CheckpointFn = std::function<std::vector<Tensor>(const std::vector<Tensor>
 // restores that state (so dropout inside fn draws the same numbers), re-runs fn with grad
 // enabled and backpropagates through it: parameters fn uses get the same gradients as
 // without checkpointing, bit for bit. With grad mode on, at least one input must require grad.
+// `gen` (default: the default generator) must outlive the backward pass.
 std::vector<Tensor> checkpoint(const CheckpointFn& fn, const std::vector<Tensor>& inputs, Generator* gen = nullptr);
 
 }  // namespace mf

@@ -47,10 +47,12 @@ RunData open_data(const Config& c) {
   return d;
 }
 
-double unigram_entropy(const IndexedDataset& data, DocumentRange r) {
+// Entropy (nats/token) of the unigram distribution of the range's tokens, over at most
+// `max_tokens` of them (the first documents of the range) so that huge corpora stay cheap.
+double unigram_entropy(const IndexedDataset& data, DocumentRange r, int64_t max_tokens = int64_t{1} << 26) {
   std::unordered_map<int32_t, int64_t> counts;
   int64_t n = 0;
-  for (int64_t i = r.begin; i < r.end; ++i)
+  for (int64_t i = r.begin; i < r.end && n < max_tokens; ++i)
     for (int32_t t : data.sequence(i)) {
       ++counts[t];
       ++n;
