@@ -1,0 +1,139 @@
+// DeviceMesh on 2 and 4 ranks: coordinates, the members of each axis communicator (computed here
+// naively from the row-major (pp, dp, tp) layout), an all_reduce on each axis communicator that
+// must sum over exactly that group, derived sizes, and size mismatches that throw on every rank
+// before any collective (the world communicator still works afterwards).
+#include <string>
+#include <vector>
+
+#include "meshflow/comm/mpi/mpi_communicator.h"
+#include "meshflow/config/config.h"
+#include "meshflow/dist/device_mesh.h"
+#include "testing.h"
+
+namespace {
+
+using mf::dist::Axis;
+using mf::dist::DeviceMesh;
+using mf::dist::MeshSizes;
+
+const Axis kAxes[] = {Axis::kPipeline, Axis::kData, Axis::kTensor};
+
+std::vector<int64_t> decode(int r, const std::vector<int64_t>& shape) {
+  std::vector<int64_t> c(3);
+  for (int d = 2; d >= 0; --d) {
+    c[d] = r % shape[d];
+    r /= static_cast<int>(shape[d]);
+  }
+  return c;
+}
+
+// Checks a mesh of the given (resolved) shape built on the world communicator.
+void check_mesh(const DeviceMesh& mesh, const std::vector<int64_t>& shape, mf::comm::Communicator& world) {
+  const int n = world.size(), rank = world.rank();
+  const std::string what = mesh.str();
+  std::vector<int> all(n);
+  for (int i = 0; i < n; ++i) all[i] = i;
+  EXPECT_EQ(mesh.placement()->mesh_shape(), shape) << what;
+  EXPECT_EQ(mesh.placement()->ranks(), all) << what;
+  const std::vector<int64_t> me = decode(rank, shape);
+  EXPECT_EQ(mesh.coordinate(), me) << what;
+  for (int a = 0; a < 3; ++a) {
+    const Axis axis = kAxes[a];
+    EXPECT_EQ(mesh.axis_size(axis), shape[a]) << what;
+    EXPECT_EQ(mesh.index(axis), me[a]) << what;
+    // Expected group: every rank equal to me except along a, ordered by its index along a.
+    std::vector<int> group;
+    for (int64_t i = 0; i < shape[a]; ++i)
+      for (int r = 0; r < n; ++r) {
+        std::vector<int64_t> c = decode(r, shape);
+        bool same = c[a] == i;
+        for (int d = 0; d < 3; ++d) same = same && (d == a || c[d] == me[d]);
+        if (same) group.push_back(r);
+      }
+    mf::comm::Communicator& c = mesh.comm(axis);
+    EXPECT_EQ(c.world_ranks(), group) << what << " axis " << mf::dist::axis_name(axis);
+    EXPECT_EQ(c.rank(), me[a]) << what;
+    // Sum of (world rank + 1) and of 1 over exactly that group.
+    mf::Tensor t = mf::from_vector(std::vector<double>{rank + 1.0, 1.0}, {2});
+    c.all_reduce(t)->wait();
+    double want = 0;
+    for (int r : group) want += r + 1.0;
+    std::vector<double> got = mft::to_f64(t);
+    EXPECT_EQ(got[0], want) << what << " axis " << mf::dist::axis_name(axis);
+    EXPECT_EQ(got[1], static_cast<double>(group.size())) << what;
+  }
+  // Stage placements: (dp, tp) blocks of consecutive ranks.
+  for (int64_t s = 0; s < shape[0]; ++s) {
+    const mf::dist::Placement* st = mesh.stage_placement(s);
+    EXPECT_EQ(st->mesh_shape(), (std::vector<int64_t>{shape[1], shape[2]})) << what;
+    const int per = static_cast<int>(shape[1] * shape[2]);
+    for (int i = 0; i < per; ++i) EXPECT_EQ(st->ranks()[i], s * per + i) << what;
+  }
+  EXPECT_THROW(mesh.stage_placement(shape[0]), mf::Error);
+}
+
+class DistMesh : public ::testing::Test {
+ protected:
+  void SetUp() override { world = mf::comm::mpi_world(); }
+  mf::comm::CommPtr world;
+};
+
+TEST_F(DistMesh, MeshesOfTheWorld) {
+  struct Case {
+    MeshSizes sizes;
+    std::vector<int64_t> shape;
+  };
+  std::vector<Case> cases;
+  if (world->size() == 4) {
+    cases = {{{1, 4, 1}, {1, 4, 1}}, {{1, 2, 2}, {1, 2, 2}}, {{2, 2, 1}, {2, 2, 1}},
+             {{2, 1, 2}, {2, 1, 2}}, {{1, 0, 2}, {1, 2, 2}}, {{4, 1, 1}, {4, 1, 1}}};
+  } else if (world->size() == 2) {
+    cases = {{{1, 2, 1}, {1, 2, 1}}, {{1, 0, 2}, {1, 1, 2}}, {{2, 1, 1}, {2, 1, 1}}, {{1, 0, 1}, {1, 2, 1}}};
+  } else {
+    GTEST_SKIP() << "written for 2 and 4 ranks";
+  }
+  for (const Case& c : cases) {
+    DeviceMesh mesh(c.sizes, *world);
+    check_mesh(mesh, c.shape, *world);
+  }
+}
+
+TEST_F(DistMesh, FromConfig) {
+  mf::Config config;
+  config.set("train.dist.data_parallel_size", "0");
+  config.set("train.dist.tensor_parallel_size", "2");
+  DeviceMesh mesh = DeviceMesh::from_config(config, *world);
+  check_mesh(mesh, {1, world->size() / 2, 2}, *world);
+}
+
+TEST_F(DistMesh, MismatchThrowsOnEveryRankBeforeAnyCollective) {
+  const int n = world->size();
+  auto message = [&](const MeshSizes& s) -> std::string {
+    try {
+      DeviceMesh mesh(s, *world);
+    } catch (const mf::Error& e) {
+      return e.what();
+    }
+    return "no error";
+  };
+  std::string m = message({1, 1, 3});
+  EXPECT_NE(m.find("pipeline_parallel_size=1, data_parallel_size=1, tensor_parallel_size=3"), std::string::npos) << m;
+  EXPECT_NE(m.find("does not equal the world size " + std::to_string(n)), std::string::npos) << m;
+  m = message({1, 0, 3});  // cannot derive dp
+  EXPECT_NE(m.find("tensor_parallel_size=3"), std::string::npos) << m;
+  EXPECT_NE(m.find("world of " + std::to_string(n) + " ranks"), std::string::npos) << m;
+  m = message({0, 0, 1});
+  EXPECT_NE(m.find("at most one size may be 0"), std::string::npos) << m;
+  m = message({-1, 1, 1});
+  EXPECT_NE(m.find("must be >= 1"), std::string::npos) << m;
+  m = message({2 * n, 1, 1});
+  EXPECT_NE(m.find("= " + std::to_string(2 * n) + " does not equal"), std::string::npos) << m;
+  // No rank issued a collective: the world still lines up (a stray split would desynchronise it).
+  mf::Tensor t = mf::from_vector(std::vector<double>{1.0}, {1});
+  world->all_reduce(t)->wait();
+  EXPECT_EQ(mft::to_f64(t)[0], n);
+  DeviceMesh ok({1, n, 1}, *world);
+  check_mesh(ok, {1, n, 1}, *world);
+}
+
+}  // namespace
