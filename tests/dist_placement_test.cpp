@@ -17,7 +17,7 @@ TEST(DistPlacement, PrintingAndInterning) {
   EXPECT_NE(p, placement(DeviceType::kCPU, {2, 2}, {0, 2, 1, 3}));
   EXPECT_NE(p, placement(DeviceType::kCUDA, {2, 2}, {0, 1, 2, 3}));
   EXPECT_EQ(placement(DeviceType::kCPU, {4}, {0, 1, 2, 3}), placement(DeviceType::kCPU, std::vector<int>{0, 1, 2, 3}));
-  EXPECT_EQ(placement(DeviceType::kCUDA, {3}, {4, 5, 6})->str(), "cuda:[4,5,6] as (3)");
+  EXPECT_EQ(placement(DeviceType::kCUDA, {3}, {4, 5, 6})->str(), "cuda:[4,5,6] as (3,)");
   EXPECT_EQ(p->size(), 4);
   EXPECT_EQ(p->ndim(), 2);
 }

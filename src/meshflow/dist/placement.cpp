@@ -8,19 +8,11 @@
 #include <tuple>
 
 #include "meshflow/core/error.h"
+#include "meshflow/core/shape.h"
 
 namespace mf::dist {
 
 namespace {
-
-std::string mesh_str(const std::vector<int64_t>& mesh_shape) {
-  std::string r = "(";
-  for (size_t i = 0; i < mesh_shape.size(); ++i) {
-    if (i) r += ", ";
-    r += std::to_string(mesh_shape[i]);
-  }
-  return r + ")";
-}
 
 std::string ranks_str(const std::vector<int>& ranks) {
   std::string r = "[";
@@ -60,7 +52,7 @@ int Placement::rank_at(const std::vector<int64_t>& coord) const {
 
 std::string Placement::str() const {
   return std::string(device_type_ == DeviceType::kCPU ? "cpu" : "cuda") + ":" + ranks_str(ranks_) + " as " +
-         mesh_str(mesh_shape_);
+         shape_str(mesh_shape_);
 }
 
 const Placement* placement(DeviceType device_type, const std::vector<int64_t>& mesh_shape,
@@ -68,10 +60,10 @@ const Placement* placement(DeviceType device_type, const std::vector<int64_t>& m
   MF_CHECK(!mesh_shape.empty(), "placement: the mesh needs at least one axis (ranks ", ranks_str(ranks), ")");
   int64_t product = 1;
   for (int64_t s : mesh_shape) {
-    MF_CHECK(s >= 1, "placement: mesh ", mesh_str(mesh_shape), " has an axis of size ", s);
+    MF_CHECK(s >= 1, "placement: mesh ", shape_str(mesh_shape), " has an axis of size ", s);
     product *= s;
   }
-  MF_CHECK(product == static_cast<int64_t>(ranks.size()), "placement: mesh ", mesh_str(mesh_shape), " holds ", product,
+  MF_CHECK(product == static_cast<int64_t>(ranks.size()), "placement: mesh ", shape_str(mesh_shape), " holds ", product,
            " ranks but ", ranks.size(), " were given: ", ranks_str(ranks));
   std::set<int> seen;
   for (int r : ranks)

@@ -13,42 +13,33 @@ namespace mf::dist {
 
 namespace {
 
-std::string mesh_str(const std::vector<int64_t>& mesh_shape) {
-  std::string r = "(";
-  for (size_t i = 0; i < mesh_shape.size(); ++i) {
-    if (i) r += ", ";
-    r += std::to_string(mesh_shape[i]);
-  }
-  return r + ")";
-}
-
 // Walks the mesh axes in order, narrowing `size`/`start` (per tensor axis) to the piece of the
 // rank at `coord`; with coord empty it only checks.
 void narrow(const Shape& logical, const NdSbp& sbp, const std::vector<int64_t>& mesh_shape,
             const std::vector<int64_t>& coord, Shape& size, Shape& start) {
   MF_CHECK(static_cast<size_t>(sbp.ndim()) == mesh_shape.size(), "nd_sbp ", sbp.str(), " has ", sbp.ndim(),
-           " entries for a mesh ", mesh_str(mesh_shape), " of ", mesh_shape.size(), " axes");
+           " entries for a mesh ", shape_str(mesh_shape), " of ", mesh_shape.size(), " axes");
   MF_CHECK(coord.empty() || coord.size() == mesh_shape.size(), "mesh coordinate of ", coord.size(),
-           " entries on a mesh ", mesh_str(mesh_shape));
+           " entries on a mesh ", shape_str(mesh_shape));
   const int64_t ndim = static_cast<int64_t>(logical.size());
   size = logical;
   start.assign(logical.size(), 0);
   Shape parts(logical.size(), 1);  // product of the mesh axes splitting each tensor axis so far
   for (size_t m = 0; m < mesh_shape.size(); ++m) {
     const int64_t p = mesh_shape[m];
-    MF_CHECK(p >= 1, "mesh ", mesh_str(mesh_shape), " has an axis of size ", p);
+    MF_CHECK(p >= 1, "mesh ", shape_str(mesh_shape), " has an axis of size ", p);
     if (!coord.empty())
       MF_CHECK(coord[m] >= 0 && coord[m] < p, "mesh coordinate ", coord[m], " out of range for mesh axis ", m,
                " of size ", p);
     const Sbp& s = sbp[static_cast<int>(m)];
     if (!s.is_split()) continue;
     MF_CHECK(s.axis < ndim, s.str(), " on mesh axis ", m, ": tensor axis ", s.axis, " out of range for logical shape ",
-             shape_str(logical), " (nd_sbp ", sbp.str(), ", mesh ", mesh_str(mesh_shape), ")");
+             shape_str(logical), " (nd_sbp ", sbp.str(), ", mesh ", shape_str(mesh_shape), ")");
     const auto k = static_cast<size_t>(s.axis);
     parts[k] *= p;
     MF_CHECK(logical[k] >= parts[k], s.str(), " on mesh axis ", m, ": tensor axis ", s.axis, " has ", logical[k],
              " elements, fewer than the ", parts[k], " ranks it is split over (logical shape ", shape_str(logical),
-             ", nd_sbp ", sbp.str(), ", mesh ", mesh_str(mesh_shape), ")");
+             ", nd_sbp ", sbp.str(), ", mesh ", shape_str(mesh_shape), ")");
     if (coord.empty()) continue;
     start[k] += split_start(size[k], p, coord[m]);
     size[k] = split_size(size[k], p, coord[m]);
@@ -121,7 +112,7 @@ void check_sbp(const Shape& logical, const NdSbp& sbp, const std::vector<int64_t
 Shape local_shape(const Shape& logical, const NdSbp& sbp, const std::vector<int64_t>& mesh_shape,
                   const std::vector<int64_t>& coord) {
   MF_CHECK(coord.size() == mesh_shape.size(), "local_shape: mesh coordinate of ", coord.size(),
-           " entries on a mesh ", mesh_str(mesh_shape));
+           " entries on a mesh ", shape_str(mesh_shape));
   Shape size, start;
   narrow(logical, sbp, mesh_shape, coord, size, start);
   return size;
@@ -130,7 +121,7 @@ Shape local_shape(const Shape& logical, const NdSbp& sbp, const std::vector<int6
 LogicalSlice local_slice(const Shape& logical, const NdSbp& sbp, const std::vector<int64_t>& mesh_shape,
                          const std::vector<int64_t>& coord) {
   MF_CHECK(coord.size() == mesh_shape.size(), "local_slice: mesh coordinate of ", coord.size(),
-           " entries on a mesh ", mesh_str(mesh_shape));
+           " entries on a mesh ", shape_str(mesh_shape));
   Shape size, start;
   narrow(logical, sbp, mesh_shape, coord, size, start);
   return LogicalSlice{logical, start};
