@@ -11,8 +11,6 @@ int64_t sequence_length(const Config& c) {
 }
 
 models::Gpt2Config gpt2_config(const Config& c, int64_t tokenizer_vocab_size) {
-  MF_CHECK(c.get_string("model.name") == "gpt2", "model.name: unknown model '", c.get_string("model.name"),
-           "' (registered: gpt2)");
   models::Gpt2Config g;
   g.vocab_size = std::max(c.get_int("model.vocab_size"), tokenizer_vocab_size);
   g.max_seq_length = c.get_int("model.max_seq_length");

@@ -4,25 +4,19 @@
 #include <limits>
 #include <unordered_map>
 
-#include "meshflow/data/gpt2_bpe.h"
 #include "meshflow/data/gpt_dataset.h"
 #include "meshflow/data/indexed_dataset.h"
 #include "meshflow/data/split.h"
 #include "meshflow/train/build.h"
 #include "meshflow/train/checkpoint.h"
+#include "meshflow/train/components.h"
 #include "meshflow/train/gpt_batches.h"
 #include "meshflow/train/log_hook.h"
 
 namespace mf::train {
 
 std::unique_ptr<Tokenizer> tokenizer_from_config(const Config& c) {
-  std::string kind = c.get_string("tokenization.tokenizer");
-  if (kind == "byte") return std::make_unique<ByteTokenizer>();
-  MF_CHECK(kind == "gpt2_bpe", "tokenization.tokenizer: unknown tokenizer '", kind, "' (expected gpt2_bpe or byte)");
-  std::string vocab = c.get_string("tokenization.vocab_file"), merges = c.get_string("tokenization.merges_file");
-  MF_CHECK(!vocab.empty() && !merges.empty(),
-           "tokenization.tokenizer gpt2_bpe needs tokenization.vocab_file and tokenization.merges_file");
-  return std::make_unique<Gpt2BpeTokenizer>(vocab, merges);
+  return tokenizer_registry().create(c.get_string("tokenization.tokenizer"), c);
 }
 
 namespace {
@@ -72,9 +66,7 @@ struct LastStats : HookBase {
 };
 
 std::shared_ptr<models::Gpt2Model> build_model(const Config& c, const Tokenizer& tok) {
-  auto model = std::make_shared<models::Gpt2Model>(gpt2_config(c, tok.vocab_size()));
-  model->init_weights(static_cast<uint64_t>(c.get_int("train.seed")));
-  return model;
+  return model_registry().create(c.get_string("model.name"), c, tok.vocab_size());
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include "meshflow/ops/ops.h"
 #include "meshflow/tensor/allocator.h"
 #include "meshflow/train/checkpoint.h"
+#include "meshflow/train/components.h"
 #include "meshflow/train/peak_flops.h"
 
 namespace mf::train {
@@ -17,10 +18,7 @@ namespace fs = std::filesystem;
 
 namespace {
 std::unique_ptr<optim::Optimizer> make_optimizer(const TrainOptions& o, const models::Gpt2Model& m) {
-  auto groups = optim::default_param_groups(m, o.weight_decay);
-  if (o.optim == "adamw") return std::make_unique<optim::AdamW>(groups, o.lr, o.beta1, o.beta2, o.eps);
-  if (o.optim == "sgd") return std::make_unique<optim::Sgd>(groups, o.lr, o.momentum);
-  MF_THROW("optim.name: unknown optimizer '", o.optim, "' (expected adamw or sgd)");
+  return optimizer_registry().create(o.optim, optim::default_param_groups(m, o.weight_decay), o);
 }
 
 optim::SchedulerConfig scheduler_config(const TrainOptions& o) {
@@ -38,7 +36,7 @@ Trainer::Trainer(TrainOptions opts, std::shared_ptr<models::Gpt2Model> model, st
       train_data_(std::move(train_data)),
       make_valid_data_(std::move(make_valid_data)),
       optimizer_(make_optimizer(opts_, *model_)),
-      scheduler_(scheduler_config(opts_)) {
+      scheduler_(scheduler_registry().create(opts_.scheduler.name, scheduler_config(opts_))) {
   MF_CHECK(opts_.train_iter > 0 && opts_.micro_batch > 0 && opts_.accumulation_steps > 0, "trainer: train.train_iter (",
            opts_.train_iter, "), train.train_micro_batch_size (", opts_.micro_batch,
            ") and train.num_accumulation_steps (", opts_.accumulation_steps, ") must be positive");

@@ -1,0 +1,59 @@
+#include "meshflow/train/components.h"
+
+#include <mutex>
+
+#include "meshflow/data/gpt2_bpe.h"
+#include "meshflow/train/build.h"
+
+namespace mf::train {
+
+namespace {
+
+struct Registries {
+  ModelRegistry models{"model.name"};
+  OptimizerRegistry optimizers{"optim.name"};
+  SchedulerRegistry schedulers{"train.scheduler.name"};
+  TokenizerRegistry tokenizers{"tokenization.tokenizer"};
+};
+
+void register_builtins(Registries& r) {
+  r.models.add("gpt2", [](const Config& c, int64_t vocab) {
+    auto m = std::make_shared<models::Gpt2Model>(gpt2_config(c, vocab));
+    m->init_weights(static_cast<uint64_t>(c.get_int("train.seed")));
+    return m;
+  });
+  r.optimizers.add("adamw", [](std::vector<optim::ParamGroup> g, const TrainOptions& o) -> std::unique_ptr<optim::Optimizer> {
+    return std::make_unique<optim::AdamW>(std::move(g), o.lr, o.beta1, o.beta2, o.eps);
+  });
+  r.optimizers.add("sgd", [](std::vector<optim::ParamGroup> g, const TrainOptions& o) -> std::unique_ptr<optim::Optimizer> {
+    return std::make_unique<optim::Sgd>(std::move(g), o.lr, o.momentum);
+  });
+  for (const char* name : {"cosine", "linear", "constant", "multistep"})
+    r.schedulers.add(name, [name](optim::SchedulerConfig c) {
+      c.name = name;
+      return optim::LrScheduler(c);
+    });
+  r.tokenizers.add("byte", [](const Config&) -> std::unique_ptr<Tokenizer> { return std::make_unique<ByteTokenizer>(); });
+  r.tokenizers.add("gpt2_bpe", [](const Config& c) -> std::unique_ptr<Tokenizer> {
+    std::string vocab = c.get_string("tokenization.vocab_file"), merges = c.get_string("tokenization.merges_file");
+    MF_CHECK(!vocab.empty() && !merges.empty(),
+             "tokenization.tokenizer gpt2_bpe needs tokenization.vocab_file and tokenization.merges_file");
+    return std::make_unique<Gpt2BpeTokenizer>(vocab, merges);
+  });
+}
+
+Registries& registries() {
+  static Registries r;
+  static std::once_flag once;
+  std::call_once(once, [] { register_builtins(r); });
+  return r;
+}
+
+}  // namespace
+
+ModelRegistry& model_registry() { return registries().models; }
+OptimizerRegistry& optimizer_registry() { return registries().optimizers; }
+SchedulerRegistry& scheduler_registry() { return registries().schedulers; }
+TokenizerRegistry& tokenizer_registry() { return registries().tokenizers; }
+
+}  // namespace mf::train
