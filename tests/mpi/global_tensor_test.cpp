@@ -190,6 +190,19 @@ TEST_F(GlobalTensorTest, AllReduceBytes) {
   EXPECT_EQ(world->stats().count(mf::comm::OpKind::kAllReduce), 1u);
   EXPECT_EQ(world->stats().total_bytes(), 2 * (n - 1) * nbytes / n);
   EXPECT_EQ(mft::to_f64(b.local)[0], n);
+  // Even splits send what the cost table says: P -> S and S -> B move T(N-1)/N each, B -> S none.
+  const uint64_t T = static_cast<uint64_t>(8 * n) * 5 * 8;
+  Tensor p = mf::full({8 * n, 5}, 1.0, mf::DType::kF64);
+  GlobalTensor gp = to_global(p, pl, nd_sbp({Sbp::partial_sum()}), {8 * n, 5}, world->rank());
+  world->reset_stats();
+  GlobalTensor s = box_to(gp, nd_sbp({Sbp::split(0)}), *world);
+  EXPECT_EQ(world->stats().total_bytes(), T * (n - 1) / n);
+  world->reset_stats();
+  GlobalTensor bb = box_to(s, nd_sbp({Sbp::broadcast()}), *world);
+  EXPECT_EQ(world->stats().total_bytes(), T * (n - 1) / n);
+  world->reset_stats();
+  box_to(bb, nd_sbp({Sbp::split(1)}), *world);
+  EXPECT_EQ(world->stats().total_bytes(), 0u);
 }
 
 TEST_F(GlobalTensorTest, MeshTwoByTwo) {
