@@ -13,6 +13,17 @@ std::vector<ParamGroup> default_param_groups(const nn::Module& model, double wei
   return {decay, no_decay};
 }
 
+void Optimizer::step() {
+  NoGradGuard ng;
+  ++step_;
+  for (size_t gi = 0; gi < groups_.size(); ++gi)
+    for (size_t pi = 0; pi < groups_[gi].params.size(); ++pi) {
+      Tensor p = groups_[gi].params[pi].second;
+      Tensor g = p.grad();
+      if (g.defined()) update(gi, pi, p, g);
+    }
+}
+
 void Optimizer::zero_grad() {
   for (auto& g : groups_)
     for (auto& [name, p] : g.params) p.zero_grad();
@@ -38,17 +49,8 @@ AdamW::AdamW(std::vector<ParamGroup> groups, double lr, double beta1, double bet
   exp_avg_sq_ = zeros_like_params(groups_);
 }
 
-void AdamW::step() {
-  NoGradGuard ng;
-  ++step_;
-  for (size_t gi = 0; gi < groups_.size(); ++gi)
-    for (size_t pi = 0; pi < groups_[gi].params.size(); ++pi) {
-      Tensor p = groups_[gi].params[pi].second;
-      Tensor g = p.grad();
-      if (!g.defined()) continue;
-      adamw_update_(p, g, exp_avg_[gi][pi], exp_avg_sq_[gi][pi], lr_, beta1_, beta2_, eps_, groups_[gi].weight_decay,
-                    step_);
-    }
+void AdamW::update(size_t gi, size_t pi, Tensor& p, const Tensor& g) {
+  adamw_update_(p, g, exp_avg_[gi][pi], exp_avg_sq_[gi][pi], lr_, beta1_, beta2_, eps_, groups_[gi].weight_decay, step_);
 }
 
 nn::NamedTensors AdamW::state_tensors() {
@@ -67,17 +69,9 @@ Sgd::Sgd(std::vector<ParamGroup> groups, double lr, double momentum)
   if (momentum > 0) buf_ = zeros_like_params(groups_);
 }
 
-void Sgd::step() {
-  NoGradGuard ng;
-  ++step_;
-  for (size_t gi = 0; gi < groups_.size(); ++gi)
-    for (size_t pi = 0; pi < groups_[gi].params.size(); ++pi) {
-      Tensor p = groups_[gi].params[pi].second;
-      Tensor g = p.grad();
-      if (!g.defined()) continue;
-      Tensor buf = momentum_ > 0 ? buf_[gi][pi] : Tensor();
-      sgd_update_(p, g, buf, lr_, momentum_, groups_[gi].weight_decay);
-    }
+void Sgd::update(size_t gi, size_t pi, Tensor& p, const Tensor& g) {
+  Tensor buf = momentum_ > 0 ? buf_[gi][pi] : Tensor();
+  sgd_update_(p, g, buf, lr_, momentum_, groups_[gi].weight_decay);
 }
 
 nn::NamedTensors Sgd::state_tensors() {

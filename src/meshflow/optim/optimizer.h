@@ -21,7 +21,7 @@ std::vector<ParamGroup> default_param_groups(const nn::Module& model, double wei
 class Optimizer {
  public:
   virtual ~Optimizer() = default;
-  virtual void step() = 0;  // uses each parameter's .grad; parameters without one are skipped
+  void step();  // one update of every parameter that has a .grad (others are skipped)
   virtual std::string name() const = 0;
   void zero_grad();         // drops gradients (they are re-created by the next backward)
   void set_lr(double lr) { lr_ = lr; }
@@ -34,6 +34,8 @@ class Optimizer {
 
  protected:
   explicit Optimizer(std::vector<ParamGroup> groups, double lr) : groups_(std::move(groups)), lr_(lr) {}
+  // Updates parameter `pi` of group `gi` from its gradient (under no-grad, step_ already counted).
+  virtual void update(size_t gi, size_t pi, Tensor& param, const Tensor& grad) = 0;
   std::vector<ParamGroup> groups_;
   double lr_;
   int64_t step_ = 0;
@@ -42,11 +44,11 @@ class Optimizer {
 class AdamW final : public Optimizer {
  public:
   AdamW(std::vector<ParamGroup> groups, double lr, double beta1, double beta2, double eps);
-  void step() override;
   std::string name() const override { return "adamw"; }
   nn::NamedTensors state_tensors() override;
 
  private:
+  void update(size_t gi, size_t pi, Tensor& param, const Tensor& grad) override;
   double beta1_, beta2_, eps_;
   std::vector<std::vector<Tensor>> exp_avg_, exp_avg_sq_;  // [group][param], allocated eagerly
 };
@@ -54,11 +56,11 @@ class AdamW final : public Optimizer {
 class Sgd final : public Optimizer {
  public:
   Sgd(std::vector<ParamGroup> groups, double lr, double momentum);
-  void step() override;
   std::string name() const override { return "sgd"; }
   nn::NamedTensors state_tensors() override;
 
  private:
+  void update(size_t gi, size_t pi, Tensor& param, const Tensor& grad) override;
   double momentum_;
   std::vector<std::vector<Tensor>> buf_;
 };
