@@ -17,26 +17,31 @@ Tensor binary(BinaryOp op, const char* name, const Tensor& a, const Tensor& b) {
   kernel<kernels::Binary>("binary", a.device(), a.dtype())(op, expand(a.detach(), shape), expand(b.detach(), shape), out);
   if (!any_requires_grad({a, b})) return out;
   bool ga = a.requires_grad(), gb = b.requires_grad();
-  Tensor sa = a.detach(), sb = b.detach(), so = out.detach();
-  record(name, {a, b}, {out}, [op, ga, gb, sa, sb, so](const std::vector<Tensor>& g) -> std::vector<Tensor> {
+  // Save only what the formula reads (activation memory): add/sub need just the shapes.
+  bool is_mul = op == BinaryOp::kMul, is_div = op == BinaryOp::kDiv;
+  Tensor sa = is_mul && gb ? a.detach() : Tensor();
+  Tensor sb = (is_mul && ga) || is_div ? b.detach() : Tensor();
+  Tensor so = is_div && gb ? out.detach() : Tensor();
+  Shape as = a.shape(), bs = b.shape();
+  record(name, {a, b}, {out}, [op, ga, gb, sa, sb, so, as, bs](const std::vector<Tensor>& g) -> std::vector<Tensor> {
     const Tensor& go = g[0];
     Tensor da, db;
     switch (op) {
       case BinaryOp::kAdd:
-        if (ga) da = sum_to(go, sa.shape());
-        if (gb) db = sum_to(go, sb.shape());
+        if (ga) da = sum_to(go, as);
+        if (gb) db = sum_to(go, bs);
         break;
       case BinaryOp::kSub:
-        if (ga) da = sum_to(go, sa.shape());
-        if (gb) db = neg(sum_to(go, sb.shape()));
+        if (ga) da = sum_to(go, as);
+        if (gb) db = neg(sum_to(go, bs));
         break;
       case BinaryOp::kMul:
-        if (ga) da = sum_to(mul(go, sb), sa.shape());
-        if (gb) db = sum_to(mul(go, sa), sb.shape());
+        if (ga) da = sum_to(mul(go, sb), as);
+        if (gb) db = sum_to(mul(go, sa), bs);
         break;
       case BinaryOp::kDiv:
-        if (ga) da = sum_to(div(go, sb), sa.shape());
-        if (gb) db = neg(sum_to(div(mul(go, so), sb), sb.shape()));
+        if (ga) da = sum_to(div(go, sb), as);
+        if (gb) db = neg(sum_to(div(mul(go, so), sb), bs));
         break;
     }
     return {da, db};

@@ -134,7 +134,8 @@ Tensor linear_impl(const char* name, const Tensor& x, const Tensor& weight, cons
   if (!any_requires_grad({x, weight, bias})) return out;
   bool gx = x.requires_grad(), gw = weight.requires_grad(), gbias = bias.requires_grad();
   Shape x_shape = x.shape();
-  record(name, {x, weight, bias}, {out}, [x2, w, gx, gw, gbias, x_shape, M, N, w_in_out](const std::vector<Tensor>& g) -> std::vector<Tensor> {
+  Tensor saved_x = gw ? x2 : Tensor(), saved_w = gx ? w : Tensor();  // dW reads x, dx reads W
+  record(name, {x, weight, bias}, {out}, [x2 = saved_x, w = saved_w, gx, gw, gbias, x_shape, M, N, w_in_out](const std::vector<Tensor>& g) -> std::vector<Tensor> {
     Tensor g2 = reshape(g[0], {M, N});
     Tensor dx, dw, db;
     if (gx) dx = reshape(matmul(g2, w_in_out ? transpose(w, 0, 1) : w), x_shape);  // (M,N) @ (N,K)
