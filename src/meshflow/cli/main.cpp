@@ -1,11 +1,25 @@
 // The meshflow command line: `meshflow train|preprocess|eval ...`. Every failure prints one
 // line "meshflow: error: ..." and exits non-zero.
+//
+// Started by a launcher (`mpirun -np N meshflow train ...`, or `srun` with PMIx), it joins the
+// job's MPI world and trains on all its ranks; a failing rank prints its line prefixed with its
+// rank and exits at once, without MPI_Finalize, so the launcher ends the job; a rank terminated
+// by the launcher because another failed or died (SIGTERM) prints one line saying so.
 #include <CLI/CLI.hpp>
+#include <csignal>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <unistd.h>
 
 #include "meshflow/config/config.h"
 #include "meshflow/data/preprocess.h"
 #include "meshflow/train/run.h"
+#if MESHFLOW_WITH_MPI
+#include "meshflow/comm/mpi/mpi_communicator.h"
+#endif
 
 namespace {
 
@@ -39,9 +53,58 @@ int run_preprocess(const PreprocessArgs& a) {
   return 0;
 }
 
+// True when a launcher started this process as one rank of a job.
+bool launched_by_mpi() {
+  for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK", "PMI_SIZE"})
+    if (std::getenv(v) != nullptr) return true;
+  return false;
+}
+
+char g_term_line[160];
+size_t g_term_len = 0;
+
+extern "C" void on_terminate(int) {
+  // Async-signal-safe: a prepared line, write(2), _exit.
+  ssize_t n = write(STDERR_FILENO, g_term_line, g_term_len);
+  (void)n;
+  _exit(128 + SIGTERM);
+}
+
+void install_termination_handler(int rank, int size) {
+  std::snprintf(g_term_line, sizeof g_term_line,
+                "meshflow: error: [rank %d/%d] terminated by the launcher: another rank of the job failed or died "
+                "(see its message above)\n",
+                rank, size);
+  g_term_len = std::strlen(g_term_line);
+  struct sigaction sa {};
+  sa.sa_handler = on_terminate;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGTERM, &sa, nullptr);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  mf::comm::CommPtr world;
+#if MESHFLOW_WITH_MPI
+  std::unique_ptr<mf::comm::MpiRuntime> mpi;
+  if (launched_by_mpi()) {
+    try {
+      mpi = std::make_unique<mf::comm::MpiRuntime>(&argc, &argv);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "meshflow: error: %s\n", e.what());
+      return 1;
+    }
+    world = mpi->world();
+    install_termination_handler(world->rank(), world->size());
+  }
+#else
+  if (launched_by_mpi())
+    std::fprintf(stderr, "meshflow: warning: started by an MPI launcher, but this build has no MPI "
+                         "(configure with -DMESHFLOW_WITH_MPI=ON); running as a single process\n");
+#endif
+  const std::string who =
+      world && world->size() > 1 ? mf::detail::cat("[rank ", world->rank(), "/", world->size(), "] ") : std::string();
   CLI::App app{"meshflow: train Transformer models on one device or many, from one model code"};
   app.require_subcommand(1);
 
@@ -78,7 +141,7 @@ int main(int argc, char** argv) {
   }
   try {
     if (*train) {
-      mf::train::run_training(mf::Config::load(config, overrides));
+      mf::train::run_training(mf::Config::load(config, overrides), stdout, world);
     } else if (*eval) {
       mf::train::run_evaluation(mf::Config::load(config, overrides));
     } else if (*pre) {
@@ -86,7 +149,11 @@ int main(int argc, char** argv) {
     }
   } catch (const std::exception& e) {
     std::fflush(stdout);
-    std::fprintf(stderr, "meshflow: error: %s\n", e.what());
+    std::fprintf(stderr, "meshflow: error: %s%s\n", who.c_str(), e.what());
+    std::fflush(stderr);
+    // Other ranks may wait in a collective for this one: leave without MPI_Finalize, so the
+    // launcher ends the job instead of it hanging.
+    if (world) std::_Exit(1);
     return 1;
   }
   return 0;

@@ -55,12 +55,13 @@ train:
     enabled: false
     stage: 1
   dist:
-    data_parallel_size: 1
+    data_parallel_size: 0       # 0 = derived: world size / (tensor x pipeline)
     tensor_parallel_size: 1
     pipeline_parallel_size: 1
     sequence_parallel: false
     pipeline_num_layers: 0      # 0 = model.num_layers
-    timeout: 600                # seconds a collective may wait
+    timeout: 300                # seconds a collective may wait before the run fails
+    grad_bucket_mb: 25.0        # data parallel: gradients are all-reduced in buckets of this size
   scheduler:
     name: cosine                # cosine | linear | constant | multistep
     warmup_iter: 200

@@ -16,8 +16,9 @@ std::string sizes_str(const MeshSizes& s) {
                      ", tensor_parallel_size=", s.tensor);
 }
 
-// Resolves a 0 size and checks the product; pure arithmetic, identical on every rank.
-MeshSizes resolve(const MeshSizes& req, int world_size) {
+}  // namespace
+
+MeshSizes resolve_mesh_sizes(const MeshSizes& req, int world_size) {
   const std::string what = detail::cat("device mesh: ", sizes_str(req), " (train.dist.*) on a world of ",
                                        world_size, " ranks: ");
   MF_CHECK(req.pipeline >= 0 && req.data >= 0 && req.tensor >= 0, what, "sizes must be >= 1, or 0 to derive one");
@@ -38,8 +39,6 @@ MeshSizes resolve(const MeshSizes& req, int world_size) {
   return s;
 }
 
-}  // namespace
-
 const char* axis_name(Axis axis) {
   switch (axis) {
     case Axis::kPipeline: return "pp";
@@ -58,7 +57,7 @@ MeshSizes MeshSizes::from_config(const Config& config) {
 }
 
 DeviceMesh::DeviceMesh(const MeshSizes& sizes, comm::Communicator& world) {
-  const MeshSizes s = resolve(sizes, world.size());
+  const MeshSizes s = resolve_mesh_sizes(sizes, world.size());
   const std::vector<int64_t> shape = {s.pipeline, s.data, s.tensor};
   // CPU: the only communication backend today. Placement ranks are world ranks, so a mesh over a sub-group still names the right processes.
   placement_ = ::mf::dist::placement(DeviceType::kCPU, shape, world.world_ranks());

@@ -36,6 +36,10 @@ struct MeshSizes {
   static MeshSizes from_config(const Config& config);
 };
 
+// The sizes with a 0 resolved, checked against the world size: pure arithmetic, identical on every
+// rank. Throws mf::Error naming all three sizes and the world size.
+MeshSizes resolve_mesh_sizes(const MeshSizes& requested, int world_size);
+
 class DeviceMesh {
  public:
   // Collective over `world` (see above). Throws mf::Error naming all three sizes and the world

@@ -72,6 +72,12 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
     Generator& g = opts.gen ? *opts.gen : default_generator();
     p.seed = g.seed();
     p.stream = g.take_stream();
+    const BatchSlice& bs = current_batch_slice();
+    if (bs.active()) {
+      MF_CHECK(bs.start + B <= bs.logical_rows, kOp, ": a batch of ", B, " rows starting at ", bs.start,
+               " does not fit in the logical batch of ", bs.logical_rows, " rows");
+      p.dropout_offset = static_cast<uint64_t>(bs.start * H * Tq * Tk);
+    }
   }
 
   Tensor qk = kernel_view(q.detach()), kk = kernel_view(k.detach()), vk = kernel_view(v.detach());

@@ -77,6 +77,9 @@ struct AttentionParams {
   double scale = 1.0;
   double dropout_p = 0.0;
   uint64_t seed = 0, stream = 0;
+  // Philox index of element (0, 0, 0, 0) of the scores: b0 * H * Tq * Tk when this batch is
+  // rows b0.. of a logical batch (data parallelism), so pieces draw what the whole would.
+  uint64_t dropout_offset = 0;
 };
 // q (B,H,Tq,D), k/v (B,H,Tk,D), out (B,H,Tq,D): last axis contiguous, other strides free.
 // mask (B,Tk) bool or undefined; lse (B,H,Tq) f32/f64 contiguous: row log-sum-exp.

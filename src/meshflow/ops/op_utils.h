@@ -5,6 +5,7 @@
 #include "meshflow/ops/kernels.h"
 #include "meshflow/ops/ops.h"
 #include "meshflow/ops/registry.h"
+#include "meshflow/random/batch_slice.h"
 
 namespace mf::detail {
 

@@ -9,9 +9,11 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator* gen, const L
   if (!training || p == 0.0) return x;
   Generator& g = gen ? *gen : default_generator();
   uint64_t seed = g.seed(), stream = g.take_stream();
+  // A whole piece inside a data-parallel batch slice draws its rows' numbers (batch_slice.h).
+  LogicalSlice where = slice.whole() ? batch_logical_slice(x.shape(), "dropout") : slice;
   Tensor out = empty(x.shape(), x.dtype(), x.device());
-  kernel<kernels::Dropout>("dropout", x.device(), x.dtype())(contiguous(x.detach()), out, p, seed, stream, slice);
-  record("dropout", {x}, {out}, [p, seed, stream, slice](const std::vector<Tensor>& gr) -> std::vector<Tensor> {
+  kernel<kernels::Dropout>("dropout", x.device(), x.dtype())(contiguous(x.detach()), out, p, seed, stream, where);
+  record("dropout", {x}, {out}, [p, seed, stream, slice = where](const std::vector<Tensor>& gr) -> std::vector<Tensor> {
     Tensor gc = contiguous(gr[0]);
     Tensor dx = empty(gc.shape(), gc.dtype(), gc.device());
     kernel<kernels::Dropout>("dropout", gc.device(), gc.dtype())(gc, dx, p, seed, stream, slice);

@@ -1,5 +1,9 @@
 #include "meshflow/train/build.h"
 
+#include <algorithm>
+
+#include "meshflow/dist/device_mesh.h"
+
 namespace mf::train {
 
 int64_t sequence_length(const Config& c) {
@@ -34,11 +38,10 @@ TrainOptions train_options(const Config& c, int world_size) {
   o.train_iter = c.get_int("train.train_iter");
   o.exit_iter = c.get_int("train.exit_iter");
   o.micro_batch = c.get_int("train.train_micro_batch_size");
-  int64_t dp = c.get_int("train.dist.data_parallel_size");
-  int64_t tp = c.get_int("train.dist.tensor_parallel_size"), pp = c.get_int("train.dist.pipeline_parallel_size");
-  MF_CHECK(dp * tp * pp == world_size, "train.dist: data_parallel_size ", dp, " x tensor_parallel_size ", tp,
-           " x pipeline_parallel_size ", pp, " = ", dp * tp * pp, " does not match the ", world_size,
-           " process(es) of this run");
+  const dist::MeshSizes mesh = dist::resolve_mesh_sizes(dist::MeshSizes::from_config(c), world_size);
+  MF_CHECK(mesh.tensor == 1 && mesh.pipeline == 1, "train.dist: tensor_parallel_size ", mesh.tensor,
+           " and pipeline_parallel_size ", mesh.pipeline, ": only data parallelism is implemented so far; set both to 1");
+  const int64_t dp = mesh.data;
   int64_t accum = c.get_int("train.num_accumulation_steps"), global = c.get_int("train.global_batch_size");
   if (accum == 0) {
     if (global == 0) {
@@ -83,6 +86,11 @@ TrainOptions train_options(const Config& c, int world_size) {
   MF_CHECK(!c.get_bool("train.amp.enabled"), "train.amp.enabled: mixed precision is not implemented yet; set it to false");
   MF_CHECK(!c.get_bool("train.zero_optimization.enabled"),
            "train.zero_optimization.enabled: ZeRO is not implemented yet; set it to false");
+  o.dist_timeout_seconds = c.get_float("train.dist.timeout");
+  MF_CHECK(o.dist_timeout_seconds > 0, "train.dist.timeout must be positive (seconds), got ", o.dist_timeout_seconds);
+  const double bucket_mb = c.get_float("train.dist.grad_bucket_mb");
+  MF_CHECK(bucket_mb > 0, "train.dist.grad_bucket_mb must be positive, got ", bucket_mb);
+  o.grad_bucket_bytes = std::max<int64_t>(1, static_cast<int64_t>(bucket_mb * 1024 * 1024));
   o.config_yaml = c.dump();
   return o;
 }

@@ -10,7 +10,7 @@ namespace mf::train {
 
 // vocab_size: the tokenizer's (padded up to model.vocab_size when that is larger).
 models::Gpt2Config gpt2_config(const Config& c, int64_t tokenizer_vocab_size);
-// world_size: processes in the run (1 until distributed training lands).
+// world_size: processes in the run; train.dist sizes must multiply to it (a 0 size is derived).
 TrainOptions train_options(const Config& c, int world_size = 1);
 // data.seq_length, or model.max_seq_length when 0.
 int64_t sequence_length(const Config& c);

@@ -41,14 +41,19 @@ void LoggingHook::after_step(Trainer& t, const StepStats& s) {
                static_cast<long long>(s.iter), static_cast<long long>(o.train_iter), loss, s.lr, s.grad_norm,
                format_rate(tps).c_str(), 100 * mfu, static_cast<double>(s.peak_bytes) / 1e9, format_duration(eta).c_str());
   std::fflush(out_);
-  metrics_->write({{"step", s.iter},
-                   {"loss", loss},
-                   {"lr", s.lr},
-                   {"grad_norm", s.grad_norm},
-                   {"tokens_per_sec", tps},
-                   {"mfu", mfu},
-                   {"peak_bytes", s.peak_bytes},
-                   {"step_time", time_sum_ / static_cast<double>(steps_)}});
+  nlohmann::ordered_json fields{{"step", s.iter},
+                                {"loss", loss},
+                                {"lr", s.lr},
+                                {"grad_norm", s.grad_norm},
+                                {"tokens_per_sec", tps},
+                                {"mfu", mfu},
+                                {"peak_bytes", s.peak_bytes},
+                                {"step_time", time_sum_ / static_cast<double>(steps_)}};
+  if (t.dp_size() > 1) {  // the last step's gradient reduction: bytes sent, time not hidden by backward
+    fields["comm_bytes"] = s.comm_bytes;
+    fields["exposed_comm_time"] = s.exposed_comm_s;
+  }
+  metrics_->write(fields);
   tb_->add_scalar("train/loss", loss, s.iter);
   tb_->add_scalar("train/lr", s.lr, s.iter);
   tb_->add_scalar("train/grad_norm", s.grad_norm, s.iter);

@@ -5,6 +5,7 @@
 #include <unordered_map>
 
 #include "meshflow/data/gpt_dataset.h"
+#include "meshflow/dist/device_mesh.h"
 #include "meshflow/data/indexed_dataset.h"
 #include "meshflow/data/split.h"
 #include "meshflow/train/build.h"
@@ -71,23 +72,32 @@ std::shared_ptr<models::Gpt2Model> build_model(const Config& c, const Tokenizer&
 
 }  // namespace
 
-RunSummary run_training(const Config& c, std::FILE* out) {
-  TrainOptions opts = train_options(c);
+RunSummary run_training(const Config& c, std::FILE* out, const comm::CommPtr& world) {
+  const int world_size = world ? world->size() : 1;
+  TrainOptions opts = train_options(c, world_size);  // checks the mesh against the world size first
+  std::unique_ptr<dist::DeviceMesh> mesh;
+  if (world_size > 1) {
+    world->set_timeout_seconds(opts.dist_timeout_seconds);
+    mesh = std::make_unique<dist::DeviceMesh>(dist::DeviceMesh::from_config(c, *world));
+  }
+  const int64_t dp = mesh ? mesh->axis_size(dist::Axis::kData) : 1;
+  const int64_t dp_rank = mesh ? mesh->index(dist::Axis::kData) : 0;
   auto tok = tokenizer_from_config(c);
   RunData d = open_data(c);
-  int64_t train_samples = opts.train_iter * opts.micro_batch * opts.accumulation_steps;
+  int64_t train_samples = opts.train_iter * opts.micro_batch * opts.accumulation_steps * dp;
   auto train_set = std::make_shared<GptDataset>(*d.indexed, d.seq_length, opts.seed, train_samples, d.train_range);
   std::shared_ptr<GptDataset> valid_set;
   if (opts.eval_enabled) {
     MF_CHECK(d.valid_range.size() > 0, "data.splits '", c.get_string("data.splits"),
              "' leaves no validation documents; change it or set train.evaluation.enabled=false");
     valid_set = std::make_shared<GptDataset>(*d.indexed, d.seq_length, opts.seed + 1,
-                                             opts.eval_iter * opts.eval_micro_batch, d.valid_range);
+                                             opts.eval_iter * opts.eval_micro_batch * dp, d.valid_range);
   }
   auto model = build_model(c, *tok);
-  Trainer trainer(opts, model, std::make_unique<GptBatchSource>(*train_set),
-                  [valid_set] { return std::make_unique<GptBatchSource>(*valid_set); });
-  trainer.add_hook(std::make_unique<LoggingHook>(out));
+  Trainer trainer(opts, model, std::make_unique<GptBatchSource>(*train_set, dp_rank, dp),
+                  [valid_set, dp_rank, dp] { return std::make_unique<GptBatchSource>(*valid_set, dp_rank, dp); });
+  if (mesh) trainer.set_data_parallel(mesh->comm_ptr(dist::Axis::kData));
+  if (trainer.is_main_rank()) trainer.add_hook(std::make_unique<LoggingHook>(out));
   auto last = std::make_unique<LastStats>();
   LastStats* last_ptr = last.get();
   trainer.add_hook(std::move(last));
@@ -97,7 +107,7 @@ RunSummary run_training(const Config& c, std::FILE* out) {
   s.iterations = trainer.iter();
   s.final_train_loss = last_ptr->train_loss;
   s.final_val_loss = last_ptr->val_loss;
-  if (opts.eval_enabled)
+  if (opts.eval_enabled && trainer.is_main_rank())
     std::fprintf(out, "final validation loss %.4f nats/token vs unigram entropy %.4f nats/token of the training tokens\n",
                  s.final_val_loss, s.unigram_entropy);
   return s;

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <memory>
 
+#include "meshflow/comm/communicator.h"
 #include "meshflow/config/config.h"
 #include "meshflow/data/tokenizer.h"
 #include "meshflow/train/trainer.h"
@@ -21,8 +22,12 @@ struct RunSummary {
   double unigram_entropy = 0;      // nats per token of the training split's tokens
 };
 
-RunSummary run_training(const Config& c, std::FILE* out = stdout);
-// Evaluates the latest checkpoint in train.output_dir on the validation split.
+// `world`: the processes of the run (null: this process alone). The train.dist sizes must
+// multiply to its size (checked before any work); with data_parallel_size > 1 every rank trains
+// on its slice of each global batch (see Trainer::set_data_parallel) and only rank 0 logs and
+// writes. Collective over `world`: every rank calls it with the same config.
+RunSummary run_training(const Config& c, std::FILE* out = stdout, const comm::CommPtr& world = nullptr);
+// Evaluates the latest checkpoint in train.output_dir on the validation split (on one process).
 EvalStats run_evaluation(const Config& c, std::FILE* out = stdout);
 
 }  // namespace mf::train

@@ -3,10 +3,13 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <optional>
 
 #include "meshflow/autograd/grad_mode.h"
 #include "meshflow/core/atomic_file.h"
+#include "meshflow/dist/grad_reducer.h"
 #include "meshflow/ops/ops.h"
+#include "meshflow/random/batch_slice.h"
 #include "meshflow/tensor/allocator.h"
 #include "meshflow/train/checkpoint.h"
 #include "meshflow/train/components.h"
@@ -42,6 +45,28 @@ Trainer::Trainer(TrainOptions opts, std::shared_ptr<models::Gpt2Model> model, st
            ") and train.num_accumulation_steps (", opts_.accumulation_steps, ") must be positive");
 }
 
+Trainer::~Trainer() = default;
+
+void Trainer::set_data_parallel(std::shared_ptr<comm::Communicator> dp) {
+  MF_CHECK(dp != nullptr, "trainer: set_data_parallel without a communicator");
+  MF_CHECK(iter_ == 0 && !reducer_, "trainer: set_data_parallel must be called once, before train()");
+  if (dp->size() == 1) return;
+  dp->set_timeout_seconds(opts_.dist_timeout_seconds);
+  dp_ = std::move(dp);
+  reducer_ = std::make_unique<dist::GradReducer>(model_->parameters(), dp_, opts_.grad_bucket_bytes);
+}
+
+double Trainer::mean_over_dp(double local) {
+  if (!dp_) return local;
+  Tensor t = full({1}, local, DType::kF64);
+  dp_->all_reduce(t)->wait();
+  return t.data<double>()[0] / static_cast<double>(dp_->size());
+}
+
+void Trainer::barrier() {
+  if (dp_) dp_->barrier()->wait();
+}
+
 void Trainer::run_hooks(const std::function<void(HookBase&)>& f) {
   for (auto& h : hooks_) f(*h);
 }
@@ -54,11 +79,22 @@ StepStats Trainer::train_step() {
   double lr = scheduler_.lr_at(iter_);
   optimizer_->set_lr(lr);
   double loss_sum = 0.0;
+  const uint64_t comm_bytes0 = dp_ ? dp_->stats().total_bytes() : 0;
   for (int64_t micro = 0; micro < opts_.accumulation_steps; ++micro) {
     auto [ids, labels] = train_data_->next(opts_.micro_batch);
+    // This rank's rows [r * mb, (r + 1) * mb) of the global micro-batch: dropout draws theirs.
+    std::optional<BatchSliceGuard> slice;
+    if (dp_) slice.emplace(dp_rank() * opts_.micro_batch, dp_size() * opts_.micro_batch);
     Tensor loss = model_->loss(ids, labels);
     loss_sum += loss.item();
+    if (reducer_ && micro + 1 == opts_.accumulation_steps) reducer_->prepare();  // the gradients become final
     scale(loss, 1.0 / static_cast<double>(opts_.accumulation_steps)).backward();
+  }
+  double exposed = 0;
+  if (reducer_) {
+    reducer_->finish();
+    exposed = reducer_->last_timeline().exposed_s();
+    loss_sum = mean_over_dp(loss_sum);
   }
   double grad_norm = optim::clip_grad_norm(model_->parameters(), opts_.clip_grad_max_norm);
   optimizer_->step();
@@ -72,6 +108,8 @@ StepStats Trainer::train_step() {
   s.tokens_per_sec = static_cast<double>(tokens_per_step()) / s.step_seconds;
   s.mfu = s.tokens_per_sec * model_->flops_per_token(opts_.seq_length) / peak_flops_;
   s.peak_bytes = allocator_for(cpu_device()).stats().peak_bytes;
+  s.comm_bytes = dp_ ? static_cast<int64_t>(dp_->stats().total_bytes() - comm_bytes0) : 0;
+  s.exposed_comm_s = exposed;
   return s;
 }
 
@@ -87,7 +125,7 @@ EvalStats Trainer::evaluate() {
   model_->train();
   EvalStats e;
   e.iter = iter_;
-  e.loss = total / static_cast<double>(std::max<int64_t>(1, opts_.eval_iter));
+  e.loss = mean_over_dp(total / static_cast<double>(std::max<int64_t>(1, opts_.eval_iter)));
   e.perplexity = std::exp(e.loss);
   return e;
 }
@@ -96,6 +134,7 @@ void Trainer::train() {
   fs::create_directories(opts_.output_dir);
   fs::path cfg = fs::path(opts_.output_dir) / "config.yaml";
   bool has_run = fs::exists(cfg) || fs::exists(fs::path(opts_.output_dir) / "checkpoints");
+  barrier();  // every rank has looked before the main rank writes
   if (opts_.resume) {
     load_latest_checkpoint();
   } else {
@@ -104,8 +143,8 @@ void Trainer::train() {
              "another train.output_dir");
     manual_seed(opts_.seed);
   }
-  if (!opts_.config_yaml.empty()) write_file_atomic(cfg.string(), opts_.config_yaml);
-  peak_flops_ = measured_peak_flops();
+  if (!opts_.config_yaml.empty() && is_main_rank()) write_file_atomic(cfg.string(), opts_.config_yaml);
+  peak_flops_ = measured_peak_flops() * static_cast<double>(dp_size());
   run_hooks([&](HookBase& h) { h.before_train(*this); });
   while (iter_ < opts_.train_iter) {
     StepStats s = train_step();
@@ -123,12 +162,19 @@ void Trainer::train() {
 }
 
 void Trainer::save_checkpoint() {
+  // Parameters and optimizer state are replicated over dp: the main rank writes them; the
+  // barrier keeps the others from running ahead of a checkpoint that is not complete yet.
+  if (!is_main_rank()) {
+    barrier();
+    return;
+  }
   TrainingState st;
   st.iter = iter_;
   st.optimizer_steps = optimizer_->step_count();
   st.data_position = train_data_->position();
   st.rng = default_generator().state();
   write_checkpoint(opts_.output_dir, st, model_->state_dict(), optimizer_->state_tensors(), opts_.max_to_keep);
+  barrier();
 }
 
 bool Trainer::load_latest_checkpoint() {

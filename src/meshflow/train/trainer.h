@@ -6,10 +6,15 @@
 #include <string>
 #include <vector>
 
+#include "meshflow/comm/communicator.h"
 #include "meshflow/models/gpt2.h"
 #include "meshflow/optim/optimizer.h"
 #include "meshflow/optim/scheduler.h"
 #include "meshflow/random/generator.h"
+
+namespace mf::dist {
+class GradReducer;
+}
 
 namespace mf::train {
 
@@ -42,6 +47,9 @@ struct TrainOptions {
   double lr = 6e-4, weight_decay = 0.1, beta1 = 0.9, beta2 = 0.95, eps = 1e-8, momentum = 0.9;
   optim::SchedulerConfig scheduler;
   int64_t seq_length = 128;
+  // Data parallelism (train.dist.*): the gradient bucket size and the collective timeout.
+  int64_t grad_bucket_bytes = int64_t{25} << 20;
+  double dist_timeout_seconds = 300;
   std::string config_yaml;  // resolved config, written to <output_dir>/config.yaml
 };
 
@@ -50,6 +58,8 @@ struct StepStats {
   double loss = 0, lr = 0, grad_norm = 0;
   double step_seconds = 0, tokens_per_sec = 0, mfu = 0;
   int64_t peak_bytes = 0;
+  int64_t comm_bytes = 0;       // bytes this rank sent in the step's collectives (ring accounting)
+  double exposed_comm_s = 0;    // gradient reduction time not hidden behind backward
 };
 
 struct EvalStats {
@@ -72,6 +82,19 @@ class Trainer {
  public:
   Trainer(TrainOptions opts, std::shared_ptr<models::Gpt2Model> model, std::unique_ptr<BatchSource> train_data,
           std::function<std::unique_ptr<BatchSource>()> make_valid_data);
+  ~Trainer();
+
+  // Data parallelism over `dp` (every rank of it runs the same Trainer on the same model and
+  // options; the batch sources must already give each rank its slice of the global batch, as
+  // GptBatchSource(data, dp->rank(), dp->size()) does). Parameters stay replicated; gradients
+  // are averaged by a GradReducer overlapped with backward; dropout draws by the logical batch
+  // position (random/batch_slice.h), so the run reproduces the single-process one. Call before
+  // train(). A group of one rank changes nothing.
+  void set_data_parallel(std::shared_ptr<comm::Communicator> dp);
+  int64_t dp_size() const { return dp_ ? dp_->size() : 1; }
+  int64_t dp_rank() const { return dp_ ? dp_->rank() : 0; }
+  bool is_main_rank() const { return dp_rank() == 0; }
+  const dist::GradReducer* grad_reducer() const { return reducer_.get(); }
 
   void add_hook(std::unique_ptr<HookBase> hook) { hooks_.push_back(std::move(hook)); }
   void train();
@@ -83,11 +106,15 @@ class Trainer {
   const TrainOptions& options() const { return opts_; }
   models::Gpt2Model& model() { return *model_; }
   optim::Optimizer& optimizer() { return *optimizer_; }
+  // Peak FLOP/s of all ranks together (the MFU denominator).
   double peak_flops() const { return peak_flops_; }
-  int64_t tokens_per_step() const { return opts_.micro_batch * opts_.accumulation_steps * opts_.seq_length; }
+  // Tokens of one optimizer step over all data-parallel ranks.
+  int64_t tokens_per_step() const { return opts_.micro_batch * opts_.accumulation_steps * opts_.seq_length * dp_size(); }
 
  private:
   StepStats train_step();
+  double mean_over_dp(double local);  // the mean of a per-rank value over the dp group
+  void barrier();
   void run_hooks(const std::function<void(HookBase&)>& f);
 
   TrainOptions opts_;
@@ -99,6 +126,8 @@ class Trainer {
   std::vector<std::unique_ptr<HookBase>> hooks_;
   int64_t iter_ = 0;
   double peak_flops_ = 0;
+  std::shared_ptr<comm::Communicator> dp_;
+  std::unique_ptr<dist::GradReducer> reducer_;
 };
 
 }  // namespace mf::train

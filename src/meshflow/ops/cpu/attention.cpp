@@ -133,7 +133,7 @@ void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const 
         lp[bh * Tq + i] = softmax_row(row, kend, row_keys(p, i, Tk), pad, &inv[r]);
         T sc = inv[r] * keep_scale;
         if (drop) {
-          dropout_keep(p.seed, p.stream, static_cast<uint64_t>((bh * Tq + i) * Tk), kend, p.dropout_p, keep.data());
+          dropout_keep(p.seed, p.stream, p.dropout_offset + static_cast<uint64_t>((bh * Tq + i) * Tk), kend, p.dropout_p, keep.data());
 #pragma omp simd
           for (int64_t j = 0; j < kend; ++j) row[j] = keep[j] ? row[j] * sc : T(0);
         } else {
@@ -229,7 +229,7 @@ void attention_backward(const Tensor& dout, const Tensor& q, const Tensor& k, co
           if (drop) {
             uint8_t* kr = keep.data() + r * lds;
             T* pd = pdbuf.data() + r * lds;
-            dropout_keep(p.seed, p.stream, static_cast<uint64_t>((bh * Tq + i) * Tk), kend, p.dropout_p, kr);
+            dropout_keep(p.seed, p.stream, p.dropout_offset + static_cast<uint64_t>((bh * Tq + i) * Tk), kend, p.dropout_p, kr);
 #pragma omp simd
             for (int64_t j = 0; j < kend; ++j) pd[j] = kr[j] ? row[j] * keep_scale : T(0);
           }
