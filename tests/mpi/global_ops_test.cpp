@@ -66,6 +66,7 @@ struct OpCase {
   std::vector<Shape> shapes;  // the inputs' logical shapes
   LocalRef reference;         // the single-process op
   GlobalFn global;
+  SignatureList signatures;   // the op's 1-d list for these shapes
 };
 
 struct Mesh {
@@ -109,6 +110,24 @@ int check_op(const Mesh& mesh, const OpCase& op, const std::vector<const NdSbp*>
   what += " -> " + gy.nd_sbp->str();
   EXPECT_EQ(gy.logical_shape, Y.shape()) << what;
   EXPECT_EQ(gy.placement, mesh.placement) << what;
+  // Inputs that already match a signature on every mesh axis run it as they are.
+  std::vector<Sbp> want(static_cast<size_t>(nd));
+  bool matched = true;
+  for (int m = 0; matched && m < nd; ++m) {
+    matched = false;
+    for (const Signature& sig : op.signatures) {
+      bool same = true;
+      for (size_t i = 0; i < src.size(); ++i) same = same && sig.inputs[i] == (*src[i])[m];
+      if (same) {
+        want[static_cast<size_t>(m)] = sig.outputs[0];
+        matched = true;
+        break;
+      }
+    }
+  }
+  if (matched) {
+    EXPECT_EQ(gy.nd_sbp, nd_sbp(want)) << what << " matches a signature exactly";
+  }
 
   // Forward.
   Tensor ys = mf::clone(gy.local.detach());
@@ -193,43 +212,59 @@ std::vector<OpCase> all_ops() {
   std::vector<OpCase> ops;
   auto mm = [](V t) { return mf::matmul(t[0], t[1]); };
   auto gmm = [](C c, G g) { return matmul(c, g[0], g[1]); };
-  ops.push_back({"matmul", {{7, 5}, {5, 6}}, mm, gmm});
-  ops.push_back({"matmul", {{3, 6}, {6, 5}}, mm, gmm});
-  ops.push_back({"batched matmul", {{4, 5, 3}, {4, 3, 6}}, mm, gmm});
-  ops.push_back({"batched matmul 2-d b", {{5, 3, 4}, {4, 6}}, mm, gmm});
+  ops.push_back({"matmul", {{7, 5}, {5, 6}}, mm, gmm, {}});
+  ops.push_back({"matmul", {{3, 6}, {6, 5}}, mm, gmm, {}});
+  ops.push_back({"batched matmul", {{4, 5, 3}, {4, 3, 6}}, mm, gmm, {}});
+  ops.push_back({"batched matmul 2-d b", {{5, 3, 4}, {4, 6}}, mm, gmm, {}});
   ops.push_back({"affine", {{5, 3, 6}, {6, 7}, {7}}, [](V t) { return mf::affine(t[0], t[1], t[2]); },
-                 [](C c, G g) { return affine(c, g[0], g[1], g[2]); }});
+                 [](C c, G g) { return affine(c, g[0], g[1], g[2]); }, {}});
   ops.push_back({"affine(no bias)", {{7, 6}, {6, 5}}, [](V t) { return mf::affine(t[0], t[1]); },
-                 [](C c, G g) { return affine(c, g[0], g[1]); }});
+                 [](C c, G g) { return affine(c, g[0], g[1]); }, {}});
   ops.push_back({"linear", {{6, 5}, {7, 5}, {7}}, [](V t) { return mf::linear(t[0], t[1], t[2]); },
-                 [](C c, G g) { return linear(c, g[0], g[1], g[2]); }});
+                 [](C c, G g) { return linear(c, g[0], g[1], g[2]); }, {}});
   ops.push_back({"add", {{7, 6}, {7, 6}}, [](V t) { return mf::add(t[0], t[1]); },
-                 [](C c, G g) { return add(c, g[0], g[1]); }});
+                 [](C c, G g) { return add(c, g[0], g[1]); }, {}});
   ops.push_back({"add bias", {{5, 3, 6}, {6}}, [](V t) { return mf::add(t[0], t[1]); },
-                 [](C c, G g) { return add(c, g[0], g[1]); }});
+                 [](C c, G g) { return add(c, g[0], g[1]); }, {}});
   ops.push_back({"sub", {{7, 6}, {7, 6}}, [](V t) { return mf::sub(t[0], t[1]); },
-                 [](C c, G g) { return sub(c, g[0], g[1]); }});
+                 [](C c, G g) { return sub(c, g[0], g[1]); }, {}});
   ops.push_back({"mul", {{7, 6}, {7, 6}}, [](V t) { return mf::mul(t[0], t[1]); },
-                 [](C c, G g) { return mul(c, g[0], g[1]); }});
+                 [](C c, G g) { return mul(c, g[0], g[1]); }, {}});
   ops.push_back({"mul broadcast", {{5, 6}, {6}}, [](V t) { return mf::mul(t[0], t[1]); },
-                 [](C c, G g) { return mul(c, g[0], g[1]); }});
+                 [](C c, G g) { return mul(c, g[0], g[1]); }, {}});
   ops.push_back({"scale", {{7, 6}}, [](V t) { return mf::scale(t[0], -1.5); },
-                 [](C c, G g) { return scale(c, g[0], -1.5); }});
-  ops.push_back({"gelu", {{7, 6}}, [](V t) { return mf::gelu(t[0]); }, [](C c, G g) { return gelu(c, g[0]); }});
+                 [](C c, G g) { return scale(c, g[0], -1.5); }, {}});
+  ops.push_back({"gelu", {{7, 6}}, [](V t) { return mf::gelu(t[0]); }, [](C c, G g) { return gelu(c, g[0]); }, {}});
   ops.push_back({"relu", {{7, 6}}, [](V t) { return mf::relu(t[0]); },
-                 [](C c, G g) { return relu(c, g[0]); }});
-  ops.push_back({"silu", {{5, 3, 6}}, [](V t) { return mf::silu(t[0]); }, [](C c, G g) { return silu(c, g[0]); }});
-  ops.push_back({"exp", {{7, 6}}, [](V t) { return mf::exp(t[0]); }, [](C c, G g) { return exp(c, g[0]); }});
+                 [](C c, G g) { return relu(c, g[0]); }, {}});
+  ops.push_back({"silu", {{5, 3, 6}}, [](V t) { return mf::silu(t[0]); }, [](C c, G g) { return silu(c, g[0]); }, {}});
+  ops.push_back({"exp", {{7, 6}}, [](V t) { return mf::exp(t[0]); }, [](C c, G g) { return exp(c, g[0]); }, {}});
   ops.push_back({"softmax", {{5, 3, 7}}, [](V t) { return mf::softmax(t[0], -1); },
-                 [](C c, G g) { return softmax(c, g[0]); }});
+                 [](C c, G g) { return softmax(c, g[0]); }, {}});
   ops.push_back({"layer_norm", {{5, 7}, {7}, {7}}, [](V t) { return mf::layer_norm(t[0], t[1], t[2]); },
-                 [](C c, G g) { return layer_norm(c, g[0], g[1], g[2]); }});
+                 [](C c, G g) { return layer_norm(c, g[0], g[1], g[2]); }, {}});
   ops.push_back({"sum(axis=0)", {{7, 6}}, [](V t) { return mf::sum(t[0], {0}); },
-                 [](C c, G g) { return sum(c, g[0], 0); }});
+                 [](C c, G g) { return sum(c, g[0], 0); }, {}});
   ops.push_back({"sum(axis=1)", {{5, 3, 6}}, [](V t) { return mf::sum(t[0], {1}); },
-                 [](C c, G g) { return sum(c, g[0], 1); }});
+                 [](C c, G g) { return sum(c, g[0], 1); }, {}});
   ops.push_back({"transpose(0,2)", {{5, 3, 6}}, [](V t) { return mf::transpose(t[0], 0, 2); },
-                 [](C c, G g) { return transpose(c, g[0], 0, 2); }});
+                 [](C c, G g) { return transpose(c, g[0], 0, 2); }, {}});
+  for (OpCase& op : ops) {
+    const std::vector<Shape>& sh = op.shapes;
+    const std::string& n = op.name;
+    if (n.find("matmul") != std::string::npos) op.signatures = matmul_signatures(sh[0], sh[1]);
+    else if (n.rfind("affine", 0) == 0) op.signatures = affine_signatures(sh[0], sh.size() == 3);
+    else if (n == "linear") op.signatures = linear_signatures(sh[0], true);
+    else if (n.rfind("add", 0) == 0 || n == "sub") op.signatures = binary_signatures(sh[0], sh[1], Linearity::kAdditive);
+    else if (n.rfind("mul", 0) == 0) op.signatures = binary_signatures(sh[0], sh[1], Linearity::kMultiplicative);
+    else if (n == "scale") op.signatures = unary_signatures(sh[0], true);
+    else if (n == "softmax") op.signatures = last_axis_signatures(sh[0], 0);
+    else if (n == "layer_norm") op.signatures = last_axis_signatures(sh[0], 2);
+    else if (n == "sum(axis=0)") op.signatures = sum_signatures(sh[0], 0);
+    else if (n == "sum(axis=1)") op.signatures = sum_signatures(sh[0], 1);
+    else if (n == "transpose(0,2)") op.signatures = transpose_signatures(sh[0], 0, 2);
+    else op.signatures = unary_signatures(sh[0], false);  // gelu, relu, silu, exp
+  }
   return ops;
 }
 
@@ -268,6 +303,68 @@ TEST_F(GlobalOpsTest, EverySignatureTwoByTwoMesh) {
   }
   RecordProperty("combinations", combos);
   if (world->rank() == 0) std::printf("%d input SBP combinations on %s\n", combos, mesh.placement->str().c_str());
+}
+
+// Megatron's MLP on the world as one tensor-parallel group: x B, w1 S(1) (columns), w2 S(0)
+// (rows). Inference needs no communication until the output, which comes out P; boxing it to B
+// is the one all-reduce. The second step hits the signature cache for every op.
+TEST_F(GlobalOpsTest, TensorParallelMlpMovesNothingUntilTheOutput) {
+  const Mesh mesh = world_mesh();
+  const std::vector<int64_t> coord = mesh.coord(), shape = mesh.placement->mesh_shape();
+  const NdSbp* B = nd_sbp({Sbp::broadcast()});
+  const NdSbp* S0 = nd_sbp({Sbp::split(0)});
+  const NdSbp* S1 = nd_sbp({Sbp::split(1)});
+  Tensor X = logical({6, 8}, 0.1, 0.2, 7), W1 = logical({8, 12}, -0.3, 0.05, 9), B1 = logical({12}, 0.2, 0.1, 5);
+  Tensor W2 = logical({12, 8}, 0.4, -0.07, 11), B2 = logical({8}, -0.1, 0.03, 3);
+  auto global = [&](const Tensor& t, const NdSbp* s) {
+    return to_global(piece(t, *s, shape, coord), mesh.placement, s, t.shape(), mesh.world_rank);
+  };
+  const GlobalContext ctx{mesh.comms, mesh.world_rank};
+  for (int step = 0; step < 2; ++step) {
+    const SignatureCacheStats before = signature_cache_stats();
+    world->reset_stats();
+    GlobalTensor h = gelu(ctx, affine(ctx, global(X, B), global(W1, S1), global(B1, S0)));
+    GlobalTensor y = affine(ctx, h, global(W2, S0), global(B2, B));
+    EXPECT_EQ(h.nd_sbp, S1);
+    EXPECT_EQ(y.nd_sbp, nd_sbp({Sbp::partial_sum()}));
+    EXPECT_EQ(world->stats().total_bytes(), 0u);
+    GlobalTensor yb = box_to(y, B, ctx.axis_comms);
+    EXPECT_EQ(world->stats().count(mf::comm::OpKind::kAllReduce), 1u);
+    expect_close(yb.local, mf::affine(mf::gelu(mf::affine(X, W1, B1)), W2, B2), "mlp step " + std::to_string(step));
+    const SignatureCacheStats after = signature_cache_stats();
+    if (step == 1) {
+      EXPECT_EQ(after.hits - before.hits, 3u);
+      EXPECT_EQ(after.misses, before.misses);
+    }
+  }
+}
+
+// Data parallel: x S(0), w B -> y S(0) with nothing moved; x's rows uneven on 4 ranks.
+TEST_F(GlobalOpsTest, DataParallelAffineMovesNothing) {
+  const Mesh mesh = world_mesh();
+  const std::vector<int64_t> coord = mesh.coord(), shape = mesh.placement->mesh_shape();
+  const NdSbp* S0 = nd_sbp({Sbp::split(0)});
+  const NdSbp* B = nd_sbp({Sbp::broadcast()});
+  Tensor X = logical({7, 5}, 0.1, 0.2, 7), W = logical({5, 3}, -0.3, 0.05, 9);
+  const GlobalContext ctx{mesh.comms, mesh.world_rank};
+  world->reset_stats();
+  GlobalTensor y = affine(ctx, to_global(piece(X, *S0, shape, coord), mesh.placement, S0, {7, 5}, mesh.world_rank),
+                          to_global(W, mesh.placement, B, {5, 3}, mesh.world_rank));
+  EXPECT_EQ(world->stats().total_bytes(), 0u);
+  EXPECT_EQ(y.nd_sbp, S0);
+  expect_close(y.local, piece(mf::affine(X, W), *S0, shape, coord), "data parallel affine");
+}
+
+TEST_F(GlobalOpsTest, InputsOnDifferentPlacementsThrow) {
+  if (world->size() < 2) GTEST_SKIP();
+  const Mesh mesh = world_mesh();
+  const NdSbp* B = nd_sbp({Sbp::broadcast()});
+  const Placement* other = placement(mf::DeviceType::kCPU, {2}, {1, 0});
+  Tensor t = mf::zeros({2, 2}, mf::DType::kF64);
+  const GlobalContext ctx{mesh.comms, mesh.world_rank};
+  GlobalTensor a = to_global(t, mesh.placement, B, {2, 2}, mesh.world_rank);
+  GlobalTensor b = mesh.world_rank < 2 ? to_global(t, other, B, {2, 2}, mesh.world_rank) : a;
+  if (mesh.world_rank < 2) MFT_EXPECT_ERROR(add(ctx, a, b), "global add", "input 1 is on cpu:[1,0]");
 }
 
 }  // namespace
