@@ -167,6 +167,39 @@ Tensor box_axis(const Tensor& x, const Sbp& from, const Sbp& to, const Shape& gr
   return out;
 }
 
+std::vector<BoxStep> box_plan(const NdSbp& from, const NdSbp& to) {
+  MF_CHECK(from.ndim() == to.ndim(), "box plan ", from.str(), " -> ", to.str(), ": different numbers of mesh axes");
+  const int nd = from.ndim();
+  // Non-split targets innermost axis first, then split targets outermost axis first.
+  std::vector<BoxStep> steps;
+  for (int m = nd - 1; m >= 0; --m)
+    if (!to[m].is_split() && !(from[m] == to[m])) steps.push_back({m, from[m], to[m]});
+  for (int m = 0; m < nd; ++m)
+    if (to[m].is_split() && !(from[m] == to[m])) steps.push_back({m, from[m], to[m]});
+  std::vector<Sbp> state = from.sbps();
+  for (const auto& [m, a, b] : steps) {
+    for (const Sbp* s : {&a, &b}) {
+      if (!s->is_split()) continue;
+      for (int m2 = m + 1; m2 < nd; ++m2)
+        MF_CHECK(!(state[static_cast<size_t>(m2)].is_split() && state[static_cast<size_t>(m2)].axis == s->axis),
+                 "box plan ", from.str(), " -> ", to.str(), ": not yet supported: mesh axis ", m, " goes ", a.str(),
+                 " -> ", b.str(), " while inner mesh axis ", m2, " also splits tensor axis ", s->axis,
+                 " (nested splits)");
+    }
+    state[static_cast<size_t>(m)] = b;
+  }
+  return steps;
+}
+
+bool box_supported(const NdSbp& from, const NdSbp& to) {
+  try {
+    box_plan(from, to);
+    return true;
+  } catch (const Error&) {
+    return false;
+  }
+}
+
 GlobalTensor box_to(const GlobalTensor& x, const NdSbp* target, const std::vector<comm::Communicator*>& axis_comms) {
   MF_CHECK(x.placement && x.nd_sbp && target, "box_to: the global tensor and the target need a placement and SBPs");
   const Placement& pl = *x.placement;
@@ -197,32 +230,20 @@ GlobalTensor box_to(const GlobalTensor& x, const NdSbp* target, const std::vecto
   if (target == x.nd_sbp) return x;
   check_sbp(x.logical_shape, *target, pl.mesh_shape());
 
-  // The plan: non-split targets innermost axis first, then split targets outermost axis first.
-  std::vector<std::pair<int, Sbp>> steps;
-  for (int m = nd - 1; m >= 0; --m)
-    if (!(*target)[m].is_split() && !((*x.nd_sbp)[m] == (*target)[m])) steps.emplace_back(m, (*target)[m]);
-  for (int m = 0; m < nd; ++m)
-    if ((*target)[m].is_split() && !((*x.nd_sbp)[m] == (*target)[m])) steps.emplace_back(m, (*target)[m]);
-  std::vector<Sbp> state = x.nd_sbp->sbps();
-  for (const auto& [m, to] : steps) {  // validate the whole plan before any communication
-    const Sbp from = state[static_cast<size_t>(m)];
-    for (const Sbp* s : {&from, &to}) {
-      if (!s->is_split()) continue;
-      for (int m2 = m + 1; m2 < nd; ++m2)
-        MF_CHECK(!(state[static_cast<size_t>(m2)].is_split() && state[static_cast<size_t>(m2)].axis == s->axis),
-                 "box_to ", what, ": not yet supported: mesh axis ", m, " goes ", from.str(), " -> ", to.str(),
-                 " while inner mesh axis ", m2, " also splits tensor axis ", s->axis, " (nested splits)");
-    }
-    state[static_cast<size_t>(m)] = to;
+  std::vector<BoxStep> steps;
+  try {
+    steps = box_plan(*x.nd_sbp, *target);  // validated whole before any communication
+  } catch (const Error& e) {
+    MF_THROW("box_to ", what, ": ", e.what());
   }
 
-  state = x.nd_sbp->sbps();
+  std::vector<Sbp> state = x.nd_sbp->sbps();
   Tensor t = x.local;
-  for (const auto& [m, to] : steps) {
+  for (const auto& [m, from, to] : steps) {
     std::vector<Sbp> g = state;
     g[static_cast<size_t>(m)] = Sbp::broadcast();
     const Shape gs = local_shape(x.logical_shape, *nd_sbp(g), pl.mesh_shape(), coord);
-    t = box_axis(t, state[static_cast<size_t>(m)], to, gs, *axis_comms[static_cast<size_t>(m)]);
+    t = box_axis(t, from, to, gs, *axis_comms[static_cast<size_t>(m)]);
     state[static_cast<size_t>(m)] = to;
   }
   return GlobalTensor{x.placement, target, x.logical_shape, t};

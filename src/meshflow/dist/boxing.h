@@ -42,6 +42,19 @@ GlobalTensor box_to(const GlobalTensor& x, const NdSbp* target, comm::Communicat
 // The per-axis communicators of a DeviceMesh, for tensors placed on mesh.placement() (pp, dp, tp).
 std::vector<comm::Communicator*> axis_comms(const DeviceMesh& mesh);
 
+// One step of an N-d conversion: mesh axis `mesh_axis` goes from `from` to `to`.
+struct BoxStep {
+  int mesh_axis = 0;
+  Sbp from;
+  Sbp to;
+};
+// The fixed plan box_to runs from `from` to `to` (see above; empty when equal). Throws mf::Error
+// ("not yet supported ... nested splits", naming both NdSbps) when a step needs nested splits.
+// Depends only on the two NdSbps, so it is the same on every rank and needs no communication.
+std::vector<BoxStep> box_plan(const NdSbp& from, const NdSbp& to);
+// Whether box_plan(from, to) succeeds, without throwing.
+bool box_supported(const NdSbp& from, const NdSbp& to);
+
 // One step: converts `x`, this rank's piece of a group tensor of `group_shape` spread over
 // `comm` as `from`, to its piece as `to`. Differentiable (record()); from == to returns x.
 Tensor box_axis(const Tensor& x, const Sbp& from, const Sbp& to, const Shape& group_shape, comm::Communicator& comm);

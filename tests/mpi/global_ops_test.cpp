@@ -1,0 +1,370 @@
+// Global ops against the single-process op, for every combination of input SBPs that fits the
+// shapes: on a 1-D placement of the world (2 and 4 ranks) and on the (dp, tp) = (2, 2) stage of a
+// (1, 2, 2) DeviceMesh (4 ranks). Shapes have axes that do not divide by the ranks (uneven
+// splits) and axes shorter than the ranks (signatures splitting them must be dropped).
+//
+// As in global_tensor_test.cpp: the logical inputs are formulas of the element index; a P input
+// piece is its slice times a weight per P mesh axis (the weights sum to 1). Forward: the output,
+// summed over its P mesh axes, must be the slice of the single-process result for its SBP.
+// Backward: the loss is sum(local y * c), c the slice of a logical H times (index + 1) along each
+// B mesh axis of y, so the loss summed over ranks is g * <Y, H> with g = prod over y's B axes of
+// n(n+1)/2. Each input's local gradient, summed over its B mesh axes, must be the slice of g times
+// the single-process gradient of <Y, H>.
+#include <cmath>
+#include <cstdio>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "meshflow/comm/mpi/mpi_communicator.h"
+#include "meshflow/dist/boxing.h"
+#include "meshflow/dist/device_mesh.h"
+#include "meshflow/dist/global_ops.h"
+#include "testing.h"
+
+namespace {
+
+using mf::Shape;
+using mf::Tensor;
+using mf::comm::Communicator;
+using namespace mf::dist;  // NOLINT
+
+Tensor logical(const Shape& shape, double a, double b, int mod) {
+  const int64_t n = mf::shape_numel(shape);
+  std::vector<double> v(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) v[static_cast<size_t>(i)] = a + b * static_cast<double>((i * 7) % mod) + 0.001 * i;
+  return mf::from_vector(v, shape);
+}
+
+// The piece of `t` (logical) that `sbp` gives the rank at `coord` (P axes: the whole).
+Tensor piece(const Tensor& t, const NdSbp& sbp, const std::vector<int64_t>& mesh, const std::vector<int64_t>& coord) {
+  mf::LogicalSlice s = local_slice(t.shape(), sbp, mesh, coord);
+  Shape sh = local_shape(t.shape(), sbp, mesh, coord);
+  Tensor r = t;
+  for (size_t k = 0; k < sh.size(); ++k) r = mf::narrow(r, static_cast<int64_t>(k), s.start[k], sh[k]);
+  return mf::contiguous(r);
+}
+
+int expect_close(const Tensor& got, const Tensor& want, const std::string& what) {
+  EXPECT_EQ(got.shape(), want.shape()) << what;
+  if (got.shape() != want.shape()) return 1;
+  std::vector<double> g = mft::to_f64(got), w = mft::to_f64(want);
+  int bad = 0;
+  for (size_t i = 0; i < g.size() && bad < 3; ++i)
+    if (!(std::abs(g[i] - w[i]) <= 1e-10 * (1 + std::abs(w[i])))) {
+      ADD_FAILURE() << what << ": element " << i << " is " << g[i] << ", want " << w[i];
+      ++bad;
+    }
+  return bad;
+}
+
+using GlobalFn = std::function<GlobalTensor(const GlobalContext&, const std::vector<GlobalTensor>&)>;
+using LocalRef = std::function<Tensor(const std::vector<Tensor>&)>;
+
+struct OpCase {
+  std::string name;
+  std::vector<Shape> shapes;  // the inputs' logical shapes
+  LocalRef reference;         // the single-process op
+  GlobalFn global;
+  SignatureList signatures;   // the op's 1-d list for these shapes
+};
+
+struct Mesh {
+  const Placement* placement;
+  std::vector<Communicator*> comms;
+  int world_rank;
+  std::vector<int64_t> coord() const {
+    std::vector<int64_t> c;
+    for (Communicator* x : comms) c.push_back(x->rank());
+    return c;
+  }
+};
+
+// One op under one combination of input SBPs, forward and backward. Returns the failures.
+int check_op(const Mesh& mesh, const OpCase& op, const std::vector<const NdSbp*>& src) {
+  const std::vector<int64_t>& shape = mesh.placement->mesh_shape();
+  const std::vector<int64_t> coord = mesh.coord();
+  const int nd = mesh.placement->ndim();
+  std::string what = op.name + " inputs";
+  for (size_t i = 0; i < src.size(); ++i) what += " " + mf::shape_str(op.shapes[i]) + " " + src[i]->str();
+  what += " on " + mesh.placement->str() + " (rank " + std::to_string(mesh.world_rank) + ")";
+
+  std::vector<Tensor> X, x;
+  std::vector<GlobalTensor> gx;
+  for (size_t i = 0; i < src.size(); ++i) {
+    const double fi = static_cast<double>(i);
+    X.push_back(logical(op.shapes[i], 0.3 - 0.2 * fi, 0.15 + 0.05 * fi, 7 + 2 * static_cast<int>(i)));
+    Tensor p = piece(X[i], *src[i], shape, coord);
+    for (int m = 0; m < nd; ++m)
+      if ((*src[i])[m].is_partial_sum()) {
+        const double n = static_cast<double>(shape[static_cast<size_t>(m)]), r = static_cast<double>(coord[m]);
+        p = mf::scale(p, 2.0 * (r + 1.0) / (n * (n + 1.0)));
+      }
+    x.push_back(mf::contiguous(p).detach().set_requires_grad(true));
+    gx.push_back(to_global(x[i], mesh.placement, src[i], op.shapes[i], mesh.world_rank));
+    X[i].set_requires_grad(true);
+  }
+  const GlobalContext ctx{mesh.comms, mesh.world_rank};
+  GlobalTensor gy = op.global(ctx, gx);
+  Tensor Y = op.reference(X);
+  what += " -> " + gy.nd_sbp->str();
+  EXPECT_EQ(gy.logical_shape, Y.shape()) << what;
+  EXPECT_EQ(gy.placement, mesh.placement) << what;
+  // Inputs that already match a signature on every mesh axis run it as they are.
+  std::vector<Sbp> want(static_cast<size_t>(nd));
+  bool matched = true;
+  for (int m = 0; matched && m < nd; ++m) {
+    matched = false;
+    for (const Signature& sig : op.signatures) {
+      bool same = true;
+      for (size_t i = 0; i < src.size(); ++i) same = same && sig.inputs[i] == (*src[i])[m];
+      if (same) {
+        want[static_cast<size_t>(m)] = sig.outputs[0];
+        matched = true;
+        break;
+      }
+    }
+  }
+  if (matched) {
+    EXPECT_EQ(gy.nd_sbp, nd_sbp(want)) << what << " matches a signature exactly";
+  }
+
+  // Forward.
+  Tensor ys = mf::clone(gy.local.detach());
+  for (int m = 0; m < nd; ++m)
+    if ((*gy.nd_sbp)[m].is_partial_sum()) mesh.comms[static_cast<size_t>(m)]->all_reduce(ys)->wait();
+  int bad = expect_close(ys, piece(Y.detach(), *gy.nd_sbp, shape, coord), what + " forward");
+
+  // Backward.
+  Tensor H = logical(Y.shape(), -0.4, 0.1, 5);
+  Tensor c = piece(H, *gy.nd_sbp, shape, coord);
+  double g_scale = 1.0;
+  for (int m = 0; m < nd; ++m)
+    if ((*gy.nd_sbp)[m].is_broadcast()) {
+      const double n = static_cast<double>(shape[static_cast<size_t>(m)]);
+      c = mf::scale(c, static_cast<double>(coord[m]) + 1.0);
+      g_scale *= n * (n + 1.0) / 2.0;
+    }
+  mf::sum(mf::mul(gy.local, c)).backward();
+  mf::sum(mf::mul(Y, H)).backward();
+  for (size_t i = 0; i < src.size(); ++i) {
+    const std::string wi = what + " backward of input " + std::to_string(i);
+    EXPECT_TRUE(x[i].grad().defined()) << wi;
+    if (!x[i].grad().defined()) return bad + 1;
+    Tensor gl = mf::clone(x[i].grad());
+    for (int m = 0; m < nd; ++m)
+      if ((*src[i])[m].is_broadcast()) mesh.comms[static_cast<size_t>(m)]->all_reduce(gl)->wait();
+    bad += expect_close(gl, mf::scale(piece(X[i].grad(), *src[i], shape, coord), g_scale), wi);
+  }
+  return bad;
+}
+
+// Every NdSbp on `nd` mesh axes (each axis B, P or S(k)) that fits `shape` on `mesh`.
+std::vector<const NdSbp*> all_fitting(const Shape& shape, const std::vector<int64_t>& mesh) {
+  std::vector<Sbp> one{Sbp::broadcast(), Sbp::partial_sum()};
+  for (size_t k = 0; k < shape.size(); ++k) one.push_back(Sbp::split(static_cast<int>(k)));
+  std::vector<const NdSbp*> out;
+  size_t total = 1;
+  for (size_t m = 0; m < mesh.size(); ++m) total *= one.size();
+  for (size_t t = 0; t < total; ++t) {
+    std::vector<Sbp> v(mesh.size());
+    size_t rest = t;
+    for (size_t m = mesh.size(); m-- > 0;) {
+      v[m] = one[rest % one.size()];
+      rest /= one.size();
+    }
+    const NdSbp* s = nd_sbp(v);
+    try {
+      check_sbp(shape, *s, mesh);
+      out.push_back(s);
+    } catch (const mf::Error&) {
+    }
+  }
+  return out;
+}
+
+// Every combination of fitting input SBPs; returns how many were checked.
+int check_all(const Mesh& mesh, const OpCase& op) {
+  std::vector<std::vector<const NdSbp*>> per_input;
+  size_t total = 1;
+  for (const Shape& s : op.shapes) {
+    per_input.push_back(all_fitting(s, mesh.placement->mesh_shape()));
+    total *= per_input.back().size();
+  }
+  int failures = 0;
+  for (size_t t = 0; t < total && failures < 5; ++t) {
+    std::vector<const NdSbp*> src(per_input.size());
+    size_t rest = t;
+    for (size_t i = per_input.size(); i-- > 0;) {
+      src[i] = per_input[i][rest % per_input[i].size()];
+      rest /= per_input[i].size();
+    }
+    failures += check_op(mesh, op, src);
+  }
+  return static_cast<int>(total);
+}
+
+// Every op with the shapes it is tested on.
+std::vector<OpCase> all_ops() {
+  using V = const std::vector<Tensor>&;
+  using G = const std::vector<GlobalTensor>&;
+  using C = const GlobalContext&;
+  std::vector<OpCase> ops;
+  auto mm = [](V t) { return mf::matmul(t[0], t[1]); };
+  auto gmm = [](C c, G g) { return matmul(c, g[0], g[1]); };
+  ops.push_back({"matmul", {{7, 5}, {5, 6}}, mm, gmm, {}});
+  ops.push_back({"matmul", {{3, 6}, {6, 5}}, mm, gmm, {}});
+  ops.push_back({"batched matmul", {{4, 5, 3}, {4, 3, 6}}, mm, gmm, {}});
+  ops.push_back({"batched matmul 2-d b", {{5, 3, 4}, {4, 6}}, mm, gmm, {}});
+  ops.push_back({"affine", {{5, 3, 6}, {6, 7}, {7}}, [](V t) { return mf::affine(t[0], t[1], t[2]); },
+                 [](C c, G g) { return affine(c, g[0], g[1], g[2]); }, {}});
+  ops.push_back({"affine(no bias)", {{7, 6}, {6, 5}}, [](V t) { return mf::affine(t[0], t[1]); },
+                 [](C c, G g) { return affine(c, g[0], g[1]); }, {}});
+  ops.push_back({"linear", {{6, 5}, {7, 5}, {7}}, [](V t) { return mf::linear(t[0], t[1], t[2]); },
+                 [](C c, G g) { return linear(c, g[0], g[1], g[2]); }, {}});
+  ops.push_back({"add", {{7, 6}, {7, 6}}, [](V t) { return mf::add(t[0], t[1]); },
+                 [](C c, G g) { return add(c, g[0], g[1]); }, {}});
+  ops.push_back({"add bias", {{5, 3, 6}, {6}}, [](V t) { return mf::add(t[0], t[1]); },
+                 [](C c, G g) { return add(c, g[0], g[1]); }, {}});
+  ops.push_back({"sub", {{7, 6}, {7, 6}}, [](V t) { return mf::sub(t[0], t[1]); },
+                 [](C c, G g) { return sub(c, g[0], g[1]); }, {}});
+  ops.push_back({"mul", {{7, 6}, {7, 6}}, [](V t) { return mf::mul(t[0], t[1]); },
+                 [](C c, G g) { return mul(c, g[0], g[1]); }, {}});
+  ops.push_back({"mul broadcast", {{5, 6}, {6}}, [](V t) { return mf::mul(t[0], t[1]); },
+                 [](C c, G g) { return mul(c, g[0], g[1]); }, {}});
+  ops.push_back({"scale", {{7, 6}}, [](V t) { return mf::scale(t[0], -1.5); },
+                 [](C c, G g) { return scale(c, g[0], -1.5); }, {}});
+  ops.push_back({"gelu", {{7, 6}}, [](V t) { return mf::gelu(t[0]); }, [](C c, G g) { return gelu(c, g[0]); }, {}});
+  ops.push_back({"relu", {{7, 6}}, [](V t) { return mf::relu(t[0]); },
+                 [](C c, G g) { return relu(c, g[0]); }, {}});
+  ops.push_back({"silu", {{5, 3, 6}}, [](V t) { return mf::silu(t[0]); }, [](C c, G g) { return silu(c, g[0]); }, {}});
+  ops.push_back({"exp", {{7, 6}}, [](V t) { return mf::exp(t[0]); }, [](C c, G g) { return exp(c, g[0]); }, {}});
+  ops.push_back({"softmax", {{5, 3, 7}}, [](V t) { return mf::softmax(t[0], -1); },
+                 [](C c, G g) { return softmax(c, g[0]); }, {}});
+  ops.push_back({"layer_norm", {{5, 7}, {7}, {7}}, [](V t) { return mf::layer_norm(t[0], t[1], t[2]); },
+                 [](C c, G g) { return layer_norm(c, g[0], g[1], g[2]); }, {}});
+  ops.push_back({"sum(axis=0)", {{7, 6}}, [](V t) { return mf::sum(t[0], {0}); },
+                 [](C c, G g) { return sum(c, g[0], 0); }, {}});
+  ops.push_back({"sum(axis=1)", {{5, 3, 6}}, [](V t) { return mf::sum(t[0], {1}); },
+                 [](C c, G g) { return sum(c, g[0], 1); }, {}});
+  ops.push_back({"transpose(0,2)", {{5, 3, 6}}, [](V t) { return mf::transpose(t[0], 0, 2); },
+                 [](C c, G g) { return transpose(c, g[0], 0, 2); }, {}});
+  for (OpCase& op : ops) {
+    const std::vector<Shape>& sh = op.shapes;
+    const std::string& n = op.name;
+    if (n.find("matmul") != std::string::npos) op.signatures = matmul_signatures(sh[0], sh[1]);
+    else if (n.rfind("affine", 0) == 0) op.signatures = affine_signatures(sh[0], sh.size() == 3);
+    else if (n == "linear") op.signatures = linear_signatures(sh[0], true);
+    else if (n.rfind("add", 0) == 0 || n == "sub") op.signatures = binary_signatures(sh[0], sh[1], Linearity::kAdditive);
+    else if (n.rfind("mul", 0) == 0) op.signatures = binary_signatures(sh[0], sh[1], Linearity::kMultiplicative);
+    else if (n == "scale") op.signatures = unary_signatures(sh[0], true);
+    else if (n == "softmax") op.signatures = last_axis_signatures(sh[0], 0);
+    else if (n == "layer_norm") op.signatures = last_axis_signatures(sh[0], 2);
+    else if (n == "sum(axis=0)") op.signatures = sum_signatures(sh[0], 0);
+    else if (n == "sum(axis=1)") op.signatures = sum_signatures(sh[0], 1);
+    else if (n == "transpose(0,2)") op.signatures = transpose_signatures(sh[0], 0, 2);
+    else op.signatures = unary_signatures(sh[0], false);  // gelu, relu, silu, exp
+  }
+  return ops;
+}
+
+class GlobalOpsTest : public ::testing::Test {
+ protected:
+  void SetUp() override { world = mf::comm::mpi_world(); }
+  mf::comm::CommPtr world;
+  Mesh world_mesh() const {
+    std::vector<int> r(static_cast<size_t>(world->size()));
+    for (int i = 0; i < world->size(); ++i) r[static_cast<size_t>(i)] = i;
+    return Mesh{placement(mf::DeviceType::kCPU, r), {world.get()}, world->rank()};
+  }
+};
+
+TEST_F(GlobalOpsTest, EverySignatureOneAxis) {
+  const Mesh mesh = world_mesh();
+  int combos = 0;
+  for (const OpCase& op : all_ops()) {
+    const int n = check_all(mesh, op);
+    EXPECT_GT(n, 0) << op.name;
+    combos += n;
+  }
+  RecordProperty("combinations", combos);
+  if (world->rank() == 0) std::printf("%d input SBP combinations on %s\n", combos, mesh.placement->str().c_str());
+}
+
+TEST_F(GlobalOpsTest, EverySignatureTwoByTwoMesh) {
+  if (world->size() != 4) GTEST_SKIP() << "a 2x2 mesh needs 4 ranks";
+  DeviceMesh dm({1, 2, 2}, *world);
+  const Mesh mesh{dm.stage_placement(0), {&dm.comm(Axis::kData), &dm.comm(Axis::kTensor)}, world->rank()};
+  int combos = 0;
+  for (const OpCase& op : all_ops()) {
+    const int n = check_all(mesh, op);
+    EXPECT_GT(n, 0) << op.name;
+    combos += n;
+  }
+  RecordProperty("combinations", combos);
+  if (world->rank() == 0) std::printf("%d input SBP combinations on %s\n", combos, mesh.placement->str().c_str());
+}
+
+// Megatron's MLP on the world as one tensor-parallel group: x B, w1 S(1) (columns), w2 S(0)
+// (rows). Inference needs no communication until the output, which comes out P; boxing it to B
+// is the one all-reduce. The second step hits the signature cache for every op.
+TEST_F(GlobalOpsTest, TensorParallelMlpMovesNothingUntilTheOutput) {
+  const Mesh mesh = world_mesh();
+  const std::vector<int64_t> coord = mesh.coord(), shape = mesh.placement->mesh_shape();
+  const NdSbp* B = nd_sbp({Sbp::broadcast()});
+  const NdSbp* S0 = nd_sbp({Sbp::split(0)});
+  const NdSbp* S1 = nd_sbp({Sbp::split(1)});
+  Tensor X = logical({6, 8}, 0.1, 0.2, 7), W1 = logical({8, 12}, -0.3, 0.05, 9), B1 = logical({12}, 0.2, 0.1, 5);
+  Tensor W2 = logical({12, 8}, 0.4, -0.07, 11), B2 = logical({8}, -0.1, 0.03, 3);
+  auto global = [&](const Tensor& t, const NdSbp* s) {
+    return to_global(piece(t, *s, shape, coord), mesh.placement, s, t.shape(), mesh.world_rank);
+  };
+  const GlobalContext ctx{mesh.comms, mesh.world_rank};
+  for (int step = 0; step < 2; ++step) {
+    const SignatureCacheStats before = signature_cache_stats();
+    world->reset_stats();
+    GlobalTensor h = gelu(ctx, affine(ctx, global(X, B), global(W1, S1), global(B1, S0)));
+    GlobalTensor y = affine(ctx, h, global(W2, S0), global(B2, B));
+    EXPECT_EQ(h.nd_sbp, S1);
+    EXPECT_EQ(y.nd_sbp, nd_sbp({Sbp::partial_sum()}));
+    EXPECT_EQ(world->stats().total_bytes(), 0u);
+    GlobalTensor yb = box_to(y, B, ctx.axis_comms);
+    EXPECT_EQ(world->stats().count(mf::comm::OpKind::kAllReduce), 1u);
+    expect_close(yb.local, mf::affine(mf::gelu(mf::affine(X, W1, B1)), W2, B2), "mlp step " + std::to_string(step));
+    const SignatureCacheStats after = signature_cache_stats();
+    if (step == 1) {
+      EXPECT_EQ(after.hits - before.hits, 3u);
+      EXPECT_EQ(after.misses, before.misses);
+    }
+  }
+}
+
+// Data parallel: x S(0), w B -> y S(0) with nothing moved; x's rows uneven on 4 ranks.
+TEST_F(GlobalOpsTest, DataParallelAffineMovesNothing) {
+  const Mesh mesh = world_mesh();
+  const std::vector<int64_t> coord = mesh.coord(), shape = mesh.placement->mesh_shape();
+  const NdSbp* S0 = nd_sbp({Sbp::split(0)});
+  const NdSbp* B = nd_sbp({Sbp::broadcast()});
+  Tensor X = logical({7, 5}, 0.1, 0.2, 7), W = logical({5, 3}, -0.3, 0.05, 9);
+  const GlobalContext ctx{mesh.comms, mesh.world_rank};
+  world->reset_stats();
+  GlobalTensor y = affine(ctx, to_global(piece(X, *S0, shape, coord), mesh.placement, S0, {7, 5}, mesh.world_rank),
+                          to_global(W, mesh.placement, B, {5, 3}, mesh.world_rank));
+  EXPECT_EQ(world->stats().total_bytes(), 0u);
+  EXPECT_EQ(y.nd_sbp, S0);
+  expect_close(y.local, piece(mf::affine(X, W), *S0, shape, coord), "data parallel affine");
+}
+
+TEST_F(GlobalOpsTest, InputsOnDifferentPlacementsThrow) {
+  if (world->size() < 2) GTEST_SKIP();
+  const Mesh mesh = world_mesh();
+  const NdSbp* B = nd_sbp({Sbp::broadcast()});
+  const Placement* other = placement(mf::DeviceType::kCPU, {2}, {1, 0});
+  Tensor t = mf::zeros({2, 2}, mf::DType::kF64);
+  const GlobalContext ctx{mesh.comms, mesh.world_rank};
+  GlobalTensor a = to_global(t, mesh.placement, B, {2, 2}, mesh.world_rank);
+  GlobalTensor b = mesh.world_rank < 2 ? to_global(t, other, B, {2, 2}, mesh.world_rank) : a;
+  if (mesh.world_rank < 2) MFT_EXPECT_ERROR(add(ctx, a, b), "global add", "input 1 is on cpu:[1,0]");
+}
+
+}  // namespace
