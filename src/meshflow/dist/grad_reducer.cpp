@@ -23,6 +23,7 @@ struct GradReducer::State {
   std::vector<bool> filled;       // parameter index -> slot filled this step
   std::vector<Bucket> buckets;
   std::shared_ptr<comm::Communicator> comm;
+  double grad_scale = 1.0;
   bool armed = false;
   int next_launch = 0;            // buckets launch strictly in index order
   Clock::time_point t0;
@@ -52,7 +53,7 @@ struct GradReducer::State {
     while (next_launch < static_cast<int>(buckets.size()) && buckets[static_cast<size_t>(next_launch)].pending == 0) {
       Bucket& b = buckets[static_cast<size_t>(next_launch)];
       NoGradGuard ng;
-      scale_(b.flat, 1.0 / static_cast<double>(comm->size()));
+      if (grad_scale != 1.0) scale_(b.flat, grad_scale);
       timeline.buckets[static_cast<size_t>(next_launch)].launch_s = now_s();
       b.work = comm->all_reduce(b.flat);
       ++next_launch;
@@ -77,13 +78,15 @@ struct GradReducer::State {
   }
 };
 
-GradReducer::GradReducer(std::vector<Tensor> params, std::shared_ptr<comm::Communicator> comm, int64_t bucket_bytes)
+GradReducer::GradReducer(std::vector<Tensor> params, std::shared_ptr<comm::Communicator> comm, int64_t bucket_bytes,
+                         double grad_scale)
     : state_(std::make_shared<State>()) {
   MF_CHECK(comm != nullptr, "GradReducer: no communicator");
   MF_CHECK(bucket_bytes >= 1, "GradReducer: bucket size must be >= 1 byte, got ", bucket_bytes);
   State& s = *state_;
   s.params = std::move(params);
   s.comm = std::move(comm);
+  s.grad_scale = grad_scale == 0.0 ? 1.0 / static_cast<double>(s.comm->size()) : grad_scale;
   const size_t n = s.params.size();
   s.bucket_of.assign(n, -1);
   s.slot_of.assign(n, -1);

@@ -9,7 +9,7 @@
 //    *reverse* (backward produces the last layers' gradients first), a bucket is closed once it
 //    holds >= bucket_bytes (or the dtype changes). The same on every rank.
 //  - Each parameter gets a grad-ready hook. When the reducer is armed (prepare(), on the last
-//    micro-batch of a step), the hook copies the final gradient, scaled by 1/N, into its slot of
+//    micro-batch of a step), the hook copies the final gradient, scaled (1/N), into its slot of
 //    the bucket's flat buffer; a bucket whose slots are all filled is launched as an async
 //    all_reduce — strictly in bucket order, so every rank issues the same collectives in the same
 //    order whatever order its hooks fire in. Every hook also polls the launched buckets, which
@@ -48,9 +48,12 @@ struct ReduceTimeline {
 class GradReducer {
  public:
   // `params`: the model's parameters in their fixed order (all must require grad, be contiguous
-  // and live on the communicator's device). `comm`: the data-parallel group; it must outlive
-  // the reducer. bucket_bytes >= 1.
-  GradReducer(std::vector<Tensor> params, std::shared_ptr<comm::Communicator> comm, int64_t bucket_bytes);
+  // and live on the communicator's device). `comm`: the group to reduce over (the data-parallel
+  // group; for parameters replicated over tensor-parallel ranks, whose local gradients are
+  // partial sums, the dp x tp group). bucket_bytes >= 1. The result is grad_scale x the sum over
+  // the group; grad_scale 0 means 1 / comm->size() (the mean).
+  GradReducer(std::vector<Tensor> params, std::shared_ptr<comm::Communicator> comm, int64_t bucket_bytes,
+              double grad_scale = 0.0);
   ~GradReducer();
   GradReducer(const GradReducer&) = delete;
   GradReducer& operator=(const GradReducer&) = delete;

@@ -4,6 +4,7 @@
 
 #include "meshflow/autograd/checkpoint.h"
 #include "meshflow/autograd/grad_mode.h"
+#include "meshflow/dist/vocab_parallel.h"
 
 namespace mf::models {
 
@@ -17,43 +18,50 @@ void Gpt2Config::validate() const {
     MF_CHECK(p >= 0.0 && p < 1.0, "gpt2: dropout probabilities must be in [0, 1), got ", p);
 }
 
-Gpt2Block::Gpt2Block(const Gpt2Config& c) : c_(c) {
+Gpt2Block::Gpt2Block(const Gpt2Config& c, const nn::TensorParallel& tp) : c_(c), tp_(tp) {
   int64_t C = c.hidden_size;
   ln_1_ = register_module("ln_1", std::make_shared<nn::LayerNorm>(C, c.layernorm_epsilon, c.dtype));
   auto attn = register_module("attn", std::make_shared<nn::ModuleGroup>());
-  c_attn_ = attn->add("c_attn", std::make_shared<nn::Conv1D>(C, 3 * C, c.dtype));
-  attn_proj_ = attn->add("c_proj", std::make_shared<nn::Conv1D>(C, C, c.dtype));
+  c_attn_ = attn->add("c_attn", std::make_shared<nn::ColumnConv1D>(C, 3 * C, tp, 3, c.dtype));  // by heads
+  attn_proj_ = attn->add("c_proj", std::make_shared<nn::RowConv1D>(C, C, tp, c.dtype));
   ln_2_ = register_module("ln_2", std::make_shared<nn::LayerNorm>(C, c.layernorm_epsilon, c.dtype));
   auto mlp = register_module("mlp", std::make_shared<nn::ModuleGroup>());
-  c_fc_ = mlp->add("c_fc", std::make_shared<nn::Conv1D>(C, c.ffn(), c.dtype));
-  mlp_proj_ = mlp->add("c_proj", std::make_shared<nn::Conv1D>(c.ffn(), C, c.dtype));
+  c_fc_ = mlp->add("c_fc", std::make_shared<nn::ColumnConv1D>(C, c.ffn(), tp, 1, c.dtype));
+  mlp_proj_ = mlp->add("c_proj", std::make_shared<nn::RowConv1D>(c.ffn(), C, tp, c.dtype));
 }
 
 Tensor Gpt2Block::forward(const Tensor& x) const {
   // x (B, T, C)
-  int64_t B = x.shape(0), T = x.shape(1), C = c_.hidden_size, H = c_.num_attention_heads, D = C / H;
+  // Under tensor parallelism this rank computes heads [h0, h0 + H) of the logical num_attention_heads.
+  const int64_t B = x.shape(0), T = x.shape(1), C = c_.hidden_size, D = C / c_.num_attention_heads;
+  const int64_t H = c_.num_attention_heads / tp_.size(), h0 = tp_.rank() * H;
   double p_out = training() ? c_.output_dropout_prob : 0.0;
-  Tensor qkv = c_attn_->forward(ln_1_->forward(x));  // (B, T, 3C) = (B, T, 3, H, D)
+  Tensor qkv = c_attn_->forward(ln_1_->forward(x));  // (B, T, 3 H D) = (B, T, 3, H, D)
   Tensor qkv5 = view(qkv, {B, T, 3, H, D});
   auto head_view = [&](int64_t i) { return permute(squeeze(narrow(qkv5, 2, i, 1), 2), {0, 2, 1, 3}); };  // (B,H,T,D)
   AttentionOptions opts;
   opts.causal = true;
   opts.dropout_p = training() ? c_.attention_dropout_prob : 0.0;
+  opts.logical_heads = c_.num_attention_heads;
+  opts.head_offset = h0;
   Tensor y = scaled_dot_product_attention(head_view(0), head_view(1), head_view(2), opts);  // (B, H, T, D)
-  y = reshape(transpose(y, 1, 2), {B, T, C});  // a view: the output is stored (B, T, H, D)
+  y = reshape(transpose(y, 1, 2), {B, T, H * D});  // a view: the output is stored (B, T, H, D)
   Tensor h = add(x, dropout(attn_proj_->forward(y), p_out));
   Tensor m = mlp_proj_->forward(gelu(c_fc_->forward(ln_2_->forward(h)), true));
   return add(h, dropout(m, p_out));
 }
 
-Gpt2Model::Gpt2Model(const Gpt2Config& c) : c_(c) {
+Gpt2Model::Gpt2Model(const Gpt2Config& c, const nn::TensorParallel& tp) : c_(c), tp_(tp) {
   c.validate();
+  MF_CHECK(c.num_attention_heads % tp.size() == 0 && c.ffn() % tp.size() == 0, "gpt2: train.dist.tensor_parallel_size ",
+           tp.size(), " must divide model.num_attention_heads (", c.num_attention_heads, ") and model.ffn_hidden_size (",
+           c.ffn(), ")");
   auto tr = register_module("transformer", std::make_shared<nn::ModuleGroup>());
   transformer_ = tr;
-  wte_ = tr->add("wte", std::make_shared<nn::Embedding>(c.vocab_size, c.hidden_size, c.dtype));
+  wte_ = tr->add("wte", std::make_shared<nn::VocabParallelEmbedding>(c.vocab_size, c.hidden_size, tp, c.dtype));
   wpe_ = tr->add("wpe", std::make_shared<nn::Embedding>(c.max_seq_length, c.hidden_size, c.dtype));
   auto h = tr->add("h", std::make_shared<nn::ModuleGroup>());
-  for (int64_t i = 0; i < c.num_layers; ++i) blocks_.push_back(h->add(std::to_string(i), std::make_shared<Gpt2Block>(c)));
+  for (int64_t i = 0; i < c.num_layers; ++i) blocks_.push_back(h->add(std::to_string(i), std::make_shared<Gpt2Block>(c, tp)));
   ln_f_ = tr->add("ln_f", std::make_shared<nn::LayerNorm>(c.hidden_size, c.layernorm_epsilon, c.dtype));
   // lm_head.weight is tied to transformer.wte.weight (not a separate parameter).
 }
@@ -62,7 +70,13 @@ void Gpt2Model::init_weights(uint64_t seed) {
   NoGradGuard ng;
   const double std_out = c_.initializer_range / std::sqrt(2.0 * static_cast<double>(c_.num_layers));
   uint64_t stream = 0;
-  for (auto& [name, p] : named_parameters()) {
+  const std::vector<nn::ParamLayout> layouts = parameter_layouts();
+  size_t index = 0;
+  for (auto& [name, local] : named_parameters()) {
+    // A split parameter draws its logical positions' numbers (tp-independent values).
+    const nn::ParamLayout& layout = layouts[index++];
+    Tensor p = view(local, layout.local_view_shape(tp_.size(), tp_.rank()));
+    const LogicalSlice slice = layout.replicated() ? LogicalSlice{} : layout.local_slice(tp_.size(), tp_.rank());
     Generator g(seed ^ 0x5eed1d11a7e5eedULL);
     g.set_state({g.seed(), stream++});
     auto ends_with = [&](const char* suf) {
@@ -74,9 +88,9 @@ void Gpt2Model::init_weights(uint64_t seed) {
     } else if (ends_with(".bias")) {
       fill_(p, 0.0);
     } else if (ends_with("c_proj.weight")) {
-      normal_(p, 0.0, std_out, &g);
+      normal_(p, 0.0, std_out, &g, slice);
     } else {
-      normal_(p, 0.0, c_.initializer_range, &g);
+      normal_(p, 0.0, c_.initializer_range, &g, slice);
     }
   }
 }
@@ -103,12 +117,20 @@ Tensor Gpt2Model::logits(const Tensor& ids) const { return linear(hidden(ids), w
 
 Tensor Gpt2Model::loss(const Tensor& ids, const Tensor& labels) const {
   MF_CHECK(labels.shape() == ids.shape(), "gpt2: labels ", labels.str(), " must match ids ", ids.str());
-  Tensor lg = logits(ids);  // (B, T, V)
-  return cross_entropy(reshape(lg, {-1, c_.vocab_size}), reshape(labels, {-1}));
+  Tensor lg = logits(ids);  // (B, T, V / tp)
+  Tensor flat = reshape(lg, {-1, lg.shape(-1)});
+  if (!tp_.enabled()) return cross_entropy(flat, reshape(labels, {-1}));
+  return dist::vocab_parallel_cross_entropy(flat, reshape(labels, {-1}), c_.vocab_size, *tp_.comm);
+}
+
+int64_t Gpt2Model::num_logical_parameters() const {
+  int64_t n = 0;
+  for (const nn::ParamLayout& l : parameter_layouts()) n += shape_numel(l.logical);
+  return n;
 }
 
 double Gpt2Model::flops_per_token(int64_t seq_len) const {
-  double params = static_cast<double>(num_parameters() - c_.max_seq_length * c_.hidden_size);  // wpe is a lookup
+  double params = static_cast<double>(num_logical_parameters() - c_.max_seq_length * c_.hidden_size);  // wpe is a lookup
   return 6.0 * params + 12.0 * static_cast<double>(c_.num_layers * c_.hidden_size * seq_len);
 }
 

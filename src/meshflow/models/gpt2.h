@@ -1,11 +1,18 @@
 // GPT-2: learned positions, pre-LayerNorm blocks, tied input/output embeddings, dropout.
 // Parameter names and shapes follow Hugging Face's GPT2LMHeadModel
 // ("transformer.h.0.attn.c_attn.weight" is (C, 3C)), so import/export is a plain mapping.
+//
+// Tensor parallelism (nn/parallel_layers.h) is a constructor argument, not another model: the
+// attention's fused QKV projection is column-parallel by heads (each rank computes H / tp whole
+// heads), its output projection row-parallel; the MLP is column then row; the tied embedding is
+// vocabulary-parallel and the loss a vocabulary-parallel cross-entropy, so the full logits never
+// exist on one rank. On one rank every layer is the plain one.
 #pragma once
 #include <memory>
 #include <vector>
 
 #include "meshflow/nn/layers.h"
+#include "meshflow/nn/parallel_layers.h"
 
 namespace mf::models {
 
@@ -29,27 +36,34 @@ struct Gpt2Config {
 
 class Gpt2Block : public nn::Module {
  public:
-  explicit Gpt2Block(const Gpt2Config& c);
-  Tensor forward(const Tensor& x) const;  // (B, T, C) -> (B, T, C)
+  Gpt2Block(const Gpt2Config& c, const nn::TensorParallel& tp);
+  Tensor forward(const Tensor& x) const;  // (B, T, C) -> (B, T, C), B on tp
 
  private:
   Gpt2Config c_;
+  nn::TensorParallel tp_;
   std::shared_ptr<nn::LayerNorm> ln_1_, ln_2_;
-  std::shared_ptr<nn::Conv1D> c_attn_, attn_proj_, c_fc_, mlp_proj_;
+  std::shared_ptr<nn::ColumnConv1D> c_attn_, c_fc_;
+  std::shared_ptr<nn::RowConv1D> attn_proj_, mlp_proj_;
 };
 
 class Gpt2Model : public nn::Module {
  public:
-  explicit Gpt2Model(const Gpt2Config& c);
+  // Throws before allocating when tp does not divide the heads or the MLP width.
+  explicit Gpt2Model(const Gpt2Config& c, const nn::TensorParallel& tp = {});
   // GPT-2 initialisation: N(0, initializer_range), output projections scaled by
   // 1/sqrt(2 * num_layers), biases 0, LayerNorm 1/0. Parameter i draws from stream i of a
   // generator of its own, so values depend only on (seed, parameter order, position).
   void init_weights(uint64_t seed);
-  // ids (B, T) integer -> logits (B, T, V)
+  // ids (B, T) integer -> logits (B, T, V); under tensor parallelism this rank's vocabulary
+  // columns (B, T, V / tp).
   Tensor logits(const Tensor& ids) const;
   // ids, labels (B, T) -> mean cross-entropy over labels != ignore_index (-100)
   Tensor loss(const Tensor& ids, const Tensor& labels) const;
   const Gpt2Config& config() const { return c_; }
+  const nn::TensorParallel& tensor_parallel() const { return tp_; }
+  // Elements of the logical (unsplit) parameters: num_parameters() on one rank.
+  int64_t num_logical_parameters() const;
   // Non-embedding parameters and FLOPs per token of a training step (forward + backward):
   // 6 * params + 12 * layers * hidden * seq (attention scores and values, the PaLM/Megatron count).
   double flops_per_token(int64_t seq_len) const;
@@ -57,8 +71,10 @@ class Gpt2Model : public nn::Module {
  private:
   Tensor hidden(const Tensor& ids) const;
   Gpt2Config c_;
+  nn::TensorParallel tp_;
   std::shared_ptr<nn::Module> transformer_;
-  std::shared_ptr<nn::Embedding> wte_, wpe_;
+  std::shared_ptr<nn::VocabParallelEmbedding> wte_;
+  std::shared_ptr<nn::Embedding> wpe_;
   std::vector<std::shared_ptr<Gpt2Block>> blocks_;
   std::shared_ptr<nn::LayerNorm> ln_f_;
 };

@@ -72,9 +72,24 @@ void Module::load_state_dict(const NamedTensors& state, bool strict) {
 }
 
 Tensor Module::register_parameter(const std::string& name, Tensor t) {
+  ParamLayout layout = replicated_layout(t.shape());
+  return register_parameter(name, std::move(t), std::move(layout));
+}
+
+Tensor Module::register_parameter(const std::string& name, Tensor t, ParamLayout layout) {
   t.set_requires_grad(true);
   params_.emplace_back(name, std::move(t));
+  layouts_.push_back(std::move(layout));
   return params_.back().second;
+}
+
+std::vector<ParamLayout> Module::parameter_layouts() const {
+  std::vector<ParamLayout> out(layouts_);
+  for (const auto& [name, child] : children_) {
+    std::vector<ParamLayout> c = child->parameter_layouts();
+    out.insert(out.end(), c.begin(), c.end());
+  }
+  return out;
 }
 
 Tensor Module::register_buffer(const std::string& name, Tensor t) {

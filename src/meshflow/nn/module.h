@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "meshflow/nn/tensor_parallel.h"
 #include "meshflow/tensor/tensor.h"
 
 namespace mf::nn {
@@ -20,6 +21,9 @@ class Module {
   Module& operator=(const Module&) = delete;
 
   NamedTensors named_parameters() const;  // recursive, registration order
+  // One layout per parameter, in named_parameters() order: how the local tensor relates to the
+  // logical (checkpoint) tensor under tensor parallelism (replicated unless the layer split it).
+  std::vector<ParamLayout> parameter_layouts() const;
   NamedTensors named_buffers() const;
   std::vector<Tensor> parameters() const;
   int64_t num_parameters() const;  // elements
@@ -35,7 +39,8 @@ class Module {
   void load_state_dict(const NamedTensors& state, bool strict = true);
 
  protected:
-  Tensor register_parameter(const std::string& name, Tensor t);  // sets requires_grad
+  Tensor register_parameter(const std::string& name, Tensor t);  // sets requires_grad; replicated
+  Tensor register_parameter(const std::string& name, Tensor t, ParamLayout layout);
   Tensor register_buffer(const std::string& name, Tensor t);
   template <class M>
   std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> m) {
@@ -46,6 +51,7 @@ class Module {
  private:
   void collect(const std::string& prefix, bool params, NamedTensors& out) const;
   NamedTensors params_, buffers_;
+  std::vector<ParamLayout> layouts_;  // one per params_ entry
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
   bool training_ = true;
 };

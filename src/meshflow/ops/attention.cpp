@@ -76,8 +76,12 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
     if (bs.active()) {
       MF_CHECK(bs.start + B <= bs.logical_rows, kOp, ": a batch of ", B, " rows starting at ", bs.start,
                " does not fit in the logical batch of ", bs.logical_rows, " rows");
-      p.dropout_offset = static_cast<uint64_t>(bs.start * H * Tq * Tk);
     }
+    MF_CHECK(opts.logical_heads == 0 || (opts.head_offset >= 0 && opts.head_offset + H <= opts.logical_heads), kOp,
+             ": heads [", opts.head_offset, ", ", opts.head_offset + H, ") do not fit in logical_heads ", opts.logical_heads);
+    p.logical_heads = opts.logical_heads > 0 ? opts.logical_heads : H;
+    p.head_offset = opts.head_offset;
+    if (bs.active()) p.dropout_offset = static_cast<uint64_t>(bs.start * p.logical_heads * Tq * Tk);
   }
 
   Tensor qk = kernel_view(q.detach()), kk = kernel_view(k.detach()), vk = kernel_view(v.detach());

@@ -77,9 +77,13 @@ struct AttentionParams {
   double scale = 1.0;
   double dropout_p = 0.0;
   uint64_t seed = 0, stream = 0;
-  // Philox index of element (0, 0, 0, 0) of the scores: b0 * H * Tq * Tk when this batch is
-  // rows b0.. of a logical batch (data parallelism), so pieces draw what the whole would.
+  // Dropout draws by position in the logical scores (B', H', Tq, Tk): local (b, h) is logical
+  // (b0 + b, h0 + h), where dropout_offset = b0 * H' * Tq * Tk (this batch is rows b0.. of a
+  // data-parallel batch), logical_heads = H' and head_offset = h0 (heads split over tensor-
+  // parallel ranks). Defaults: the local tensor is the whole.
   uint64_t dropout_offset = 0;
+  int64_t logical_heads = 0;  // 0: H
+  int64_t head_offset = 0;
 };
 // q (B,H,Tq,D), k/v (B,H,Tk,D), out (B,H,Tq,D): last axis contiguous, other strides free.
 // mask (B,Tk) bool or undefined; lse (B,H,Tq) f32/f64 contiguous: row log-sum-exp.

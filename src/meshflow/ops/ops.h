@@ -86,6 +86,10 @@ struct AttentionOptions {
   double scale = 0.0;       // 0: 1/sqrt(D)
   double dropout_p = 0.0;   // on the attention probabilities
   Generator* gen = nullptr;
+  // Heads split over tensor-parallel ranks: these are heads [head_offset, head_offset + H) of
+  // logical_heads (0: H); dropout then draws what the whole would at those heads.
+  int64_t logical_heads = 0;
+  int64_t head_offset = 0;
 };
 // q (B, H, Tq, D), k and v (B, H, Tk, D), any strides with the last axis contiguous
 // (so q/k/v sliced from a fused (B, T, 3, H, D) projection need no copy) -> out (B, H, Tq, D).

@@ -39,8 +39,16 @@ TrainOptions train_options(const Config& c, int world_size) {
   o.exit_iter = c.get_int("train.exit_iter");
   o.micro_batch = c.get_int("train.train_micro_batch_size");
   const dist::MeshSizes mesh = dist::resolve_mesh_sizes(dist::MeshSizes::from_config(c), world_size);
-  MF_CHECK(mesh.tensor == 1 && mesh.pipeline == 1, "train.dist: tensor_parallel_size ", mesh.tensor,
-           " and pipeline_parallel_size ", mesh.pipeline, ": only data parallelism is implemented so far; set both to 1");
+  MF_CHECK(mesh.pipeline == 1, "train.dist.pipeline_parallel_size ", mesh.pipeline,
+           ": pipeline parallelism is not implemented yet; set it to 1");
+  MF_CHECK(!c.get_bool("train.dist.sequence_parallel"),
+           "train.dist.sequence_parallel: sequence parallelism is not implemented yet; set it to false");
+  if (mesh.tensor > 1) {  // the model's split sizes, checked before any work
+    const int64_t heads = c.get_int("model.num_attention_heads"), hidden = c.get_int("model.hidden_size");
+    const int64_t ffn = c.get_int("model.ffn_hidden_size") > 0 ? c.get_int("model.ffn_hidden_size") : 4 * hidden;
+    MF_CHECK(heads % mesh.tensor == 0 && ffn % mesh.tensor == 0, "train.dist.tensor_parallel_size ", mesh.tensor,
+             " must divide model.num_attention_heads (", heads, ") and model.ffn_hidden_size (", ffn, ")");
+  }
   const int64_t dp = mesh.data;
   int64_t accum = c.get_int("train.num_accumulation_steps"), global = c.get_int("train.global_batch_size");
   if (accum == 0) {

@@ -15,7 +15,7 @@ void LoggingHook::before_train(Trainer& t) {
   start_ = std::chrono::steady_clock::now();
   std::fprintf(out_, "training GPT-2: %.2fM parameters, %lld iterations of %lld tokens (micro batch %lld x %lld accumulation x %lld "
                "tokens), from iteration %lld; peak %.1f GFLOP/s (measured FMA rate)\n",
-               t.model().num_parameters() / 1e6,
+               static_cast<double>(t.model().num_logical_parameters()) / 1e6,
                static_cast<long long>(o.train_iter), static_cast<long long>(t.tokens_per_step()),
                static_cast<long long>(o.micro_batch), static_cast<long long>(o.accumulation_steps),
                static_cast<long long>(o.seq_length), static_cast<long long>(t.iter()), t.peak_flops() / 1e9);
@@ -49,7 +49,7 @@ void LoggingHook::after_step(Trainer& t, const StepStats& s) {
                                 {"mfu", mfu},
                                 {"peak_bytes", s.peak_bytes},
                                 {"step_time", time_sum_ / static_cast<double>(steps_)}};
-  if (t.dp_size() > 1) {  // the last step's gradient reduction: bytes sent, time not hidden by backward
+  if (t.dp_size() * t.tp_size() > 1) {  // the last step's gradient reduction: bytes sent, time not hidden by backward
     fields["comm_bytes"] = s.comm_bytes;
     fields["exposed_comm_time"] = s.exposed_comm_s;
   }

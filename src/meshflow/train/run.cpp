@@ -66,8 +66,8 @@ struct LastStats : HookBase {
   void after_eval(Trainer&, const EvalStats& e) override { val_loss = e.loss; }
 };
 
-std::shared_ptr<models::Gpt2Model> build_model(const Config& c, const Tokenizer& tok) {
-  return model_registry().create(c.get_string("model.name"), c, tok.vocab_size());
+std::shared_ptr<models::Gpt2Model> build_model(const Config& c, const Tokenizer& tok, const nn::TensorParallel& tp = {}) {
+  return model_registry().create(c.get_string("model.name"), c, tok.vocab_size(), tp);
 }
 
 }  // namespace
@@ -93,10 +93,15 @@ RunSummary run_training(const Config& c, std::FILE* out, const comm::CommPtr& wo
     valid_set = std::make_shared<GptDataset>(*d.indexed, d.seq_length, opts.seed + 1,
                                              opts.eval_iter * opts.eval_micro_batch * dp, d.valid_range);
   }
-  auto model = build_model(c, *tok);
+  nn::TensorParallel tp;
+  if (mesh) {
+    tp.comm = mesh->comm_ptr(dist::Axis::kTensor);
+    tp.sequence_parallel = c.get_bool("train.dist.sequence_parallel");
+  }
+  auto model = build_model(c, *tok, tp);
   Trainer trainer(opts, model, std::make_unique<GptBatchSource>(*train_set, dp_rank, dp),
                   [valid_set, dp_rank, dp] { return std::make_unique<GptBatchSource>(*valid_set, dp_rank, dp); });
-  if (mesh) trainer.set_data_parallel(mesh->comm_ptr(dist::Axis::kData));
+  if (mesh) trainer.set_parallel(mesh->comm_ptr(dist::Axis::kData), world);
   if (trainer.is_main_rank()) trainer.add_hook(std::make_unique<LoggingHook>(out));
   auto last = std::make_unique<LastStats>();
   LastStats* last_ptr = last.get();

@@ -84,16 +84,22 @@ class Trainer {
           std::function<std::unique_ptr<BatchSource>()> make_valid_data);
   ~Trainer();
 
-  // Data parallelism over `dp` (every rank of it runs the same Trainer on the same model and
-  // options; the batch sources must already give each rank its slice of the global batch, as
-  // GptBatchSource(data, dp->rank(), dp->size()) does). Parameters stay replicated; gradients
-  // are averaged by a GradReducer overlapped with backward; dropout draws by the logical batch
-  // position (random/batch_slice.h), so the run reproduces the single-process one. Call before
-  // train(). A group of one rank changes nothing.
-  void set_data_parallel(std::shared_ptr<comm::Communicator> dp);
+  // Data and tensor parallelism. `dp`: the data-parallel group (every rank of it runs the same
+  // Trainer on the same model and options; the batch sources must already give each rank its
+  // slice of the global batch, as GptBatchSource(data, dp->rank(), dp->size()) does). The model's
+  // own tensor-parallel group (Gpt2Model::tensor_parallel()) splits layers; `all` is every rank
+  // of the run (dp x tp), for barriers and for the gradients of tp-replicated parameters.
+  // Gradients are reduced by GradReducers overlapped with backward (mean over dp; replicated
+  // parameters' partial gradients also summed over tp); a loss replicated on the tp ranks is
+  // divided by tp before backward (boxing's gradient rule); dropout draws by logical position
+  // (random/batch_slice.h, the heads' offsets), so any layout reproduces the single-process run.
+  // Call before train(). Groups of one rank change nothing.
+  void set_parallel(std::shared_ptr<comm::Communicator> dp, std::shared_ptr<comm::Communicator> all);
   int64_t dp_size() const { return dp_ ? dp_->size() : 1; }
   int64_t dp_rank() const { return dp_ ? dp_->rank() : 0; }
-  bool is_main_rank() const { return dp_rank() == 0; }
+  int64_t tp_size() const { return model_->tensor_parallel().size(); }
+  bool is_main_rank() const { return !all_ || all_->rank() == 0; }
+  // The reducer of the data-parallel gradients (of every parameter when tp == 1), or null.
   const dist::GradReducer* grad_reducer() const { return reducer_.get(); }
 
   void add_hook(std::unique_ptr<HookBase> hook) { hooks_.push_back(std::move(hook)); }
@@ -108,13 +114,17 @@ class Trainer {
   optim::Optimizer& optimizer() { return *optimizer_; }
   // Peak FLOP/s of all ranks together (the MFU denominator).
   double peak_flops() const { return peak_flops_; }
-  // Tokens of one optimizer step over all data-parallel ranks.
+  // Tokens of one optimizer step over all data-parallel ranks (tp ranks share theirs).
   int64_t tokens_per_step() const { return opts_.micro_batch * opts_.accumulation_steps * opts_.seq_length * dp_size(); }
 
  private:
   StepStats train_step();
   double mean_over_dp(double local);  // the mean of a per-rank value over the dp group
+  double clip_gradients();            // the logical gradient norm (before clipping)
+  uint64_t comm_bytes() const;        // bytes sent so far by this rank's groups
   void barrier();
+  nn::NamedTensors logical_state(const nn::NamedTensors& local);  // collective over tp
+  nn::NamedTensors local_state(const nn::NamedTensors& logical);
   void run_hooks(const std::function<void(HookBase&)>& f);
 
   TrainOptions opts_;
@@ -126,8 +136,9 @@ class Trainer {
   std::vector<std::unique_ptr<HookBase>> hooks_;
   int64_t iter_ = 0;
   double peak_flops_ = 0;
-  std::shared_ptr<comm::Communicator> dp_;
-  std::unique_ptr<dist::GradReducer> reducer_;
+  std::shared_ptr<comm::Communicator> dp_, all_;
+  std::unique_ptr<dist::GradReducer> reducer_, replicated_reducer_;
+  std::vector<bool> split_;  // per parameter: split over tp
 };
 
 }  // namespace mf::train

@@ -58,6 +58,12 @@ inline void dropout_keep(uint64_t seed, uint64_t stream, uint64_t base, int64_t 
   }
 }
 
+// Philox index of score (bh, i, 0): its position in the logical (B', H', Tq, Tk) scores.
+inline uint64_t rng_base(const AttentionParams& p, int64_t bh, int64_t H, int64_t Tq, int64_t Tk, int64_t i) {
+  const int64_t b = bh / H, h = bh % H, lh = p.logical_heads > 0 ? p.logical_heads : H;
+  return p.dropout_offset + static_cast<uint64_t>(((b * lh + p.head_offset + h) * Tq + i) * Tk);
+}
+
 // Number of unmasked-by-causality keys of query row i: causal requires Tq == Tk, key j <= i.
 inline int64_t row_keys(const AttentionParams& p, int64_t i, int64_t tk) { return p.causal ? i + 1 : tk; }
 
@@ -133,7 +139,7 @@ void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const 
         lp[bh * Tq + i] = softmax_row(row, kend, row_keys(p, i, Tk), pad, &inv[r]);
         T sc = inv[r] * keep_scale;
         if (drop) {
-          dropout_keep(p.seed, p.stream, p.dropout_offset + static_cast<uint64_t>((bh * Tq + i) * Tk), kend, p.dropout_p, keep.data());
+          dropout_keep(p.seed, p.stream, rng_base(p, bh, H, Tq, Tk, i), kend, p.dropout_p, keep.data());
 #pragma omp simd
           for (int64_t j = 0; j < kend; ++j) row[j] = keep[j] ? row[j] * sc : T(0);
         } else {
@@ -229,7 +235,7 @@ void attention_backward(const Tensor& dout, const Tensor& q, const Tensor& k, co
           if (drop) {
             uint8_t* kr = keep.data() + r * lds;
             T* pd = pdbuf.data() + r * lds;
-            dropout_keep(p.seed, p.stream, p.dropout_offset + static_cast<uint64_t>((bh * Tq + i) * Tk), kend, p.dropout_p, kr);
+            dropout_keep(p.seed, p.stream, rng_base(p, bh, H, Tq, Tk, i), kend, p.dropout_p, kr);
 #pragma omp simd
             for (int64_t j = 0; j < kend; ++j) pd[j] = kr[j] ? row[j] * keep_scale : T(0);
           }

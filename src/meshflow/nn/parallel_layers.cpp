@@ -1,0 +1,56 @@
+#include "meshflow/nn/parallel_layers.h"
+
+#include "meshflow/core/error.h"
+#include "meshflow/dist/boxing.h"
+#include "meshflow/dist/vocab_parallel.h"
+#include "meshflow/ops/ops.h"
+
+namespace mf::nn {
+
+namespace {
+Tensor local_zeros(const ParamLayout& l, const TensorParallel& tp, DType dt) {
+  return zeros(l.local_shape(tp.size(), tp.rank()), dt);
+}
+}  // namespace
+
+ColumnConv1D::ColumnConv1D(int64_t in, int64_t out, const TensorParallel& tp, int64_t groups, DType dt) {
+  MF_CHECK(groups >= 1 && out % groups == 0, "ColumnConv1D: ", out, " output features do not form ", groups, " groups");
+  MF_CHECK((out / groups) % tp.size() == 0, "ColumnConv1D: ", out / groups,
+           " output features per group are not divisible by the tensor-parallel size ", tp.size());
+  ParamLayout w = groups == 1 ? split_layout({in, out}, 1) : grouped_split_layout({in, out}, {in, groups, out / groups}, 2);
+  ParamLayout b = groups == 1 ? split_layout({out}, 0) : grouped_split_layout({out}, {groups, out / groups}, 1);
+  weight = register_parameter("weight", local_zeros(w, tp, dt), w);
+  bias = register_parameter("bias", local_zeros(b, tp, dt), b);
+}
+
+Tensor ColumnConv1D::forward(const Tensor& x) const { return affine(x, weight, bias); }
+
+RowConv1D::RowConv1D(int64_t in, int64_t out, const TensorParallel& tp, DType dt) : tp_(tp) {
+  MF_CHECK(in % tp.size() == 0, "RowConv1D: ", in, " input features are not divisible by the tensor-parallel size ",
+           tp.size());
+  ParamLayout w = split_layout({in, out}, 0);
+  weight = register_parameter("weight", local_zeros(w, tp, dt), w);
+  bias = register_parameter("bias", zeros({out}, dt));
+}
+
+Tensor RowConv1D::forward(const Tensor& x) const {
+  if (!tp_.enabled()) return affine(x, weight, bias);
+  Tensor partial = affine(x, weight);  // P on tp
+  Tensor full = dist::box_axis(partial, dist::Sbp::partial_sum(), dist::Sbp::broadcast(), partial.shape(), *tp_.comm);
+  return add(full, bias);
+}
+
+VocabParallelEmbedding::VocabParallelEmbedding(int64_t vocab, int64_t dim, const TensorParallel& tp, DType dt)
+    : vocab_(vocab), tp_(tp) {
+  MF_CHECK(vocab >= tp.size(), "VocabParallelEmbedding: a vocabulary of ", vocab, " cannot be split over ", tp.size(),
+           " tensor-parallel ranks");
+  ParamLayout w = split_layout({vocab, dim}, 0);
+  weight = register_parameter("weight", local_zeros(w, tp, dt), w);
+}
+
+Tensor VocabParallelEmbedding::forward(const Tensor& ids) const {
+  if (!tp_.enabled()) return embedding(weight, ids);
+  return dist::vocab_parallel_embedding(ids, weight, vocab_, *tp_.comm);
+}
+
+}  // namespace mf::nn

@@ -1,0 +1,50 @@
+// Tensor-parallel layers (Megatron's, as SBP annotations; see tensor_parallel.h). On one rank
+// (tp.size() == 1) each is exactly its plain layer, so one model code serves every layout.
+//
+//   ColumnConv1D  y = x W + b, W (in, out) split S(1) on its output features (in `groups` equal
+//                 column blocks, each split: GPT-2's fused q|k|v), b split alike. x is B on tp
+//                 (replicated), y comes out S(-1): this rank's output features.
+//   RowConv1D     y = x W + b, W (in, out) split S(0) on its input features; x is S(-1) (the
+//                 matching column layer's output), x W is P (a partial sum) and is boxed to B —
+//                 one all-reduce forward, and its dual, one all-reduce, backward — then b (B).
+//   VocabParallelEmbedding  the (vocab, dim) table split S(0) over tp (uneven allowed); the
+//                 lookup is P, all-reduced to B.
+// Gradients follow boxing's rule (boxing.h): a local gradient is the partial derivative of the
+// sum of all tp ranks' losses, so a loss replicated on the tp ranks is divided by tp, and the
+// gradients of replicated (B) parameters are partial sums, to be summed over tp.
+#pragma once
+#include "meshflow/nn/module.h"
+
+namespace mf::nn {
+
+class ColumnConv1D : public Module {
+ public:
+  ColumnConv1D(int64_t in, int64_t out, const TensorParallel& tp, int64_t groups = 1, DType dt = DType::kF32);
+  Tensor forward(const Tensor& x) const;  // x (..., in) B -> (..., out / tp) S(-1)
+  int64_t local_out() const { return weight.shape(1); }
+  Tensor weight, bias;
+};
+
+class RowConv1D : public Module {
+ public:
+  RowConv1D(int64_t in, int64_t out, const TensorParallel& tp, DType dt = DType::kF32);
+  Tensor forward(const Tensor& x) const;  // x (..., in / tp) S(-1) -> (..., out) B
+  Tensor weight, bias;
+
+ private:
+  TensorParallel tp_;
+};
+
+class VocabParallelEmbedding : public Module {
+ public:
+  VocabParallelEmbedding(int64_t vocab, int64_t dim, const TensorParallel& tp, DType dt = DType::kF32);
+  Tensor forward(const Tensor& ids) const;  // ids (...) logical ids -> (..., dim) B
+  int64_t vocab_size() const { return vocab_; }
+  Tensor weight;  // this rank's rows
+
+ private:
+  int64_t vocab_;
+  TensorParallel tp_;
+};
+
+}  // namespace mf::nn

@@ -1,0 +1,84 @@
+#include "meshflow/nn/tensor_parallel.h"
+
+#include "meshflow/autograd/grad_mode.h"
+#include "meshflow/core/error.h"
+#include "meshflow/dist/boxing.h"
+#include "meshflow/dist/sbp.h"
+#include "meshflow/ops/ops.h"
+
+namespace mf::nn {
+
+Shape ParamLayout::local_view_shape(int tp_size, int tp_rank) const {
+  Shape s = view();
+  if (!replicated()) s[static_cast<size_t>(split_axis)] = dist::split_size(s[static_cast<size_t>(split_axis)], tp_size, tp_rank);
+  return s;
+}
+
+LogicalSlice ParamLayout::local_slice(int tp_size, int tp_rank) const {
+  LogicalSlice sl;
+  sl.logical_shape = view();
+  sl.start.assign(sl.logical_shape.size(), 0);
+  if (!replicated())
+    sl.start[static_cast<size_t>(split_axis)] =
+        dist::split_start(sl.logical_shape[static_cast<size_t>(split_axis)], tp_size, tp_rank);
+  return sl;
+}
+
+Shape ParamLayout::local_shape(int tp_size, int tp_rank) const {
+  if (replicated()) return logical;
+  Shape lv = local_view_shape(tp_size, tp_rank);
+  if (grouped.empty()) return lv;
+  // `grouped` refines `logical`: consecutive grouped axes multiply to each logical axis; the
+  // logical axis holding the split axis shrinks by the same factor.
+  Shape out;
+  size_t g = 0;
+  for (int64_t n : logical) {
+    int64_t full = 1, local = 1;
+    do {
+      MF_CHECK(g < grouped.size(), "ParamLayout: ", shape_str(grouped), " does not refine ", shape_str(logical));
+      full *= grouped[g];
+      local *= lv[g];
+      ++g;
+    } while (full < n);
+    MF_CHECK(full == n, "ParamLayout: ", shape_str(grouped), " does not refine ", shape_str(logical));
+    out.push_back(local);
+  }
+  return out;
+}
+
+ParamLayout replicated_layout(const Shape& shape) { return ParamLayout{shape, {}, -1}; }
+
+ParamLayout split_layout(const Shape& shape, int axis) {
+  MF_CHECK(axis >= 0 && axis < static_cast<int>(shape.size()), "split_layout: axis ", axis, " outside ", shape_str(shape));
+  return ParamLayout{shape, {}, axis};
+}
+
+ParamLayout grouped_split_layout(const Shape& logical, const Shape& grouped, int axis) {
+  MF_CHECK(shape_numel(logical) == shape_numel(grouped), "grouped_split_layout: ", shape_str(grouped),
+           " is not a view of ", shape_str(logical));
+  MF_CHECK(axis >= 0 && axis < static_cast<int>(grouped.size()), "grouped_split_layout: axis ", axis, " outside ",
+           shape_str(grouped));
+  return ParamLayout{logical, grouped, axis};
+}
+
+Tensor gather_logical(const Tensor& local, const ParamLayout& layout, const TensorParallel& tp) {
+  NoGradGuard ng;
+  if (layout.replicated() || !tp.enabled()) return contiguous(local);
+  Tensor piece = reshape(contiguous(local), layout.local_view_shape(tp.size(), tp.rank()));
+  Tensor full = dist::box_axis(piece, dist::Sbp::split(layout.split_axis), dist::Sbp::broadcast(), layout.view(), *tp.comm);
+  return reshape(full, layout.logical);
+}
+
+Tensor slice_local(const Tensor& logical, const ParamLayout& layout, const TensorParallel& tp) {
+  NoGradGuard ng;
+  MF_CHECK(logical.shape() == layout.logical, "slice_local: tensor ", logical.str(), " is not of the layout's logical shape ",
+           shape_str(layout.logical));
+  if (layout.replicated() || !tp.enabled()) return contiguous(logical);
+  LogicalSlice sl = layout.local_slice(tp.size(), tp.rank());
+  Shape lv = layout.local_view_shape(tp.size(), tp.rank());
+  const int64_t k = layout.split_axis;
+  Tensor piece = narrow(reshape(contiguous(logical), layout.view()), k, sl.start[static_cast<size_t>(k)], lv[static_cast<size_t>(k)]);
+  return reshape(contiguous(piece), layout.local_shape(tp.size(), tp.rank()));
+}
+
+}  // namespace mf::nn
