@@ -1,0 +1,206 @@
+// Vocabulary-parallel embedding and cross-entropy (see vocab_parallel.h). The embedding is a
+// masked local lookup plus box_axis(P -> B), so its backward is boxing's. The cross-entropy is
+// fused: per-row statistics over this rank's columns in f64 (max, sum of exp, target logit),
+// reduced across `tp`, and a backward that writes softmax - onehot straight into dlogits.
+#include "meshflow/dist/vocab_parallel.h"
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "meshflow/autograd/grad_mode.h"
+#include "meshflow/autograd/node.h"
+#include "meshflow/core/error.h"
+#include "meshflow/dist/boxing.h"
+#include "meshflow/dist/sbp.h"
+#include "meshflow/ops/ops.h"
+
+namespace mf::dist {
+
+namespace {
+
+using comm::Communicator;
+using comm::ReduceOp;
+
+// This rank's part of the vocabulary: ids [start, start + rows).
+struct VocabRange {
+  int64_t start = 0;
+  int64_t rows = 0;
+  bool owns(int64_t id) const { return id >= start && id < start + rows; }
+};
+
+std::string where(const Communicator& tp) { return "rank " + std::to_string(tp.rank()) + " of " + tp.group_str(); }
+
+VocabRange vocab_range(const char* op, int64_t vocab_size, const Communicator& tp) {
+  MF_CHECK(vocab_size >= tp.size(), op, ": vocab_size ", vocab_size, " is smaller than the ", tp.size(),
+           " ranks it is split over (", where(tp), ")");
+  return {split_start(vocab_size, tp.size(), tp.rank()), split_size(vocab_size, tp.size(), tp.rank())};
+}
+
+void check_float(const char* op, const char* what, const Tensor& t, const Communicator& tp) {
+  MF_CHECK(t.defined(), op, ": ", what, " is undefined (", where(tp), ")");
+  MF_CHECK(t.dtype() == DType::kF32 || t.dtype() == DType::kF64, op, ": ", what, " ", t.str(),
+           " must be f32 or f64 (", where(tp), ")");
+}
+
+// Contiguous i64 copy of `ids`, every value in [0, vocab_size) (or == ignore when allow_ignore).
+Tensor checked_ids(const char* op, const char* what, const Tensor& ids, int64_t vocab_size, bool allow_ignore,
+                   int64_t ignore, const Communicator& tp) {
+  MF_CHECK(ids.defined(), op, ": ", what, " is undefined (", where(tp), ")");
+  MF_CHECK(ids.dtype() == DType::kI64 || ids.dtype() == DType::kI32, op, ": ", what, " ", ids.str(),
+           " must be i32 or i64 (", where(tp), ")");
+  Tensor idx = contiguous(cast(ids.detach(), DType::kI64));
+  const int64_t* p = idx.data<int64_t>();
+  for (int64_t i = 0; i < idx.numel(); ++i) {
+    if (allow_ignore && p[i] == ignore) continue;
+    MF_CHECK(p[i] >= 0 && p[i] < vocab_size, op, ": ", what, " value ", p[i], " at flat position ", i,
+             " is out of range [0, ", vocab_size, ")", allow_ignore ? " (ignore_index " + std::to_string(ignore) + ")" : "",
+             " for ", what, " ", ids.str(), " on ", where(tp));
+  }
+  return idx;
+}
+
+// ---- cross-entropy kernels. x (N, V_r) contiguous, this rank's columns [range.start, +V_r).
+
+// row_max (N) f64: max over this rank's columns.
+template <class T>
+void row_max(const Tensor& x, const Tensor& row_max) {
+  const int64_t N = x.shape(0), V = x.shape(1);
+  const T* xp = x.data<T>();
+  double* m = row_max.data<double>();
+  for (int64_t i = 0; i < N; ++i) {
+    const T* row = xp + i * V;
+    T mx = -std::numeric_limits<T>::infinity();
+    for (int64_t j = 0; j < V; ++j) mx = std::max(mx, row[j]);
+    m[i] = static_cast<double>(mx);
+  }
+}
+
+// stats (2, N) f64: row 0 sum_j exp(x - max), row 1 the target's logit where this rank owns it
+// (0 elsewhere, and for ignored rows).
+template <class T>
+void row_stats(const Tensor& x, const Tensor& tgt, const Tensor& max_rows, VocabRange range, int64_t ignore,
+               const Tensor& stats) {
+  const int64_t N = x.shape(0), V = x.shape(1);
+  const T* xp = x.data<T>();
+  const int64_t* t = tgt.data<int64_t>();
+  const double* m = max_rows.data<double>();
+  double* sum_exp = stats.data<double>();
+  double* target_logit = sum_exp + N;
+  for (int64_t i = 0; i < N; ++i) {
+    const T* row = xp + i * V;
+    double s = 0.0;
+    for (int64_t j = 0; j < V; ++j) s += std::exp(static_cast<double>(row[j]) - m[i]);
+    sum_exp[i] = s;
+    target_logit[i] = t[i] != ignore && range.owns(t[i]) ? static_cast<double>(row[t[i] - range.start]) : 0.0;
+  }
+}
+
+// dx (N, V_r) = grad_scale * (exp(x - lse) - onehot) on rows not ignored, 0 on ignored rows.
+template <class T>
+void ce_backward(const Tensor& x, const Tensor& tgt, const Tensor& lse, VocabRange range, int64_t ignore,
+                 double grad_scale, const Tensor& dx) {
+  const int64_t N = x.shape(0), V = x.shape(1);
+  const T* xp = x.data<T>();
+  const int64_t* t = tgt.data<int64_t>();
+  const double* l = lse.data<double>();
+  T* d = dx.data<T>();
+  for (int64_t i = 0; i < N; ++i) {
+    T* drow = d + i * V;
+    if (t[i] == ignore || grad_scale == 0.0) {
+      std::fill(drow, drow + V, T(0));
+      continue;
+    }
+    const T* row = xp + i * V;
+    for (int64_t j = 0; j < V; ++j) drow[j] = static_cast<T>(grad_scale * std::exp(static_cast<double>(row[j]) - l[i]));
+    if (range.owns(t[i])) drow[t[i] - range.start] -= static_cast<T>(grad_scale);
+  }
+}
+
+}  // namespace
+
+Tensor vocab_parallel_embedding(const Tensor& ids, const Tensor& weight_shard, int64_t vocab_size,
+                                comm::Communicator& tp) {
+  constexpr const char* kOp = "vocab_parallel_embedding";
+  const VocabRange range = vocab_range(kOp, vocab_size, tp);
+  check_float(kOp, "weight_shard", weight_shard, tp);
+  MF_CHECK(weight_shard.ndim() == 2 && weight_shard.shape(0) == range.rows, kOp, ": weight_shard ", weight_shard.str(),
+           " on ", where(tp), " must be (", range.rows, ", dim): rows [", range.start, ", ", range.start + range.rows,
+           ") of the (", vocab_size, ", dim) embedding split over ", tp.size(), " ranks");
+  Tensor idx = checked_ids(kOp, "ids", ids, vocab_size, false, 0, tp);
+  // Ids owned here become local rows; the others read row 0 and are zeroed by `keep`.
+  const int64_t n = idx.numel();
+  const int64_t* ip = idx.data<int64_t>();
+  std::vector<int64_t> local(static_cast<size_t>(n));
+  std::vector<double> keep(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    const bool own = range.owns(ip[i]);
+    local[static_cast<size_t>(i)] = own ? ip[i] - range.start : 0;
+    keep[static_cast<size_t>(i)] = own ? 1.0 : 0.0;
+  }
+  Shape keep_shape = ids.shape();
+  keep_shape.push_back(1);
+  Tensor keep_t = cast(from_vector(keep, keep_shape), weight_shard.dtype());
+  Tensor partial = mul(embedding(weight_shard, from_vector(local, ids.shape())), keep_t);  // (..., dim), P
+  return box_axis(partial, Sbp::partial_sum(), Sbp::broadcast(), partial.shape(), tp);
+}
+
+Tensor vocab_parallel_cross_entropy(const Tensor& logits_shard, const Tensor& targets, int64_t vocab_size,
+                                    comm::Communicator& tp, int64_t ignore_index) {
+  constexpr const char* kOp = "vocab_parallel_cross_entropy";
+  const VocabRange range = vocab_range(kOp, vocab_size, tp);
+  check_float(kOp, "logits_shard", logits_shard, tp);
+  MF_CHECK(logits_shard.device().type == DeviceType::kCPU, kOp, ": logits_shard ", logits_shard.str(),
+           " must be on the CPU (", where(tp), ")");
+  MF_CHECK(logits_shard.ndim() == 2 && logits_shard.shape(1) == range.rows, kOp, ": logits_shard ",
+           logits_shard.str(), " on ", where(tp), " must be (N, ", range.rows, "): columns [", range.start, ", ",
+           range.start + range.rows, ") of the (N, ", vocab_size, ") logits split over ", tp.size(), " ranks");
+  const int64_t N = logits_shard.shape(0);
+  MF_CHECK(targets.defined() && targets.ndim() == 1 && targets.shape(0) == N, kOp, ": targets ",
+           targets.defined() ? targets.str() : "undefined", " must be (", N, ") for logits_shard ", logits_shard.str(),
+           " on ", where(tp));
+  Tensor tgt = checked_ids(kOp, "targets", targets, vocab_size, true, ignore_index, tp);
+  const int64_t* tp_ids = tgt.data<int64_t>();
+  int64_t n_valid = 0;
+  for (int64_t i = 0; i < N; ++i) n_valid += tp_ids[i] != ignore_index ? 1 : 0;
+
+  Tensor x = contiguous(logits_shard.detach());
+  const bool is_f32 = x.dtype() == DType::kF32;
+  // Global row max, then the global sum of exp(x - max) and target logit in one reduction.
+  Tensor max_rows = empty({N}, DType::kF64);
+  is_f32 ? row_max<float>(x, max_rows) : row_max<double>(x, max_rows);
+  tp.all_reduce(max_rows, ReduceOp::kMax)->wait();
+  Tensor stats = empty({2, N}, DType::kF64);
+  is_f32 ? row_stats<float>(x, tgt, max_rows, range, ignore_index, stats)
+         : row_stats<double>(x, tgt, max_rows, range, ignore_index, stats);
+  tp.all_reduce(stats, ReduceOp::kSum)->wait();
+
+  Tensor lse = empty({N}, DType::kF64);  // log sum_j exp(logit_j) over the whole vocabulary
+  const double* m = max_rows.data<double>();
+  const double* sum_exp = stats.data<double>();
+  const double* target_logit = sum_exp + N;
+  double* l = lse.data<double>();
+  double loss_sum = 0.0;
+  for (int64_t i = 0; i < N; ++i) {
+    l[i] = m[i] + std::log(sum_exp[i]);
+    if (tp_ids[i] != ignore_index) loss_sum += l[i] - target_logit[i];
+  }
+  const double loss = n_valid == 0 ? 0.0 : loss_sum / static_cast<double>(n_valid);
+  Tensor out = full({}, loss, x.dtype(), x.device());
+  if (!any_requires_grad({logits_shard})) return out;
+  Communicator* c = &tp;
+  record(kOp, {logits_shard}, {out},
+         [x, tgt, lse, range, ignore_index, n_valid, c](const std::vector<Tensor>& g) -> std::vector<Tensor> {
+           // The loss is B over tp: its gradient is the sum of the upstream gradients of all ranks.
+           Tensor g_sum = full({1}, g[0].item(), DType::kF64);
+           c->all_reduce(g_sum, ReduceOp::kSum)->wait();
+           const double gs = n_valid == 0 ? 0.0 : g_sum.item() / static_cast<double>(n_valid);
+           Tensor dx = empty(x.shape(), x.dtype(), x.device());
+           x.dtype() == DType::kF32 ? ce_backward<float>(x, tgt, lse, range, ignore_index, gs, dx)
+                                    : ce_backward<double>(x, tgt, lse, range, ignore_index, gs, dx);
+           return {dx};
+         });
+  return out;
+}
+
+}  // namespace mf::dist
