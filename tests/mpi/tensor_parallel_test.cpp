@@ -1,0 +1,150 @@
+// Tensor parallelism on the world as one tp group (2 or 4 ranks): a GPT-2 split by heads, MLP
+// columns/rows and vocabulary against the same model on one process (computed on every rank),
+// the bytes each rank holds, and Megatron's communication count per layer.
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "meshflow/autograd/grad_mode.h"
+#include "meshflow/comm/mpi/mpi_communicator.h"
+#include "meshflow/models/gpt2.h"
+#include "meshflow/ops/ops.h"
+#include "meshflow/random/generator.h"
+#include "meshflow/tensor/allocator.h"
+#include "testing.h"
+
+namespace {
+
+using mf::DType;
+using mf::Tensor;
+using mf::comm::OpKind;
+
+mf::models::Gpt2Config small_config() {
+  mf::models::Gpt2Config c;
+  c.vocab_size = 67;  // split unevenly over 2 and 4 ranks
+  c.max_seq_length = 10;
+  c.hidden_size = 16;
+  c.num_layers = 2;
+  c.num_attention_heads = 4;
+  c.ffn_hidden_size = 32;
+  c.dtype = DType::kF64;
+  return c;  // dropout 0.1 everywhere
+}
+
+std::pair<Tensor, Tensor> batch(int64_t rows, int64_t T, int64_t vocab) {
+  std::vector<int64_t> ids, labels;
+  for (int64_t b = 0; b < rows; ++b)
+    for (int64_t t = 0; t < T; ++t) {
+      ids.push_back((b * 29 + t * 11 + 5) % vocab);
+      labels.push_back((b * 13 + t * 3 + 2) % vocab);
+    }
+  return {mf::from_vector(ids, {rows, T}), mf::from_vector(labels, {rows, T})};
+}
+
+mf::nn::TensorParallel world_tp() {
+  mf::nn::TensorParallel tp;
+  tp.comm = mf::comm::mpi_world();
+  return tp;
+}
+
+// Loss and gradients of the tp model equal the one-process model's: split parameters' local
+// gradients are their slices of the full gradient; replicated ones are partial sums over tp.
+TEST(TensorParallel, GradientsMatchOneProcess) {
+  const mf::nn::TensorParallel tp = world_tp();
+  const mf::models::Gpt2Config cfg = small_config();
+  auto [ids, labels] = batch(3, 10, cfg.vocab_size);
+
+  mf::models::Gpt2Model ref(cfg);
+  ref.init_weights(21);
+  mf::manual_seed(8);
+  Tensor ref_loss = ref.loss(ids, labels);
+  ref_loss.backward();
+
+  mf::models::Gpt2Model par(cfg, tp);
+  par.init_weights(21);
+  mf::manual_seed(8);
+  Tensor loss = par.loss(ids, labels);
+  EXPECT_NEAR(loss.item(), ref_loss.item(), 1e-12);
+  mf::scale(loss, 1.0 / tp.size()).backward();
+
+  auto want = ref.named_parameters(), got = par.named_parameters();
+  auto layouts = par.parameter_layouts();
+  ASSERT_EQ(want.size(), got.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    const auto& layout = layouts[i];
+    // Values: the slice of the one-process parameter (initialisation by logical position).
+    std::vector<double> v = mft::to_f64(got[i].second), vw = mft::to_f64(mf::nn::slice_local(want[i].second, layout, tp));
+    ASSERT_EQ(v.size(), vw.size()) << got[i].first;
+    for (size_t k = 0; k < v.size(); ++k) ASSERT_EQ(v[k], vw[k]) << got[i].first << "[" << k << "]";
+    Tensor g = got[i].second.grad();
+    if (layout.replicated()) {
+      mf::NoGradGuard ng;
+      g = mf::contiguous(g);
+      tp.comm->all_reduce(g)->wait();
+    }
+    std::vector<double> gg = mft::to_f64(g), gw = mft::to_f64(mf::nn::slice_local(want[i].second.grad(), layout, tp));
+    int bad = 0;
+    for (size_t k = 0; k < gg.size() && bad < 3; ++k)
+      if (std::abs(gg[k] - gw[k]) > 1e-12 + 1e-9 * std::abs(gw[k])) {
+        ADD_FAILURE() << got[i].first << "[" << k << "]: tp " << gg[k] << ", one process " << gw[k];
+        ++bad;
+      }
+  }
+}
+
+// Split weights take 1/tp of the bytes (a rank's share of an uneven vocabulary split is
+// ceil(V / tp) rows), counted by the allocator.
+TEST(TensorParallel, SplitWeightsTakeTheirShareOfTheBytes) {
+  const mf::nn::TensorParallel tp = world_tp();
+  mf::models::Gpt2Config cfg = small_config();
+  cfg.vocab_size = 64;  // even split: exactly 1/tp
+  cfg.dtype = DType::kF32;
+  auto& alloc = mf::allocator_for(mf::cpu_device());
+  const int64_t before = alloc.stats().current_bytes;
+  mf::models::Gpt2Model par(cfg, tp);
+  const int64_t held = alloc.stats().current_bytes - before;
+  mf::models::Gpt2Model whole(cfg);
+  int64_t split_logical = 0, replicated = 0, local = 0;
+  auto layouts = par.parameter_layouts();
+  auto params = par.parameters();
+  for (size_t i = 0; i < params.size(); ++i) {
+    const int64_t logical = mf::shape_numel(layouts[i].logical) * 4;
+    local += static_cast<int64_t>(params[i].nbytes());
+    if (layouts[i].replicated()) {
+      replicated += logical;
+      EXPECT_EQ(static_cast<int64_t>(params[i].nbytes()), logical);
+    } else {
+      split_logical += logical;
+      EXPECT_EQ(static_cast<int64_t>(params[i].nbytes()) * tp.size(), logical) << i;
+    }
+  }
+  EXPECT_EQ(split_logical + replicated, whole.num_parameters() * 4);
+  EXPECT_EQ(local, split_logical / tp.size() + replicated);
+  EXPECT_EQ(held, local);  // the allocator holds exactly the local pieces
+  EXPECT_GT(split_logical, 8 * replicated);  // the split weights are nearly all of the model
+}
+
+// Megatron's count: per transformer layer, 2 all-reduces forward (attention and MLP outputs)
+// and 2 backward (their duals), each of the (B, T, C) activation, and nothing else.
+TEST(TensorParallel, LayerCommunicatesLikeMegatron) {
+  const mf::nn::TensorParallel tp = world_tp();
+  const int n = tp.size();
+  mf::models::Gpt2Config cfg = small_config();
+  mf::models::Gpt2Block block(cfg, tp);
+  Tensor x = mf::full({2, 10, cfg.hidden_size}, 0.25, DType::kF64).set_requires_grad(true);
+  tp.comm->reset_stats();
+  Tensor y = block.forward(x);
+  const auto fwd = tp.comm->stats();
+  EXPECT_EQ(fwd.count(OpKind::kAllReduce), 2u);
+  EXPECT_EQ(fwd.total_bytes(), fwd.bytes(OpKind::kAllReduce));
+  mf::scale(mf::sum(y), 1.0 / n).backward();
+  const auto all = tp.comm->stats();
+  EXPECT_EQ(all.count(OpKind::kAllReduce), 4u);
+  uint64_t calls = 0;
+  for (uint64_t c : all.calls) calls += c;
+  EXPECT_EQ(calls, 4u);
+  const double activation = 2.0 * 10 * cfg.hidden_size * 8;
+  EXPECT_EQ(static_cast<double>(all.bytes(OpKind::kAllReduce)), 4 * std::floor(2.0 * (n - 1) / n * activation));
+}
+
+}  // namespace
