@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Data and tensor parallelism through the command line, under mpirun:
 #  1. exactness: a small GPT (dropout on) trained 20 steps with dp=2, dp=4, tp=2, tp=4 and
-#     dp=2 x tp=2 logs the single-process losses to 1e-5 relative, same global batch of 8
-#     sequences (from metrics.jsonl); the byte vocabulary (257) splits unevenly over tp=2 and 4;
+#     dp=2 x tp=2, the tp layouts with and without sequence parallelism, logs the single-process
+#     losses to 1e-5 relative, same global batch of 8 sequences (from metrics.jsonl); the byte
+#     vocabulary (257) and the sequence (31) split unevenly over tp=2 and 4;
 #  2. every step's comm_bytes (the gradient all-reduce) scales as 2(N-1)/N: dp=4 sends 1.5x
 #     what dp=2 sends, within 1% (the exact byte count is checked in meshflow_mpi_tests);
 #  3. a tp=2 run stopped at step 10 (checkpoint gathered to the unsplit layout) and resumed logs
@@ -25,15 +26,15 @@ for i in $(seq 1 200); do printf 'line %d of the small corpus, with some words a
 "$bin" preprocess --input "$work/corpus.txt" --output-prefix "$work/c" --tokenizer byte > /dev/null || { echo "preprocess failed"; exit 1; }
 args=(configs/gpt2/tiny.yaml tokenization.tokenizer=byte model.vocab_size=257 "data.data_prefix=$work/c_text_document"
       model.num_layers=2 model.hidden_size=32 model.num_attention_heads=4 model.ffn_hidden_size=128
-      model.max_seq_length=32 data.seq_length=32 train.train_iter=20 train.global_batch_size=8 train.log_period=1
+      model.max_seq_length=32 data.seq_length=31 train.train_iter=20 train.global_batch_size=8 train.log_period=1
       train.evaluation.enabled=false train.checkpointer.period=0 train.dist.grad_bucket_mb=0.01)
 
-run() {  # name, ranks, micro batch, tp
-  local name=$1 np=$2 mb=$3 tp=$4 out=$work/$1
+run() {  # name, ranks, micro batch, tp[, sequence parallel]
+  local name=$1 np=$2 mb=$3 tp=$4 sp=${5:-false} out=$work/$1
   local launch=()
   [ "$np" -gt 1 ] && launch=("$mpiexec" --allow-run-as-root --oversubscribe -np "$np")
   if ! "${launch[@]}" "$bin" train "${args[@]}" train.train_micro_batch_size="$mb" train.dist.tensor_parallel_size="$tp" \
-       "train.output_dir=$out" > "$work/log_$name" 2>&1; then
+       train.dist.sequence_parallel="$sp" "train.output_dir=$out" > "$work/log_$name" 2>&1; then
     echo "FAIL: training $name exited non-zero:"; tail -20 "$work/log_$name"; fail=1
   fi
 }
@@ -47,7 +48,10 @@ run dp4 4 2 1
 run tp2 2 8 2
 run tp4 4 8 4
 run dp2tp2 4 4 2
-for name in dp2 dp4 tp2 tp4 dp2tp2; do
+run tp2sp 2 8 2 true
+run tp4sp 4 8 4 true
+run dp2tp2sp 4 4 2 true
+for name in dp2 dp4 tp2 tp4 dp2tp2 tp2sp tp4sp dp2tp2sp; do
   n=$(field "$work/$name/metrics.jsonl" loss | wc -l)
   [ "$n" -eq 20 ] || { echo "FAIL: $name logged $n losses, want 20"; fail=1; }
   if ! paste <(field "$work/dp1/metrics.jsonl" loss) <(field "$work/$name/metrics.jsonl" loss) |
@@ -80,5 +84,5 @@ if [ "$rc" -eq 0 ] || [ "$lines" -ne 2 ] || [ -e "$work/bad" ]; then
   echo "FAIL: world size mismatch (exit $rc, $lines rank error lines, output dir exists: $([ -e "$work/bad" ] && echo yes || echo no)):"
   cat "$work/err"; fail=1
 fi
-[ "$fail" -eq 0 ] && echo "data- and tensor-parallel CLI tests passed"
+[ "$fail" -eq 0 ] && echo "data-, tensor- and sequence-parallel CLI tests passed"
 exit "$fail"

@@ -7,6 +7,7 @@
 
 #include "meshflow/autograd/grad_mode.h"
 #include "meshflow/comm/mpi/mpi_communicator.h"
+#include "meshflow/dist/sbp.h"
 #include "meshflow/models/gpt2.h"
 #include "meshflow/ops/ops.h"
 #include "meshflow/random/generator.h"
@@ -145,6 +146,52 @@ TEST(TensorParallel, LayerCommunicatesLikeMegatron) {
   EXPECT_EQ(calls, 4u);
   const double activation = 2.0 * 10 * cfg.hidden_size * 8;
   EXPECT_EQ(static_cast<double>(all.bytes(OpKind::kAllReduce)), 4 * std::floor(2.0 * (n - 1) / n * activation));
+}
+
+// With sequence parallelism the layer's input and output are S(1) pieces of the sequence: each
+// all-reduce becomes a reduce-scatter (row outputs) and the column inputs are all-gathered;
+// forward 2 all-gathers + 2 reduce-scatters, backward their duals (2 reduce-scatters + 2
+// all-gathers) — Megatron-LM's count, half the bytes of each all-reduce per collective. The
+// output equals the whole layer's slice (uneven sequence: 11 positions).
+TEST(TensorParallel, SequenceParallelLayerUsesGatherAndReduceScatter) {
+  mf::nn::TensorParallel tp = world_tp();
+  const int n = tp.size();
+  mf::models::Gpt2Config cfg = small_config();
+  cfg.embedding_dropout_prob = cfg.attention_dropout_prob = cfg.output_dropout_prob = 0.0;
+  const int64_t T = 11, C = cfg.hidden_size;
+  mf::models::Gpt2Block whole(cfg, tp);
+  tp.sequence_parallel = true;
+  mf::models::Gpt2Block sp(cfg, tp);
+  {  // same weights
+    mf::NoGradGuard ng;
+    auto a = whole.parameters(), b = sp.parameters();
+    for (size_t i = 0; i < a.size(); ++i) {
+      mf::normal_(a[i], 0.0, 0.2);
+      mf::copy_(b[i], a[i]);
+    }
+  }
+  std::vector<double> xv(static_cast<size_t>(2 * T * C));
+  for (size_t i = 0; i < xv.size(); ++i) xv[i] = std::sin(0.37 * static_cast<double>(i));
+  Tensor x = mf::from_vector(xv, {2, T, C});
+  Tensor y_whole = whole.forward(x);
+  const int64_t t0 = mf::dist::split_start(T, n, tp.rank()), tl = mf::dist::split_size(T, n, tp.rank());
+  Tensor x_piece = mf::contiguous(mf::narrow(x, 1, t0, tl)).set_requires_grad(true);
+  tp.comm->reset_stats();
+  Tensor y = sp.forward(x_piece, T);
+  const auto fwd = tp.comm->stats();
+  EXPECT_EQ(fwd.count(OpKind::kAllGather), 2u);
+  EXPECT_EQ(fwd.count(OpKind::kReduceScatter), 2u);
+  EXPECT_EQ(fwd.count(OpKind::kAllReduce), 0u);
+  std::vector<double> got = mft::to_f64(y), want = mft::to_f64(mf::contiguous(mf::narrow(y_whole, 1, t0, tl)));
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t k = 0; k < got.size(); ++k) ASSERT_NEAR(got[k], want[k], 1e-12) << k;
+  mf::sum(y).backward();
+  const auto all = tp.comm->stats();
+  EXPECT_EQ(all.count(OpKind::kAllGather), 4u);
+  EXPECT_EQ(all.count(OpKind::kReduceScatter), 4u);
+  uint64_t calls = 0;
+  for (uint64_t c : all.calls) calls += c;
+  EXPECT_EQ(calls, 8u);
 }
 
 }  // namespace

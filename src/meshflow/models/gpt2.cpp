@@ -4,7 +4,10 @@
 
 #include "meshflow/autograd/checkpoint.h"
 #include "meshflow/autograd/grad_mode.h"
+#include "meshflow/dist/boxing.h"
+#include "meshflow/dist/sbp.h"
 #include "meshflow/dist/vocab_parallel.h"
+#include "meshflow/random/batch_slice.h"
 
 namespace mf::models {
 
@@ -30,13 +33,32 @@ Gpt2Block::Gpt2Block(const Gpt2Config& c, const nn::TensorParallel& tp) : c_(c),
   mlp_proj_ = mlp->add("c_proj", std::make_shared<nn::RowConv1D>(c.ffn(), C, tp, c.dtype));
 }
 
-Tensor Gpt2Block::forward(const Tensor& x) const {
-  // x (B, T, C)
+namespace {
+bool sequence_parallel(const nn::TensorParallel& tp) { return tp.enabled() && tp.sequence_parallel; }
+
+// Dropout of a sequence-parallel piece (B, T / tp, C) of a (B, T, C) activation: it draws the
+// numbers of its logical positions (and of the data-parallel batch slice, if any).
+Tensor seq_dropout(const Tensor& x, double p, int64_t seq_len, const nn::TensorParallel& tp) {
+  if (!sequence_parallel(tp) || p == 0.0) return dropout(x, p);
+  LogicalSlice s = batch_logical_slice(x.shape(), "dropout");
+  if (s.whole()) {
+    s.logical_shape = x.shape();
+    s.start.assign(x.shape().size(), 0);
+  }
+  s.logical_shape[1] = seq_len;
+  s.start[1] = dist::split_start(seq_len, tp.size(), tp.rank());
+  return dropout(x, p, true, nullptr, s);
+}
+}  // namespace
+
+Tensor Gpt2Block::forward(const Tensor& x, int64_t seq_len) const {
+  // x (B, T, C); sequence parallel: (B, T / tp, C), this rank's positions of seq_len.
   // Under tensor parallelism this rank computes heads [h0, h0 + H) of the logical num_attention_heads.
-  const int64_t B = x.shape(0), T = x.shape(1), C = c_.hidden_size, D = C / c_.num_attention_heads;
+  const int64_t T = sequence_parallel(tp_) ? seq_len : x.shape(1);
+  const int64_t B = x.shape(0), C = c_.hidden_size, D = C / c_.num_attention_heads;
   const int64_t H = c_.num_attention_heads / tp_.size(), h0 = tp_.rank() * H;
   double p_out = training() ? c_.output_dropout_prob : 0.0;
-  Tensor qkv = c_attn_->forward(ln_1_->forward(x));  // (B, T, 3 H D) = (B, T, 3, H, D)
+  Tensor qkv = c_attn_->forward(ln_1_->forward(x), T);  // (B, T, 3 H D) = (B, T, 3, H, D)
   Tensor qkv5 = view(qkv, {B, T, 3, H, D});
   auto head_view = [&](int64_t i) { return permute(squeeze(narrow(qkv5, 2, i, 1), 2), {0, 2, 1, 3}); };  // (B,H,T,D)
   AttentionOptions opts;
@@ -46,9 +68,9 @@ Tensor Gpt2Block::forward(const Tensor& x) const {
   opts.head_offset = h0;
   Tensor y = scaled_dot_product_attention(head_view(0), head_view(1), head_view(2), opts);  // (B, H, T, D)
   y = reshape(transpose(y, 1, 2), {B, T, H * D});  // a view: the output is stored (B, T, H, D)
-  Tensor h = add(x, dropout(attn_proj_->forward(y), p_out));
-  Tensor m = mlp_proj_->forward(gelu(c_fc_->forward(ln_2_->forward(h)), true));
-  return add(h, dropout(m, p_out));
+  Tensor h = add(x, seq_dropout(attn_proj_->forward(y, T), p_out, T, tp_));
+  Tensor m = mlp_proj_->forward(gelu(c_fc_->forward(ln_2_->forward(h), T), true), T);
+  return add(h, seq_dropout(m, p_out, T, tp_));
 }
 
 Gpt2Model::Gpt2Model(const Gpt2Config& c, const nn::TensorParallel& tp) : c_(c), tp_(tp) {
@@ -102,15 +124,22 @@ Tensor Gpt2Model::hidden(const Tensor& ids) const {
   Tensor pos = arange(T, DType::kI64);
   Tensor x = add(wte_->forward(ids), wpe_->forward(pos));  // (B, T, C) + (T, C)
   x = dropout(x, training() ? c_.embedding_dropout_prob : 0.0);
+  // Sequence parallel: between the blocks each rank keeps its part of the sequence (B -> S(1) is
+  // a local slice; ln_f's output is gathered back for the vocabulary-parallel head).
+  const bool sp = sequence_parallel(tp_);
+  const Shape whole = x.shape();
+  if (sp) x = dist::box_axis(x, dist::Sbp::broadcast(), dist::Sbp::split(1), whole, *tp_.comm);
   for (const auto& blk : blocks_) {
     if (c_.activation_checkpointing && training() && grad_enabled()) {
       auto b = blk;
-      x = checkpoint([b](const std::vector<Tensor>& in) { return std::vector<Tensor>{b->forward(in[0])}; }, {x})[0];
+      x = checkpoint([b, T](const std::vector<Tensor>& in) { return std::vector<Tensor>{b->forward(in[0], T)}; }, {x})[0];
     } else {
-      x = blk->forward(x);
+      x = blk->forward(x, T);
     }
   }
-  return ln_f_->forward(x);
+  x = ln_f_->forward(x);
+  if (sp) x = dist::box_axis(x, dist::Sbp::split(1), dist::Sbp::broadcast(), whole, *tp_.comm);
+  return x;
 }
 
 Tensor Gpt2Model::logits(const Tensor& ids) const { return linear(hidden(ids), wte_->weight); }

@@ -37,7 +37,9 @@ struct Gpt2Config {
 class Gpt2Block : public nn::Module {
  public:
   Gpt2Block(const Gpt2Config& c, const nn::TensorParallel& tp);
-  Tensor forward(const Tensor& x) const;  // (B, T, C) -> (B, T, C), B on tp
+  // (B, T, C) -> (B, T, C), B on tp; sequence parallel: (B, T / tp, C) S(1) pieces of a
+  // sequence of seq_len.
+  Tensor forward(const Tensor& x, int64_t seq_len = 0) const;
 
  private:
   Gpt2Config c_;

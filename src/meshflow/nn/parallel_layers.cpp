@@ -13,7 +13,7 @@ Tensor local_zeros(const ParamLayout& l, const TensorParallel& tp, DType dt) {
 }
 }  // namespace
 
-ColumnConv1D::ColumnConv1D(int64_t in, int64_t out, const TensorParallel& tp, int64_t groups, DType dt) {
+ColumnConv1D::ColumnConv1D(int64_t in, int64_t out, const TensorParallel& tp, int64_t groups, DType dt) : tp_(tp) {
   MF_CHECK(groups >= 1 && out % groups == 0, "ColumnConv1D: ", out, " output features do not form ", groups, " groups");
   MF_CHECK((out / groups) % tp.size() == 0, "ColumnConv1D: ", out / groups,
            " output features per group are not divisible by the tensor-parallel size ", tp.size());
@@ -23,7 +23,14 @@ ColumnConv1D::ColumnConv1D(int64_t in, int64_t out, const TensorParallel& tp, in
   bias = register_parameter("bias", local_zeros(b, tp, dt), b);
 }
 
-Tensor ColumnConv1D::forward(const Tensor& x) const { return affine(x, weight, bias); }
+Tensor ColumnConv1D::forward(const Tensor& x, int64_t seq_len) const {
+  if (!tp_.enabled() || !tp_.sequence_parallel) return affine(x, weight, bias);
+  MF_CHECK(x.ndim() == 3 && seq_len > 0, "ColumnConv1D: sequence parallelism needs x (B, T / tp, in) and the sequence "
+           "length, got x ", x.str(), " and ", seq_len);
+  Tensor whole = dist::box_axis(x, dist::Sbp::split(1), dist::Sbp::broadcast(), {x.shape(0), seq_len, x.shape(2)},
+                                *tp_.comm);  // all-gather the sequence
+  return affine(whole, weight, bias);
+}
 
 RowConv1D::RowConv1D(int64_t in, int64_t out, const TensorParallel& tp, DType dt) : tp_(tp) {
   MF_CHECK(in % tp.size() == 0, "RowConv1D: ", in, " input features are not divisible by the tensor-parallel size ",
@@ -33,11 +40,16 @@ RowConv1D::RowConv1D(int64_t in, int64_t out, const TensorParallel& tp, DType dt
   bias = register_parameter("bias", zeros({out}, dt));
 }
 
-Tensor RowConv1D::forward(const Tensor& x) const {
+Tensor RowConv1D::forward(const Tensor& x, int64_t seq_len) const {
   if (!tp_.enabled()) return affine(x, weight, bias);
   Tensor partial = affine(x, weight);  // P on tp
-  Tensor full = dist::box_axis(partial, dist::Sbp::partial_sum(), dist::Sbp::broadcast(), partial.shape(), *tp_.comm);
-  return add(full, bias);
+  if (!tp_.sequence_parallel)
+    return add(dist::box_axis(partial, dist::Sbp::partial_sum(), dist::Sbp::broadcast(), partial.shape(), *tp_.comm),
+               bias);
+  MF_CHECK(partial.ndim() == 3 && partial.shape(1) == seq_len, "RowConv1D: sequence parallelism needs x (B, T, in / tp) "
+           "with T the sequence length ", seq_len, ", got x ", x.str());
+  return add(dist::box_axis(partial, dist::Sbp::partial_sum(), dist::Sbp::split(1), partial.shape(), *tp_.comm),
+             bias);  // reduce-scatter over the sequence
 }
 
 VocabParallelEmbedding::VocabParallelEmbedding(int64_t vocab, int64_t dim, const TensorParallel& tp, DType dt)

@@ -9,6 +9,11 @@
 //                 one all-reduce forward, and its dual, one all-reduce, backward — then b (B).
 //   VocabParallelEmbedding  the (vocab, dim) table split S(0) over tp (uneven allowed); the
 //                 lookup is P, all-reduced to B.
+// Sequence parallelism (tp.sequence_parallel): activations outside the column -> row pairs are
+// S(1), split on the sequence axis (uneven allowed). The column layer then all-gathers its input
+// to B first (backward: reduce-scatter) and the row layer reduce-scatters its P output to S(1)
+// instead of all-reducing it (backward: all-gather) — Megatron-LM's sequence parallelism. Both
+// take the logical sequence length for it.
 // Gradients follow boxing's rule (boxing.h): a local gradient is the partial derivative of the
 // sum of all tp ranks' losses, so a loss replicated on the tp ranks is divided by tp, and the
 // gradients of replicated (B) parameters are partial sums, to be summed over tp.
@@ -20,15 +25,20 @@ namespace mf::nn {
 class ColumnConv1D : public Module {
  public:
   ColumnConv1D(int64_t in, int64_t out, const TensorParallel& tp, int64_t groups = 1, DType dt = DType::kF32);
-  Tensor forward(const Tensor& x) const;  // x (..., in) B -> (..., out / tp) S(-1)
+  // x (B, T, in) B -> (B, T, out / tp) S(-1); sequence parallel: x (B, T / tp, in) S(1).
+  Tensor forward(const Tensor& x, int64_t seq_len = 0) const;
   int64_t local_out() const { return weight.shape(1); }
   Tensor weight, bias;
+
+ private:
+  TensorParallel tp_;
 };
 
 class RowConv1D : public Module {
  public:
   RowConv1D(int64_t in, int64_t out, const TensorParallel& tp, DType dt = DType::kF32);
-  Tensor forward(const Tensor& x) const;  // x (..., in / tp) S(-1) -> (..., out) B
+  // x (B, T, in / tp) S(-1) -> (B, T, out) B; sequence parallel: -> (B, T / tp, out) S(1).
+  Tensor forward(const Tensor& x, int64_t seq_len = 0) const;
   Tensor weight, bias;
 
  private:

@@ -41,8 +41,6 @@ TrainOptions train_options(const Config& c, int world_size) {
   const dist::MeshSizes mesh = dist::resolve_mesh_sizes(dist::MeshSizes::from_config(c), world_size);
   MF_CHECK(mesh.pipeline == 1, "train.dist.pipeline_parallel_size ", mesh.pipeline,
            ": pipeline parallelism is not implemented yet; set it to 1");
-  MF_CHECK(!c.get_bool("train.dist.sequence_parallel"),
-           "train.dist.sequence_parallel: sequence parallelism is not implemented yet; set it to false");
   if (mesh.tensor > 1) {  // the model's split sizes, checked before any work
     const int64_t heads = c.get_int("model.num_attention_heads"), hidden = c.get_int("model.hidden_size");
     const int64_t ffn = c.get_int("model.ffn_hidden_size") > 0 ? c.get_int("model.ffn_hidden_size") : 4 * hidden;
