@@ -8,8 +8,8 @@
 #     what dp=2 sends, within 1% (the exact byte count is checked in meshflow_mpi_tests);
 #  3. a tp=2 run stopped at step 10 (checkpoint gathered to the unsplit layout) and resumed logs
 #     the uninterrupted tp=2 run's losses;
-#  4. a world size that does not match train.dist fails on every rank with one error line each,
-#     before any work (no output directory).
+#  4. a world size that does not match train.dist, or a tp size that does not divide the heads,
+#     fails on every rank with one error line each, before any work (no output directory).
 # Usage: parallel_train_test.sh MESHFLOW_BINARY SOURCE_DIR MPIEXEC
 set -uo pipefail
 bin=$1
@@ -83,6 +83,14 @@ lines=$(grep -c "^meshflow: error: \[rank [01]/2\] device mesh: .*does not equal
 if [ "$rc" -eq 0 ] || [ "$lines" -ne 2 ] || [ -e "$work/bad" ]; then
   echo "FAIL: world size mismatch (exit $rc, $lines rank error lines, output dir exists: $([ -e "$work/bad" ] && echo yes || echo no)):"
   cat "$work/err"; fail=1
+fi
+# A tensor-parallel size that does not divide the heads (4): a clear error before training.
+"$mpiexec" --allow-run-as-root --oversubscribe -np 3 "$bin" train "${args[@]}" train.dist.tensor_parallel_size=3 \
+  "train.output_dir=$work/bad3" > "$work/out" 2> "$work/err"
+rc=$?
+lines=$(grep -c "^meshflow: error: \[rank [012]/3\] train.dist.tensor_parallel_size 3 must divide model.num_attention_heads (4)" "$work/err")
+if [ "$rc" -eq 0 ] || [ "$lines" -ne 3 ] || [ -e "$work/bad3" ]; then
+  echo "FAIL: tp not dividing the heads (exit $rc, $lines rank error lines):"; cat "$work/err"; fail=1
 fi
 [ "$fail" -eq 0 ] && echo "data-, tensor- and sequence-parallel CLI tests passed"
 exit "$fail"
