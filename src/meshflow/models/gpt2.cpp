@@ -73,34 +73,68 @@ Tensor Gpt2Block::forward(const Tensor& x, int64_t seq_len) const {
   return add(h, seq_dropout(m, p_out, T, tp_));
 }
 
-Gpt2Model::Gpt2Model(const Gpt2Config& c, const nn::TensorParallel& tp) : c_(c), tp_(tp) {
+Gpt2Model::Gpt2Model(const Gpt2Config& c, const nn::TensorParallel& tp, const Gpt2Stage& stage)
+    : c_(c), tp_(tp), stage_(stage) {
+  if (stage_.end_layer < 0) stage_.end_layer = c.num_layers;
+  MF_CHECK(stage_.first_layer >= 0 && stage_.first_layer <= stage_.end_layer && stage_.end_layer <= c.num_layers,
+           "gpt2: pipeline stage layers [", stage_.first_layer, ", ", stage_.end_layer, ") outside [0, ", c.num_layers, ")");
   c.validate();
   MF_CHECK(c.num_attention_heads % tp.size() == 0 && c.ffn() % tp.size() == 0, "gpt2: train.dist.tensor_parallel_size ",
            tp.size(), " must divide model.num_attention_heads (", c.num_attention_heads, ") and model.ffn_hidden_size (",
            c.ffn(), ")");
   auto tr = register_module("transformer", std::make_shared<nn::ModuleGroup>());
   transformer_ = tr;
-  wte_ = tr->add("wte", std::make_shared<nn::VocabParallelEmbedding>(c.vocab_size, c.hidden_size, tp, c.dtype));
-  wpe_ = tr->add("wpe", std::make_shared<nn::Embedding>(c.max_seq_length, c.hidden_size, c.dtype));
+  if (stage_.first || stage_.last)
+    wte_ = tr->add("wte", std::make_shared<nn::VocabParallelEmbedding>(c.vocab_size, c.hidden_size, tp, c.dtype));
+  if (stage_.first) wpe_ = tr->add("wpe", std::make_shared<nn::Embedding>(c.max_seq_length, c.hidden_size, c.dtype));
   auto h = tr->add("h", std::make_shared<nn::ModuleGroup>());
-  for (int64_t i = 0; i < c.num_layers; ++i) blocks_.push_back(h->add(std::to_string(i), std::make_shared<Gpt2Block>(c, tp)));
-  ln_f_ = tr->add("ln_f", std::make_shared<nn::LayerNorm>(c.hidden_size, c.layernorm_epsilon, c.dtype));
+  for (int64_t i = stage_.first_layer; i < stage_.end_layer; ++i)
+    blocks_.push_back(h->add(std::to_string(i), std::make_shared<Gpt2Block>(c, tp)));
+  if (stage_.last) ln_f_ = tr->add("ln_f", std::make_shared<nn::LayerNorm>(c.hidden_size, c.layernorm_epsilon, c.dtype));
   // lm_head.weight is tied to transformer.wte.weight (not a separate parameter).
 }
+
+Tensor Gpt2Model::embedding_weight() const { return wte_ ? wte_->weight : Tensor(); }
+
+namespace {
+// The index of a parameter in the whole model's order (wte, wpe, h.0.*, ..., ln_f.*): its
+// initialisation stream, the same whatever stage holds it.
+uint64_t whole_model_index(const std::string& name, int64_t num_layers, const std::vector<std::string>& block_names) {
+  const uint64_t per_block = block_names.size();
+  if (name == "transformer.wte.weight") return 0;
+  if (name == "transformer.wpe.weight") return 1;
+  const std::string h = "transformer.h.";
+  if (name.compare(0, h.size(), h) == 0) {
+    const size_t dot = name.find('.', h.size());
+    const uint64_t layer = std::stoull(name.substr(h.size(), dot - h.size()));
+    const std::string rest = name.substr(dot + 1);
+    for (size_t k = 0; k < block_names.size(); ++k)
+      if (block_names[k] == rest) return 2 + layer * per_block + k;
+  }
+  if (name == "transformer.ln_f.weight") return 2 + static_cast<uint64_t>(num_layers) * per_block;
+  if (name == "transformer.ln_f.bias") return 3 + static_cast<uint64_t>(num_layers) * per_block;
+  MF_THROW("gpt2: unknown parameter '", name, "'");
+}
+}  // namespace
 
 void Gpt2Model::init_weights(uint64_t seed) {
   NoGradGuard ng;
   const double std_out = c_.initializer_range / std::sqrt(2.0 * static_cast<double>(c_.num_layers));
-  uint64_t stream = 0;
+  std::vector<std::string> block_names;
+  if (!blocks_.empty())
+    for (auto& [n, t] : blocks_.front()->named_parameters()) block_names.push_back(n);
+  else
+    for (auto& [n, t] : Gpt2Block(Gpt2Config{c_.vocab_size, 1, 4, 1, 1, 4}, {}).named_parameters()) block_names.push_back(n);
   const std::vector<nn::ParamLayout> layouts = parameter_layouts();
   size_t index = 0;
   for (auto& [name, local] : named_parameters()) {
+    const uint64_t stream = whole_model_index(name, c_.num_layers, block_names);
     // A split parameter draws its logical positions' numbers (tp-independent values).
     const nn::ParamLayout& layout = layouts[index++];
     Tensor p = view(local, layout.local_view_shape(tp_.size(), tp_.rank()));
     const LogicalSlice slice = layout.replicated() ? LogicalSlice{} : layout.local_slice(tp_.size(), tp_.rank());
     Generator g(seed ^ 0x5eed1d11a7e5eedULL);
-    g.set_state({g.seed(), stream++});
+    g.set_state({g.seed(), stream});
     auto ends_with = [&](const char* suf) {
       std::string s(suf);
       return name.size() >= s.size() && name.compare(name.size() - s.size(), s.size(), s) == 0;
@@ -117,19 +151,32 @@ void Gpt2Model::init_weights(uint64_t seed) {
   }
 }
 
-Tensor Gpt2Model::hidden(const Tensor& ids) const {
-  MF_CHECK(ids.ndim() == 2, "gpt2: input ids must be (batch, seq), got ", ids.str());
-  int64_t T = ids.shape(1);
-  MF_CHECK(T <= c_.max_seq_length, "gpt2: sequence length ", T, " exceeds model.max_seq_length ", c_.max_seq_length);
-  Tensor pos = arange(T, DType::kI64);
-  Tensor x = add(wte_->forward(ids), wpe_->forward(pos));  // (B, T, C) + (T, C)
-  x = dropout(x, training() ? c_.embedding_dropout_prob : 0.0);
-  // Sequence parallel: between the blocks each rank keeps its part of the sequence (B -> S(1) is
-  // a local slice; ln_f's output is gathered back for the vocabulary-parallel head).
+Tensor Gpt2Model::stage_forward(const Tensor& input, uint64_t stream0, int64_t T) const {
+  Generator& gen = default_generator();
+  // Evaluation draws nothing and leaves the generator alone.
+  auto use_stream = [&](uint64_t k) {
+    if (training()) gen.set_state({gen.seed(), stream0 + k});
+  };
   const bool sp = sequence_parallel(tp_);
-  const Shape whole = x.shape();
-  if (sp) x = dist::box_axis(x, dist::Sbp::broadcast(), dist::Sbp::split(1), whole, *tp_.comm);
-  for (const auto& blk : blocks_) {
+  MF_CHECK(T > 0 && T <= c_.max_seq_length, "gpt2: sequence length ", T, " must be in [1, model.max_seq_length = ",
+           c_.max_seq_length, "]");
+  Tensor x;
+  if (stage_.first) {
+    const Tensor& ids = input;
+    MF_CHECK(ids.ndim() == 2 && ids.shape(1) == T, "gpt2: input ids must be (batch, ", T, "), got ", ids.str());
+    Tensor pos = arange(T, DType::kI64);
+    x = add(wte_->forward(ids), wpe_->forward(pos));  // (B, T, C) + (T, C)
+    use_stream(0);
+    x = dropout(x, training() ? c_.embedding_dropout_prob : 0.0);
+    // Sequence parallel: between the blocks each rank keeps its part of the sequence (B -> S(1)
+    // is a local slice; ln_f's output is gathered back for the vocabulary-parallel head).
+    if (sp) x = dist::box_axis(x, dist::Sbp::broadcast(), dist::Sbp::split(1), x.shape(), *tp_.comm);
+  } else {
+    x = input;
+  }
+  for (size_t k = 0; k < blocks_.size(); ++k) {
+    use_stream(1 + kStreamsPerBlock * static_cast<uint64_t>(stage_.first_layer + static_cast<int64_t>(k)));
+    const auto& blk = blocks_[k];
     if (c_.activation_checkpointing && training() && grad_enabled()) {
       auto b = blk;
       x = checkpoint([b, T](const std::vector<Tensor>& in) { return std::vector<Tensor>{b->forward(in[0], T)}; }, {x})[0];
@@ -137,19 +184,34 @@ Tensor Gpt2Model::hidden(const Tensor& ids) const {
       x = blk->forward(x, T);
     }
   }
+  use_stream(streams_per_forward());
+  if (!stage_.last) return x;
   x = ln_f_->forward(x);
-  if (sp) x = dist::box_axis(x, dist::Sbp::split(1), dist::Sbp::broadcast(), whole, *tp_.comm);
+  if (sp) x = dist::box_axis(x, dist::Sbp::split(1), dist::Sbp::broadcast(), {x.shape(0), T, x.shape(2)}, *tp_.comm);
   return x;
+}
+
+Tensor Gpt2Model::hidden(const Tensor& ids) const {
+  MF_CHECK(stage_.first && stage_.last, "gpt2: the whole-model forward needs every layer (this is a pipeline stage)");
+  MF_CHECK(ids.ndim() == 2, "gpt2: input ids must be (batch, seq), got ", ids.str());
+  return stage_forward(ids, default_generator().state().next_stream, ids.shape(1));
 }
 
 Tensor Gpt2Model::logits(const Tensor& ids) const { return linear(hidden(ids), wte_->weight); }
 
-Tensor Gpt2Model::loss(const Tensor& ids, const Tensor& labels) const {
-  MF_CHECK(labels.shape() == ids.shape(), "gpt2: labels ", labels.str(), " must match ids ", ids.str());
-  Tensor lg = logits(ids);  // (B, T, V / tp)
+Tensor Gpt2Model::head_loss(const Tensor& hidden, const Tensor& labels) const {
+  MF_CHECK(stage_.last, "gpt2: the loss is computed on the last pipeline stage");
+  MF_CHECK(hidden.ndim() == 3 && labels.shape() == Shape({hidden.shape(0), hidden.shape(1)}), "gpt2: labels ",
+           labels.str(), " must be (batch, seq) of the hidden state ", hidden.str());
+  Tensor lg = linear(hidden, wte_->weight);  // (B, T, V / tp)
   Tensor flat = reshape(lg, {-1, lg.shape(-1)});
   if (!tp_.enabled()) return cross_entropy(flat, reshape(labels, {-1}));
   return dist::vocab_parallel_cross_entropy(flat, reshape(labels, {-1}), c_.vocab_size, *tp_.comm);
+}
+
+Tensor Gpt2Model::loss(const Tensor& ids, const Tensor& labels) const {
+  MF_CHECK(labels.shape() == ids.shape(), "gpt2: labels ", labels.str(), " must match ids ", ids.str());
+  return head_loss(hidden(ids), labels);
 }
 
 int64_t Gpt2Model::num_logical_parameters() const {
@@ -159,7 +221,11 @@ int64_t Gpt2Model::num_logical_parameters() const {
 }
 
 double Gpt2Model::flops_per_token(int64_t seq_len) const {
-  double params = static_cast<double>(num_logical_parameters() - c_.max_seq_length * c_.hidden_size);  // wpe is a lookup
+  // The whole model's count (a stage's share is not meaningful for MFU).
+  const int64_t block = c_.hidden_size * 3 * c_.hidden_size + 3 * c_.hidden_size + c_.hidden_size * c_.hidden_size +
+                        c_.hidden_size + 2 * c_.hidden_size * c_.ffn() + c_.ffn() + c_.hidden_size + 4 * c_.hidden_size;
+  const int64_t whole = c_.vocab_size * c_.hidden_size + c_.num_layers * block + 2 * c_.hidden_size;
+  double params = static_cast<double>(whole);  // wpe is a lookup, not counted
   return 6.0 * params + 12.0 * static_cast<double>(c_.num_layers * c_.hidden_size * seq_len);
 }
 

@@ -49,10 +49,25 @@ class Gpt2Block : public nn::Module {
   std::shared_ptr<nn::RowConv1D> attn_proj_, mlp_proj_;
 };
 
+// A pipeline stage's share of the model: blocks [first_layer, end_layer); the first stage also
+// holds the embeddings, the last ln_f and the head (tied to wte, which it holds a copy of: the
+// trainer keeps the two copies' gradients summed). Parameter names stay the whole model's.
+struct Gpt2Stage {
+  int64_t first_layer = 0;
+  int64_t end_layer = -1;  // -1: num_layers
+  bool first = true, last = true;
+};
+
 class Gpt2Model : public nn::Module {
  public:
-  // Throws before allocating when tp does not divide the heads or the MLP width.
-  explicit Gpt2Model(const Gpt2Config& c, const nn::TensorParallel& tp = {});
+  // Random streams: a forward uses streams [s0, s0 + streams_per_forward()) of the default
+  // generator at fixed places — s0 for the embedding dropout, s0 + 1 + 3 l onwards for block l —
+  // so a pipeline stage running some blocks draws exactly what the whole model draws there.
+  static constexpr uint64_t kStreamsPerBlock = 3;
+
+  // Throws before allocating when tp does not divide the heads or the MLP width, or the stage's
+  // layers are out of range.
+  explicit Gpt2Model(const Gpt2Config& c, const nn::TensorParallel& tp = {}, const Gpt2Stage& stage = {});
   // GPT-2 initialisation: N(0, initializer_range), output projections scaled by
   // 1/sqrt(2 * num_layers), biases 0, LayerNorm 1/0. Parameter i draws from stream i of a
   // generator of its own, so values depend only on (seed, parameter order, position).
@@ -60,8 +75,23 @@ class Gpt2Model : public nn::Module {
   // ids (B, T) integer -> logits (B, T, V); under tensor parallelism this rank's vocabulary
   // columns (B, T, V / tp).
   Tensor logits(const Tensor& ids) const;
-  // ids, labels (B, T) -> mean cross-entropy over labels != ignore_index (-100)
+  // ids, labels (B, T) -> mean cross-entropy over labels != ignore_index (-100). Whole model only
+  // (one stage). Takes streams_per_forward() streams from the default generator.
   Tensor loss(const Tensor& ids, const Tensor& labels) const;
+
+  // Pipeline pieces. stage_forward: the first stage takes ids (B, T), the others the previous
+  // stage's output; returns the activation for the next stage (B, T, C) — (B, T / tp, C) pieces
+  // under sequence parallelism — or, on the last stage, the final hidden state (B, T, C). It
+  // draws random streams from stream0 on (see kStreamsPerBlock) and leaves the default generator
+  // at stream0 + streams_per_forward(); in eval mode it draws none and leaves it alone.
+  // seq_len: the logical sequence length T.
+  Tensor stage_forward(const Tensor& input, uint64_t stream0, int64_t seq_len) const;
+  // Last stage: the loss of the final hidden state (B, T, C) against labels (B, T).
+  Tensor head_loss(const Tensor& hidden, const Tensor& labels) const;
+  uint64_t streams_per_forward() const { return 1 + kStreamsPerBlock * static_cast<uint64_t>(c_.num_layers); }
+  const Gpt2Stage& stage() const { return stage_; }
+  // The tied embedding's copy on this stage (first and/or last), or an undefined tensor.
+  Tensor embedding_weight() const;
   const Gpt2Config& config() const { return c_; }
   const nn::TensorParallel& tensor_parallel() const { return tp_; }
   // Elements of the logical (unsplit) parameters: num_parameters() on one rank.
@@ -74,6 +104,7 @@ class Gpt2Model : public nn::Module {
   Tensor hidden(const Tensor& ids) const;
   Gpt2Config c_;
   nn::TensorParallel tp_;
+  Gpt2Stage stage_;
   std::shared_ptr<nn::Module> transformer_;
   std::shared_ptr<nn::VocabParallelEmbedding> wte_;
   std::shared_ptr<nn::Embedding> wpe_;
