@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
-# Data and tensor parallelism through the command line, under mpirun:
+# Data, tensor, sequence and pipeline parallelism through the command line, under mpirun:
 #  1. exactness: a small GPT (dropout on) trained 20 steps with dp=2, dp=4, tp=2, tp=4 and
 #     dp=2 x tp=2, the tp layouts with and without sequence parallelism, logs the single-process
 #     losses to 1e-5 relative, same global batch of 8 sequences (from metrics.jsonl); the byte
-#     vocabulary (257) and the sequence (31) split unevenly over tp=2 and 4;
+#     vocabulary (257) and the sequence (31) split unevenly over tp=2 and 4; pp=2 and pp=4 with
+#     each schedule (gpipe, 1f1b), and dp=2 x tp=2 x pp=2 on 8 ranks (with and without sequence
+#     parallelism), log the losses of one process running the same micro-batches (the pipeline's
+#     micro-batches are the accumulation steps);
 #  2. every step's comm_bytes (the gradient all-reduce) scales as 2(N-1)/N: dp=4 sends 1.5x
 #     what dp=2 sends, within 1% (the exact byte count is checked in meshflow_mpi_tests);
-#  3. a tp=2 run stopped at step 10 (checkpoint gathered to the unsplit layout) and resumed logs
-#     the uninterrupted tp=2 run's losses;
+#  3. tp=2 and pp=2 runs stopped at step 10 (checkpoints gathered to the unsplit layout) and
+#     resumed log the uninterrupted runs' losses;
 #  4. a world size that does not match train.dist, or a tp size that does not divide the heads,
 #     fails on every rank with one error line each, before any work (no output directory).
 # Usage: parallel_train_test.sh MESHFLOW_BINARY SOURCE_DIR MPIEXEC
@@ -25,16 +28,17 @@ printf 'the cat sat on the mat.\n%%\na dog ran far away.\n%%\n' > "$work/corpus.
 for i in $(seq 1 200); do printf 'line %d of the small corpus, with some words and %d more.\n%%\n' "$i" "$((i * 7))" >> "$work/corpus.txt"; done
 "$bin" preprocess --input "$work/corpus.txt" --output-prefix "$work/c" --tokenizer byte > /dev/null || { echo "preprocess failed"; exit 1; }
 args=(configs/gpt2/tiny.yaml tokenization.tokenizer=byte model.vocab_size=257 "data.data_prefix=$work/c_text_document"
-      model.num_layers=2 model.hidden_size=32 model.num_attention_heads=4 model.ffn_hidden_size=128
+      model.num_layers=4 model.hidden_size=32 model.num_attention_heads=4 model.ffn_hidden_size=128
       model.max_seq_length=32 data.seq_length=31 train.train_iter=20 train.global_batch_size=8 train.log_period=1
       train.evaluation.enabled=false train.checkpointer.period=0 train.dist.grad_bucket_mb=0.01)
 
-run() {  # name, ranks, micro batch, tp[, sequence parallel]
-  local name=$1 np=$2 mb=$3 tp=$4 sp=${5:-false} out=$work/$1
+run() {  # name, ranks, micro batch, tp[, sequence parallel[, pp[, schedule]]]
+  local name=$1 np=$2 mb=$3 tp=$4 sp=${5:-false} pp=${6:-1} sched=${7:-1f1b} out=$work/$1
   local launch=()
   [ "$np" -gt 1 ] && launch=("$mpiexec" --allow-run-as-root --oversubscribe -np "$np")
   if ! "${launch[@]}" "$bin" train "${args[@]}" train.train_micro_batch_size="$mb" train.dist.tensor_parallel_size="$tp" \
-       train.dist.sequence_parallel="$sp" "train.output_dir=$out" > "$work/log_$name" 2>&1; then
+       train.dist.sequence_parallel="$sp" train.dist.pipeline_parallel_size="$pp" train.dist.pipeline_schedule="$sched" \
+       "train.output_dir=$out" > "$work/log_$name" 2>&1; then
     echo "FAIL: training $name exited non-zero:"; tail -20 "$work/log_$name"; fail=1
   fi
 }
@@ -51,16 +55,31 @@ run dp2tp2 4 4 2
 run tp2sp 2 8 2 true
 run tp4sp 4 8 4 true
 run dp2tp2sp 4 4 2 true
-for name in dp2 dp4 tp2 tp4 dp2tp2 tp2sp tp4sp dp2tp2sp; do
+run one_mb2 1 2 1                  # 4 micro-batches of 2
+run pp2gpipe 2 2 1 false 2 gpipe
+run pp21f1b 2 2 1 false 2 1f1b
+run pp4gpipe 4 2 1 false 4 gpipe
+run pp41f1b 4 2 1 false 4 1f1b
+run one_mb4 1 4 1                  # 2 micro-batches of 4
+run dp2tp2pp2 8 2 2 false 2 1f1b
+run dp2tp2pp2sp 8 2 2 true 2 1f1b
+compare() {  # reference, runs...
+  local ref=$1 name
+  shift
+  for name in "$@"; do
   n=$(field "$work/$name/metrics.jsonl" loss | wc -l)
   [ "$n" -eq 20 ] || { echo "FAIL: $name logged $n losses, want 20"; fail=1; }
-  if ! paste <(field "$work/dp1/metrics.jsonl" loss) <(field "$work/$name/metrics.jsonl" loss) |
+  if ! paste <(field "$work/$ref/metrics.jsonl" loss) <(field "$work/$name/metrics.jsonl" loss) |
        awk -v name="$name" '{ d = $1 - $2; if (d < 0) d = -d; r = d / ($1 < 0 ? -$1 : $1); if (r > max) max = r
                           if (r > 1e-5) { printf "FAIL: step %d: single-process loss %s, %s loss %s (relative %.2e)\n", NR, $1, name, $2, r; bad = 1 } }
                         END { printf "%s vs one process: %d steps, max relative loss difference %.2e\n", name, NR, max; exit bad }'; then
     fail=1
   fi
-done
+  done
+}
+compare dp1 dp2 dp4 tp2 tp4 dp2tp2 tp2sp tp4sp dp2tp2sp
+compare one_mb2 pp2gpipe pp21f1b pp4gpipe pp41f1b
+compare one_mb4 dp2tp2pp2 dp2tp2pp2sp
 paste <(field "$work/dp2/metrics.jsonl" comm_bytes) <(field "$work/dp4/metrics.jsonl" comm_bytes) |
   awk '{ r = $2 / $1; if (r < 1.5 * 0.99 || r > 1.5 * 1.01) { printf "FAIL: step %d: dp=4 sent %s bytes, dp=2 %s: ratio %.4f, want 1.5\n", NR, $2, $1, r; bad = 1 } }
        END { if (NR != 20) { print "FAIL: comm_bytes missing"; bad = 1 } exit bad }' || fail=1
@@ -73,6 +92,14 @@ tp2=("$mpiexec" --allow-run-as-root --oversubscribe -np 2 "$bin" train "${args[@
 if ! cmp -s <(field "$work/tp2/metrics.jsonl" loss) <(field "$work/tp2r/metrics.jsonl" loss); then
   echo "FAIL: tp=2 resumed at step 10 does not log the uninterrupted losses:"
   paste <(field "$work/tp2/metrics.jsonl" loss) <(field "$work/tp2r/metrics.jsonl" loss); fail=1
+fi
+pp2=("$mpiexec" --allow-run-as-root --oversubscribe -np 2 "$bin" train "${args[@]}" train.train_micro_batch_size=2
+     train.dist.pipeline_parallel_size=2 "train.output_dir=$work/pp2r")
+"${pp2[@]}" train.exit_iter=10 > "$work/log_pp2r" 2>&1 && "${pp2[@]}" train.resume=true >> "$work/log_pp2r" 2>&1 ||
+  { echo "FAIL: pp=2 stop/resume exited non-zero:"; tail -20 "$work/log_pp2r"; fail=1; }
+if ! cmp -s <(field "$work/pp21f1b/metrics.jsonl" loss) <(field "$work/pp2r/metrics.jsonl" loss); then
+  echo "FAIL: pp=2 resumed at step 10 does not log the uninterrupted losses:"
+  paste <(field "$work/pp21f1b/metrics.jsonl" loss) <(field "$work/pp2r/metrics.jsonl" loss); fail=1
 fi
 
 # A mesh that does not fit the world: one line per rank, nothing written.
@@ -92,5 +119,5 @@ lines=$(grep -c "^meshflow: error: \[rank [012]/3\] train.dist.tensor_parallel_s
 if [ "$rc" -eq 0 ] || [ "$lines" -ne 3 ] || [ -e "$work/bad3" ]; then
   echo "FAIL: tp not dividing the heads (exit $rc, $lines rank error lines):"; cat "$work/err"; fail=1
 fi
-[ "$fail" -eq 0 ] && echo "data-, tensor- and sequence-parallel CLI tests passed"
+[ "$fail" -eq 0 ] && echo "data-, tensor-, sequence- and pipeline-parallel CLI tests passed"
 exit "$fail"

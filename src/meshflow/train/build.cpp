@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "meshflow/dist/device_mesh.h"
+#include "meshflow/train/pipeline_schedule.h"
 
 namespace mf::train {
 
@@ -39,8 +40,9 @@ TrainOptions train_options(const Config& c, int world_size) {
   o.exit_iter = c.get_int("train.exit_iter");
   o.micro_batch = c.get_int("train.train_micro_batch_size");
   const dist::MeshSizes mesh = dist::resolve_mesh_sizes(dist::MeshSizes::from_config(c), world_size);
-  MF_CHECK(mesh.pipeline == 1, "train.dist.pipeline_parallel_size ", mesh.pipeline,
-           ": pipeline parallelism is not implemented yet; set it to 1");
+  o.pipeline_schedule = c.get_string("train.dist.pipeline_schedule");
+  parse_pipeline_schedule(o.pipeline_schedule);  // a bad name fails here, before any work
+  if (mesh.pipeline > 1) split_layers(c.get_int("model.num_layers"), mesh.pipeline);  // enough layers?
   if (mesh.tensor > 1) {  // the model's split sizes, checked before any work
     const int64_t heads = c.get_int("model.num_attention_heads"), hidden = c.get_int("model.hidden_size");
     const int64_t ffn = c.get_int("model.ffn_hidden_size") > 0 ? c.get_int("model.ffn_hidden_size") : 4 * hidden;

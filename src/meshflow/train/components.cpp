@@ -17,8 +17,8 @@ struct Registries {
 };
 
 void register_builtins(Registries& r) {
-  r.models.add("gpt2", [](const Config& c, int64_t vocab, const nn::TensorParallel& tp) {
-    auto m = std::make_shared<models::Gpt2Model>(gpt2_config(c, vocab), tp);
+  r.models.add("gpt2", [](const Config& c, int64_t vocab, const nn::TensorParallel& tp, const models::Gpt2Stage& stage) {
+    auto m = std::make_shared<models::Gpt2Model>(gpt2_config(c, vocab), tp, stage);
     m->init_weights(static_cast<uint64_t>(c.get_int("train.seed")));
     return m;
   });

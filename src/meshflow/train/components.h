@@ -16,8 +16,9 @@
 namespace mf::train {
 
 // (config, tokenizer vocabulary size) -> model, initialised from train.seed
-// (config, tokenizer vocabulary size, tensor-parallel group) -> an initialised model.
-using ModelRegistry = Registry<std::shared_ptr<models::Gpt2Model>(const Config&, int64_t, const nn::TensorParallel&)>;
+// (config, tokenizer vocabulary size, tensor-parallel group, pipeline stage) -> an initialised model.
+using ModelRegistry = Registry<std::shared_ptr<models::Gpt2Model>(const Config&, int64_t, const nn::TensorParallel&,
+                                                                  const models::Gpt2Stage&)>;
 using OptimizerRegistry = Registry<std::unique_ptr<optim::Optimizer>(std::vector<optim::ParamGroup>, const TrainOptions&)>;
 using SchedulerRegistry = Registry<optim::LrScheduler(optim::SchedulerConfig)>;
 using TokenizerRegistry = Registry<std::unique_ptr<Tokenizer>(const Config&)>;

@@ -13,6 +13,7 @@
 #include "meshflow/train/components.h"
 #include "meshflow/train/gpt_batches.h"
 #include "meshflow/train/log_hook.h"
+#include "meshflow/train/pipeline_schedule.h"
 
 namespace mf::train {
 
@@ -66,8 +67,9 @@ struct LastStats : HookBase {
   void after_eval(Trainer&, const EvalStats& e) override { val_loss = e.loss; }
 };
 
-std::shared_ptr<models::Gpt2Model> build_model(const Config& c, const Tokenizer& tok, const nn::TensorParallel& tp = {}) {
-  return model_registry().create(c.get_string("model.name"), c, tok.vocab_size(), tp);
+std::shared_ptr<models::Gpt2Model> build_model(const Config& c, const Tokenizer& tok, const nn::TensorParallel& tp = {},
+                                               const models::Gpt2Stage& stage = {}) {
+  return model_registry().create(c.get_string("model.name"), c, tok.vocab_size(), tp, stage);
 }
 
 }  // namespace
@@ -98,10 +100,19 @@ RunSummary run_training(const Config& c, std::FILE* out, const comm::CommPtr& wo
     tp.comm = mesh->comm_ptr(dist::Axis::kTensor);
     tp.sequence_parallel = c.get_bool("train.dist.sequence_parallel");
   }
-  auto model = build_model(c, *tok, tp);
+  models::Gpt2Stage stage;
+  comm::CommPtr stage_group = world;
+  if (mesh && mesh->axis_size(dist::Axis::kPipeline) > 1) {  // this rank's stage: its layers
+    const int64_t pp = mesh->axis_size(dist::Axis::kPipeline), s = mesh->index(dist::Axis::kPipeline);
+    const auto layers = split_layers(c.get_int("model.num_layers"), pp)[static_cast<size_t>(s)];
+    stage = {layers.first, layers.second, s == 0, s == pp - 1};
+    stage_group = world->split(static_cast<int>(s), world->rank());  // this stage's dp x tp ranks
+  }
+  auto model = build_model(c, *tok, tp, stage);
   Trainer trainer(opts, model, std::make_unique<GptBatchSource>(*train_set, dp_rank, dp),
                   [valid_set, dp_rank, dp] { return std::make_unique<GptBatchSource>(*valid_set, dp_rank, dp); });
-  if (mesh) trainer.set_parallel(mesh->comm_ptr(dist::Axis::kData), world);
+  if (mesh)
+    trainer.set_parallel(mesh->comm_ptr(dist::Axis::kData), stage_group, mesh->comm_ptr(dist::Axis::kPipeline), world);
   if (trainer.is_main_rank()) trainer.add_hook(std::make_unique<LoggingHook>(out));
   auto last = std::make_unique<LastStats>();
   LastStats* last_ptr = last.get();

@@ -15,6 +15,8 @@
 #include "meshflow/train/checkpoint.h"
 #include "meshflow/train/components.h"
 #include "meshflow/train/peak_flops.h"
+#include "meshflow/train/pipeline_schedule.h"
+#include "meshflow/dist/sbp.h"
 
 namespace mf::train {
 
@@ -48,17 +50,27 @@ Trainer::Trainer(TrainOptions opts, std::shared_ptr<models::Gpt2Model> model, st
 
 Trainer::~Trainer() = default;
 
-void Trainer::set_parallel(std::shared_ptr<comm::Communicator> dp, std::shared_ptr<comm::Communicator> all) {
-  MF_CHECK(iter_ == 0 && !reducer_ && !replicated_reducer_ && !all_, "trainer: set_parallel must be called once, before train()");
+void Trainer::set_parallel(std::shared_ptr<comm::Communicator> dp, std::shared_ptr<comm::Communicator> all,
+                           std::shared_ptr<comm::Communicator> pp, std::shared_ptr<comm::Communicator> world) {
+  MF_CHECK(iter_ == 0 && !reducer_ && !replicated_reducer_ && !all_ && !pp_,
+           "trainer: set_parallel must be called once, before train()");
   const nn::TensorParallel& tp = model_->tensor_parallel();
-  for (auto* c : {dp.get(), all.get()})
+  for (auto* c : {dp.get(), all.get(), pp.get(), world.get()})
     if (c) c->set_timeout_seconds(opts_.dist_timeout_seconds);
   if (tp.comm) tp.comm->set_timeout_seconds(opts_.dist_timeout_seconds);
   if (all && all->size() > 1) all_ = std::move(all);
   if (dp && dp->size() > 1) dp_ = std::move(dp);
+  if (pp && pp->size() > 1) {
+    pp_ = std::move(pp);
+    world_ = std::move(world);
+    MF_CHECK(world_ != nullptr, "trainer: pipeline parallelism needs the world group");
+    // The tied embedding lives on the first and the last stage: their gradients are summed.
+    embed_ = pp_->sub_group({0, pp_->size() - 1});
+  }
   std::vector<Tensor> params = model_->parameters();
   std::vector<nn::ParamLayout> layouts = model_->parameter_layouts();
   split_.assign(params.size(), false);
+  for (size_t i = 0; i < params.size(); ++i) split_[i] = tp.enabled() && !layouts[i].replicated();
   if (!tp.enabled()) {
     if (dp_) reducer_ = std::make_unique<dist::GradReducer>(params, dp_, opts_.grad_bucket_bytes);
     return;
@@ -68,10 +80,7 @@ void Trainer::set_parallel(std::shared_ptr<comm::Communicator> dp, std::shared_p
   MF_CHECK(all_ != nullptr && all_->size() == dp_size() * tp.size(), "trainer: the group of all ranks (",
            all_ ? all_->size() : 1, ") must be data_parallel_size x tensor_parallel_size = ", dp_size() * tp.size());
   std::vector<Tensor> split, replicated;
-  for (size_t i = 0; i < params.size(); ++i) {
-    split_[i] = !layouts[i].replicated();
-    (split_[i] ? split : replicated).push_back(params[i]);
-  }
+  for (size_t i = 0; i < params.size(); ++i) (split_[i] ? split : replicated).push_back(params[i]);
   const double mean = 1.0 / static_cast<double>(dp_size());
   if (dp_ && !split.empty()) reducer_ = std::make_unique<dist::GradReducer>(split, dp_, opts_.grad_bucket_bytes, mean);
   if (!replicated.empty())
@@ -87,16 +96,22 @@ uint64_t Trainer::comm_bytes() const {
 
 double Trainer::clip_gradients() {
   const nn::TensorParallel& tp = model_->tensor_parallel();
-  if (!tp.enabled()) return optim::clip_grad_norm(model_->parameters(), opts_.clip_grad_max_norm);
-  // The logical norm: split pieces' squares summed over tp, replicated ones counted once.
+  if (!tp.enabled() && !pp_) return optim::clip_grad_norm(model_->parameters(), opts_.clip_grad_max_norm);
+  // The logical norm: split pieces' squares summed over tp, replicated ones counted once, the
+  // stages' sums added (the last stage's copy of the tied embedding left out).
   NoGradGuard ng;
   std::vector<Tensor> params = model_->parameters();
+  const Tensor tied_copy = pp_ && pp_->rank() == pp_->size() - 1 ? model_->embedding_weight() : Tensor();
   double split_ss = 0, replicated_ss = 0;
   for (size_t i = 0; i < params.size(); ++i)
-    if (params[i].grad().defined()) (split_[i] ? split_ss : replicated_ss) += sum_squares(params[i].grad()).item();
-  Tensor t = full({1}, split_ss, DType::kF64);
-  tp.comm->all_reduce(t)->wait();
-  const double norm = std::sqrt(t.data<double>()[0] + replicated_ss);
+    if (params[i].grad().defined() && params[i].impl() != tied_copy.impl())
+      (split_[i] ? split_ss : replicated_ss) += sum_squares(params[i].grad()).item();
+  if (tp.enabled()) {
+    Tensor t = full({1}, split_ss, DType::kF64);
+    tp.comm->all_reduce(t)->wait();
+    split_ss = t.data<double>()[0];
+  }
+  const double norm = std::sqrt(sum_over_pp(split_ss + replicated_ss));
   const double max_norm = opts_.clip_grad_max_norm;
   if (max_norm > 0 && std::isfinite(norm) && norm > max_norm)
     for (const Tensor& p : params)
@@ -159,7 +174,82 @@ double Trainer::mean_over_dp(double local) {
 }
 
 void Trainer::barrier() {
-  if (all_) all_->barrier()->wait();
+  if (world_)
+    world_->barrier()->wait();
+  else if (all_)
+    all_->barrier()->wait();
+}
+
+double Trainer::sum_over_pp(double local) {
+  if (!pp_) return local;
+  Tensor t = full({1}, local, DType::kF64);
+  pp_->all_reduce(t)->wait();
+  return t.data<double>()[0];
+}
+
+double Trainer::pipeline_step() {
+  const int64_t m = opts_.accumulation_steps, stages = pp_->size(), stage = pp_->rank(), mb = opts_.micro_batch;
+  const bool first = stage == 0, last = stage == stages - 1;
+  const nn::TensorParallel& tp = model_->tensor_parallel();
+  const int64_t T = opts_.seq_length, C = model_->config().hidden_size;
+  const int64_t t_local = tp.enabled() && tp.sequence_parallel ? dist::split_size(T, tp.size(), tp.rank()) : T;
+  const Shape act_shape{mb, t_local, C};
+  const DType dt = model_->config().dtype;
+  const std::vector<PipelineAction> actions =
+      pipeline_actions(parse_pipeline_schedule(opts_.pipeline_schedule), stages, stage, m);
+  last_in_flight_ = max_in_flight(actions);
+  // Every stage reads the step's micro-batches (the first uses the ids, the last the labels), so
+  // the sampler position stays the same everywhere.
+  std::vector<std::pair<Tensor, Tensor>> batches;
+  for (int64_t i = 0; i < m; ++i) batches.push_back(train_data_->next(mb));
+  Generator& gen = default_generator();
+  const uint64_t s0 = gen.state().next_stream, spf = model_->streams_per_forward();
+  const double backward_scale = 1.0 / static_cast<double>(m * tp_size());
+  auto tag = [](int64_t micro, int kind) { return static_cast<int>((2 * micro + kind) % 32768); };
+  struct InFlight {
+    Tensor input, output;  // output: the loss on the last stage
+  };
+  std::vector<InFlight> held(static_cast<size_t>(m));
+  std::vector<comm::WorkPtr> sends;
+  double loss_sum = 0;
+  for (const PipelineAction& a : actions) {
+    InFlight& f = held[static_cast<size_t>(a.micro)];
+    std::optional<BatchSliceGuard> slice;
+    if (dp_) slice.emplace(dp_rank() * mb, dp_size() * mb);
+    if (a.forward) {
+      if (first) {
+        f.input = batches[static_cast<size_t>(a.micro)].first;
+      } else {
+        f.input = empty(act_shape, dt);
+        pp_->recv(f.input, stage - 1, tag(a.micro, 0))->wait();
+        f.input.set_requires_grad(true);
+      }
+      Tensor out = model_->stage_forward(f.input, s0 + static_cast<uint64_t>(a.micro) * spf, T);
+      if (last) {
+        f.output = model_->head_loss(out, batches[static_cast<size_t>(a.micro)].second);
+        loss_sum += f.output.item();
+      } else {
+        f.output = out;
+        sends.push_back(pp_->send(contiguous(out.detach()), stage + 1, tag(a.micro, 0)));
+      }
+    } else {
+      if (a.micro + 1 == m)  // the gradients become final in this backward
+        for (auto* r : {reducer_.get(), replicated_reducer_.get()})
+          if (r) r->prepare();
+      if (last) {
+        scale(f.output, backward_scale).backward();
+      } else {
+        Tensor g = empty(act_shape, dt);
+        pp_->recv(g, stage + 1, tag(a.micro, 1))->wait();
+        f.output.backward(g);
+      }
+      if (!first) sends.push_back(pp_->send(contiguous(f.input.grad()), stage - 1, tag(a.micro, 1)));
+      f = InFlight{};
+    }
+  }
+  for (auto& w : sends) w->wait();
+  gen.set_state({gen.seed(), s0 + static_cast<uint64_t>(m) * spf});
+  return loss_sum;
 }
 
 void Trainer::run_hooks(const std::function<void(HookBase&)>& f) {
@@ -177,7 +267,8 @@ StepStats Trainer::train_step() {
   const uint64_t comm_bytes0 = comm_bytes();
   // A loss replicated on the tp ranks counts once: each rank backpropagates loss / tp.
   const double backward_scale = 1.0 / static_cast<double>(opts_.accumulation_steps * tp_size());
-  for (int64_t micro = 0; micro < opts_.accumulation_steps; ++micro) {
+  if (pp_) loss_sum = pipeline_step();
+  for (int64_t micro = 0; !pp_ && micro < opts_.accumulation_steps; ++micro) {
     auto [ids, labels] = train_data_->next(opts_.micro_batch);
     // This rank's rows [r * mb, (r + 1) * mb) of the global micro-batch: dropout draws theirs.
     std::optional<BatchSliceGuard> slice;
@@ -195,7 +286,15 @@ StepStats Trainer::train_step() {
       r->finish();
       exposed += r->last_timeline().exposed_s();
     }
-  loss_sum = mean_over_dp(loss_sum);
+  if (embed_) {  // the tied embedding's two copies: the sum of their gradients on both
+    NoGradGuard ng;
+    Tensor g = model_->embedding_weight().grad();
+    if (!g.defined()) g = zeros(model_->embedding_weight().shape(), model_->embedding_weight().dtype());
+    g = contiguous(g);
+    embed_->all_reduce(g)->wait();
+    model_->embedding_weight().set_grad(g);
+  }
+  loss_sum = mean_over_dp(sum_over_pp(loss_sum));
   double grad_norm = clip_gradients();
   optimizer_->step();
   ++iter_;
@@ -220,12 +319,30 @@ EvalStats Trainer::evaluate() {
   double total = 0.0;
   for (int64_t i = 0; i < opts_.eval_iter; ++i) {
     auto [ids, labels] = data->next(opts_.eval_micro_batch);
-    total += model_->loss(ids, labels).item();
+    if (!pp_) {
+      total += model_->loss(ids, labels).item();
+      continue;
+    }
+    // Forward through the stages in turn (the last one's loss is summed over pp below).
+    const int stage = pp_->rank();
+    const nn::TensorParallel& tp = model_->tensor_parallel();
+    const int64_t T = ids.shape(1);
+    const int64_t t_local = tp.enabled() && tp.sequence_parallel ? dist::split_size(T, tp.size(), tp.rank()) : T;
+    Tensor in = ids;
+    if (stage > 0) {
+      in = empty({ids.shape(0), t_local, model_->config().hidden_size}, model_->config().dtype);
+      pp_->recv(in, stage - 1, 0)->wait();
+    }
+    Tensor out = model_->stage_forward(in, 0, T);
+    if (stage + 1 < pp_->size())
+      pp_->send(contiguous(out), stage + 1, 0)->wait();
+    else
+      total += model_->head_loss(out, labels).item();
   }
   model_->train();
   EvalStats e;
   e.iter = iter_;
-  e.loss = mean_over_dp(total / static_cast<double>(std::max<int64_t>(1, opts_.eval_iter)));
+  e.loss = mean_over_dp(sum_over_pp(total) / static_cast<double>(std::max<int64_t>(1, opts_.eval_iter)));
   e.perplexity = std::exp(e.loss);
   return e;
 }
@@ -244,7 +361,7 @@ void Trainer::train() {
     manual_seed(opts_.seed);
   }
   if (!opts_.config_yaml.empty() && is_main_rank()) write_file_atomic(cfg.string(), opts_.config_yaml);
-  peak_flops_ = measured_peak_flops() * static_cast<double>(dp_size() * tp_size());
+  peak_flops_ = measured_peak_flops() * static_cast<double>(dp_size() * tp_size() * pp_size());
   run_hooks([&](HookBase& h) { h.before_train(*this); });
   while (iter_ < opts_.train_iter) {
     StepStats s = train_step();
@@ -261,12 +378,66 @@ void Trainer::train() {
   run_hooks([&](HookBase& h) { h.after_train(*this); });
 }
 
+nn::NamedTensors Trainer::merge_stages(const nn::NamedTensors& mine) {
+  // Stage s > 0 sends, in order: the entry count; per entry a header (name length, dtype, rank,
+  // dims), the name (one i32 per byte) and the data. Stage 0 appends what it does not hold yet
+  // (the last stage's copy of the tied embedding). Blocking, on the pp group.
+  const int stage = pp_->rank();
+  int tag = 0;
+  if (stage > 0) {
+    Tensor n = full({1}, static_cast<double>(mine.size()), DType::kI64);
+    pp_->send(n, 0, tag++)->wait();
+    for (const auto& [name, t] : mine) {
+      Tensor head = zeros({12}, DType::kI64);
+      int64_t* h = head.data<int64_t>();
+      h[0] = static_cast<int64_t>(name.size());
+      h[1] = static_cast<int64_t>(t.dtype());
+      h[2] = t.ndim();
+      MF_CHECK(t.ndim() <= 9, "checkpoint: tensor '", name, "' has more than 9 axes");
+      for (int64_t k = 0; k < t.ndim(); ++k) h[3 + k] = t.shape(k);
+      pp_->send(head, 0, tag++)->wait();
+      std::vector<int32_t> chars(name.begin(), name.end());
+      pp_->send(from_vector(chars, {static_cast<int64_t>(chars.size())}), 0, tag++)->wait();
+      pp_->send(contiguous(t), 0, tag++)->wait();
+    }
+    return mine;
+  }
+  nn::NamedTensors all = mine;
+  std::unordered_map<std::string, bool> have;
+  for (const auto& [name, t] : mine) have[name] = true;
+  for (int s = 1; s < pp_->size(); ++s) {
+    tag = 0;
+    Tensor n = empty({1}, DType::kI64);
+    pp_->recv(n, s, tag++)->wait();
+    for (int64_t e = 0; e < n.data<int64_t>()[0]; ++e) {
+      Tensor head = empty({12}, DType::kI64);
+      pp_->recv(head, s, tag++)->wait();
+      const int64_t* h = head.data<int64_t>();
+      Tensor chars = empty({h[0]}, DType::kI32);
+      pp_->recv(chars, s, tag++)->wait();
+      std::string name;
+      for (int64_t k = 0; k < h[0]; ++k) name.push_back(static_cast<char>(chars.data<int32_t>()[k]));
+      Tensor t = empty(Shape(h + 3, h + 3 + h[2]), static_cast<DType>(h[1]));
+      pp_->recv(t, s, tag++)->wait();
+      if (!have[name]) {
+        have[name] = true;
+        all.emplace_back(name, t);
+      }
+    }
+  }
+  return all;
+}
+
 void Trainer::save_checkpoint() {
   // Parameters and optimizer state are replicated over dp: the main rank writes them; the
   // barrier keeps the others from running ahead of a checkpoint that is not complete yet.
   // Split parameters and their optimizer state are gathered to the checkpoint layout first.
   nn::NamedTensors model_state = logical_state(model_->state_dict());
   nn::NamedTensors optim_state = logical_state(optimizer_->state_tensors());
+  if (pp_ && (!all_ || all_->rank() == 0)) {  // each stage's (dp 0, tp 0) rank sends its part to rank 0
+    model_state = merge_stages(model_state);
+    optim_state = merge_stages(optim_state);
+  }
   if (!is_main_rank()) {
     barrier();
     return;
@@ -286,18 +457,28 @@ bool Trainer::load_latest_checkpoint() {
     manual_seed(opts_.seed);
     return false;
   }
-  model_->load_state_dict(local_state(loaded->model));
-  loaded->optimizer = local_state(loaded->optimizer);
+  // The checkpoint holds the whole model in the unsplit layout: take this stage's entries by
+  // name, then this rank's tensor-parallel pieces.
+  auto pick = [&](const nn::NamedTensors& all, const nn::NamedTensors& mine, const char* what) {
+    std::unordered_map<std::string, Tensor> by_name(all.begin(), all.end());
+    nn::NamedTensors out;
+    for (const auto& [name, t] : mine) {
+      auto it = by_name.find(name);
+      MF_CHECK(it != by_name.end(), "checkpoint ", loaded->dir, ": no ", what, " entry '", name, "' (the ",
+               optimizer_->name(), " optimizer and this model need it)");
+      out.emplace_back(name, it->second);
+    }
+    return local_state(out);
+  };
+  model_->load_state_dict(pick(loaded->model, model_->state_dict(), "model"));
   nn::NamedTensors mine = optimizer_->state_tensors();
-  MF_CHECK(mine.size() == loaded->optimizer.size(), "checkpoint ", loaded->dir, ": optimizer state has ",
-           loaded->optimizer.size(), " tensors, the ", optimizer_->name(), " optimizer expects ", mine.size());
+  nn::NamedTensors theirs = pick(loaded->optimizer, mine, "optimizer state");
   {
     NoGradGuard ng;
     for (size_t i = 0; i < mine.size(); ++i) {
-      MF_CHECK(mine[i].first == loaded->optimizer[i].first && mine[i].second.shape() == loaded->optimizer[i].second.shape(),
-               "checkpoint ", loaded->dir, ": optimizer state '", loaded->optimizer[i].first, "' does not match '",
-               mine[i].first, "'");
-      copy_(mine[i].second, loaded->optimizer[i].second);
+      MF_CHECK(mine[i].second.shape() == theirs[i].second.shape(), "checkpoint ", loaded->dir, ": optimizer state '",
+               mine[i].first, "' is ", theirs[i].second.str(), ", expected ", mine[i].second.str());
+      copy_(mine[i].second, theirs[i].second);
     }
   }
   optimizer_->set_step_count(loaded->state.optimizer_steps);

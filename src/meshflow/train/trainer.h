@@ -50,6 +50,7 @@ struct TrainOptions {
   // Data parallelism (train.dist.*): the gradient bucket size and the collective timeout.
   int64_t grad_bucket_bytes = int64_t{25} << 20;
   double dist_timeout_seconds = 300;
+  std::string pipeline_schedule = "1f1b";  // with pipeline parallelism (pipeline_schedule.h)
   std::string config_yaml;  // resolved config, written to <output_dir>/config.yaml
 };
 
@@ -94,11 +95,20 @@ class Trainer {
   // divided by tp before backward (boxing's gradient rule); dropout draws by logical position
   // (random/batch_slice.h, the heads' offsets), so any layout reproduces the single-process run.
   // Call before train(). Groups of one rank change nothing.
-  void set_parallel(std::shared_ptr<comm::Communicator> dp, std::shared_ptr<comm::Communicator> all);
+  // Pipeline parallelism: the model is this rank's stage (Gpt2Model::stage()), `pp` the ranks
+  // holding the other stages (same dp and tp index, ordered by stage), `world` every rank.
+  // Micro-batches are the accumulation steps, run in train.dist.pipeline_schedule's order;
+  // activations and their gradients move by send/recv on `pp`. `all` is then this stage's
+  // dp x tp group.
+  void set_parallel(std::shared_ptr<comm::Communicator> dp, std::shared_ptr<comm::Communicator> all,
+                    std::shared_ptr<comm::Communicator> pp = nullptr, std::shared_ptr<comm::Communicator> world = nullptr);
   int64_t dp_size() const { return dp_ ? dp_->size() : 1; }
   int64_t dp_rank() const { return dp_ ? dp_->rank() : 0; }
   int64_t tp_size() const { return model_->tensor_parallel().size(); }
-  bool is_main_rank() const { return !all_ || all_->rank() == 0; }
+  bool is_main_rank() const { return world_ ? world_->rank() == 0 : (!all_ || all_->rank() == 0); }
+  int64_t pp_size() const { return pp_ ? pp_->size() : 1; }
+  // Per stage, per step: the most micro-batches whose activations were held at once.
+  int64_t last_max_in_flight() const { return last_in_flight_; }
   // The reducer of the data-parallel gradients (of every parameter when tp == 1), or null.
   const dist::GradReducer* grad_reducer() const { return reducer_.get(); }
 
@@ -119,6 +129,9 @@ class Trainer {
 
  private:
   StepStats train_step();
+  double pipeline_step();             // one step's forwards and backwards; returns the loss sum
+  double sum_over_pp(double local);
+  nn::NamedTensors merge_stages(const nn::NamedTensors& mine);  // collective over pp; full on rank 0
   double mean_over_dp(double local);  // the mean of a per-rank value over the dp group
   double clip_gradients();            // the logical gradient norm (before clipping)
   uint64_t comm_bytes() const;        // bytes sent so far by this rank's groups
@@ -136,7 +149,8 @@ class Trainer {
   std::vector<std::unique_ptr<HookBase>> hooks_;
   int64_t iter_ = 0;
   double peak_flops_ = 0;
-  std::shared_ptr<comm::Communicator> dp_, all_;
+  std::shared_ptr<comm::Communicator> dp_, all_, pp_, world_, embed_;
+  int64_t last_in_flight_ = 0;
   std::unique_ptr<dist::GradReducer> reducer_, replicated_reducer_;
   std::vector<bool> split_;  // per parameter: split over tp
 };
