@@ -197,7 +197,22 @@ double Trainer::pipeline_step() {
   const DType dt = model_->config().dtype;
   const std::vector<PipelineAction> actions =
       pipeline_actions(parse_pipeline_schedule(opts_.pipeline_schedule), stages, stage, m);
-  last_in_flight_ = max_in_flight(actions);
+  pipe_stats_ = PipelineStats{};
+  pipe_stats_.max_in_flight = max_in_flight(actions);
+  const auto t_start = std::chrono::steady_clock::now();
+  auto& alloc = allocator_for(cpu_device());
+  const std::vector<Tensor> params = model_->parameters();
+  auto activation_bytes = [&, base = alloc.stats().current_bytes] {
+    int64_t grads = 0;
+    for (const Tensor& p : params)
+      if (p.grad().defined()) grads += static_cast<int64_t>(p.grad().nbytes());
+    return alloc.stats().current_bytes - base - grads;
+  };
+  auto timed_wait = [&](const comm::WorkPtr& w) {
+    const auto t0 = std::chrono::steady_clock::now();
+    w->wait();
+    pipe_stats_.wait_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  };
   // Every stage reads the step's micro-batches (the first uses the ids, the last the labels), so
   // the sampler position stays the same everywhere.
   std::vector<std::pair<Tensor, Tensor>> batches;
@@ -221,7 +236,7 @@ double Trainer::pipeline_step() {
         f.input = batches[static_cast<size_t>(a.micro)].first;
       } else {
         f.input = empty(act_shape, dt);
-        pp_->recv(f.input, stage - 1, tag(a.micro, 0))->wait();
+        timed_wait(pp_->recv(f.input, stage - 1, tag(a.micro, 0)));
         f.input.set_requires_grad(true);
       }
       Tensor out = model_->stage_forward(f.input, s0 + static_cast<uint64_t>(a.micro) * spf, T);
@@ -232,6 +247,9 @@ double Trainer::pipeline_step() {
         f.output = out;
         sends.push_back(pp_->send(contiguous(out.detach()), stage + 1, tag(a.micro, 0)));
       }
+      const int64_t held_bytes = activation_bytes();
+      if (pipe_stats_.micro_activation_bytes == 0) pipe_stats_.micro_activation_bytes = held_bytes;
+      pipe_stats_.peak_activation_bytes = std::max(pipe_stats_.peak_activation_bytes, held_bytes);
     } else {
       if (a.micro + 1 == m)  // the gradients become final in this backward
         for (auto* r : {reducer_.get(), replicated_reducer_.get()})
@@ -240,15 +258,16 @@ double Trainer::pipeline_step() {
         scale(f.output, backward_scale).backward();
       } else {
         Tensor g = empty(act_shape, dt);
-        pp_->recv(g, stage + 1, tag(a.micro, 1))->wait();
+        timed_wait(pp_->recv(g, stage + 1, tag(a.micro, 1)));
         f.output.backward(g);
       }
       if (!first) sends.push_back(pp_->send(contiguous(f.input.grad()), stage - 1, tag(a.micro, 1)));
       f = InFlight{};
     }
   }
-  for (auto& w : sends) w->wait();
+  for (auto& w : sends) timed_wait(w);
   gen.set_state({gen.seed(), s0 + static_cast<uint64_t>(m) * spf});
+  pipe_stats_.step_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
   return loss_sum;
 }
 

@@ -107,8 +107,16 @@ class Trainer {
   int64_t tp_size() const { return model_->tensor_parallel().size(); }
   bool is_main_rank() const { return world_ ? world_->rank() == 0 : (!all_ || all_->rank() == 0); }
   int64_t pp_size() const { return pp_ ? pp_->size() : 1; }
-  // Per stage, per step: the most micro-batches whose activations were held at once.
-  int64_t last_max_in_flight() const { return last_in_flight_; }
+  // Pipeline, this stage, the last step: the most micro-batches whose activations were held at
+  // once (from the schedule); from the allocator: the bytes one micro-batch's forward kept and
+  // the peak of the kept activations (gradient buffers excluded); seconds spent waiting for
+  // the neighbours' activations and gradients (the bubble, as this stage sees it) and in all.
+  struct PipelineStats {
+    int64_t max_in_flight = 0;
+    int64_t micro_activation_bytes = 0, peak_activation_bytes = 0;
+    double wait_seconds = 0, step_seconds = 0;
+  };
+  const PipelineStats& last_pipeline_stats() const { return pipe_stats_; }
   // The reducer of the data-parallel gradients (of every parameter when tp == 1), or null.
   const dist::GradReducer* grad_reducer() const { return reducer_.get(); }
 
@@ -150,7 +158,7 @@ class Trainer {
   int64_t iter_ = 0;
   double peak_flops_ = 0;
   std::shared_ptr<comm::Communicator> dp_, all_, pp_, world_, embed_;
-  int64_t last_in_flight_ = 0;
+  PipelineStats pipe_stats_;
   std::unique_ptr<dist::GradReducer> reducer_, replicated_reducer_;
   std::vector<bool> split_;  // per parameter: split over tp
 };

@@ -1,0 +1,89 @@
+// Pipeline schedules against their definitions, and a simulation of all stages together: every
+// schedule completes (no stage waits forever) and, with forward 1 and backward 2 time units,
+// its bubble is (p - 1) / (m + p - 1).
+#include <algorithm>
+#include <vector>
+
+#include "meshflow/train/pipeline_schedule.h"
+#include "testing.h"
+
+namespace {
+
+using mf::train::PipelineAction;
+using mf::train::PipelineSchedule;
+using mf::train::pipeline_actions;
+
+TEST(PipelineSchedule, GpipeRunsAllForwardsThenAllBackwards) {
+  for (int64_t s = 0; s < 4; ++s)
+    EXPECT_EQ(mf::train::actions_str(pipeline_actions(PipelineSchedule::kGpipe, 4, s, 3)), "F0 F1 F2 B0 B1 B2");
+}
+
+TEST(PipelineSchedule, OneFOneBWarmsUpAlternatesAndDrains) {
+  auto str = [](int64_t stages, int64_t stage, int64_t m) {
+    return mf::train::actions_str(pipeline_actions(PipelineSchedule::k1F1B, stages, stage, m));
+  };
+  EXPECT_EQ(str(4, 0, 6), "F0 F1 F2 F3 B0 F4 B1 F5 B2 B3 B4 B5");
+  EXPECT_EQ(str(4, 1, 6), "F0 F1 F2 B0 F3 B1 F4 B2 F5 B3 B4 B5");
+  EXPECT_EQ(str(4, 3, 6), "F0 B0 F1 B1 F2 B2 F3 B3 F4 B4 F5 B5");
+  EXPECT_EQ(str(4, 0, 2), "F0 F1 B0 B1");  // fewer micro-batches than stages
+}
+
+TEST(PipelineSchedule, InFlightBounds) {
+  for (int64_t p : {1, 2, 4})
+    for (int64_t m : {1, 3, 8})
+      for (int64_t s = 0; s < p; ++s) {
+        EXPECT_EQ(mf::train::max_in_flight(pipeline_actions(PipelineSchedule::k1F1B, p, s, m)), std::min(p - s, m));
+        EXPECT_EQ(mf::train::max_in_flight(pipeline_actions(PipelineSchedule::kGpipe, p, s, m)), m);
+        auto a = pipeline_actions(PipelineSchedule::k1F1B, p, s, m);
+        EXPECT_EQ(a.back(), (PipelineAction{false, m - 1}));  // gradients final in the last action
+      }
+}
+
+// Runs all stages' action lists with their dependencies: F(i) on s after F(i) on s - 1; B(i) on
+// s after B(i) on s + 1 (and F(i) on s). Returns the makespan; fails the test on a deadlock.
+double simulate(PipelineSchedule sched, int64_t p, int64_t m, double tf, double tb) {
+  std::vector<std::vector<PipelineAction>> acts;
+  for (int64_t s = 0; s < p; ++s) acts.push_back(pipeline_actions(sched, p, s, m));
+  std::vector<std::vector<double>> fdone(p, std::vector<double>(m, -1)), bdone(p, std::vector<double>(m, -1));
+  std::vector<size_t> next(p, 0);
+  std::vector<double> clock(p, 0);
+  for (bool progress = true; progress;) {
+    progress = false;
+    for (int64_t s = 0; s < p; ++s) {
+      if (next[s] == acts[s].size()) continue;
+      const PipelineAction& a = acts[s][next[s]];
+      double ready;
+      if (a.forward) {
+        ready = s == 0 ? 0 : fdone[s - 1][a.micro];
+      } else {
+        ready = s == p - 1 ? fdone[s][a.micro] : bdone[s + 1][a.micro];
+      }
+      if (ready < 0) continue;
+      clock[s] = std::max(clock[s], ready) + (a.forward ? tf : tb);
+      (a.forward ? fdone : bdone)[s][a.micro] = clock[s];
+      ++next[s];
+      progress = true;
+    }
+  }
+  for (int64_t s = 0; s < p; ++s) EXPECT_EQ(next[s], acts[s].size()) << "stage " << s << " deadlocked";
+  return *std::max_element(clock.begin(), clock.end());
+}
+
+TEST(PipelineSchedule, SimulatedBubbleMatchesTheory) {
+  for (auto sched : {PipelineSchedule::kGpipe, PipelineSchedule::k1F1B})
+    for (int64_t p : {2, 4})
+      for (int64_t m : {1, 4, 8}) {
+        const double span = simulate(sched, p, m, 1.0, 2.0), work = 3.0 * static_cast<double>(m);
+        const double bubble = (span - work) / span, theory = static_cast<double>(p - 1) / static_cast<double>(m + p - 1);
+        EXPECT_NEAR(bubble, theory, 1e-12) << mf::train::pipeline_schedule_name(sched) << " p=" << p << " m=" << m;
+      }
+}
+
+TEST(PipelineSchedule, SplitLayersAndBadInput) {
+  auto r = mf::train::split_layers(10, 4);
+  EXPECT_EQ(r, (std::vector<std::pair<int64_t, int64_t>>{{0, 3}, {3, 6}, {6, 8}, {8, 10}}));
+  MFT_EXPECT_ERROR(mf::train::split_layers(3, 4), "model.num_layers 3", "4 stages");
+  MFT_EXPECT_ERROR(mf::train::parse_pipeline_schedule("zigzag"), "train.dist.pipeline_schedule", "gpipe, 1f1b");
+}
+
+}  // namespace
