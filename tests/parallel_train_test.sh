@@ -10,7 +10,8 @@
 #  2. every step's comm_bytes (the gradient all-reduce) scales as 2(N-1)/N: dp=4 sends 1.5x
 #     what dp=2 sends, within 1% (the exact byte count is checked in meshflow_mpi_tests);
 #  3. tp=2 and pp=2 runs stopped at step 10 (checkpoints gathered to the unsplit layout) and
-#     resumed log the uninterrupted runs' losses;
+#     resumed log the uninterrupted runs' losses; a tp=2 x pp=2 checkpoint evaluates on one
+#     process to the run's own validation loss;
 #  4. a world size that does not match train.dist, or a tp size that does not divide the heads,
 #     fails on every rank with one error line each, before any work (no output directory).
 # Usage: parallel_train_test.sh MESHFLOW_BINARY SOURCE_DIR MPIEXEC
@@ -100,6 +101,21 @@ pp2=("$mpiexec" --allow-run-as-root --oversubscribe -np 2 "$bin" train "${args[@
 if ! cmp -s <(field "$work/pp21f1b/metrics.jsonl" loss) <(field "$work/pp2r/metrics.jsonl" loss); then
   echo "FAIL: pp=2 resumed at step 10 does not log the uninterrupted losses:"
   paste <(field "$work/pp21f1b/metrics.jsonl" loss) <(field "$work/pp2r/metrics.jsonl" loss); fail=1
+fi
+
+# A tp=2 x pp=2 (sequence-parallel) run's checkpoint, evaluated on one process: the run's own
+# final validation loss (checkpoints are in the unsplit layout).
+"$mpiexec" --allow-run-as-root --oversubscribe -np 4 "$bin" train "${args[@]}" train.train_micro_batch_size=2 \
+  train.dist.tensor_parallel_size=2 train.dist.pipeline_parallel_size=2 train.dist.sequence_parallel=true \
+  train.train_iter=3 train.evaluation.enabled=true train.evaluation.eval_iter=2 "train.output_dir=$work/ev" > "$work/log_ev" 2>&1 ||
+  { echo "FAIL: tp=2 x pp=2 run with evaluation exited non-zero:"; tail -20 "$work/log_ev"; fail=1; }
+want=$(grep -o "val_loss [0-9.]*" "$work/log_ev" | tail -1)
+got=$("$bin" eval "$work/ev/config.yaml" train.dist.tensor_parallel_size=1 train.dist.pipeline_parallel_size=1 \
+      train.dist.sequence_parallel=false 2>&1 | grep -o "val_loss [0-9.]*")
+if [ -z "$want" ] || [ "$want" != "$got" ]; then
+  echo "FAIL: one-process eval of the tp=2 x pp=2 checkpoint gives '$got', the run gave '$want'"; fail=1
+else
+  echo "tp=2 x pp=2 checkpoint on one process: $got (the run's: $want)"
 fi
 
 # A mesh that does not fit the world: one line per rank, nothing written.
