@@ -1,5 +1,6 @@
 // Pipeline bubble: the share of a step each stage spends waiting for its neighbours, measured,
-// beside the theoretical (p - 1) / (m + p - 1) of GPipe and 1F1B (p stages, m micro-batches).
+// beside the theoretical (p - 1) / (m + p - 1) of GPipe and 1F1B (p stages, m micro-batches) and
+// (p - 1) / (v m + p - 1) of interleaved 1F1B with v = 2 chunks per rank.
 // Run under mpirun, one rank per stage (`mpirun -np 2 meshflow_pipeline_bubble_bench`), with
 // one core per rank so that stages do not slow each other down.
 // Usage: meshflow_pipeline_bubble_bench [micro_batches layers_per_stage hidden heads seq micro_batch steps]
@@ -44,9 +45,12 @@ int main(int argc, char** argv) {
     std::printf("GPT-2 pipeline: %d stages x %lld layers, hidden %lld, micro-batch %lld x %lld, %lld micro-batches\n", p,
                 static_cast<long long>(per), static_cast<long long>(c.hidden_size), static_cast<long long>(mb),
                 static_cast<long long>(T), static_cast<long long>(m));
-  for (const char* schedule : {"gpipe", "1f1b"}) {
-    auto model = std::make_shared<mf::models::Gpt2Model>(
-        c, mf::nn::TensorParallel{}, mf::models::Gpt2Stage{s * per, (s + 1) * per, s == 0, s == p - 1});
+  for (const char* schedule : {"gpipe", "1f1b", "interleaved_1f1b"}) {
+    const bool il = std::string(schedule) == "interleaved_1f1b";
+    const int64_t v = il ? 2 : 1, layers = per / v;  // interleaved: 2 chunks of per / 2 layers
+    mf::models::Gpt2Stage stage{s * layers, (s + 1) * layers, s == 0, s == p - 1, {}};
+    if (il) stage.later_chunks.push_back({(p + s) * layers, (p + s + 1) * layers});
+    auto model = std::make_shared<mf::models::Gpt2Model>(c, mf::nn::TensorParallel{}, stage);
     model->init_weights(1);
     mf::train::TrainOptions o;
     o.output_dir = (std::filesystem::temp_directory_path() / ("meshflow_bubble_" + std::to_string(getppid()) + "_" + schedule)).string();
@@ -69,14 +73,14 @@ int main(int argc, char** argv) {
     all.data<double>()[s] = frac;
     world->all_reduce(all)->wait();
     if (s == 0) {
-      std::printf("%-6s measured bubble per stage:", schedule);
+      std::printf("%-16s measured bubble per stage:", schedule);
       double mean = 0;
       for (int k = 0; k < p; ++k) {
         std::printf(" %.3f", all.data<double>()[k]);
         mean += all.data<double>()[k] / p;
       }
-      std::printf(" (mean %.3f); theory (p-1)/(m+p-1) = %.3f\n", mean,
-                  static_cast<double>(p - 1) / static_cast<double>(m + p - 1));
+      std::printf(" (mean %.3f); theory (p-1)/(v m+p-1) = %.3f (v = %lld)\n", mean,
+                  static_cast<double>(p - 1) / static_cast<double>(v * m + p - 1), static_cast<long long>(v));
       std::filesystem::remove_all(o.output_dir);
     }
     world->barrier()->wait();

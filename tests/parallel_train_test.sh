@@ -4,7 +4,8 @@
 #     dp=2 x tp=2, the tp layouts with and without sequence parallelism, logs the single-process
 #     losses to 1e-5 relative, same global batch of 8 sequences (from metrics.jsonl); the byte
 #     vocabulary (257) and the sequence (31) split unevenly over tp=2 and 4; pp=2 and pp=4 with
-#     each schedule (gpipe, 1f1b), and dp=2 x tp=2 x pp=2 on 8 ranks (with and without sequence
+#     each schedule (gpipe, 1f1b, interleaved_1f1b with 2 chunks per rank), and dp=2 x tp=2 x
+#     pp=2 on 8 ranks (with and without sequence
 #     parallelism), log the losses of one process running the same micro-batches (the pipeline's
 #     micro-batches are the accumulation steps);
 #  2. every step's comm_bytes (the gradient all-reduce) scales as 2(N-1)/N: dp=4 sends 1.5x
@@ -33,13 +34,13 @@ args=(configs/gpt2/tiny.yaml tokenization.tokenizer=byte model.vocab_size=257 "d
       model.max_seq_length=32 data.seq_length=31 train.train_iter=20 train.global_batch_size=8 train.log_period=1
       train.evaluation.enabled=false train.checkpointer.period=0 train.dist.grad_bucket_mb=0.01)
 
-run() {  # name, ranks, micro batch, tp[, sequence parallel[, pp[, schedule]]]
-  local name=$1 np=$2 mb=$3 tp=$4 sp=${5:-false} pp=${6:-1} sched=${7:-1f1b} out=$work/$1
+run() {  # name, ranks, micro batch, tp[, sequence parallel[, pp[, schedule[, virtual stages[, layers]]]]]
+  local name=$1 np=$2 mb=$3 tp=$4 sp=${5:-false} pp=${6:-1} sched=${7:-1f1b} v=${8:-1} layers=${9:-4} out=$work/$1
   local launch=()
   [ "$np" -gt 1 ] && launch=("$mpiexec" --allow-run-as-root --oversubscribe -np "$np")
   if ! "${launch[@]}" "$bin" train "${args[@]}" train.train_micro_batch_size="$mb" train.dist.tensor_parallel_size="$tp" \
        train.dist.sequence_parallel="$sp" train.dist.pipeline_parallel_size="$pp" train.dist.pipeline_schedule="$sched" \
-       "train.output_dir=$out" > "$work/log_$name" 2>&1; then
+       train.dist.virtual_pipeline_size="$v" model.num_layers="$layers" "train.output_dir=$out" > "$work/log_$name" 2>&1; then
     echo "FAIL: training $name exited non-zero:"; tail -20 "$work/log_$name"; fail=1
   fi
 }
@@ -61,6 +62,9 @@ run pp2gpipe 2 2 1 false 2 gpipe
 run pp21f1b 2 2 1 false 2 1f1b
 run pp4gpipe 4 2 1 false 4 gpipe
 run pp41f1b 4 2 1 false 4 1f1b
+run pp2il 2 2 1 false 2 interleaved_1f1b 2     # 2 chunks of 1 layer per rank
+run one_mb2_8 1 2 1 false 1 1f1b 1 8           # 8 layers
+run pp4il 4 2 1 false 4 interleaved_1f1b 2 8   # 2 chunks of 1 layer per rank
 run one_mb4 1 4 1                  # 2 micro-batches of 4
 run dp2tp2pp2 8 2 2 false 2 1f1b
 run dp2tp2pp2sp 8 2 2 true 2 1f1b
@@ -79,7 +83,8 @@ compare() {  # reference, runs...
   done
 }
 compare dp1 dp2 dp4 tp2 tp4 dp2tp2 tp2sp tp4sp dp2tp2sp
-compare one_mb2 pp2gpipe pp21f1b pp4gpipe pp41f1b
+compare one_mb2 pp2gpipe pp21f1b pp4gpipe pp41f1b pp2il
+compare one_mb2_8 pp4il
 compare one_mb4 dp2tp2pp2 dp2tp2pp2sp
 paste <(field "$work/dp2/metrics.jsonl" comm_bytes) <(field "$work/dp4/metrics.jsonl" comm_bytes) |
   awk '{ r = $2 / $1; if (r < 1.5 * 0.99 || r > 1.5 * 1.01) { printf "FAIL: step %d: dp=4 sent %s bytes, dp=2 %s: ratio %.4f, want 1.5\n", NR, $2, $1, r; bad = 1 } }

@@ -39,12 +39,15 @@ TEST(PipelineSchedule, InFlightBounds) {
       }
 }
 
-// Runs all stages' action lists with their dependencies: F(i) on s after F(i) on s - 1; B(i) on
-// s after B(i) on s + 1 (and F(i) on s). Returns the makespan; fails the test on a deadlock.
-double simulate(PipelineSchedule sched, int64_t p, int64_t m, double tf, double tb) {
+// Runs all stages' action lists with their dependencies — F(i) of virtual stage j after F(i) of
+// j - 1, B(i) of j after B(i) of j + 1 (and F(i) of j) — where virtual stage j = c p + s is chunk
+// c of rank s. Sends never block, an action waits for its input. Returns the makespan; fails the
+// test on a deadlock. tf, tb: one whole stage's forward and backward time (a chunk takes 1/v).
+double simulate(PipelineSchedule sched, int64_t p, int64_t m, double tf, double tb, int64_t v = 1) {
   std::vector<std::vector<PipelineAction>> acts;
-  for (int64_t s = 0; s < p; ++s) acts.push_back(pipeline_actions(sched, p, s, m));
-  std::vector<std::vector<double>> fdone(p, std::vector<double>(m, -1)), bdone(p, std::vector<double>(m, -1));
+  for (int64_t s = 0; s < p; ++s) acts.push_back(pipeline_actions(sched, p, s, m, v));
+  const int64_t stages = p * v;
+  std::vector<std::vector<double>> fdone(stages, std::vector<double>(m, -1)), bdone(stages, std::vector<double>(m, -1));
   std::vector<size_t> next(p, 0);
   std::vector<double> clock(p, 0);
   for (bool progress = true; progress;) {
@@ -52,15 +55,16 @@ double simulate(PipelineSchedule sched, int64_t p, int64_t m, double tf, double 
     for (int64_t s = 0; s < p; ++s) {
       if (next[s] == acts[s].size()) continue;
       const PipelineAction& a = acts[s][next[s]];
+      const int64_t j = a.chunk * p + s;
       double ready;
       if (a.forward) {
-        ready = s == 0 ? 0 : fdone[s - 1][a.micro];
+        ready = j == 0 ? 0 : fdone[j - 1][a.micro];
       } else {
-        ready = s == p - 1 ? fdone[s][a.micro] : bdone[s + 1][a.micro];
+        ready = j == stages - 1 ? fdone[j][a.micro] : bdone[j + 1][a.micro];
       }
       if (ready < 0) continue;
-      clock[s] = std::max(clock[s], ready) + (a.forward ? tf : tb);
-      (a.forward ? fdone : bdone)[s][a.micro] = clock[s];
+      clock[s] = std::max(clock[s], ready) + (a.forward ? tf : tb) / static_cast<double>(v);
+      (a.forward ? fdone : bdone)[j][a.micro] = clock[s];
       ++next[s];
       progress = true;
     }
@@ -79,11 +83,32 @@ TEST(PipelineSchedule, SimulatedBubbleMatchesTheory) {
       }
 }
 
+// Interleaving v chunks per rank divides the bubble by v: (p - 1) / (v m + p - 1).
+TEST(PipelineSchedule, InterleavedBubbleShrinksWithChunks) {
+  for (int64_t p : {2, 4})
+    for (int64_t v : {2, 3})
+      for (int64_t m : {p, 2 * p, 4 * p}) {
+        const double span = simulate(PipelineSchedule::kInterleaved1F1B, p, m, 1.0, 2.0, v), work = 3.0 * static_cast<double>(m);
+        const double bubble = (span - work) / span;
+        const double theory = static_cast<double>(p - 1) / static_cast<double>(v * m + p - 1);
+        EXPECT_NEAR(bubble, theory, 1e-9) << "p=" << p << " v=" << v << " m=" << m;
+        for (int64_t s = 0; s < p; ++s) {
+          auto a = pipeline_actions(PipelineSchedule::kInterleaved1F1B, p, s, m, v);
+          EXPECT_EQ(static_cast<int64_t>(a.size()), 2 * m * v);
+          EXPECT_EQ(a.back(), (PipelineAction{false, m - 1, 0}));
+        }
+      }
+  EXPECT_EQ(mf::train::actions_str(pipeline_actions(PipelineSchedule::kInterleaved1F1B, 2, 1, 2, 2)),
+            "F0 F1 F0.1 B0.1 F1.1 B1.1 B0 B1");
+  MFT_EXPECT_ERROR(pipeline_actions(PipelineSchedule::kInterleaved1F1B, 4, 0, 6, 2), "multiple of",
+                   "train.dist.pipeline_parallel_size 4");
+}
+
 TEST(PipelineSchedule, SplitLayersAndBadInput) {
   auto r = mf::train::split_layers(10, 4);
   EXPECT_EQ(r, (std::vector<std::pair<int64_t, int64_t>>{{0, 3}, {3, 6}, {6, 8}, {8, 10}}));
   MFT_EXPECT_ERROR(mf::train::split_layers(3, 4), "model.num_layers 3", "4 stages");
-  MFT_EXPECT_ERROR(mf::train::parse_pipeline_schedule("zigzag"), "train.dist.pipeline_schedule", "gpipe, 1f1b");
+  MFT_EXPECT_ERROR(mf::train::parse_pipeline_schedule("zigzag"), "train.dist.pipeline_schedule", "gpipe, 1f1b, interleaved_1f1b");
 }
 
 }  // namespace

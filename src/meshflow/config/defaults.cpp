@@ -60,7 +60,8 @@ train:
     pipeline_parallel_size: 1
     sequence_parallel: false
     pipeline_num_layers: 0      # 0 = model.num_layers
-    pipeline_schedule: 1f1b     # gpipe | 1f1b: the order of micro-batch forwards and backwards
+    pipeline_schedule: 1f1b     # gpipe | 1f1b | interleaved_1f1b: the order of micro-batch forwards and backwards
+    virtual_pipeline_size: 1    # interleaved_1f1b: model chunks per pipeline rank
     timeout: 300                # seconds a collective may wait before the run fails
     grad_bucket_mb: 25.0        # data parallel: gradients are all-reduced in buckets of this size
   scheduler:

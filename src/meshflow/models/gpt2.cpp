@@ -76,8 +76,14 @@ Tensor Gpt2Block::forward(const Tensor& x, int64_t seq_len) const {
 Gpt2Model::Gpt2Model(const Gpt2Config& c, const nn::TensorParallel& tp, const Gpt2Stage& stage)
     : c_(c), tp_(tp), stage_(stage) {
   if (stage_.end_layer < 0) stage_.end_layer = c.num_layers;
-  MF_CHECK(stage_.first_layer >= 0 && stage_.first_layer <= stage_.end_layer && stage_.end_layer <= c.num_layers,
-           "gpt2: pipeline stage layers [", stage_.first_layer, ", ", stage_.end_layer, ") outside [0, ", c.num_layers, ")");
+  chunk_layers_.emplace_back(stage_.first_layer, stage_.end_layer);
+  for (const auto& r : stage_.later_chunks) chunk_layers_.push_back(r);
+  for (size_t k = 0; k < chunk_layers_.size(); ++k) {
+    const auto [a, b] = chunk_layers_[k];
+    MF_CHECK(a >= 0 && a <= b && b <= c.num_layers && (k == 0 || a >= chunk_layers_[k - 1].second),
+             "gpt2: pipeline stage chunk ", k, " layers [", a, ", ", b, ") outside [0, ", c.num_layers,
+             ") or not after the previous chunk");
+  }
   c.validate();
   MF_CHECK(c.num_attention_heads % tp.size() == 0 && c.ffn() % tp.size() == 0, "gpt2: train.dist.tensor_parallel_size ",
            tp.size(), " must divide model.num_attention_heads (", c.num_attention_heads, ") and model.ffn_hidden_size (",
@@ -88,8 +94,8 @@ Gpt2Model::Gpt2Model(const Gpt2Config& c, const nn::TensorParallel& tp, const Gp
     wte_ = tr->add("wte", std::make_shared<nn::VocabParallelEmbedding>(c.vocab_size, c.hidden_size, tp, c.dtype));
   if (stage_.first) wpe_ = tr->add("wpe", std::make_shared<nn::Embedding>(c.max_seq_length, c.hidden_size, c.dtype));
   auto h = tr->add("h", std::make_shared<nn::ModuleGroup>());
-  for (int64_t i = stage_.first_layer; i < stage_.end_layer; ++i)
-    blocks_.push_back(h->add(std::to_string(i), std::make_shared<Gpt2Block>(c, tp)));
+  for (const auto& [a, b] : chunk_layers_)
+    for (int64_t i = a; i < b; ++i) blocks_.push_back(h->add(std::to_string(i), std::make_shared<Gpt2Block>(c, tp)));
   if (stage_.last) ln_f_ = tr->add("ln_f", std::make_shared<nn::LayerNorm>(c.hidden_size, c.layernorm_epsilon, c.dtype));
   // lm_head.weight is tied to transformer.wte.weight (not a separate parameter).
 }
@@ -151,7 +157,9 @@ void Gpt2Model::init_weights(uint64_t seed) {
   }
 }
 
-Tensor Gpt2Model::stage_forward(const Tensor& input, uint64_t stream0, int64_t T) const {
+Tensor Gpt2Model::stage_forward(const Tensor& input, uint64_t stream0, int64_t T, int64_t chunk) const {
+  MF_CHECK(chunk >= 0 && chunk < stage_.num_chunks(), "gpt2: chunk ", chunk, " of a stage with ", stage_.num_chunks());
+  const bool embed = stage_.first && chunk == 0, head = stage_.last && chunk + 1 == stage_.num_chunks();
   Generator& gen = default_generator();
   // Evaluation draws nothing and leaves the generator alone.
   auto use_stream = [&](uint64_t k) {
@@ -161,7 +169,7 @@ Tensor Gpt2Model::stage_forward(const Tensor& input, uint64_t stream0, int64_t T
   MF_CHECK(T > 0 && T <= c_.max_seq_length, "gpt2: sequence length ", T, " must be in [1, model.max_seq_length = ",
            c_.max_seq_length, "]");
   Tensor x;
-  if (stage_.first) {
+  if (embed) {
     const Tensor& ids = input;
     MF_CHECK(ids.ndim() == 2 && ids.shape(1) == T, "gpt2: input ids must be (batch, ", T, "), got ", ids.str());
     Tensor pos = arange(T, DType::kI64);
@@ -174,9 +182,12 @@ Tensor Gpt2Model::stage_forward(const Tensor& input, uint64_t stream0, int64_t T
   } else {
     x = input;
   }
-  for (size_t k = 0; k < blocks_.size(); ++k) {
-    use_stream(1 + kStreamsPerBlock * static_cast<uint64_t>(stage_.first_layer + static_cast<int64_t>(k)));
-    const auto& blk = blocks_[k];
+  int64_t offset = 0;  // index in blocks_ of this chunk's first block
+  for (int64_t k = 0; k < chunk; ++k) offset += chunk_layers_[static_cast<size_t>(k)].second - chunk_layers_[static_cast<size_t>(k)].first;
+  const auto [layer0, layer_end] = chunk_layers_[static_cast<size_t>(chunk)];
+  for (int64_t layer = layer0; layer < layer_end; ++layer) {
+    use_stream(1 + kStreamsPerBlock * static_cast<uint64_t>(layer));
+    const auto& blk = blocks_[static_cast<size_t>(offset + layer - layer0)];
     if (c_.activation_checkpointing && training() && grad_enabled()) {
       auto b = blk;
       x = checkpoint([b, T](const std::vector<Tensor>& in) { return std::vector<Tensor>{b->forward(in[0], T)}; }, {x})[0];
@@ -185,7 +196,7 @@ Tensor Gpt2Model::stage_forward(const Tensor& input, uint64_t stream0, int64_t T
     }
   }
   use_stream(streams_per_forward());
-  if (!stage_.last) return x;
+  if (!head) return x;
   x = ln_f_->forward(x);
   if (sp) x = dist::box_axis(x, dist::Sbp::split(1), dist::Sbp::broadcast(), {x.shape(0), T, x.shape(2)}, *tp_.comm);
   return x;

@@ -56,6 +56,11 @@ struct Gpt2Stage {
   int64_t first_layer = 0;
   int64_t end_layer = -1;  // -1: num_layers
   bool first = true, last = true;
+  // Interleaved pipelines: the layers of this rank's chunks 1, 2, ... (chunk 0 is
+  // [first_layer, end_layer)); `first` holds the embeddings before chunk 0, `last` the head
+  // after the last chunk.
+  std::vector<std::pair<int64_t, int64_t>> later_chunks;
+  int64_t num_chunks() const { return 1 + static_cast<int64_t>(later_chunks.size()); }
 };
 
 class Gpt2Model : public nn::Module {
@@ -85,7 +90,9 @@ class Gpt2Model : public nn::Module {
   // draws random streams from stream0 on (see kStreamsPerBlock) and leaves the default generator
   // at stream0 + streams_per_forward(); in eval mode it draws none and leaves it alone.
   // seq_len: the logical sequence length T.
-  Tensor stage_forward(const Tensor& input, uint64_t stream0, int64_t seq_len) const;
+  // `chunk`: which of this rank's chunks (interleaved pipelines); the embeddings run before
+  // chunk 0 on the first stage, the head's ln_f after the last chunk on the last stage.
+  Tensor stage_forward(const Tensor& input, uint64_t stream0, int64_t seq_len, int64_t chunk = 0) const;
   // Last stage: the loss of the final hidden state (B, T, C) against labels (B, T).
   Tensor head_loss(const Tensor& hidden, const Tensor& labels) const;
   uint64_t streams_per_forward() const { return 1 + kStreamsPerBlock * static_cast<uint64_t>(c_.num_layers); }
@@ -108,7 +115,8 @@ class Gpt2Model : public nn::Module {
   std::shared_ptr<nn::Module> transformer_;
   std::shared_ptr<nn::VocabParallelEmbedding> wte_;
   std::shared_ptr<nn::Embedding> wpe_;
-  std::vector<std::shared_ptr<Gpt2Block>> blocks_;
+  std::vector<std::shared_ptr<Gpt2Block>> blocks_;       // every chunk's, in layer order
+  std::vector<std::pair<int64_t, int64_t>> chunk_layers_;  // per chunk: its [first, end) layers
   std::shared_ptr<nn::LayerNorm> ln_f_;
 };
 

@@ -41,8 +41,7 @@ TrainOptions train_options(const Config& c, int world_size) {
   o.micro_batch = c.get_int("train.train_micro_batch_size");
   const dist::MeshSizes mesh = dist::resolve_mesh_sizes(dist::MeshSizes::from_config(c), world_size);
   o.pipeline_schedule = c.get_string("train.dist.pipeline_schedule");
-  parse_pipeline_schedule(o.pipeline_schedule);  // a bad name fails here, before any work
-  if (mesh.pipeline > 1) split_layers(c.get_int("model.num_layers"), mesh.pipeline);  // enough layers?
+  o.virtual_pipeline_size = c.get_int("train.dist.virtual_pipeline_size");
   if (mesh.tensor > 1) {  // the model's split sizes, checked before any work
     const int64_t heads = c.get_int("model.num_attention_heads"), hidden = c.get_int("model.hidden_size");
     const int64_t ffn = c.get_int("model.ffn_hidden_size") > 0 ? c.get_int("model.ffn_hidden_size") : 4 * hidden;
@@ -64,6 +63,15 @@ TrainOptions train_options(const Config& c, int world_size) {
     MF_CHECK(global == o.micro_batch * accum * dp, "train.global_batch_size ", global, " != train_micro_batch_size ",
              o.micro_batch, " x num_accumulation_steps ", accum, " x data_parallel_size ", dp);
   o.accumulation_steps = accum;
+  // Pipeline set-ups that cannot run fail here, before any work: a bad schedule name, fewer
+  // layers than (virtual) stages, interleaving with micro-batches not a multiple of the stages.
+  MF_CHECK(o.virtual_pipeline_size >= 1, "train.dist.virtual_pipeline_size must be >= 1, got ", o.virtual_pipeline_size);
+  if (mesh.pipeline > 1) {
+    split_layers(c.get_int("model.num_layers"), mesh.pipeline * o.virtual_pipeline_size);
+    pipeline_actions(parse_pipeline_schedule(o.pipeline_schedule), mesh.pipeline, 0, accum, o.virtual_pipeline_size);
+  } else {
+    parse_pipeline_schedule(o.pipeline_schedule);
+  }
   o.log_period = c.get_int("train.log_period");
   o.seed = static_cast<uint64_t>(c.get_int("train.seed"));
   o.checkpoint_period = c.get_int("train.checkpointer.period");

@@ -9,30 +9,65 @@ namespace mf::train {
 PipelineSchedule parse_pipeline_schedule(const std::string& name) {
   if (name == "gpipe") return PipelineSchedule::kGpipe;
   if (name == "1f1b") return PipelineSchedule::k1F1B;
-  MF_THROW("train.dist.pipeline_schedule '", name, "' is not one of gpipe, 1f1b (interleaved_1f1b is not implemented yet)");
+  if (name == "interleaved_1f1b") return PipelineSchedule::kInterleaved1F1B;
+  MF_THROW("train.dist.pipeline_schedule '", name, "' is not one of gpipe, 1f1b, interleaved_1f1b");
 }
 
-const char* pipeline_schedule_name(PipelineSchedule s) { return s == PipelineSchedule::kGpipe ? "gpipe" : "1f1b"; }
+const char* pipeline_schedule_name(PipelineSchedule s) {
+  switch (s) {
+    case PipelineSchedule::kGpipe: return "gpipe";
+    case PipelineSchedule::k1F1B: return "1f1b";
+    case PipelineSchedule::kInterleaved1F1B: return "interleaved_1f1b";
+  }
+  return "?";
+}
+
+namespace {
+std::vector<PipelineAction> interleaved(int64_t p, int64_t s, int64_t m, int64_t v) {
+  MF_CHECK(m % p == 0, "pipeline: the interleaved schedule needs the micro-batches (train.num_accumulation_steps = ", m,
+           ") to be a multiple of train.dist.pipeline_parallel_size ", p);
+  const int64_t total = m * v;
+  const int64_t warmup = std::min(total, (p - s - 1) * 2 + (v - 1) * p);
+  // Virtual micro-batch k: micro-batch (k / (p v)) p + k % p of chunk (k % (p v)) / p, the
+  // chunks in reverse for backwards.
+  auto at = [&](int64_t k, bool forward) {
+    const int64_t group = (k % (p * v)) / p;
+    return PipelineAction{forward, (k / (p * v)) * p + k % p, forward ? group : v - 1 - group};
+  };
+  std::vector<PipelineAction> a;
+  int64_t f = 0, b = 0;
+  for (; f < warmup; ++f) a.push_back(at(f, true));
+  for (; f < total; ++f, ++b) {
+    a.push_back(at(f, true));
+    a.push_back(at(b, false));
+  }
+  for (; b < total; ++b) a.push_back(at(b, false));
+  return a;
+}
+}  // namespace
 
 std::vector<PipelineAction> pipeline_actions(PipelineSchedule schedule, int64_t stages, int64_t stage,
-                                             int64_t micro_batches) {
-  MF_CHECK(stages >= 1 && stage >= 0 && stage < stages && micro_batches >= 1, "pipeline_actions: stage ", stage, " of ",
-           stages, " with ", micro_batches, " micro-batches");
+                                             int64_t micro_batches, int64_t chunks) {
+  MF_CHECK(stages >= 1 && stage >= 0 && stage < stages && micro_batches >= 1 && chunks >= 1, "pipeline_actions: stage ",
+           stage, " of ", stages, " with ", micro_batches, " micro-batches and ", chunks, " chunks");
+  MF_CHECK(chunks == 1 || schedule == PipelineSchedule::kInterleaved1F1B, "pipeline: train.dist.virtual_pipeline_size ",
+           chunks, " > 1 needs train.dist.pipeline_schedule=interleaved_1f1b");
+  if (schedule == PipelineSchedule::kInterleaved1F1B) return interleaved(stages, stage, micro_batches, chunks);
   std::vector<PipelineAction> a;
   const int64_t m = micro_batches;
   if (schedule == PipelineSchedule::kGpipe) {
-    for (int64_t i = 0; i < m; ++i) a.push_back({true, i});
-    for (int64_t i = 0; i < m; ++i) a.push_back({false, i});
+    for (int64_t i = 0; i < m; ++i) a.push_back({true, i, 0});
+    for (int64_t i = 0; i < m; ++i) a.push_back({false, i, 0});
     return a;
   }
   const int64_t warmup = std::min(stages - stage - 1, m);
   int64_t f = 0, b = 0;
-  for (; f < warmup; ++f) a.push_back({true, f});
+  for (; f < warmup; ++f) a.push_back({true, f, 0});
   for (; f < m; ++f, ++b) {
-    a.push_back({true, f});
-    a.push_back({false, b});
+    a.push_back({true, f, 0});
+    a.push_back({false, b, 0});
   }
-  for (; b < m; ++b) a.push_back({false, b});
+  for (; b < m; ++b) a.push_back({false, b, 0});
   return a;
 }
 
@@ -50,6 +85,7 @@ std::string actions_str(const std::vector<PipelineAction>& actions) {
   for (const auto& x : actions) {
     if (!s.empty()) s += ' ';
     s += (x.forward ? "F" : "B") + std::to_string(x.micro);
+    if (x.chunk > 0) s += "." + std::to_string(x.chunk);
   }
   return s;
 }

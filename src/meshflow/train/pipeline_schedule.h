@@ -5,8 +5,13 @@
 //   1f1b   PipeDream-flush (Megatron's default): stage s of p first runs min(p - s - 1, m)
 //          forwards (warm-up), then alternates one forward, one backward, then drains the
 //          remaining backwards; at most p - s micro-batches are in flight on stage s.
-// Both run the backwards in micro-batch order, so the last action of every stage is B(m-1).
-// The bubble is (p - 1) / (m + p - 1) of the step for both; 1f1b bounds memory.
+//   interleaved_1f1b  Megatron-LM's interleaved 1F1B: each rank holds v model chunks (virtual
+//          stages; chunk c of rank s is stage c·p + s of v·p), m must be a multiple of p. Warm-up
+//          (p - s - 1)·2 + (v - 1)·p forwards, then 1F1B over the v·m (micro-batch, chunk) pairs;
+//          forwards visit chunks 0..v-1 in groups of p micro-batches, backwards v-1..0.
+// gpipe and 1f1b run the backwards in micro-batch order, so their last action is B(m-1); the
+// interleaved schedule ends with B(m-1) of chunk 0. The bubble is (p - 1) / (m + p - 1) of the
+// step for gpipe and 1f1b, (p - 1) / (v·m + p - 1) interleaved; 1f1b bounds memory.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -14,28 +19,31 @@
 
 namespace mf::train {
 
-enum class PipelineSchedule { kGpipe, k1F1B };
+enum class PipelineSchedule { kGpipe, k1F1B, kInterleaved1F1B };
 
-// "gpipe" | "1f1b"; throws naming train.dist.pipeline_schedule and the choices otherwise.
+// "gpipe" | "1f1b" | "interleaved_1f1b"; throws naming train.dist.pipeline_schedule otherwise.
 PipelineSchedule parse_pipeline_schedule(const std::string& name);
 const char* pipeline_schedule_name(PipelineSchedule s);
 
 struct PipelineAction {
   bool forward = true;  // false: backward
   int64_t micro = 0;
+  int64_t chunk = 0;    // the model chunk (interleaved schedule; 0 otherwise)
   bool operator==(const PipelineAction&) const = default;
 };
 
-// The actions of `stage` (0-based, of `stages`) for `micro_batches` micro-batches.
+// The actions of `stage` (0-based, of `stages`) for `micro_batches` micro-batches; `chunks`
+// (virtual stages per rank) > 1 only for the interleaved schedule. Throws (naming the config keys)
+// for an impossible set-up: interleaving with micro-batches not a multiple of the stages.
 std::vector<PipelineAction> pipeline_actions(PipelineSchedule schedule, int64_t stages, int64_t stage,
-                                             int64_t micro_batches);
+                                             int64_t micro_batches, int64_t chunks = 1);
 // The most micro-batches in flight (forward done, backward not yet) during `actions`.
 int64_t max_in_flight(const std::vector<PipelineAction>& actions);
-// "F0 F1 B0 ..." for messages and tests.
+// "F0 F1 B0 ..." for messages and tests ("F0.1": micro-batch 0 of chunk 1 when chunked).
 std::string actions_str(const std::vector<PipelineAction>& actions);
 
-// Contiguous layer ranges for the stages, as even as possible (the first `layers % stages` stages
-// take one more); throws when there are fewer layers than stages.
+// Contiguous layer ranges for the (virtual) stages, as even as possible (the first
+// `layers % stages` take one more); throws when there are fewer layers than stages.
 std::vector<std::pair<int64_t, int64_t>> split_layers(int64_t layers, int64_t stages);
 
 }  // namespace mf::train

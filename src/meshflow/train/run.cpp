@@ -103,9 +103,15 @@ RunSummary run_training(const Config& c, std::FILE* out, const comm::CommPtr& wo
   models::Gpt2Stage stage;
   comm::CommPtr stage_group = world;
   if (mesh && mesh->axis_size(dist::Axis::kPipeline) > 1) {  // this rank's stage: its layers
+    // Chunk k of pipeline rank s is virtual stage k * pp + s of pp * virtual_pipeline_size.
     const int64_t pp = mesh->axis_size(dist::Axis::kPipeline), s = mesh->index(dist::Axis::kPipeline);
-    const auto layers = split_layers(c.get_int("model.num_layers"), pp)[static_cast<size_t>(s)];
-    stage = {layers.first, layers.second, s == 0, s == pp - 1};
+    const int64_t v = opts.virtual_pipeline_size;
+    const auto layers = split_layers(c.get_int("model.num_layers"), pp * v);
+    stage.first_layer = layers[static_cast<size_t>(s)].first;
+    stage.end_layer = layers[static_cast<size_t>(s)].second;
+    stage.first = s == 0;
+    stage.last = s == pp - 1;
+    for (int64_t k = 1; k < v; ++k) stage.later_chunks.push_back(layers[static_cast<size_t>(k * pp + s)]);
     stage_group = world->split(static_cast<int>(s), world->rank());  // this stage's dp x tp ranks
   }
   auto model = build_model(c, *tok, tp, stage);

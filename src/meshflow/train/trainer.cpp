@@ -188,15 +188,15 @@ double Trainer::sum_over_pp(double local) {
 }
 
 double Trainer::pipeline_step() {
-  const int64_t m = opts_.accumulation_steps, stages = pp_->size(), stage = pp_->rank(), mb = opts_.micro_batch;
-  const bool first = stage == 0, last = stage == stages - 1;
+  const int64_t m = opts_.accumulation_steps, p = pp_->size(), stage = pp_->rank(), mb = opts_.micro_batch;
+  const int64_t v = model_->stage().num_chunks();
   const nn::TensorParallel& tp = model_->tensor_parallel();
   const int64_t T = opts_.seq_length, C = model_->config().hidden_size;
   const int64_t t_local = tp.enabled() && tp.sequence_parallel ? dist::split_size(T, tp.size(), tp.rank()) : T;
   const Shape act_shape{mb, t_local, C};
   const DType dt = model_->config().dtype;
   const std::vector<PipelineAction> actions =
-      pipeline_actions(parse_pipeline_schedule(opts_.pipeline_schedule), stages, stage, m);
+      pipeline_actions(parse_pipeline_schedule(opts_.pipeline_schedule), p, stage, m, v);
   pipe_stats_ = PipelineStats{};
   pipe_stats_.max_in_flight = max_in_flight(actions);
   const auto t_start = std::chrono::steady_clock::now();
@@ -204,8 +204,8 @@ double Trainer::pipeline_step() {
   const std::vector<Tensor> params = model_->parameters();
   auto activation_bytes = [&, base = alloc.stats().current_bytes] {
     int64_t grads = 0;
-    for (const Tensor& p : params)
-      if (p.grad().defined()) grads += static_cast<int64_t>(p.grad().nbytes());
+    for (const Tensor& t : params)
+      if (t.grad().defined()) grads += static_cast<int64_t>(t.grad().nbytes());
     return alloc.stats().current_bytes - base - grads;
   };
   auto timed_wait = [&](const comm::WorkPtr& w) {
@@ -213,6 +213,11 @@ double Trainer::pipeline_step() {
     w->wait();
     pipe_stats_.wait_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   };
+  // Virtual stage j = chunk * p + stage; its neighbours are j - 1 and j + 1 (rank and chunk).
+  // A message's tag names the receiving chunk, the micro-batch and the direction.
+  const int64_t vstages = p * v;
+  auto rank_of = [&](int64_t j) { return static_cast<int>(j % p); };
+  auto tag = [&](int64_t micro, int64_t chunk, int kind) { return static_cast<int>((2 * (micro * v + chunk) + kind) % 32768); };
   // Every stage reads the step's micro-batches (the first uses the ids, the last the labels), so
   // the sampler position stays the same everywhere.
   std::vector<std::pair<Tensor, Tensor>> batches;
@@ -220,15 +225,17 @@ double Trainer::pipeline_step() {
   Generator& gen = default_generator();
   const uint64_t s0 = gen.state().next_stream, spf = model_->streams_per_forward();
   const double backward_scale = 1.0 / static_cast<double>(m * tp_size());
-  auto tag = [](int64_t micro, int kind) { return static_cast<int>((2 * micro + kind) % 32768); };
   struct InFlight {
-    Tensor input, output;  // output: the loss on the last stage
+    Tensor input, output;  // output: the loss on the last virtual stage
   };
-  std::vector<InFlight> held(static_cast<size_t>(m));
+  std::vector<InFlight> held(static_cast<size_t>(m * v));
   std::vector<comm::WorkPtr> sends;
   double loss_sum = 0;
-  for (const PipelineAction& a : actions) {
-    InFlight& f = held[static_cast<size_t>(a.micro)];
+  for (size_t n = 0; n < actions.size(); ++n) {
+    const PipelineAction& a = actions[n];
+    const int64_t j = a.chunk * p + stage;
+    const bool first = j == 0, last = j == vstages - 1;
+    InFlight& f = held[static_cast<size_t>(a.micro * v + a.chunk)];
     std::optional<BatchSliceGuard> slice;
     if (dp_) slice.emplace(dp_rank() * mb, dp_size() * mb);
     if (a.forward) {
@@ -236,32 +243,34 @@ double Trainer::pipeline_step() {
         f.input = batches[static_cast<size_t>(a.micro)].first;
       } else {
         f.input = empty(act_shape, dt);
-        timed_wait(pp_->recv(f.input, stage - 1, tag(a.micro, 0)));
+        timed_wait(pp_->recv(f.input, rank_of(j - 1), tag(a.micro, a.chunk, 0)));
         f.input.set_requires_grad(true);
       }
-      Tensor out = model_->stage_forward(f.input, s0 + static_cast<uint64_t>(a.micro) * spf, T);
+      Tensor out = model_->stage_forward(f.input, s0 + static_cast<uint64_t>(a.micro) * spf, T, a.chunk);
       if (last) {
         f.output = model_->head_loss(out, batches[static_cast<size_t>(a.micro)].second);
         loss_sum += f.output.item();
       } else {
         f.output = out;
-        sends.push_back(pp_->send(contiguous(out.detach()), stage + 1, tag(a.micro, 0)));
+        sends.push_back(pp_->send(contiguous(out.detach()), rank_of(j + 1), tag(a.micro, (j + 1) / p, 0)));
       }
       const int64_t held_bytes = activation_bytes();
       if (pipe_stats_.micro_activation_bytes == 0) pipe_stats_.micro_activation_bytes = held_bytes;
       pipe_stats_.peak_activation_bytes = std::max(pipe_stats_.peak_activation_bytes, held_bytes);
     } else {
-      if (a.micro + 1 == m)  // the gradients become final in this backward
+      // The stage's last backward makes its gradients final (interleaved: chunks other than 0
+      // finished earlier; their buckets are reduced in finish()).
+      if (n + 1 == actions.size())
         for (auto* r : {reducer_.get(), replicated_reducer_.get()})
           if (r) r->prepare();
       if (last) {
         scale(f.output, backward_scale).backward();
       } else {
         Tensor g = empty(act_shape, dt);
-        timed_wait(pp_->recv(g, stage + 1, tag(a.micro, 1)));
+        timed_wait(pp_->recv(g, rank_of(j + 1), tag(a.micro, a.chunk, 1)));
         f.output.backward(g);
       }
-      if (!first) sends.push_back(pp_->send(contiguous(f.input.grad()), stage - 1, tag(a.micro, 1)));
+      if (!first) sends.push_back(pp_->send(contiguous(f.input.grad()), rank_of(j - 1), tag(a.micro, (j - 1) / p, 1)));
       f = InFlight{};
     }
   }
@@ -342,21 +351,24 @@ EvalStats Trainer::evaluate() {
       total += model_->loss(ids, labels).item();
       continue;
     }
-    // Forward through the stages in turn (the last one's loss is summed over pp below).
-    const int stage = pp_->rank();
+    // Forward through the (virtual) stages in turn; the last one's loss is summed over pp below.
+    const int64_t p = pp_->size(), stage = pp_->rank(), v = model_->stage().num_chunks();
     const nn::TensorParallel& tp = model_->tensor_parallel();
     const int64_t T = ids.shape(1);
     const int64_t t_local = tp.enabled() && tp.sequence_parallel ? dist::split_size(T, tp.size(), tp.rank()) : T;
-    Tensor in = ids;
-    if (stage > 0) {
-      in = empty({ids.shape(0), t_local, model_->config().hidden_size}, model_->config().dtype);
-      pp_->recv(in, stage - 1, 0)->wait();
+    for (int64_t chunk = 0; chunk < v; ++chunk) {
+      const int64_t j = chunk * p + stage;
+      Tensor in = ids;
+      if (j > 0) {
+        in = empty({ids.shape(0), t_local, model_->config().hidden_size}, model_->config().dtype);
+        pp_->recv(in, static_cast<int>((j - 1) % p), static_cast<int>(chunk))->wait();
+      }
+      Tensor out = model_->stage_forward(in, 0, T, chunk);
+      if (j + 1 < p * v)
+        pp_->send(contiguous(out), static_cast<int>((j + 1) % p), static_cast<int>((j + 1) / p))->wait();
+      else
+        total += model_->head_loss(out, labels).item();
     }
-    Tensor out = model_->stage_forward(in, 0, T);
-    if (stage + 1 < pp_->size())
-      pp_->send(contiguous(out), stage + 1, 0)->wait();
-    else
-      total += model_->head_loss(out, labels).item();
   }
   model_->train();
   EvalStats e;

@@ -51,6 +51,7 @@ struct TrainOptions {
   int64_t grad_bucket_bytes = int64_t{25} << 20;
   double dist_timeout_seconds = 300;
   std::string pipeline_schedule = "1f1b";  // with pipeline parallelism (pipeline_schedule.h)
+  int64_t virtual_pipeline_size = 1;       // model chunks per rank (interleaved_1f1b)
   std::string config_yaml;  // resolved config, written to <output_dir>/config.yaml
 };
 
