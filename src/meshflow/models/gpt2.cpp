@@ -126,11 +126,9 @@ uint64_t whole_model_index(const std::string& name, int64_t num_layers, const st
 void Gpt2Model::init_weights(uint64_t seed) {
   NoGradGuard ng;
   const double std_out = c_.initializer_range / std::sqrt(2.0 * static_cast<double>(c_.num_layers));
+  MF_CHECK(!blocks_.empty(), "gpt2: a model or pipeline stage without layers");
   std::vector<std::string> block_names;
-  if (!blocks_.empty())
-    for (auto& [n, t] : blocks_.front()->named_parameters()) block_names.push_back(n);
-  else
-    for (auto& [n, t] : Gpt2Block(Gpt2Config{c_.vocab_size, 1, 4, 1, 1, 4}, {}).named_parameters()) block_names.push_back(n);
+  for (auto& [n, t] : blocks_.front()->named_parameters()) block_names.push_back(n);
   const std::vector<nn::ParamLayout> layouts = parameter_layouts();
   size_t index = 0;
   for (auto& [name, local] : named_parameters()) {
