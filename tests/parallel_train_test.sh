@@ -63,6 +63,9 @@ run pp21f1b 2 2 1 false 2 1f1b
 run pp4gpipe 4 2 1 false 4 gpipe
 run pp41f1b 4 2 1 false 4 1f1b
 run pp2il 2 2 1 false 2 interleaved_1f1b 2     # 2 chunks of 1 layer per rank
+args+=("train.dist.custom_pipeline_stage_id=[0,0,0,1]")
+run pp2custom 2 2 1 false 2 1f1b               # 3 layers on stage 0, 1 on stage 1
+unset 'args[${#args[@]}-1]'
 run one_mb2_8 1 2 1 false 1 1f1b 1 8           # 8 layers
 run pp4il 4 2 1 false 4 interleaved_1f1b 2 8   # 2 chunks of 1 layer per rank
 run one_mb4 1 4 1                  # 2 micro-batches of 4
@@ -83,7 +86,7 @@ compare() {  # reference, runs...
   done
 }
 compare dp1 dp2 dp4 tp2 tp4 dp2tp2 tp2sp tp4sp dp2tp2sp
-compare one_mb2 pp2gpipe pp21f1b pp4gpipe pp41f1b pp2il
+compare one_mb2 pp2gpipe pp21f1b pp4gpipe pp41f1b pp2il pp2custom
 compare one_mb2_8 pp4il
 compare one_mb4 dp2tp2pp2 dp2tp2pp2sp
 paste <(field "$work/dp2/metrics.jsonl" comm_bytes) <(field "$work/dp4/metrics.jsonl" comm_bytes) |

@@ -112,3 +112,23 @@ TEST(PipelineSchedule, SplitLayersAndBadInput) {
 }
 
 }  // namespace
+
+namespace {
+
+// Balanced stages: the head's cost (in layers) pushes layers off the last stage; at least one
+// layer each; ties put more layers on earlier stages.
+TEST(PipelineSchedule, BalancedSplitCountsTheHead) {
+  using V = std::vector<std::pair<int64_t, int64_t>>;
+  EXPECT_EQ(mf::train::balanced_split_layers(12, 2, 0.0, 0.0), (V{{0, 6}, {6, 12}}));
+  EXPECT_EQ(mf::train::balanced_split_layers(12, 2, 0.0, 5.4), (V{{0, 9}, {9, 12}}));  // GPT-2 small's head
+  EXPECT_EQ(mf::train::balanced_split_layers(12, 4, 0.0, 5.4), (V{{0, 4}, {4, 8}, {8, 11}, {11, 12}}));
+  EXPECT_EQ(mf::train::balanced_split_layers(5, 2, 0.0, 0.0), (V{{0, 3}, {3, 5}}));
+  EXPECT_EQ(mf::train::balanced_split_layers(4, 4, 0.0, 100.0), (V{{0, 1}, {1, 2}, {2, 3}, {3, 4}}));
+  EXPECT_EQ(mf::train::custom_split_layers({0, 0, 0, 1, 1, 2}, 6, 3), (V{{0, 3}, {3, 5}, {5, 6}}));
+  MFT_EXPECT_ERROR(mf::train::custom_split_layers({0, 2, 2}, 3, 3), "custom_pipeline_stage_id", "layer 1 is on stage 2");
+  MFT_EXPECT_ERROR(mf::train::custom_split_layers({0, 1}, 3, 2), "custom_pipeline_stage_id has 2 entries");
+  MFT_EXPECT_ERROR(mf::train::custom_split_layers({0, 0, 0}, 3, 2), "names 1 stages");
+  MFT_EXPECT_ERROR(mf::train::balanced_split_layers(3, 4, 0.0, 1.0), "model.num_layers 3");
+}
+
+}  // namespace

@@ -59,7 +59,8 @@ train:
     tensor_parallel_size: 1
     pipeline_parallel_size: 1
     sequence_parallel: false
-    pipeline_num_layers: 0      # 0 = model.num_layers
+    pipeline_num_layers: 0      # 0 = model.num_layers (the layers spread over the stages)
+    custom_pipeline_stage_id: []  # the stage of every layer; [] = balanced (the head counts as layers)
     pipeline_schedule: 1f1b     # gpipe | 1f1b | interleaved_1f1b: the order of micro-batch forwards and backwards
     virtual_pipeline_size: 1    # interleaved_1f1b: model chunks per pipeline rank
     timeout: 300                # seconds a collective may wait before the run fails

@@ -33,6 +33,22 @@ models::Gpt2Config gpt2_config(const Config& c, int64_t tokenizer_vocab_size) {
   return g;
 }
 
+std::vector<std::pair<int64_t, int64_t>> pipeline_layers(const Config& c, int64_t virtual_stages) {
+  const int64_t layers = c.get_int("model.num_layers"), spread = c.get_int("train.dist.pipeline_num_layers");
+  MF_CHECK(spread == 0 || spread == layers, "train.dist.pipeline_num_layers ", spread,
+           " must be 0 or model.num_layers (", layers, ")");
+  std::vector<double> custom = c.get_float_list("train.dist.custom_pipeline_stage_id");
+  if (!custom.empty()) {
+    MF_CHECK(c.get_int("train.dist.virtual_pipeline_size") == 1,
+             "train.dist.custom_pipeline_stage_id cannot be combined with train.dist.virtual_pipeline_size > 1");
+    std::vector<int64_t> ids(custom.begin(), custom.end());
+    return custom_split_layers(ids, layers, virtual_stages);
+  }
+  const double C = static_cast<double>(c.get_int("model.hidden_size")), T = static_cast<double>(sequence_length(c));
+  const double V = static_cast<double>(std::max<int64_t>(c.get_int("model.vocab_size"), 1));
+  return balanced_split_layers(layers, virtual_stages, 0.0, V * C / (12 * C * C + 2 * T * C));
+}
+
 TrainOptions train_options(const Config& c, int world_size) {
   TrainOptions o;
   o.output_dir = c.get_string("train.output_dir");
@@ -67,7 +83,7 @@ TrainOptions train_options(const Config& c, int world_size) {
   // layers than (virtual) stages, interleaving with micro-batches not a multiple of the stages.
   MF_CHECK(o.virtual_pipeline_size >= 1, "train.dist.virtual_pipeline_size must be >= 1, got ", o.virtual_pipeline_size);
   if (mesh.pipeline > 1) {
-    split_layers(c.get_int("model.num_layers"), mesh.pipeline * o.virtual_pipeline_size);
+    pipeline_layers(c, mesh.pipeline * o.virtual_pipeline_size);
     pipeline_actions(parse_pipeline_schedule(o.pipeline_schedule), mesh.pipeline, 0, accum, o.virtual_pipeline_size);
   } else {
     parse_pipeline_schedule(o.pipeline_schedule);

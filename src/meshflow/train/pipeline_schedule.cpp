@@ -84,8 +84,12 @@ std::string actions_str(const std::vector<PipelineAction>& actions) {
   std::string s;
   for (const auto& x : actions) {
     if (!s.empty()) s += ' ';
-    s += (x.forward ? "F" : "B") + std::to_string(x.micro);
-    if (x.chunk > 0) s += "." + std::to_string(x.chunk);
+    s += x.forward ? 'F' : 'B';
+    s += std::to_string(x.micro);
+    if (x.chunk > 0) {
+      s += '.';
+      s += std::to_string(x.chunk);
+    }
   }
   return s;
 }
@@ -100,6 +104,57 @@ std::vector<std::pair<int64_t, int64_t>> split_layers(int64_t layers, int64_t st
     r.emplace_back(start, start + n);
     start += n;
   }
+  return r;
+}
+
+std::vector<std::pair<int64_t, int64_t>> balanced_split_layers(int64_t layers, int64_t stages, double first_extra,
+                                                               double last_extra) {
+  split_layers(layers, stages);  // the same checks
+  const double inf = 1e300;
+  // best[k][i]: the smallest achievable maximum cost of stages 0..k covering layers [0, i).
+  std::vector<std::vector<double>> best(static_cast<size_t>(stages), std::vector<double>(static_cast<size_t>(layers + 1), inf));
+  std::vector<std::vector<int64_t>> cut(best.size(), std::vector<int64_t>(static_cast<size_t>(layers + 1), 0));
+  auto cost = [&](int64_t k, int64_t a, int64_t b) {
+    return static_cast<double>(b - a) + (k == 0 ? first_extra : 0.0) + (k == stages - 1 ? last_extra : 0.0);
+  };
+  for (int64_t i = 1; i <= layers; ++i) best[0][static_cast<size_t>(i)] = cost(0, 0, i);
+  for (int64_t k = 1; k < stages; ++k)
+    for (int64_t i = k + 1; i <= layers; ++i)
+      for (int64_t j = i - 1; j >= k; --j) {  // stage k takes [j, i); later j = more on earlier stages
+        const double c = std::max(best[static_cast<size_t>(k - 1)][static_cast<size_t>(j)], cost(k, j, i));
+        if (c < best[static_cast<size_t>(k)][static_cast<size_t>(i)] - 1e-12) {
+          best[static_cast<size_t>(k)][static_cast<size_t>(i)] = c;
+          cut[static_cast<size_t>(k)][static_cast<size_t>(i)] = j;
+        }
+      }
+  std::vector<std::pair<int64_t, int64_t>> r(static_cast<size_t>(stages));
+  int64_t end = layers;
+  for (int64_t k = stages - 1; k >= 0; --k) {
+    const int64_t start = k == 0 ? 0 : cut[static_cast<size_t>(k)][static_cast<size_t>(end)];
+    r[static_cast<size_t>(k)] = {start, end};
+    end = start;
+  }
+  return r;
+}
+
+std::vector<std::pair<int64_t, int64_t>> custom_split_layers(const std::vector<int64_t>& stage_of_layer, int64_t layers,
+                                                             int64_t stages) {
+  MF_CHECK(static_cast<int64_t>(stage_of_layer.size()) == layers, "train.dist.custom_pipeline_stage_id has ",
+           stage_of_layer.size(), " entries; it needs one stage per layer (model.num_layers = ", layers, ")");
+  std::vector<std::pair<int64_t, int64_t>> r;
+  for (int64_t l = 0; l < layers; ++l) {
+    const int64_t s = stage_of_layer[static_cast<size_t>(l)];
+    const int64_t want = r.empty() ? 0 : static_cast<int64_t>(r.size()) - 1;
+    if (!r.empty() && s == want) {
+      r.back().second = l + 1;
+      continue;
+    }
+    MF_CHECK(s == static_cast<int64_t>(r.size()), "train.dist.custom_pipeline_stage_id: layer ", l, " is on stage ", s,
+             "; stages must start at 0 and rise by one (each a contiguous run of layers)");
+    r.emplace_back(l, l + 1);
+  }
+  MF_CHECK(static_cast<int64_t>(r.size()) == stages, "train.dist.custom_pipeline_stage_id names ", r.size(),
+           " stages; the pipeline has ", stages);
   return r;
 }
 

@@ -46,4 +46,14 @@ std::string actions_str(const std::vector<PipelineAction>& actions);
 // `layers % stages` take one more); throws when there are fewer layers than stages.
 std::vector<std::pair<int64_t, int64_t>> split_layers(int64_t layers, int64_t stages);
 
+// Contiguous layer ranges, at least one layer per stage, minimising the most expensive stage:
+// a layer costs 1, the first stage adds `first_extra` and the last `last_extra` (the embedding
+// and the head with the loss, in layers). Ties prefer more layers on earlier stages.
+std::vector<std::pair<int64_t, int64_t>> balanced_split_layers(int64_t layers, int64_t stages, double first_extra,
+                                                               double last_extra);
+// Layer ranges from LiBai's custom_pipeline_stage_id: the stage of every layer, non-decreasing
+// from 0 to stages - 1 with none skipped; throws naming train.dist.custom_pipeline_stage_id.
+std::vector<std::pair<int64_t, int64_t>> custom_split_layers(const std::vector<int64_t>& stage_of_layer, int64_t layers,
+                                                             int64_t stages);
+
 }  // namespace mf::train

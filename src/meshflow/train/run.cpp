@@ -106,7 +106,7 @@ RunSummary run_training(const Config& c, std::FILE* out, const comm::CommPtr& wo
     // Chunk k of pipeline rank s is virtual stage k * pp + s of pp * virtual_pipeline_size.
     const int64_t pp = mesh->axis_size(dist::Axis::kPipeline), s = mesh->index(dist::Axis::kPipeline);
     const int64_t v = opts.virtual_pipeline_size;
-    const auto layers = split_layers(c.get_int("model.num_layers"), pp * v);
+    const auto layers = pipeline_layers(c, pp * v);
     stage.first_layer = layers[static_cast<size_t>(s)].first;
     stage.end_layer = layers[static_cast<size_t>(s)].second;
     stage.first = s == 0;
