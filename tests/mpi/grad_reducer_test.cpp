@@ -106,11 +106,15 @@ TEST(GradReducer, AveragesGradientsOverlapsBackwardAndSendsRingBytes) {
       expect_next = p;
       bytes += static_cast<int64_t>(params[p].nbytes());
     }
-    if (b + 1 < reducer.num_buckets()) EXPECT_GE(bytes, bucket_bytes) << "bucket " << b;
+    if (b + 1 < reducer.num_buckets()) {
+      EXPECT_GE(bytes, bucket_bytes) << "bucket " << b;
+    }
   }
   EXPECT_EQ(expect_next, 0u);
 
-  // Overlap: the first buckets were launched before backward returned, in bucket order.
+  // Overlap: the first bucket was launched (from a grad-ready hook) before backward returned, and
+  // buckets launch in bucket order. (Whether it also finished in time depends on timing: that
+  // is the benchmark's business.)
   const mf::dist::ReduceTimeline& tl = reducer.last_timeline();
   EXPECT_LT(tl.buckets.front().launch_s, tl.backward_s);
   for (size_t b = 1; b < tl.buckets.size(); ++b) EXPECT_LE(tl.buckets[b - 1].launch_s, tl.buckets[b].launch_s);

@@ -12,8 +12,10 @@ namespace mf {
 
 namespace {
 
+// Leaf accumulators first, then later-created nodes first.
 struct LaterFirst {
   bool operator()(const std::shared_ptr<Node>& a, const std::shared_ptr<Node>& b) const {
+    if (a->accumulates_leaf() != b->accumulates_leaf()) return b->accumulates_leaf();
     return a->sequence_nr() < b->sequence_nr();
   }
 };

@@ -38,6 +38,9 @@ class Node {
   bool released() const { return released_; }
 
   uint64_t sequence_nr() const { return seq_; }  // creation order: later nodes run first
+  // Leaf accumulators run as soon as they are ready, whatever their age, so that a parameter's
+  // gradient-ready hooks (data-parallel buckets) fire as early in backward as possible.
+  virtual bool accumulates_leaf() const { return false; }
   std::vector<Edge> next_edges;
   std::vector<OutputMeta> outputs;
 
@@ -73,6 +76,7 @@ class AccumulateGrad final : public Node {
   explicit AccumulateGrad(const std::shared_ptr<TensorImpl>& leaf) : leaf_(leaf) {}
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override;
   std::string name() const override { return "AccumulateGrad"; }
+  bool accumulates_leaf() const override { return true; }
   void release() override {}  // holds nothing to free; can run again
 
  private:

@@ -8,6 +8,13 @@ namespace mf::dist {
 
 using Clock = std::chrono::steady_clock;
 
+namespace {
+// Reductions running at once. MPI progresses concurrent non-blocking all-reduces of large
+// buckets much more slowly than the same reductions one after another (measured with OpenMPI
+// over shared memory: 13 buckets of 28-157 MB take 4.1 s at once, 1.5 s one at a time).
+constexpr int kMaxInFlight = 1;
+}  // namespace
+
 struct GradReducer::State {
   struct Bucket {
     std::vector<size_t> params;   // indices into State::params, in slot order
@@ -49,8 +56,15 @@ struct GradReducer::State {
     --buckets[static_cast<size_t>(bucket_of[p])].pending;
   }
 
+  int in_flight() const {
+    int n = 0;
+    for (int i = 0; i < next_launch; ++i) n += buckets[static_cast<size_t>(i)].done ? 0 : 1;
+    return n;
+  }
+
   void launch_ready() {
-    while (next_launch < static_cast<int>(buckets.size()) && buckets[static_cast<size_t>(next_launch)].pending == 0) {
+    while (next_launch < static_cast<int>(buckets.size()) && buckets[static_cast<size_t>(next_launch)].pending == 0 &&
+           in_flight() < kMaxInFlight) {
       Bucket& b = buckets[static_cast<size_t>(next_launch)];
       NoGradGuard ng;
       if (grad_scale != 1.0) scale_(b.flat, grad_scale);
@@ -68,6 +82,7 @@ struct GradReducer::State {
         timeline.buckets[static_cast<size_t>(i)].done_s = now_s();
       }
     }
+    launch_ready();  // a finished reduction makes room for the next bucket
   }
 
   void on_grad_ready(size_t p) {
@@ -163,6 +178,7 @@ void GradReducer::finish() {
       b.done = true;
       s.timeline.buckets[i].done_s = s.now_s();
     }
+    s.launch_ready();
   }
   for (size_t k = 0; k < s.params.size(); ++k) s.params[k].set_grad(s.slot(k));
   s.timeline.finish_s = s.now_s();

@@ -12,8 +12,9 @@
 //    micro-batch of a step), the hook copies the final gradient, scaled (1/N), into its slot of
 //    the bucket's flat buffer; a bucket whose slots are all filled is launched as an async
 //    all_reduce — strictly in bucket order, so every rank issues the same collectives in the same
-//    order whatever order its hooks fire in. Every hook also polls the launched buckets, which
-//    is what makes MPI progress them while backward computes.
+//    order whatever order its hooks fire in, and one at a time (MPI runs concurrent large
+//    non-blocking reductions slowly). Every hook also polls the launched bucket, which is what
+//    makes MPI progress it while backward computes, and launches the next when it is done.
 //  - finish() (after backward) launches what is left (a parameter without a gradient counts as
 //    zeros), waits for every bucket, and points each parameter's .grad at its slot: the mean of
 //    the ranks' gradients, bit-identical on every rank.
