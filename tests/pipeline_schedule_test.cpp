@@ -132,3 +132,27 @@ TEST(PipelineSchedule, BalancedSplitCountsTheHead) {
 }
 
 }  // namespace
+
+#include "meshflow/config/config.h"
+#include "meshflow/train/build.h"
+
+namespace {
+
+// GPT-2 small over 4 stages: the first stage carries the embedding's weights and the most
+// in-flight activations, the last the head's compute and the tied copy — both get fewer layers.
+TEST(PipelineSchedule, Gpt2SmallStagesBalanceComputeAndMemory) {
+  auto c = mf::Config::load(std::string(MESHFLOW_SOURCE_DIR) + "/configs/gpt2/small.yaml", {"train.train_micro_batch_size=4"});
+  auto r = mf::train::pipeline_layers(c, 4);
+  ASSERT_EQ(r.size(), 4u);
+  EXPECT_EQ(r.front().first, 0);
+  EXPECT_EQ(r.back().second, 12);
+  for (size_t k = 1; k < r.size(); ++k) EXPECT_EQ(r[k].first, r[k - 1].second);
+  auto n = [&](size_t k) { return r[k].second - r[k].first; };
+  EXPECT_LT(n(0), n(1));
+  EXPECT_LT(n(3), n(2));
+  auto custom = mf::Config::load(std::string(MESHFLOW_SOURCE_DIR) + "/configs/gpt2/small.yaml",
+                                 {"train.dist.custom_pipeline_stage_id=[0,0,0,0,0,0,1,1,1,1,1,1]"});
+  EXPECT_EQ(mf::train::pipeline_layers(custom, 2), (std::vector<std::pair<int64_t, int64_t>>{{0, 6}, {6, 12}}));
+}
+
+}  // namespace

@@ -44,9 +44,32 @@ std::vector<std::pair<int64_t, int64_t>> pipeline_layers(const Config& c, int64_
     std::vector<int64_t> ids(custom.begin(), custom.end());
     return custom_split_layers(ids, layers, virtual_stages);
   }
+  // A stage's cost is the larger of its shares of the compute and of the memory, each relative
+  // to an even split. Compute: a layer is 12 C² + 2 T C multiply-adds per token, the head
+  // V C. Memory (bytes per micro-batch row, proportional): weights with gradients and Adam state
+  // (16 bytes per parameter: 12 C² per layer, V C for each copy of the tied embedding on the first
+  // and the last stage, T C for positions on the first) and activations, ~34 T C per layer per
+  // micro-batch, held for p - s micro-batches on stage s under 1F1B.
   const double C = static_cast<double>(c.get_int("model.hidden_size")), T = static_cast<double>(sequence_length(c));
   const double V = static_cast<double>(std::max<int64_t>(c.get_int("model.vocab_size"), 1));
-  return balanced_split_layers(layers, virtual_stages, 0.0, V * C / (12 * C * C + 2 * T * C));
+  const double rows = static_cast<double>(std::max<int64_t>(1, c.get_int("train.train_micro_batch_size")));
+  const int64_t p = virtual_stages;
+  const double layer_flops = 12 * C * C + 2 * T * C, head_flops = V * C;
+  auto compute = [&](int64_t k, int64_t a, int64_t b) {
+    return static_cast<double>(b - a) * layer_flops + (k == p - 1 ? head_flops : 0.0);
+  };
+  auto memory = [&](int64_t k, int64_t a, int64_t b) {
+    const double layer = 16 * 12 * C * C + static_cast<double>(p - k) * 34 * rows * T * C * 4;
+    return static_cast<double>(b - a) * layer + (k == 0 ? 16 * (V * C + T * C) : 0.0) + (k == p - 1 ? 16 * V * C : 0.0);
+  };
+  double compute_total = 0, memory_total = 0;
+  for (int64_t k = 0; k < p; ++k) {  // an even split's totals, for normalising
+    compute_total += compute(k, 0, 1) * static_cast<double>(layers) / static_cast<double>(p);
+    memory_total += memory(k, 0, 1) * static_cast<double>(layers) / static_cast<double>(p);
+  }
+  return balanced_split_layers(layers, p, [&](int64_t k, int64_t a, int64_t b) {
+    return std::max(compute(k, a, b) / compute_total, memory(k, a, b) / memory_total);
+  });
 }
 
 TrainOptions train_options(const Config& c, int world_size) {

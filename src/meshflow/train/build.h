@@ -13,9 +13,11 @@ models::Gpt2Config gpt2_config(const Config& c, int64_t tokenizer_vocab_size);
 // world_size: processes in the run; train.dist sizes must multiply to it (a 0 size is derived).
 TrainOptions train_options(const Config& c, int world_size = 1);
 // The layers of every (virtual) pipeline stage, virtual stage k·p + s being chunk k of rank s:
-// train.dist.custom_pipeline_stage_id when given, else balanced — contiguous, at least one layer
-// each, the last stage's head (lm_head matmul and loss: V·C / (12 C² + 2 T C) layers of work)
-// counted. Throws before any work for an impossible split.
+// train.dist.custom_pipeline_stage_id when given, else balanced by compute and memory —
+// contiguous, at least one layer each, minimising the larger of a stage's compute and memory
+// shares (the head's compute on the last stage, the embedding's weights on the first and last,
+// 1F1B's p - s micro-batches of activations on stage s). Throws before any work for an
+// impossible split.
 std::vector<std::pair<int64_t, int64_t>> pipeline_layers(const Config& c, int64_t virtual_stages);
 // data.seq_length, or model.max_seq_length when 0.
 int64_t sequence_length(const Config& c);

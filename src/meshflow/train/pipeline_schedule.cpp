@@ -109,14 +109,17 @@ std::vector<std::pair<int64_t, int64_t>> split_layers(int64_t layers, int64_t st
 
 std::vector<std::pair<int64_t, int64_t>> balanced_split_layers(int64_t layers, int64_t stages, double first_extra,
                                                                double last_extra) {
+  return balanced_split_layers(layers, stages, [&](int64_t k, int64_t a, int64_t b) {
+    return static_cast<double>(b - a) + (k == 0 ? first_extra : 0.0) + (k == stages - 1 ? last_extra : 0.0);
+  });
+}
+
+std::vector<std::pair<int64_t, int64_t>> balanced_split_layers(int64_t layers, int64_t stages, const StageCost& cost) {
   split_layers(layers, stages);  // the same checks
   const double inf = 1e300;
   // best[k][i]: the smallest achievable maximum cost of stages 0..k covering layers [0, i).
   std::vector<std::vector<double>> best(static_cast<size_t>(stages), std::vector<double>(static_cast<size_t>(layers + 1), inf));
   std::vector<std::vector<int64_t>> cut(best.size(), std::vector<int64_t>(static_cast<size_t>(layers + 1), 0));
-  auto cost = [&](int64_t k, int64_t a, int64_t b) {
-    return static_cast<double>(b - a) + (k == 0 ? first_extra : 0.0) + (k == stages - 1 ? last_extra : 0.0);
-  };
   for (int64_t i = 1; i <= layers; ++i) best[0][static_cast<size_t>(i)] = cost(0, 0, i);
   for (int64_t k = 1; k < stages; ++k)
     for (int64_t i = k + 1; i <= layers; ++i)

@@ -14,6 +14,7 @@
 // step for gpipe and 1f1b, (p - 1) / (v·m + p - 1) interleaved; 1f1b bounds memory.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -46,9 +47,11 @@ std::string actions_str(const std::vector<PipelineAction>& actions);
 // `layers % stages` take one more); throws when there are fewer layers than stages.
 std::vector<std::pair<int64_t, int64_t>> split_layers(int64_t layers, int64_t stages);
 
-// Contiguous layer ranges, at least one layer per stage, minimising the most expensive stage:
-// a layer costs 1, the first stage adds `first_extra` and the last `last_extra` (the embedding
-// and the head with the loss, in layers). Ties prefer more layers on earlier stages.
+// Contiguous layer ranges, at least one layer per stage, minimising the most expensive stage
+// under `cost(stage, first_layer, end_layer)`. Ties prefer more layers on earlier stages.
+using StageCost = std::function<double(int64_t stage, int64_t first_layer, int64_t end_layer)>;
+std::vector<std::pair<int64_t, int64_t>> balanced_split_layers(int64_t layers, int64_t stages, const StageCost& cost);
+// The same with a layer costing 1, the first stage adding `first_extra` and the last `last_extra`.
 std::vector<std::pair<int64_t, int64_t>> balanced_split_layers(int64_t layers, int64_t stages, double first_extra,
                                                                double last_extra);
 // Layer ranges from LiBai's custom_pipeline_stage_id: the stage of every layer, non-decreasing
