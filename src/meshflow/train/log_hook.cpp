@@ -23,6 +23,14 @@ void LoggingHook::before_train(Trainer& t) {
 }
 
 void LoggingHook::after_step(Trainer& t, const StepStats& s) {
+  if (!memory_reported_) {  // once, after the first step has allocated everything
+    memory_reported_ = true;
+    const MemoryReport& m = s.memory;
+    if (bar_->enabled()) std::fputc('\n', out_);
+    std::fprintf(out_, "memory (rank 0): parameters %.3f GB | gradients %.3f GB | optimizer state %.3f GB | "
+                 "activations and workspace (peak) %.3f GB | peak %.3f GB\n",
+                 m.parameters / 1e9, m.gradients / 1e9, m.optimizer_state / 1e9, m.activations / 1e9, m.peak / 1e9);
+  }
   loss_sum_ += s.loss;
   time_sum_ += s.step_seconds;
   tokens_ += static_cast<double>(t.tokens_per_step());
@@ -49,6 +57,10 @@ void LoggingHook::after_step(Trainer& t, const StepStats& s) {
                                 {"mfu", mfu},
                                 {"peak_bytes", s.peak_bytes},
                                 {"step_time", time_sum_ / static_cast<double>(steps_)}};
+  fields["mem_parameters"] = s.memory.parameters;
+  fields["mem_gradients"] = s.memory.gradients;
+  fields["mem_optimizer_state"] = s.memory.optimizer_state;
+  fields["mem_activations"] = s.memory.activations;
   if (t.dp_size() * t.tp_size() > 1) {  // the last step's gradient reduction: bytes sent, time not hidden by backward
     fields["comm_bytes"] = s.comm_bytes;
     fields["exposed_comm_time"] = s.exposed_comm_s;

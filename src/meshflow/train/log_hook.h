@@ -28,6 +28,7 @@ class LoggingHook : public HookBase {
   // sums since the last log line
   double loss_sum_ = 0, time_sum_ = 0, tokens_ = 0;
   int64_t steps_ = 0, first_iter_ = 0;
+  bool memory_reported_ = false;
   std::chrono::steady_clock::time_point start_;
 };
 

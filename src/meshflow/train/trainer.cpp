@@ -12,6 +12,7 @@
 #include "meshflow/ops/ops.h"
 #include "meshflow/random/batch_slice.h"
 #include "meshflow/tensor/allocator.h"
+#include "meshflow/tensor/storage.h"
 #include "meshflow/train/checkpoint.h"
 #include "meshflow/train/components.h"
 #include "meshflow/train/peak_flops.h"
@@ -180,6 +181,23 @@ void Trainer::barrier() {
     all_->barrier()->wait();
 }
 
+MemoryReport Trainer::memory_report(int64_t peak) const {
+  MemoryReport m;
+  std::unordered_map<const Storage*, int64_t> grad_buffers;
+  for (const Tensor& p : model_->parameters()) {
+    m.parameters += static_cast<int64_t>(p.nbytes());
+    if (p.grad().defined()) {
+      const Storage* st = p.grad().impl()->storage.get();
+      grad_buffers[st] = static_cast<int64_t>(st->nbytes());
+    }
+  }
+  for (const auto& [st, n] : grad_buffers) m.gradients += n;
+  for (const auto& [name, t] : optimizer_->state_tensors()) m.optimizer_state += static_cast<int64_t>(t.nbytes());
+  m.peak = peak;
+  m.activations = std::max<int64_t>(0, peak - m.parameters - m.gradients - m.optimizer_state);
+  return m;
+}
+
 double Trainer::sum_over_pp(double local) {
   if (!pp_) return local;
   Tensor t = full({1}, local, DType::kF64);
@@ -335,6 +353,7 @@ StepStats Trainer::train_step() {
   s.tokens_per_sec = static_cast<double>(tokens_per_step()) / s.step_seconds;
   s.mfu = s.tokens_per_sec * model_->flops_per_token(opts_.seq_length) / peak_flops_;
   s.peak_bytes = allocator_for(cpu_device()).stats().peak_bytes;
+  s.memory = memory_report(s.peak_bytes);
   s.comm_bytes = static_cast<int64_t>(comm_bytes() - comm_bytes0);
   s.exposed_comm_s = exposed;
   return s;

@@ -55,12 +55,21 @@ struct TrainOptions {
   std::string config_yaml;  // resolved config, written to <output_dir>/config.yaml
 };
 
+// This rank's memory by kind, from the tensors themselves and the allocator (bytes). Gradients
+// count each buffer once: under data parallelism they live in the reduction buckets.
+struct MemoryReport {
+  int64_t parameters = 0, gradients = 0, optimizer_state = 0;
+  int64_t peak = 0;         // the allocator's peak during the step
+  int64_t activations = 0;  // peak minus the model state above (activations and workspaces)
+};
+
 struct StepStats {
   int64_t iter = 0;  // 1-based: the number of optimizer steps done
   double loss = 0, lr = 0, grad_norm = 0;
   double step_seconds = 0, tokens_per_sec = 0, mfu = 0;
   int64_t peak_bytes = 0;
   int64_t comm_bytes = 0;       // bytes this rank sent in the step's collectives (ring accounting)
+  MemoryReport memory;
   double exposed_comm_s = 0;    // gradient reduction time not hidden behind backward
 };
 
@@ -142,6 +151,7 @@ class Trainer {
   double sum_over_pp(double local);
   nn::NamedTensors merge_stages(const nn::NamedTensors& mine);  // collective over pp; full on rank 0
   double mean_over_dp(double local);  // the mean of a per-rank value over the dp group
+  MemoryReport memory_report(int64_t peak) const;
   double clip_gradients();            // the logical gradient norm (before clipping)
   uint64_t comm_bytes() const;        // bytes sent so far by this rank's groups
   void barrier();
