@@ -139,8 +139,12 @@ TrainOptions train_options(const Config& c, int world_size) {
   o.scheduler.gamma = c.get_float("train.scheduler.gamma");
   o.seq_length = sequence_length(c);
   MF_CHECK(!c.get_bool("train.amp.enabled"), "train.amp.enabled: mixed precision is not implemented yet; set it to false");
-  MF_CHECK(!c.get_bool("train.zero_optimization.enabled"),
-           "train.zero_optimization.enabled: ZeRO is not implemented yet; set it to false");
+  if (c.get_bool("train.zero_optimization.enabled")) {
+    o.zero_stage = c.get_int("train.zero_optimization.stage");
+    MF_CHECK(o.zero_stage >= 0 && o.zero_stage <= 3, "train.zero_optimization.stage must be 0 to 3, got ", o.zero_stage);
+    MF_CHECK(o.zero_stage <= 1, "train.zero_optimization.stage ", o.zero_stage,
+             ": only stage 1 (optimizer state sharded over data parallelism) is implemented so far");
+  }
   o.dist_timeout_seconds = c.get_float("train.dist.timeout");
   MF_CHECK(o.dist_timeout_seconds > 0, "train.dist.timeout must be positive (seconds), got ", o.dist_timeout_seconds);
   const double bucket_mb = c.get_float("train.dist.grad_bucket_mb");

@@ -8,6 +8,7 @@
 
 #include "meshflow/autograd/grad_mode.h"
 #include "meshflow/core/atomic_file.h"
+#include "meshflow/dist/boxing.h"
 #include "meshflow/dist/grad_reducer.h"
 #include "meshflow/ops/ops.h"
 #include "meshflow/random/batch_slice.h"
@@ -61,6 +62,23 @@ void Trainer::set_parallel(std::shared_ptr<comm::Communicator> dp, std::shared_p
   if (tp.comm) tp.comm->set_timeout_seconds(opts_.dist_timeout_seconds);
   if (all && all->size() > 1) all_ = std::move(all);
   if (dp && dp->size() > 1) dp_ = std::move(dp);
+  if (opts_.zero_stage >= 1 && dp_) {
+    // ZeRO-1: the optimizer sees this rank's flat slice of every parameter (same names).
+    NoGradGuard ng;
+    const int n = dp_->size(), r = dp_->rank();
+    std::vector<optim::ParamGroup> groups = optim::default_param_groups(*model_, opts_.weight_decay);
+    for (auto& g : groups)
+      for (auto& [name, p] : g.params) {
+        const int64_t numel = p.numel();
+        MF_CHECK(numel >= n, "ZeRO: parameter '", name, "' has ", numel, " elements, fewer than the ", n,
+                 " data-parallel ranks it is sharded over");
+        ZeroShard z{p, Tensor(), dist::split_start(numel, n, r), dist::split_size(numel, n, r)};
+        z.shard = narrow(reshape(p, {numel}), 0, z.start, z.numel);
+        zero_.push_back(z);
+        p = z.shard;
+      }
+    optimizer_ = optimizer_registry().create(opts_.optim, std::move(groups), opts_);
+  }
   if (pp && pp->size() > 1) {
     pp_ = std::move(pp);
     world_ = std::move(world);
@@ -179,6 +197,49 @@ void Trainer::barrier() {
     world_->barrier()->wait();
   else if (all_)
     all_->barrier()->wait();
+}
+
+void Trainer::zero_step() {
+  NoGradGuard ng;
+  for (ZeroShard& z : zero_) {
+    Tensor g = z.param.grad();
+    z.shard.set_grad(g.defined() ? narrow(reshape(contiguous(g), {z.param.numel()}), 0, z.start, z.numel) : Tensor());
+  }
+  optimizer_->step();
+  for (ZeroShard& z : zero_) {  // every rank's updated slice to everyone: S(0) -> B
+    z.shard.zero_grad();
+    Tensor whole = dist::box_axis(contiguous(z.shard), dist::Sbp::split(0), dist::Sbp::broadcast(), {z.param.numel()}, *dp_);
+    Tensor flat = reshape(z.param, {z.param.numel()});
+    copy_(flat, whole);
+  }
+}
+
+nn::NamedTensors Trainer::zero_gather(const nn::NamedTensors& state) {
+  if (zero_.empty()) return state;
+  std::unordered_map<std::string, Shape> shape_of;
+  for (auto& [name, p] : model_->named_parameters()) shape_of[name] = p.shape();
+  nn::NamedTensors out;
+  for (const auto& [name, t] : state) {
+    const size_t dot = name.rfind('.');
+    auto it = shape_of.find(dot == std::string::npos ? name : name.substr(0, dot));
+    MF_CHECK(it != shape_of.end(), "ZeRO: optimizer state '", name, "' belongs to no parameter");
+    const int64_t numel = shape_numel(it->second);
+    Tensor whole = dist::box_axis(contiguous(t), dist::Sbp::split(0), dist::Sbp::broadcast(), {numel}, *dp_);
+    out.emplace_back(name, reshape(whole, it->second));
+  }
+  return out;
+}
+
+nn::NamedTensors Trainer::zero_slice(const nn::NamedTensors& state) {
+  if (zero_.empty()) return state;
+  nn::NamedTensors out;
+  const int n = dp_->size(), r = dp_->rank();
+  for (const auto& [name, t] : state) {
+    const int64_t numel = t.numel();
+    out.emplace_back(name, contiguous(narrow(reshape(contiguous(t), {numel}), 0, dist::split_start(numel, n, r),
+                                             dist::split_size(numel, n, r))));
+  }
+  return out;
 }
 
 MemoryReport Trainer::memory_report(int64_t peak) const {
@@ -306,7 +367,7 @@ StepStats Trainer::train_step() {
   auto t0 = std::chrono::steady_clock::now();
   allocator_for(cpu_device()).reset_peak();
   model_->train();
-  optimizer_->zero_grad();
+  for (Tensor& p : model_->parameters()) p.zero_grad();  // the model's own (ZeRO's optimizer holds slices)
   double lr = scheduler_.lr_at(iter_);
   optimizer_->set_lr(lr);
   double loss_sum = 0.0;
@@ -342,7 +403,10 @@ StepStats Trainer::train_step() {
   }
   loss_sum = mean_over_dp(sum_over_pp(loss_sum));
   double grad_norm = clip_gradients();
-  optimizer_->step();
+  if (zero_.empty())
+    optimizer_->step();
+  else
+    zero_step();
   ++iter_;
   StepStats s;
   s.iter = iter_;
@@ -483,7 +547,7 @@ void Trainer::save_checkpoint() {
   // barrier keeps the others from running ahead of a checkpoint that is not complete yet.
   // Split parameters and their optimizer state are gathered to the checkpoint layout first.
   nn::NamedTensors model_state = logical_state(model_->state_dict());
-  nn::NamedTensors optim_state = logical_state(optimizer_->state_tensors());
+  nn::NamedTensors optim_state = logical_state(zero_gather(optimizer_->state_tensors()));
   if (pp_ && (!all_ || all_->rank() == 0)) {  // each stage's (dp 0, tp 0) rank sends its part to rank 0
     model_state = merge_stages(model_state);
     optim_state = merge_stages(optim_state);
@@ -522,7 +586,7 @@ bool Trainer::load_latest_checkpoint() {
   };
   model_->load_state_dict(pick(loaded->model, model_->state_dict(), "model"));
   nn::NamedTensors mine = optimizer_->state_tensors();
-  nn::NamedTensors theirs = pick(loaded->optimizer, mine, "optimizer state");
+  nn::NamedTensors theirs = zero_slice(pick(loaded->optimizer, mine, "optimizer state"));
   {
     NoGradGuard ng;
     for (size_t i = 0; i < mine.size(); ++i) {

@@ -52,6 +52,9 @@ struct TrainOptions {
   double dist_timeout_seconds = 300;
   std::string pipeline_schedule = "1f1b";  // with pipeline parallelism (pipeline_schedule.h)
   int64_t virtual_pipeline_size = 1;       // model chunks per rank (interleaved_1f1b)
+  // ZeRO (train.zero_optimization): 1 = each dp rank keeps and updates 1/dp of every parameter's
+  // optimizer state (a flat S(0) slice), then the parameters are all-gathered.
+  int64_t zero_stage = 0;
   std::string config_yaml;  // resolved config, written to <output_dir>/config.yaml
 };
 
@@ -172,6 +175,16 @@ class Trainer {
   PipelineStats pipe_stats_;
   std::unique_ptr<dist::GradReducer> reducer_, replicated_reducer_;
   std::vector<bool> split_;  // per parameter: split over tp
+  // ZeRO-1: per parameter, the flat slice this dp rank updates (a view of the parameter; the
+  // optimizer holds these), and the slice's start and length.
+  struct ZeroShard {
+    Tensor param, shard;
+    int64_t start = 0, numel = 0;
+  };
+  std::vector<ZeroShard> zero_;
+  void zero_step();                                              // the sharded update + all-gather
+  nn::NamedTensors zero_gather(const nn::NamedTensors& state);   // collective over dp
+  nn::NamedTensors zero_slice(const nn::NamedTensors& state);
 };
 
 }  // namespace mf::train
