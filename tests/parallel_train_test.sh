@@ -36,7 +36,13 @@ args=(configs/gpt2/tiny.yaml tokenization.tokenizer=byte model.vocab_size=257 "d
       model.max_seq_length=32 data.seq_length=31 train.train_iter=20 train.global_batch_size=8 train.log_period=1
       train.evaluation.enabled=false train.checkpointer.period=0 train.dist.grad_bucket_mb=0.01)
 
+# MESHFLOW_TEST_QUICK=1 (the sanitizer build) runs a representative subset: one or two runs of
+# each kind of parallelism and their references.
+quick_set=" dp1 dp2 dp4 tp2 tp2sp dp2tp2 z1dp4 z1dp2tp2 one_mb2 pp21f1b pp2il one_mb4 dp2tp2pp2sp "
+skipped() { [ "${MESHFLOW_TEST_QUICK:-0}" = 1 ] && [[ "$quick_set" != *" $1 "* ]]; }
+
 run() {  # name, ranks, micro batch, tp[, sequence parallel[, pp[, schedule[, virtual stages[, layers[, zero]]]]]]
+  skipped "$1" && return 0
   local name=$1 np=$2 mb=$3 tp=$4 sp=${5:-false} pp=${6:-1} sched=${7:-1f1b} v=${8:-1} layers=${9:-4} zero=${10:-false}
   local out=$work/$1
   local launch=()
@@ -81,6 +87,7 @@ compare() {  # [-t tolerance] reference, runs...
   local ref=$1 name
   shift
   for name in "$@"; do
+  skipped "$name" && continue
   n=$(field "$work/$name/metrics.jsonl" loss | wc -l)
   [ "$n" -eq 20 ] || { echo "FAIL: $name logged $n losses, want 20"; fail=1; }
   if ! paste <(field "$work/$ref/metrics.jsonl" loss) <(field "$work/$name/metrics.jsonl" loss) |
