@@ -22,7 +22,7 @@
 #include "meshflow/dist/boxing.h"
 #include "meshflow/dist/device_mesh.h"
 #include "meshflow/dist/global_ops.h"
-#include "testing.h"
+#include "mpi/dist_testing.h"
 
 namespace {
 
@@ -30,35 +30,6 @@ using mf::Shape;
 using mf::Tensor;
 using mf::comm::Communicator;
 using namespace mf::dist;  // NOLINT
-
-Tensor logical(const Shape& shape, double a, double b, int mod) {
-  const int64_t n = mf::shape_numel(shape);
-  std::vector<double> v(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) v[static_cast<size_t>(i)] = a + b * static_cast<double>((i * 7) % mod) + 0.001 * i;
-  return mf::from_vector(v, shape);
-}
-
-// The piece of `t` (logical) that `sbp` gives the rank at `coord` (P axes: the whole).
-Tensor piece(const Tensor& t, const NdSbp& sbp, const std::vector<int64_t>& mesh, const std::vector<int64_t>& coord) {
-  mf::LogicalSlice s = local_slice(t.shape(), sbp, mesh, coord);
-  Shape sh = local_shape(t.shape(), sbp, mesh, coord);
-  Tensor r = t;
-  for (size_t k = 0; k < sh.size(); ++k) r = mf::narrow(r, static_cast<int64_t>(k), s.start[k], sh[k]);
-  return mf::contiguous(r);
-}
-
-int expect_close(const Tensor& got, const Tensor& want, const std::string& what) {
-  EXPECT_EQ(got.shape(), want.shape()) << what;
-  if (got.shape() != want.shape()) return 1;
-  std::vector<double> g = mft::to_f64(got), w = mft::to_f64(want);
-  int bad = 0;
-  for (size_t i = 0; i < g.size() && bad < 3; ++i)
-    if (!(std::abs(g[i] - w[i]) <= 1e-10 * (1 + std::abs(w[i])))) {
-      ADD_FAILURE() << what << ": element " << i << " is " << g[i] << ", want " << w[i];
-      ++bad;
-    }
-  return bad;
-}
 
 using GlobalFn = std::function<GlobalTensor(const GlobalContext&, const std::vector<GlobalTensor>&)>;
 using LocalRef = std::function<Tensor(const std::vector<Tensor>&)>;
@@ -75,11 +46,7 @@ struct Mesh {
   const Placement* placement;
   std::vector<Communicator*> comms;
   int world_rank;
-  std::vector<int64_t> coord() const {
-    std::vector<int64_t> c;
-    for (Communicator* x : comms) c.push_back(x->rank());
-    return c;
-  }
+  std::vector<int64_t> coord() const { return mft::coord_of(comms); }
 };
 
 // One op under one combination of input SBPs, forward and backward. Returns the failures.
@@ -95,8 +62,8 @@ int check_op(const Mesh& mesh, const OpCase& op, const std::vector<const NdSbp*>
   std::vector<GlobalTensor> gx;
   for (size_t i = 0; i < src.size(); ++i) {
     const double fi = static_cast<double>(i);
-    X.push_back(logical(op.shapes[i], 0.3 - 0.2 * fi, 0.15 + 0.05 * fi, 7 + 2 * static_cast<int>(i)));
-    Tensor p = piece(X[i], *src[i], shape, coord);
+    X.push_back(mft::formula(op.shapes[i], 0.3 - 0.2 * fi, 0.15 + 0.05 * fi, 7 + 2 * static_cast<int>(i)));
+    Tensor p = mft::piece(X[i], *src[i], shape, coord);
     for (int m = 0; m < nd; ++m)
       if ((*src[i])[m].is_partial_sum()) {
         const double n = static_cast<double>(shape[static_cast<size_t>(m)]), r = static_cast<double>(coord[m]);
@@ -135,11 +102,11 @@ int check_op(const Mesh& mesh, const OpCase& op, const std::vector<const NdSbp*>
   Tensor ys = mf::clone(gy.local.detach());
   for (int m = 0; m < nd; ++m)
     if ((*gy.nd_sbp)[m].is_partial_sum()) mesh.comms[static_cast<size_t>(m)]->all_reduce(ys)->wait();
-  int bad = expect_close(ys, piece(Y.detach(), *gy.nd_sbp, shape, coord), what + " forward");
+  int bad = mft::expect_tensor_close(ys, mft::piece(Y.detach(), *gy.nd_sbp, shape, coord), what + " forward", 1e-10);
 
   // Backward.
-  Tensor H = logical(Y.shape(), -0.4, 0.1, 5);
-  Tensor c = piece(H, *gy.nd_sbp, shape, coord);
+  Tensor H = mft::formula(Y.shape(), -0.4, 0.1, 5);
+  Tensor c = mft::piece(H, *gy.nd_sbp, shape, coord);
   double g_scale = 1.0;
   for (int m = 0; m < nd; ++m)
     if ((*gy.nd_sbp)[m].is_broadcast()) {
@@ -156,7 +123,7 @@ int check_op(const Mesh& mesh, const OpCase& op, const std::vector<const NdSbp*>
     Tensor gl = mf::clone(x[i].grad());
     for (int m = 0; m < nd; ++m)
       if ((*src[i])[m].is_broadcast()) mesh.comms[static_cast<size_t>(m)]->all_reduce(gl)->wait();
-    bad += expect_close(gl, mf::scale(piece(X[i].grad(), *src[i], shape, coord), g_scale), wi);
+    bad += mft::expect_tensor_close(gl, mf::scale(mft::piece(X[i].grad(), *src[i], shape, coord), g_scale), wi, 1e-10);
   }
   return bad;
 }
@@ -327,10 +294,10 @@ TEST_F(GlobalOpsTest, TensorParallelMlpMovesNothingUntilTheOutput) {
   const NdSbp* B = nd_sbp({Sbp::broadcast()});
   const NdSbp* S0 = nd_sbp({Sbp::split(0)});
   const NdSbp* S1 = nd_sbp({Sbp::split(1)});
-  Tensor X = logical({6, 8}, 0.1, 0.2, 7), W1 = logical({8, 12}, -0.3, 0.05, 9), B1 = logical({12}, 0.2, 0.1, 5);
-  Tensor W2 = logical({12, 8}, 0.4, -0.07, 11), B2 = logical({8}, -0.1, 0.03, 3);
+  Tensor X = mft::formula({6, 8}, 0.1, 0.2, 7), W1 = mft::formula({8, 12}, -0.3, 0.05, 9), B1 = mft::formula({12}, 0.2, 0.1, 5);
+  Tensor W2 = mft::formula({12, 8}, 0.4, -0.07, 11), B2 = mft::formula({8}, -0.1, 0.03, 3);
   auto global = [&](const Tensor& t, const NdSbp* s) {
-    return to_global(piece(t, *s, shape, coord), mesh.placement, s, t.shape(), mesh.world_rank);
+    return to_global(mft::piece(t, *s, shape, coord), mesh.placement, s, t.shape(), mesh.world_rank);
   };
   const GlobalContext ctx{mesh.comms, mesh.world_rank};
   for (int step = 0; step < 2; ++step) {
@@ -343,7 +310,7 @@ TEST_F(GlobalOpsTest, TensorParallelMlpMovesNothingUntilTheOutput) {
     EXPECT_EQ(world->stats().total_bytes(), 0u);
     GlobalTensor yb = box_to(y, B, ctx.axis_comms);
     EXPECT_EQ(world->stats().count(mf::comm::OpKind::kAllReduce), 1u);
-    expect_close(yb.local, mf::affine(mf::gelu(mf::affine(X, W1, B1)), W2, B2), "mlp step " + std::to_string(step));
+    mft::expect_tensor_close(yb.local, mf::affine(mf::gelu(mf::affine(X, W1, B1)), W2, B2), "mlp step " + std::to_string(step), 1e-10);
     const SignatureCacheStats after = signature_cache_stats();
     if (step == 1) {
       EXPECT_EQ(after.hits - before.hits, 3u);
@@ -358,14 +325,14 @@ TEST_F(GlobalOpsTest, DataParallelAffineMovesNothing) {
   const std::vector<int64_t> coord = mesh.coord(), shape = mesh.placement->mesh_shape();
   const NdSbp* S0 = nd_sbp({Sbp::split(0)});
   const NdSbp* B = nd_sbp({Sbp::broadcast()});
-  Tensor X = logical({7, 5}, 0.1, 0.2, 7), W = logical({5, 3}, -0.3, 0.05, 9);
+  Tensor X = mft::formula({7, 5}, 0.1, 0.2, 7), W = mft::formula({5, 3}, -0.3, 0.05, 9);
   const GlobalContext ctx{mesh.comms, mesh.world_rank};
   world->reset_stats();
-  GlobalTensor y = affine(ctx, to_global(piece(X, *S0, shape, coord), mesh.placement, S0, {7, 5}, mesh.world_rank),
+  GlobalTensor y = affine(ctx, to_global(mft::piece(X, *S0, shape, coord), mesh.placement, S0, {7, 5}, mesh.world_rank),
                           to_global(W, mesh.placement, B, {5, 3}, mesh.world_rank));
   EXPECT_EQ(world->stats().total_bytes(), 0u);
   EXPECT_EQ(y.nd_sbp, S0);
-  expect_close(y.local, piece(mf::affine(X, W), *S0, shape, coord), "data parallel affine");
+  mft::expect_tensor_close(y.local, mft::piece(mf::affine(X, W), *S0, shape, coord), "data parallel affine", 1e-10);
 }
 
 TEST_F(GlobalOpsTest, InputsOnDifferentPlacementsThrow) {

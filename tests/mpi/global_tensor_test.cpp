@@ -14,7 +14,7 @@
 #include "meshflow/dist/boxing.h"
 #include "meshflow/dist/device_mesh.h"
 #include "meshflow/dist/global_tensor.h"
-#include "testing.h"
+#include "mpi/dist_testing.h"
 
 namespace {
 
@@ -23,49 +23,16 @@ using mf::Tensor;
 using mf::comm::Communicator;
 using namespace mf::dist;  // NOLINT
 
-Tensor logical(const Shape& shape, double a, double b, int mod) {
-  const int64_t n = mf::shape_numel(shape);
-  std::vector<double> v(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) v[static_cast<size_t>(i)] = a + b * static_cast<double>((i * 7) % mod) + 0.001 * i;
-  return mf::from_vector(v, shape);
-}
-
-// The piece of `t` (logical) that `sbp` gives the rank at `coord` (P axes: the whole).
-Tensor piece(const Tensor& t, const NdSbp& sbp, const std::vector<int64_t>& mesh, const std::vector<int64_t>& coord) {
-  mf::LogicalSlice s = local_slice(t.shape(), sbp, mesh, coord);
-  Shape sh = local_shape(t.shape(), sbp, mesh, coord);
-  Tensor r = t;
-  for (size_t k = 0; k < sh.size(); ++k) r = mf::narrow(r, static_cast<int64_t>(k), s.start[k], sh[k]);
-  return mf::contiguous(r);
-}
-
-std::vector<int64_t> coord_of(const std::vector<Communicator*>& comms) {
-  std::vector<int64_t> c;
-  for (Communicator* x : comms) c.push_back(x->rank());
-  return c;
-}
-
-void expect_close(const Tensor& got, const Tensor& want, const std::string& what) {
-  ASSERT_EQ(got.shape(), want.shape()) << what;
-  std::vector<double> g = mft::to_f64(got), w = mft::to_f64(want);
-  int bad = 0;
-  for (size_t i = 0; i < g.size() && bad < 3; ++i)
-    if (std::abs(g[i] - w[i]) > 1e-12 * (1 + std::abs(w[i]))) {
-      ADD_FAILURE() << what << ": element " << i << " is " << g[i] << ", want " << w[i];
-      ++bad;
-    }
-}
-
 // Boxes X from `src` to `dst` and checks forward and backward (see the file comment).
 void check_box(const Placement* pl, const std::vector<Communicator*>& comms, const Shape& shape, const NdSbp* src,
                const NdSbp* dst, int world_rank, bool strided = false) {
   const std::string what = "box " + mf::shape_str(shape) + " " + src->str() + " -> " + dst->str() + " on " + pl->str() +
                            " (rank " + std::to_string(world_rank) + ")";
   const std::vector<int64_t>& mesh = pl->mesh_shape();
-  const std::vector<int64_t> coord = coord_of(comms);
+  const std::vector<int64_t> coord = mft::coord_of(comms);
   const int nd = pl->ndim();
-  Tensor X = logical(shape, 1.0, 0.25, 11), H = logical(shape, -0.5, 0.125, 5);
-  Tensor x = piece(X, *src, mesh, coord);
+  Tensor X = mft::formula(shape, 1.0, 0.25, 11), H = mft::formula(shape, -0.5, 0.125, 5);
+  Tensor x = mft::piece(X, *src, mesh, coord);
   for (int m = 0; m < nd; ++m)
     if ((*src)[m].is_partial_sum()) {
       const double n = static_cast<double>(mesh[m]), r = static_cast<double>(coord[m]);
@@ -83,10 +50,10 @@ void check_box(const Placement* pl, const std::vector<Communicator*>& comms, con
   Tensor ys = mf::clone(y.detach());
   for (int m = 0; m < nd; ++m)
     if ((*dst)[m].is_partial_sum()) comms[static_cast<size_t>(m)]->all_reduce(ys)->wait();
-  expect_close(ys, piece(X, *dst, mesh, coord), what + " forward");
+  mft::expect_tensor_close(ys, mft::piece(X, *dst, mesh, coord), what + " forward");
 
   // Backward.
-  Tensor c = piece(H, *dst, mesh, coord);
+  Tensor c = mft::piece(H, *dst, mesh, coord);
   double g_scale = 1.0;
   for (int m = 0; m < nd; ++m)
     if ((*dst)[m].is_broadcast()) {
@@ -99,7 +66,7 @@ void check_box(const Placement* pl, const std::vector<Communicator*>& comms, con
   Tensor gl = mf::clone(x.grad());
   for (int m = 0; m < nd; ++m)
     if ((*src)[m].is_broadcast()) comms[static_cast<size_t>(m)]->all_reduce(gl)->wait();
-  expect_close(gl, mf::scale(piece(H, *src, mesh, coord), g_scale), what + " backward");
+  mft::expect_tensor_close(gl, mf::scale(mft::piece(H, *src, mesh, coord), g_scale), what + " backward");
 }
 
 std::vector<Sbp> sbps_for(int ndim) {
@@ -169,12 +136,12 @@ TEST_F(GlobalTensorTest, GradientOfALossOnOneRank) {
 TEST_F(GlobalTensorTest, Float32) {
   const Placement* pl = world_placement();
   const int n = world->size(), r = world->rank();
-  Tensor X = mf::cast(logical({5, 6}, 1.0, 0.5, 7), mf::DType::kF32);
+  Tensor X = mf::cast(mft::formula({5, 6}, 1.0, 0.5, 7), mf::DType::kF32);
   const NdSbp* s1 = nd_sbp({Sbp::split(1)});
-  GlobalTensor g = to_global(piece(X, *s1, {n}, {r}), pl, s1, {5, 6}, r);
+  GlobalTensor g = to_global(mft::piece(X, *s1, {n}, {r}), pl, s1, {5, 6}, r);
   GlobalTensor s0 = box_to(g, nd_sbp({Sbp::split(0)}), *world);
   EXPECT_EQ(s0.local.dtype(), mf::DType::kF32);
-  EXPECT_EQ(mft::to_f64(s0.local), mft::to_f64(piece(X, *nd_sbp({Sbp::split(0)}), {n}, {r})));
+  EXPECT_EQ(mft::to_f64(s0.local), mft::to_f64(mft::piece(X, *nd_sbp({Sbp::split(0)}), {n}, {r})));
   EXPECT_EQ(mft::to_f64(box_to(s0, nd_sbp({Sbp::broadcast()}), *world).local), mft::to_f64(X));
 }
 
@@ -234,7 +201,7 @@ TEST_F(GlobalTensorTest, MeshTwoByTwo) {
   check_box(mesh.placement(), comms, shape, nd_sbp({B, B, B}), nd_sbp({B, s0, s0}), world->rank());
   check_box(mesh.placement(), comms, shape, nd_sbp({B, P, P}), nd_sbp({B, s0, s0}), world->rank());
   check_box(mesh.placement(), comms, shape, nd_sbp({B, s0, P}), nd_sbp({B, B, s1}), world->rank());
-  MFT_EXPECT_ERROR(box_to(to_global(piece(logical(shape, 1, 1, 3), *nd_sbp({B, s0, s0}), mesh.placement()->mesh_shape(),
+  MFT_EXPECT_ERROR(box_to(to_global(mft::piece(mft::formula(shape, 1, 1, 3), *nd_sbp({B, s0, s0}), mesh.placement()->mesh_shape(),
                                           mesh.coordinate()),
                                     mesh.placement(), nd_sbp({B, s0, s0}), shape, world->rank()),
                           nd_sbp({B, s1, s0}), comms),

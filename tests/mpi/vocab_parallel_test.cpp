@@ -12,7 +12,7 @@
 #include "meshflow/dist/sbp.h"
 #include "meshflow/dist/vocab_parallel.h"
 #include "meshflow/tensor/allocator.h"
-#include "testing.h"
+#include "mpi/dist_testing.h"
 
 namespace {
 
@@ -23,26 +23,7 @@ using mf::comm::OpKind;
 using mf::dist::split_size;
 using mf::dist::split_start;
 
-// A formula of the flat index, the same on every rank.
-Tensor formula(const Shape& shape, double a, double b, int mod, DType dtype = DType::kF64) {
-  const int64_t n = mf::shape_numel(shape);
-  std::vector<double> v(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) v[static_cast<size_t>(i)] = a + b * static_cast<double>((i * 7) % mod) + 0.001 * i;
-  return mf::cast(mf::from_vector(v, shape), dtype);
-}
-
 Tensor leaf(const Tensor& t) { return mf::clone(t.detach()).set_requires_grad(true); }
-
-void expect_close(const Tensor& got, const Tensor& want, const std::string& what) {
-  ASSERT_EQ(got.shape(), want.shape()) << what;
-  std::vector<double> g = mft::to_f64(got), w = mft::to_f64(want);
-  int bad = 0;
-  for (size_t i = 0; i < g.size() && bad < 3; ++i)
-    if (std::abs(g[i] - w[i]) > 1e-12 * (1 + std::abs(w[i]))) {
-      ADD_FAILURE() << what << ": element " << i << " is " << g[i] << ", want " << w[i];
-      ++bad;
-    }
-}
 
 // Targets (N): formula ids in [0, vocab), every `ignore_every`-th row ignore_index (-100).
 Tensor targets(int64_t N, int64_t vocab, int64_t ignore_every) {
@@ -57,11 +38,11 @@ TEST(VocabParallel, EmbeddingMatchesSingleProcessForwardAndBackward) {
   for (int64_t vocab : {11, 13}) {
     const std::string what = "vocab " + std::to_string(vocab) + " on rank " + std::to_string(r);
     const int64_t dim = 5, start = split_start(vocab, p, r), rows = split_size(vocab, p, r);
-    Tensor w = formula({vocab, dim}, -0.4, 0.11, 13);
+    Tensor w = mft::formula({vocab, dim}, -0.4, 0.11, 13);
     std::vector<int64_t> id_values;
     for (int64_t i = 0; i < 12; ++i) id_values.push_back((i * 7 + 3) % vocab);
     Tensor ids = mf::from_vector(id_values, {3, 4});
-    Tensor c = formula({3, 4, dim}, 0.3, -0.07, 11);
+    Tensor c = mft::formula({3, 4, dim}, 0.3, -0.07, 11);
 
     Tensor shard = leaf(mf::narrow(w, 0, start, rows));
     world->reset_stats();
@@ -74,9 +55,9 @@ TEST(VocabParallel, EmbeddingMatchesSingleProcessForwardAndBackward) {
     Tensor w_ref = leaf(w);
     Tensor out_ref = mf::embedding(w_ref, ids);
     mf::sum(mf::mul(out_ref, c)).backward();
-    expect_close(out, out_ref, "forward, " + what);
+    mft::expect_tensor_close(out, out_ref, "forward, " + what);
     ASSERT_TRUE(shard.grad().defined()) << what;
-    expect_close(shard.grad(), mf::narrow(w_ref.grad(), 0, start, rows), "weight grad, " + what);
+    mft::expect_tensor_close(shard.grad(), mf::narrow(w_ref.grad(), 0, start, rows), "weight grad, " + what);
   }
 }
 
@@ -88,7 +69,7 @@ TEST(VocabParallel, CrossEntropyMatchesSingleProcessForwardAndBackward) {
       const std::string what = "vocab " + std::to_string(vocab) + ", ignore_every " + std::to_string(ignore_every) +
                                " on rank " + std::to_string(r);
       const int64_t N = 7, start = split_start(vocab, p, r), cols = split_size(vocab, p, r);
-      Tensor logits = formula({N, vocab}, -1.5, 0.37, 13);
+      Tensor logits = mft::formula({N, vocab}, -1.5, 0.37, 13);
       Tensor tgt = targets(N, vocab, ignore_every);
 
       Tensor shard = leaf(mf::narrow(logits, 1, start, cols));
@@ -103,9 +84,9 @@ TEST(VocabParallel, CrossEntropyMatchesSingleProcessForwardAndBackward) {
       Tensor loss_ref = mf::cross_entropy(logits_ref, tgt);
       loss_ref.backward();
       ASSERT_EQ(loss.shape(), Shape{}) << what;
-      expect_close(loss, loss_ref, "loss, " + what);
+      mft::expect_tensor_close(loss, loss_ref, "loss, " + what);
       ASSERT_TRUE(shard.grad().defined()) << what;
-      expect_close(shard.grad(), mf::narrow(logits_ref.grad(), 1, start, cols), "logits grad, " + what);
+      mft::expect_tensor_close(shard.grad(), mf::narrow(logits_ref.grad(), 1, start, cols), "logits grad, " + what);
     }
   }
 }
@@ -115,14 +96,14 @@ TEST(VocabParallel, UpstreamGradientsOfAllRanksAreSummed) {
   mf::comm::CommPtr world = mf::comm::mpi_world();
   const int p = world->size(), r = world->rank();
   const int64_t vocab = 13, N = 5, start = split_start(vocab, p, r), cols = split_size(vocab, p, r);
-  Tensor logits = formula({N, vocab}, 0.2, -0.21, 11);
+  Tensor logits = mft::formula({N, vocab}, 0.2, -0.21, 11);
   Tensor tgt = targets(N, vocab, 4);
   Tensor shard = leaf(mf::narrow(logits, 1, start, cols));
   Tensor loss = mf::dist::vocab_parallel_cross_entropy(shard, tgt, vocab, *world);
   mf::scale(loss, r == 0 ? 2.0 : 0.0).backward();
   Tensor logits_ref = leaf(logits);
   mf::scale(mf::cross_entropy(logits_ref, tgt), 2.0).backward();
-  expect_close(shard.grad(), mf::narrow(logits_ref.grad(), 1, start, cols), "logits grad on rank " + std::to_string(r));
+  mft::expect_tensor_close(shard.grad(), mf::narrow(logits_ref.grad(), 1, start, cols), "logits grad on rank " + std::to_string(r));
 }
 
 TEST(VocabParallel, BadIdsAndShapesThrowNamingOpAndRank) {
@@ -131,8 +112,8 @@ TEST(VocabParallel, BadIdsAndShapesThrowNamingOpAndRank) {
   const int p = world->size(), r = world->rank();
   const std::string rank = "rank " + std::to_string(r);
   const int64_t vocab = 11, rows = split_size(vocab, p, r);
-  Tensor w = formula({rows, 3}, 0.1, 0.2, 7);
-  Tensor logits = formula({4, rows}, 0.1, 0.2, 7);
+  Tensor w = mft::formula({rows, 3}, 0.1, 0.2, 7);
+  Tensor logits = mft::formula({4, rows}, 0.1, 0.2, 7);
   Tensor good_tgt = mf::from_vector(std::vector<int64_t>{0, 10, -100, 5}, {4});
   auto& tp = *world;
 
@@ -140,7 +121,7 @@ TEST(VocabParallel, BadIdsAndShapesThrowNamingOpAndRank) {
                    "vocab_parallel_embedding", "value 11", "[0, 11)", rank.c_str());
   MFT_EXPECT_ERROR(mf::dist::vocab_parallel_embedding(mf::from_vector(std::vector<int64_t>{-1}, {1}), w, vocab, tp),
                    "vocab_parallel_embedding", "value -1", rank.c_str());
-  MFT_EXPECT_ERROR(mf::dist::vocab_parallel_embedding(good_tgt, formula({rows + 1, 3}, 0, 1, 3), vocab, tp),
+  MFT_EXPECT_ERROR(mf::dist::vocab_parallel_embedding(good_tgt, mft::formula({rows + 1, 3}, 0, 1, 3), vocab, tp),
                    "vocab_parallel_embedding", "weight_shard", rank.c_str());
   MFT_EXPECT_ERROR(mf::dist::vocab_parallel_embedding(good_tgt, w, 1, tp), "vocab_parallel_embedding", "vocab_size",
                    rank.c_str());
@@ -148,7 +129,7 @@ TEST(VocabParallel, BadIdsAndShapesThrowNamingOpAndRank) {
   MFT_EXPECT_ERROR(
       mf::dist::vocab_parallel_cross_entropy(logits, mf::from_vector(std::vector<int64_t>{0, 11, 1, 2}, {4}), vocab, tp),
       "vocab_parallel_cross_entropy", "value 11", "position 1", rank.c_str());
-  MFT_EXPECT_ERROR(mf::dist::vocab_parallel_cross_entropy(formula({4, rows + 1}, 0, 1, 3), good_tgt, vocab, tp),
+  MFT_EXPECT_ERROR(mf::dist::vocab_parallel_cross_entropy(mft::formula({4, rows + 1}, 0, 1, 3), good_tgt, vocab, tp),
                    "vocab_parallel_cross_entropy", "logits_shard", rank.c_str());
   MFT_EXPECT_ERROR(mf::dist::vocab_parallel_cross_entropy(logits, mf::from_vector(std::vector<int64_t>{0, 1}, {2}), vocab, tp),
                    "vocab_parallel_cross_entropy", "targets", rank.c_str());
@@ -162,7 +143,7 @@ TEST(VocabParallel, CrossEntropyPeakMemoryIsPerShard) {
   mf::comm::CommPtr world = mf::comm::mpi_world();
   const int p = world->size(), r = world->rank();
   const int64_t N = 64, vocab = 4096, start = split_start(vocab, p, r), cols = split_size(vocab, p, r);
-  Tensor logits = formula({N, vocab}, -2.0, 0.31, 29, DType::kF32);
+  Tensor logits = mft::formula({N, vocab}, -2.0, 0.31, 29, DType::kF32);
   Tensor tgt = targets(N, vocab, 5);
   Tensor shard = leaf(mf::narrow(logits, 1, start, cols));
   Tensor loss_ref = mf::cross_entropy(logits, tgt);  // f32 reference value, before measuring
