@@ -88,7 +88,7 @@ void Trainer::set_parallel(std::shared_ptr<comm::Communicator> dp, std::shared_p
   }
   std::vector<Tensor> params = model_->parameters();
   std::vector<nn::ParamLayout> layouts = model_->parameter_layouts();
-  split_.assign(params.size(), false);
+  split_.resize(params.size());
   for (size_t i = 0; i < params.size(); ++i) split_[i] = tp.enabled() && !layouts[i].replicated();
   if (!tp.enabled()) {
     if (dp_) reducer_ = std::make_unique<dist::GradReducer>(params, dp_, opts_.grad_bucket_bytes);
@@ -161,28 +161,33 @@ std::unordered_map<std::string, nn::ParamLayout> layouts_by_name(const models::G
 }
 }  // namespace
 
+nn::NamedTensors Trainer::map_state(const nn::NamedTensors& state,
+                                    const std::function<Tensor(const Tensor&, const nn::ParamLayout&)>& fn) const {
+  auto by_name = layouts_by_name(*model_);
+  nn::NamedTensors out;
+  for (const auto& [name, t] : state) {
+    const nn::ParamLayout* l = layout_of(name, by_name);
+    out.emplace_back(name, l ? fn(t, *l) : t);
+  }
+  return out;
+}
+
 nn::NamedTensors Trainer::logical_state(const nn::NamedTensors& local) {
   const nn::TensorParallel& tp = model_->tensor_parallel();
   if (!tp.enabled()) return local;
-  auto by_name = layouts_by_name(*model_);
-  nn::NamedTensors out;
-  for (const auto& [name, t] : local) {
-    const nn::ParamLayout* l = layout_of(name, by_name);
-    out.emplace_back(name, l ? nn::gather_logical(t, *l, tp) : t);
-  }
-  return out;
+  return map_state(local, [&](const Tensor& t, const nn::ParamLayout& l) { return nn::gather_logical(t, l, tp); });
 }
 
 nn::NamedTensors Trainer::local_state(const nn::NamedTensors& logical) {
   const nn::TensorParallel& tp = model_->tensor_parallel();
   if (!tp.enabled()) return logical;
-  auto by_name = layouts_by_name(*model_);
-  nn::NamedTensors out;
-  for (const auto& [name, t] : logical) {
-    const nn::ParamLayout* l = layout_of(name, by_name);
-    out.emplace_back(name, l ? nn::slice_local(t, *l, tp) : t);
-  }
-  return out;
+  return map_state(logical, [&](const Tensor& t, const nn::ParamLayout& l) { return nn::slice_local(t, l, tp); });
+}
+
+Tensor Trainer::stage_activation(int64_t rows, int64_t seq_len) const {
+  const nn::TensorParallel& tp = model_->tensor_parallel();
+  const int64_t t = tp.enabled() && tp.sequence_parallel ? dist::split_size(seq_len, tp.size(), tp.rank()) : seq_len;
+  return empty({rows, t, model_->config().hidden_size}, model_->config().dtype);
 }
 
 double Trainer::mean_over_dp(double local) {
@@ -216,18 +221,12 @@ void Trainer::zero_step() {
 
 nn::NamedTensors Trainer::zero_gather(const nn::NamedTensors& state) {
   if (zero_.empty()) return state;
-  std::unordered_map<std::string, Shape> shape_of;
-  for (auto& [name, p] : model_->named_parameters()) shape_of[name] = p.shape();
-  nn::NamedTensors out;
-  for (const auto& [name, t] : state) {
-    const size_t dot = name.rfind('.');
-    auto it = shape_of.find(dot == std::string::npos ? name : name.substr(0, dot));
-    MF_CHECK(it != shape_of.end(), "ZeRO: optimizer state '", name, "' belongs to no parameter");
-    const int64_t numel = shape_numel(it->second);
-    Tensor whole = dist::box_axis(contiguous(t), dist::Sbp::split(0), dist::Sbp::broadcast(), {numel}, *dp_);
-    out.emplace_back(name, reshape(whole, it->second));
-  }
-  return out;
+  const nn::TensorParallel& tp = model_->tensor_parallel();
+  return map_state(state, [&](const Tensor& t, const nn::ParamLayout& l) {
+    const Shape shape = l.local_shape(tp.size(), tp.rank());  // the parameter's local piece
+    return reshape(dist::box_axis(contiguous(t), dist::Sbp::split(0), dist::Sbp::broadcast(), {shape_numel(shape)}, *dp_),
+                   shape);
+  });
 }
 
 nn::NamedTensors Trainer::zero_slice(const nn::NamedTensors& state) {
@@ -267,15 +266,13 @@ double Trainer::sum_over_pp(double local) {
 }
 
 double Trainer::pipeline_step() {
-  const int64_t m = opts_.accumulation_steps, p = pp_->size(), stage = pp_->rank(), mb = opts_.micro_batch;
+  // Without pipeline parallelism this is one stage running 1F1B: forward and backward of each
+  // micro-batch in turn, holding one micro-batch's activations.
+  const int64_t m = opts_.accumulation_steps, p = pp_size(), stage = pp_ ? pp_->rank() : 0, mb = opts_.micro_batch;
   const int64_t v = model_->stage().num_chunks();
-  const nn::TensorParallel& tp = model_->tensor_parallel();
-  const int64_t T = opts_.seq_length, C = model_->config().hidden_size;
-  const int64_t t_local = tp.enabled() && tp.sequence_parallel ? dist::split_size(T, tp.size(), tp.rank()) : T;
-  const Shape act_shape{mb, t_local, C};
-  const DType dt = model_->config().dtype;
-  const std::vector<PipelineAction> actions =
-      pipeline_actions(parse_pipeline_schedule(opts_.pipeline_schedule), p, stage, m, v);
+  const int64_t T = opts_.seq_length;
+  const PipelineSchedule schedule = pp_ ? parse_pipeline_schedule(opts_.pipeline_schedule) : PipelineSchedule::k1F1B;
+  const std::vector<PipelineAction> actions = pipeline_actions(schedule, p, stage, m, v);
   pipe_stats_ = PipelineStats{};
   pipe_stats_.max_in_flight = max_in_flight(actions);
   const auto t_start = std::chrono::steady_clock::now();
@@ -315,13 +312,14 @@ double Trainer::pipeline_step() {
     const int64_t j = a.chunk * p + stage;
     const bool first = j == 0, last = j == vstages - 1;
     InFlight& f = held[static_cast<size_t>(a.micro * v + a.chunk)];
+    // This rank's rows [r * mb, (r + 1) * mb) of the global micro-batch: dropout draws theirs.
     std::optional<BatchSliceGuard> slice;
     if (dp_) slice.emplace(dp_rank() * mb, dp_size() * mb);
     if (a.forward) {
       if (first) {
         f.input = batches[static_cast<size_t>(a.micro)].first;
       } else {
-        f.input = empty(act_shape, dt);
+        f.input = stage_activation(mb, T);
         timed_wait(pp_->recv(f.input, rank_of(j - 1), tag(a.micro, a.chunk, 0)));
         f.input.set_requires_grad(true);
       }
@@ -345,7 +343,7 @@ double Trainer::pipeline_step() {
       if (last) {
         scale(f.output, backward_scale).backward();
       } else {
-        Tensor g = empty(act_shape, dt);
+        Tensor g = stage_activation(mb, T);
         timed_wait(pp_->recv(g, rank_of(j + 1), tag(a.micro, a.chunk, 1)));
         f.output.backward(g);
       }
@@ -372,21 +370,7 @@ StepStats Trainer::train_step() {
   optimizer_->set_lr(lr);
   double loss_sum = 0.0;
   const uint64_t comm_bytes0 = comm_bytes();
-  // A loss replicated on the tp ranks counts once: each rank backpropagates loss / tp.
-  const double backward_scale = 1.0 / static_cast<double>(opts_.accumulation_steps * tp_size());
-  if (pp_) loss_sum = pipeline_step();
-  for (int64_t micro = 0; !pp_ && micro < opts_.accumulation_steps; ++micro) {
-    auto [ids, labels] = train_data_->next(opts_.micro_batch);
-    // This rank's rows [r * mb, (r + 1) * mb) of the global micro-batch: dropout draws theirs.
-    std::optional<BatchSliceGuard> slice;
-    if (dp_) slice.emplace(dp_rank() * opts_.micro_batch, dp_size() * opts_.micro_batch);
-    Tensor loss = model_->loss(ids, labels);
-    loss_sum += loss.item();
-    if (micro + 1 == opts_.accumulation_steps)  // the gradients become final in this backward
-      for (auto* r : {reducer_.get(), replicated_reducer_.get()})
-        if (r) r->prepare();
-    scale(loss, backward_scale).backward();
-  }
+  loss_sum = pipeline_step();
   double exposed = 0;
   for (auto* r : {reducer_.get(), replicated_reducer_.get()})
     if (r) {
@@ -435,15 +419,12 @@ EvalStats Trainer::evaluate() {
       continue;
     }
     // Forward through the (virtual) stages in turn; the last one's loss is summed over pp below.
-    const int64_t p = pp_->size(), stage = pp_->rank(), v = model_->stage().num_chunks();
-    const nn::TensorParallel& tp = model_->tensor_parallel();
-    const int64_t T = ids.shape(1);
-    const int64_t t_local = tp.enabled() && tp.sequence_parallel ? dist::split_size(T, tp.size(), tp.rank()) : T;
+    const int64_t p = pp_->size(), stage = pp_->rank(), v = model_->stage().num_chunks(), T = ids.shape(1);
     for (int64_t chunk = 0; chunk < v; ++chunk) {
       const int64_t j = chunk * p + stage;
       Tensor in = ids;
       if (j > 0) {
-        in = empty({ids.shape(0), t_local, model_->config().hidden_size}, model_->config().dtype);
+        in = stage_activation(ids.shape(0), T);
         pp_->recv(in, static_cast<int>((j - 1) % p), static_cast<int>(chunk))->wait();
       }
       Tensor out = model_->stage_forward(in, 0, T, chunk);

@@ -150,7 +150,7 @@ class Trainer {
 
  private:
   StepStats train_step();
-  double pipeline_step();             // one step's forwards and backwards; returns the loss sum
+  double pipeline_step();             // one step's forwards and backwards (any pp); returns the loss sum
   double sum_over_pp(double local);
   nn::NamedTensors merge_stages(const nn::NamedTensors& mine);  // collective over pp; full on rank 0
   double mean_over_dp(double local);  // the mean of a per-rank value over the dp group
@@ -158,8 +158,15 @@ class Trainer {
   double clip_gradients();            // the logical gradient norm (before clipping)
   uint64_t comm_bytes() const;        // bytes sent so far by this rank's groups
   void barrier();
+  // `fn(tensor, layout)` applied to every entry that belongs to a parameter ("<param>" or
+  // "<param>.<optimizer slot>"); other entries pass unchanged.
+  nn::NamedTensors map_state(const nn::NamedTensors& state,
+                             const std::function<Tensor(const Tensor&, const nn::ParamLayout&)>& fn) const;
   nn::NamedTensors logical_state(const nn::NamedTensors& local);  // collective over tp
   nn::NamedTensors local_state(const nn::NamedTensors& logical);
+  // An empty buffer for the activation between pipeline stages: (rows, T, C), or this rank's
+  // (rows, T / tp, C) piece under sequence parallelism.
+  Tensor stage_activation(int64_t rows, int64_t seq_len) const;
   void run_hooks(const std::function<void(HookBase&)>& f);
 
   TrainOptions opts_;
