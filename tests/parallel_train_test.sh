@@ -120,34 +120,23 @@ paste <(field "$work/dp2/metrics.jsonl" comm_bytes) <(field "$work/dp4/metrics.j
   awk '{ r = $2 / $1; if (r < 1.5 * 0.99 || r > 1.5 * 1.01) { printf "FAIL: step %d: dp=4 sent %s bytes, dp=2 %s: ratio %.4f, want 1.5\n", NR, $2, $1, r; bad = 1 } }
        END { if (NR != 20) { print "FAIL: comm_bytes missing"; bad = 1 } exit bad }' || fail=1
 
-# Stop a tp=2 run at step 10, resume it: the losses of the uninterrupted run.
-tp2=("$mpiexec" --allow-run-as-root --oversubscribe -np 2 "$bin" train "${args[@]}" train.train_micro_batch_size=8
-     train.dist.tensor_parallel_size=2 "train.output_dir=$work/tp2r")
-"${tp2[@]}" train.exit_iter=10 > "$work/log_tp2r" 2>&1 && "${tp2[@]}" train.resume=true >> "$work/log_tp2r" 2>&1 ||
-  { echo "FAIL: tp=2 stop/resume exited non-zero:"; tail -20 "$work/log_tp2r"; fail=1; }
-if ! cmp -s <(field "$work/tp2/metrics.jsonl" loss) <(field "$work/tp2r/metrics.jsonl" loss); then
-  echo "FAIL: tp=2 resumed at step 10 does not log the uninterrupted losses:"
-  paste <(field "$work/tp2/metrics.jsonl" loss) <(field "$work/tp2r/metrics.jsonl" loss); fail=1
-fi
-pp2=("$mpiexec" --allow-run-as-root --oversubscribe -np 2 "$bin" train "${args[@]}" train.train_micro_batch_size=2
-     train.dist.pipeline_parallel_size=2 "train.output_dir=$work/pp2r")
-"${pp2[@]}" train.exit_iter=10 > "$work/log_pp2r" 2>&1 && "${pp2[@]}" train.resume=true >> "$work/log_pp2r" 2>&1 ||
-  { echo "FAIL: pp=2 stop/resume exited non-zero:"; tail -20 "$work/log_pp2r"; fail=1; }
-if ! cmp -s <(field "$work/pp21f1b/metrics.jsonl" loss) <(field "$work/pp2r/metrics.jsonl" loss); then
-  echo "FAIL: pp=2 resumed at step 10 does not log the uninterrupted losses:"
-  paste <(field "$work/pp21f1b/metrics.jsonl" loss) <(field "$work/pp2r/metrics.jsonl" loss); fail=1
-fi
-
-# ZeRO-1 with dp=4 stopped at step 10 and resumed (optimizer state gathered over dp to save,
-# sliced to load): the uninterrupted run's losses.
-z1=("$mpiexec" --allow-run-as-root --oversubscribe -np 4 "$bin" train "${args[@]}" train.train_micro_batch_size=2
-    train.zero_optimization.enabled=true "train.output_dir=$work/z1r")
-"${z1[@]}" train.exit_iter=10 > "$work/log_z1r" 2>&1 && "${z1[@]}" train.resume=true >> "$work/log_z1r" 2>&1 ||
-  { echo "FAIL: ZeRO-1 stop/resume exited non-zero:"; tail -20 "$work/log_z1r"; fail=1; }
-if ! cmp -s <(field "$work/z1dp4/metrics.jsonl" loss) <(field "$work/z1r/metrics.jsonl" loss); then
-  echo "FAIL: ZeRO-1 resumed at step 10 does not log the uninterrupted losses:"
-  paste <(field "$work/z1dp4/metrics.jsonl" loss) <(field "$work/z1r/metrics.jsonl" loss); fail=1
-fi
+# A run stopped at step 10 and resumed logs the uninterrupted run's losses: checkpoints gathered
+# to the unsplit layout over tp and pp, ZeRO's optimizer state over dp, sliced again to load.
+check_resume() {  # name, uninterrupted run, ranks, overrides...
+  local name=$1 straight=$2 np=$3
+  shift 3
+  local cmd=("$mpiexec" --allow-run-as-root --oversubscribe -np "$np" "$bin" train "${args[@]}" "$@"
+             "train.output_dir=$work/$name")
+  "${cmd[@]}" train.exit_iter=10 > "$work/log_$name" 2>&1 && "${cmd[@]}" train.resume=true >> "$work/log_$name" 2>&1 ||
+    { echo "FAIL: $name stop/resume exited non-zero:"; tail -20 "$work/log_$name"; fail=1; }
+  if ! cmp -s <(field "$work/$straight/metrics.jsonl" loss) <(field "$work/$name/metrics.jsonl" loss); then
+    echo "FAIL: $name resumed at step 10 does not log the losses of $straight:"
+    paste <(field "$work/$straight/metrics.jsonl" loss) <(field "$work/$name/metrics.jsonl" loss); fail=1
+  fi
+}
+check_resume tp2r tp2 2 train.train_micro_batch_size=8 train.dist.tensor_parallel_size=2
+check_resume pp2r pp21f1b 2 train.train_micro_batch_size=2 train.dist.pipeline_parallel_size=2
+check_resume z1r z1dp4 4 train.train_micro_batch_size=2 train.zero_optimization.enabled=true
 
 # A tp=2 x pp=2 (sequence-parallel) run's checkpoint, evaluated on one process: the run's own
 # final validation loss (checkpoints are in the unsplit layout).
