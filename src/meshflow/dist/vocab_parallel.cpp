@@ -1,11 +1,12 @@
 // Vocabulary-parallel embedding and cross-entropy (see vocab_parallel.h). The embedding is a
-// masked local lookup plus box_axis(P -> B), so its backward is boxing's. The cross-entropy is
-// fused: per-row statistics over this rank's columns in f64 (max, sum of exp, target logit),
-// reduced across `tp`, and a backward that writes softmax - onehot straight into dlogits.
+// masked local lookup plus box_axis(P -> B), so its backward is boxing's. The cross-entropy runs
+// the fused cross-entropy kernels on this rank's columns: forward gives each row's local
+// log-sum-exp, combined across `tp` (max, then the sum of exp(lse_r - max) with the target
+// logits); backward writes softmax - onehot with the whole row's lse, the onehot only where this
+// rank owns the target.
 #include "meshflow/dist/vocab_parallel.h"
 
 #include <cmath>
-#include <limits>
 #include <vector>
 
 #include "meshflow/autograd/grad_mode.h"
@@ -13,7 +14,9 @@
 #include "meshflow/core/error.h"
 #include "meshflow/dist/boxing.h"
 #include "meshflow/dist/sbp.h"
+#include "meshflow/ops/kernels.h"
 #include "meshflow/ops/ops.h"
+#include "meshflow/ops/registry.h"
 
 namespace mf::dist {
 
@@ -58,63 +61,6 @@ Tensor checked_ids(const char* op, const char* what, const Tensor& ids, int64_t 
              " for ", what, " ", ids.str(), " on ", where(tp));
   }
   return idx;
-}
-
-// ---- cross-entropy kernels. x (N, V_r) contiguous, this rank's columns [range.start, +V_r).
-
-// row_max (N) f64: max over this rank's columns.
-template <class T>
-void row_max(const Tensor& x, const Tensor& row_max) {
-  const int64_t N = x.shape(0), V = x.shape(1);
-  const T* xp = x.data<T>();
-  double* m = row_max.data<double>();
-  for (int64_t i = 0; i < N; ++i) {
-    const T* row = xp + i * V;
-    T mx = -std::numeric_limits<T>::infinity();
-    for (int64_t j = 0; j < V; ++j) mx = std::max(mx, row[j]);
-    m[i] = static_cast<double>(mx);
-  }
-}
-
-// stats (2, N) f64: row 0 sum_j exp(x - max), row 1 the target's logit where this rank owns it
-// (0 elsewhere, and for ignored rows).
-template <class T>
-void row_stats(const Tensor& x, const Tensor& tgt, const Tensor& max_rows, VocabRange range, int64_t ignore,
-               const Tensor& stats) {
-  const int64_t N = x.shape(0), V = x.shape(1);
-  const T* xp = x.data<T>();
-  const int64_t* t = tgt.data<int64_t>();
-  const double* m = max_rows.data<double>();
-  double* sum_exp = stats.data<double>();
-  double* target_logit = sum_exp + N;
-  for (int64_t i = 0; i < N; ++i) {
-    const T* row = xp + i * V;
-    double s = 0.0;
-    for (int64_t j = 0; j < V; ++j) s += std::exp(static_cast<double>(row[j]) - m[i]);
-    sum_exp[i] = s;
-    target_logit[i] = t[i] != ignore && range.owns(t[i]) ? static_cast<double>(row[t[i] - range.start]) : 0.0;
-  }
-}
-
-// dx (N, V_r) = grad_scale * (exp(x - lse) - onehot) on rows not ignored, 0 on ignored rows.
-template <class T>
-void ce_backward(const Tensor& x, const Tensor& tgt, const Tensor& lse, VocabRange range, int64_t ignore,
-                 double grad_scale, const Tensor& dx) {
-  const int64_t N = x.shape(0), V = x.shape(1);
-  const T* xp = x.data<T>();
-  const int64_t* t = tgt.data<int64_t>();
-  const double* l = lse.data<double>();
-  T* d = dx.data<T>();
-  for (int64_t i = 0; i < N; ++i) {
-    T* drow = d + i * V;
-    if (t[i] == ignore || grad_scale == 0.0) {
-      std::fill(drow, drow + V, T(0));
-      continue;
-    }
-    const T* row = xp + i * V;
-    for (int64_t j = 0; j < V; ++j) drow[j] = static_cast<T>(grad_scale * std::exp(static_cast<double>(row[j]) - l[i]));
-    if (range.owns(t[i])) drow[t[i] - range.start] -= static_cast<T>(grad_scale);
-  }
 }
 
 }  // namespace
@@ -165,39 +111,65 @@ Tensor vocab_parallel_cross_entropy(const Tensor& logits_shard, const Tensor& ta
   for (int64_t i = 0; i < N; ++i) n_valid += tp_ids[i] != ignore_index ? 1 : 0;
 
   Tensor x = contiguous(logits_shard.detach());
-  const bool is_f32 = x.dtype() == DType::kF32;
-  // Global row max, then the global sum of exp(x - max) and target logit in one reduction.
-  Tensor max_rows = empty({N}, DType::kF64);
-  is_f32 ? row_max<float>(x, max_rows) : row_max<double>(x, max_rows);
-  tp.all_reduce(max_rows, ReduceOp::kMax)->wait();
+  const int64_t V = x.shape(1);
+  const bool f32 = x.dtype() == DType::kF32;
+  auto logit = [&](int64_t i, int64_t j) {
+    return f32 ? static_cast<double>(x.data<float>()[i * V + j]) : x.data<double>()[i * V + j];
+  };
+  // Local targets for the kernels: this rank's column, V where another rank owns it (softmax
+  // only), ignore_index kept.
+  Tensor local_tgt = empty({N}, DType::kI64);
+  int64_t* lt = local_tgt.data<int64_t>();
+  for (int64_t i = 0; i < N; ++i)
+    lt[i] = tp_ids[i] == ignore_index ? ignore_index : range.owns(tp_ids[i]) ? tp_ids[i] - range.start : V;
+
+  // Each row's log-sum-exp over this rank's columns (every target ignored: only lse is wanted).
+  Tensor all_ignored = full({N}, static_cast<double>(ignore_index), DType::kI64);
+  Tensor unused = empty({N}, x.dtype(), x.device()), local_lse = empty({N}, x.dtype(), x.device());
+  kernel<kernels::CrossEntropyForward>("cross_entropy_forward", x.device(), x.dtype())(x, all_ignored, ignore_index, 0.0,
+                                                                                      unused, local_lse);
+  // The whole row's lse = M + log sum_r exp(lse_r - M), M the max over ranks; the target logit
+  // comes from the rank that owns it. Two reductions: kMax of M, then kSum of both sums.
+  const Tensor local_lse64 = cast(local_lse, DType::kF64);
+  Tensor row_max = clone(local_lse64);  // reduced in place; cast returns f64 input itself
+  tp.all_reduce(row_max, ReduceOp::kMax)->wait();
   Tensor stats = empty({2, N}, DType::kF64);
-  is_f32 ? row_stats<float>(x, tgt, max_rows, range, ignore_index, stats)
-         : row_stats<double>(x, tgt, max_rows, range, ignore_index, stats);
+  {
+    const double* m = row_max.data<double>();
+    double* sum_exp = stats.data<double>();
+    double* target_logit = sum_exp + N;
+    const double* l = local_lse64.data<double>();
+    for (int64_t i = 0; i < N; ++i) {
+      sum_exp[i] = std::exp(l[i] - m[i]);
+      target_logit[i] = lt[i] >= 0 && lt[i] < V ? logit(i, lt[i]) : 0.0;
+    }
+  }
   tp.all_reduce(stats, ReduceOp::kSum)->wait();
 
-  Tensor lse = empty({N}, DType::kF64);  // log sum_j exp(logit_j) over the whole vocabulary
-  const double* m = max_rows.data<double>();
+  Tensor lse64 = empty({N}, DType::kF64);  // over the whole vocabulary
+  const double* m = row_max.data<double>();
   const double* sum_exp = stats.data<double>();
   const double* target_logit = sum_exp + N;
-  double* l = lse.data<double>();
+  double* l = lse64.data<double>();
   double loss_sum = 0.0;
   for (int64_t i = 0; i < N; ++i) {
     l[i] = m[i] + std::log(sum_exp[i]);
     if (tp_ids[i] != ignore_index) loss_sum += l[i] - target_logit[i];
   }
+  Tensor lse = cast(lse64, x.dtype());  // for the backward kernel
   const double loss = n_valid == 0 ? 0.0 : loss_sum / static_cast<double>(n_valid);
   Tensor out = full({}, loss, x.dtype(), x.device());
   if (!any_requires_grad({logits_shard})) return out;
   Communicator* c = &tp;
   record(kOp, {logits_shard}, {out},
-         [x, tgt, lse, range, ignore_index, n_valid, c](const std::vector<Tensor>& g) -> std::vector<Tensor> {
+         [x, local_tgt, lse, ignore_index, n_valid, c](const std::vector<Tensor>& g) -> std::vector<Tensor> {
            // The loss is B over tp: its gradient is the sum of the upstream gradients of all ranks.
            Tensor g_sum = full({1}, g[0].item(), DType::kF64);
            c->all_reduce(g_sum, ReduceOp::kSum)->wait();
            const double gs = n_valid == 0 ? 0.0 : g_sum.item() / static_cast<double>(n_valid);
            Tensor dx = empty(x.shape(), x.dtype(), x.device());
-           x.dtype() == DType::kF32 ? ce_backward<float>(x, tgt, lse, range, ignore_index, gs, dx)
-                                    : ce_backward<double>(x, tgt, lse, range, ignore_index, gs, dx);
+           kernel<kernels::CrossEntropyBackward>("cross_entropy_backward", x.device(), x.dtype())(
+               x, local_tgt, lse, ignore_index, 0.0, gs, dx);
            return {dx};
          });
   return out;

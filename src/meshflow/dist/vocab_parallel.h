@@ -30,9 +30,10 @@ Tensor vocab_parallel_embedding(const Tensor& ids, const Tensor& weight_shard, i
 // logits_shard (N, V_r) f32/f64 = this rank's columns of the logical (N, vocab_size) logits,
 // targets (N) i32/i64 in [0, vocab_size) or ignore_index -> the mean loss over non-ignored rows,
 // shape (), identical on every rank (as mf::cross_entropy on the full logits; 0 when all rows
-// are ignored). Forward: 2 all_reduces — kMax of the row maxima (N), then kSum of the row
-// sum-exps and target logits together (2N). Backward: 1 all_reduce of the scalar upstream
-// gradient (summed over ranks), then dlogits_shard = G * (softmax_shard - onehot_shard) / count.
+// are ignored). Forward: the fused cross-entropy kernel's local log-sum-exp per row, then 2
+// all_reduces — kMax of those (N), then kSum of exp(lse_r - max) and the target logits
+// together (2N). Backward: 1 all_reduce of the scalar upstream gradient (summed over ranks), then
+// the fused backward kernel: dlogits_shard = G * (softmax_shard - onehot_shard) / count.
 Tensor vocab_parallel_cross_entropy(const Tensor& logits_shard, const Tensor& targets, int64_t vocab_size,
                                     comm::Communicator& tp, int64_t ignore_index = -100);
 

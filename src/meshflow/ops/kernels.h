@@ -99,6 +99,8 @@ using AttentionBackward = void(const Tensor& dout, const Tensor& q, const Tensor
 using CrossEntropyForward = void(const Tensor& logits, const Tensor& targets, int64_t ignore_index, double smoothing,
                                  const Tensor& loss, const Tensor& lse);
 // dlogits (N, V) = grad_scale * (softmax - target distribution) for rows not ignored, else 0.
+// A target >= V is a row whose target column lives in another rank's shard of a vocabulary-split
+// row (vocab_parallel_cross_entropy; lse is then the whole row's): softmax only, no onehot term.
 using CrossEntropyBackward = void(const Tensor& logits, const Tensor& targets, const Tensor& lse,
                                   int64_t ignore_index, double smoothing, double grad_scale, const Tensor& dlogits);
 

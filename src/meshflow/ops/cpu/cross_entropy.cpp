@@ -83,7 +83,7 @@ void cross_entropy_backward(const Tensor& logits, const Tensor& targets, const T
       const T l = ls[r];
 #pragma omp simd
       for (int64_t j = 0; j < V; ++j) d[j] = gs * fast_exp(row[j] - l) - uni;
-      d[t[r]] -= static_cast<T>(grad_scale * (1.0 - smoothing));
+      if (t[r] < V) d[t[r]] -= static_cast<T>(grad_scale * (1.0 - smoothing));  // >= V: in another shard
     }
   });
 }
