@@ -53,7 +53,7 @@ train:
     enabled: false
   zero_optimization:
     enabled: false
-    stage: 1                    # 1: optimizer state sharded over data parallelism (2, 3: not yet)
+    stage: 1                    # sharded over data parallelism: 1 optimizer state, 2 + gradients, 3 + parameters
   dist:
     data_parallel_size: 0       # 0 = derived: world size / (tensor x pipeline)
     tensor_parallel_size: 1

@@ -171,9 +171,10 @@ Tensor Gpt2Model::stage_forward(const Tensor& input, uint64_t stream0, int64_t T
     const Tensor& ids = input;
     MF_CHECK(ids.ndim() == 2 && ids.shape(1) == T, "gpt2: input ids must be (batch, ", T, "), got ", ids.str());
     Tensor pos = arange(T, DType::kI64);
+    enter(0);
     x = add(wte_->forward(ids), wpe_->forward(pos));  // (B, T, C) + (T, C)
     use_stream(0);
-    x = dropout(x, training() ? c_.embedding_dropout_prob : 0.0);
+    x = leave(0, dropout(x, training() ? c_.embedding_dropout_prob : 0.0));
     // Sequence parallel: between the blocks each rank keeps its part of the sequence (B -> S(1)
     // is a local slice; ln_f's output is gathered back for the vocabulary-parallel head).
     if (sp) x = dist::box_axis(x, dist::Sbp::broadcast(), dist::Sbp::split(1), x.shape(), *tp_.comm);
@@ -186,15 +187,18 @@ Tensor Gpt2Model::stage_forward(const Tensor& input, uint64_t stream0, int64_t T
   for (int64_t layer = layer0; layer < layer_end; ++layer) {
     use_stream(1 + kStreamsPerBlock * static_cast<uint64_t>(layer));
     const auto& blk = blocks_[static_cast<size_t>(offset + layer - layer0)];
+    enter(1 + layer);
     if (c_.activation_checkpointing && training() && grad_enabled()) {
       auto b = blk;
       x = checkpoint([b, T](const std::vector<Tensor>& in) { return std::vector<Tensor>{b->forward(in[0], T)}; }, {x})[0];
     } else {
       x = blk->forward(x, T);
     }
+    x = leave(1 + layer, x);
   }
   use_stream(streams_per_forward());
   if (!head) return x;
+  enter(head_unit());  // left in head_loss() / logits(), after the tied head
   x = ln_f_->forward(x);
   if (sp) x = dist::box_axis(x, dist::Sbp::split(1), dist::Sbp::broadcast(), {x.shape(0), T, x.shape(2)}, *tp_.comm);
   return x;
@@ -206,7 +210,7 @@ Tensor Gpt2Model::hidden(const Tensor& ids) const {
   return stage_forward(ids, default_generator().state().next_stream, ids.shape(1));
 }
 
-Tensor Gpt2Model::logits(const Tensor& ids) const { return linear(hidden(ids), wte_->weight); }
+Tensor Gpt2Model::logits(const Tensor& ids) const { return leave(head_unit(), linear(hidden(ids), wte_->weight)); }
 
 Tensor Gpt2Model::head_loss(const Tensor& hidden, const Tensor& labels) const {
   MF_CHECK(stage_.last, "gpt2: the loss is computed on the last pipeline stage");
@@ -214,8 +218,27 @@ Tensor Gpt2Model::head_loss(const Tensor& hidden, const Tensor& labels) const {
            labels.str(), " must be (batch, seq) of the hidden state ", hidden.str());
   Tensor lg = linear(hidden, wte_->weight);  // (B, T, V / tp)
   Tensor flat = reshape(lg, {-1, lg.shape(-1)});
-  if (!tp_.enabled()) return cross_entropy(flat, reshape(labels, {-1}));
-  return dist::vocab_parallel_cross_entropy(flat, reshape(labels, {-1}), c_.vocab_size, *tp_.comm);
+  if (!tp_.enabled()) return leave(head_unit(), cross_entropy(flat, reshape(labels, {-1})));
+  return leave(head_unit(), dist::vocab_parallel_cross_entropy(flat, reshape(labels, {-1}), c_.vocab_size, *tp_.comm));
+}
+
+std::vector<nn::ParamUnit> Gpt2Model::parameter_units() const {
+  const auto named = named_parameters();
+  auto with_prefix = [&](std::initializer_list<std::string> prefixes) {
+    std::vector<size_t> r;
+    for (size_t k = 0; k < named.size(); ++k)
+      for (const std::string& pre : prefixes)
+        if (named[k].first.compare(0, pre.size(), pre) == 0) r.push_back(k);
+    return r;
+  };
+  std::vector<nn::ParamUnit> units;
+  if (stage_.first) units.push_back({0, 0, with_prefix({"transformer.wte.", "transformer.wpe."})});
+  for (size_t k = 0; k < chunk_layers_.size(); ++k)
+    for (int64_t l = chunk_layers_[k].first; l < chunk_layers_[k].second; ++l)
+      units.push_back({1 + l, static_cast<int64_t>(k), with_prefix({"transformer.h." + std::to_string(l) + "."})});
+  if (stage_.last)
+    units.push_back({head_unit(), stage_.num_chunks() - 1, with_prefix({"transformer.ln_f.", "transformer.wte."})});
+  return units;
 }
 
 Tensor Gpt2Model::loss(const Tensor& ids, const Tensor& labels) const {

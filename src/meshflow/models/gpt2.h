@@ -13,6 +13,7 @@
 
 #include "meshflow/nn/layers.h"
 #include "meshflow/nn/parallel_layers.h"
+#include "meshflow/nn/param_use_hooks.h"
 
 namespace mf::models {
 
@@ -103,6 +104,13 @@ class Gpt2Model : public nn::Module {
   const nn::TensorParallel& tensor_parallel() const { return tp_; }
   // Elements of the logical (unsplit) parameters: num_parameters() on one rank.
   int64_t num_logical_parameters() const;
+  // The units of this stage's forward, in order, with the parameters each uses: the embeddings
+  // (id 0, first stage: wte, wpe), block l (id 1 + l), the head (id num_layers + 1, last stage:
+  // ln_f and the tied wte). ZeRO-3 gathers and releases parameters by unit.
+  std::vector<nn::ParamUnit> parameter_units() const;
+  // Called around every unit's forward (the head's leave() is in head_loss() / logits()); not
+  // owned, may be null.
+  void set_param_use_hooks(nn::ParamUseHooks* hooks) { hooks_ = hooks; }
   // Non-embedding parameters and FLOPs per token of a training step (forward + backward):
   // 6 * params + 12 * layers * hidden * seq (attention scores and values, the PaLM/Megatron count).
   double flops_per_token(int64_t seq_len) const;
@@ -118,6 +126,12 @@ class Gpt2Model : public nn::Module {
   std::vector<std::shared_ptr<Gpt2Block>> blocks_;       // every chunk's, in layer order
   std::vector<std::pair<int64_t, int64_t>> chunk_layers_;  // per chunk: its [first, end) layers
   std::shared_ptr<nn::LayerNorm> ln_f_;
+  nn::ParamUseHooks* hooks_ = nullptr;
+  int64_t head_unit() const { return c_.num_layers + 1; }
+  void enter(int64_t unit) const {
+    if (hooks_) hooks_->enter(unit);
+  }
+  Tensor leave(int64_t unit, const Tensor& out) const { return hooks_ ? hooks_->leave(unit, out) : out; }
 };
 
 }  // namespace mf::models

@@ -142,8 +142,6 @@ TrainOptions train_options(const Config& c, int world_size) {
   if (c.get_bool("train.zero_optimization.enabled")) {
     o.zero_stage = c.get_int("train.zero_optimization.stage");
     MF_CHECK(o.zero_stage >= 0 && o.zero_stage <= 3, "train.zero_optimization.stage must be 0 to 3, got ", o.zero_stage);
-    MF_CHECK(o.zero_stage <= 1, "train.zero_optimization.stage ", o.zero_stage,
-             ": only stage 1 (optimizer state sharded over data parallelism) is implemented so far");
   }
   o.dist_timeout_seconds = c.get_float("train.dist.timeout");
   MF_CHECK(o.dist_timeout_seconds > 0, "train.dist.timeout must be positive (seconds), got ", o.dist_timeout_seconds);

@@ -10,6 +10,7 @@
 #include "meshflow/core/atomic_file.h"
 #include "meshflow/dist/boxing.h"
 #include "meshflow/dist/grad_reducer.h"
+#include "meshflow/dist/zero_shards.h"
 #include "meshflow/ops/ops.h"
 #include "meshflow/random/batch_slice.h"
 #include "meshflow/tensor/allocator.h"
@@ -62,23 +63,6 @@ void Trainer::set_parallel(std::shared_ptr<comm::Communicator> dp, std::shared_p
   if (tp.comm) tp.comm->set_timeout_seconds(opts_.dist_timeout_seconds);
   if (all && all->size() > 1) all_ = std::move(all);
   if (dp && dp->size() > 1) dp_ = std::move(dp);
-  if (opts_.zero_stage >= 1 && dp_) {
-    // ZeRO-1: the optimizer sees this rank's flat slice of every parameter (same names).
-    NoGradGuard ng;
-    const int n = dp_->size(), r = dp_->rank();
-    std::vector<optim::ParamGroup> groups = optim::default_param_groups(*model_, opts_.weight_decay);
-    for (auto& g : groups)
-      for (auto& [name, p] : g.params) {
-        const int64_t numel = p.numel();
-        MF_CHECK(numel >= n, "ZeRO: parameter '", name, "' has ", numel, " elements, fewer than the ", n,
-                 " data-parallel ranks it is sharded over");
-        ZeroShard z{p, Tensor(), dist::split_start(numel, n, r), dist::split_size(numel, n, r)};
-        z.shard = narrow(reshape(p, {numel}), 0, z.start, z.numel);
-        zero_.push_back(z);
-        p = z.shard;
-      }
-    optimizer_ = optimizer_registry().create(opts_.optim, std::move(groups), opts_);
-  }
   if (pp && pp->size() > 1) {
     pp_ = std::move(pp);
     world_ = std::move(world);
@@ -90,20 +74,56 @@ void Trainer::set_parallel(std::shared_ptr<comm::Communicator> dp, std::shared_p
   std::vector<nn::ParamLayout> layouts = model_->parameter_layouts();
   split_.resize(params.size());
   for (size_t i = 0; i < params.size(); ++i) split_[i] = tp.enabled() && !layouts[i].replicated();
+  MF_CHECK(!tp.enabled() || (all_ != nullptr && all_->size() == dp_size() * tp.size()),
+           "trainer: the group of all ranks (", all_ ? all_->size() : 1,
+           ") must be data_parallel_size x tensor_parallel_size = ", dp_size() * tp.size());
+  if (opts_.zero_stage >= 1 && dp_) set_zero(params);
+  if (zero_shards_) return;  // ZeRO 2 and 3 reduce the gradients themselves
   if (!tp.enabled()) {
     if (dp_) reducer_ = std::make_unique<dist::GradReducer>(params, dp_, opts_.grad_bucket_bytes);
     return;
   }
   // Split parameters: exact local gradients, averaged over dp. Replicated ones: partial sums
   // over tp (each tp rank saw loss / tp), so summed over dp x tp and divided by dp.
-  MF_CHECK(all_ != nullptr && all_->size() == dp_size() * tp.size(), "trainer: the group of all ranks (",
-           all_ ? all_->size() : 1, ") must be data_parallel_size x tensor_parallel_size = ", dp_size() * tp.size());
   std::vector<Tensor> split, replicated;
   for (size_t i = 0; i < params.size(); ++i) (split_[i] ? split : replicated).push_back(params[i]);
   const double mean = 1.0 / static_cast<double>(dp_size());
   if (dp_ && !split.empty()) reducer_ = std::make_unique<dist::GradReducer>(split, dp_, opts_.grad_bucket_bytes, mean);
   if (!replicated.empty())
     replicated_reducer_ = std::make_unique<dist::GradReducer>(replicated, all_, opts_.grad_bucket_bytes, mean);
+}
+
+void Trainer::set_zero(const std::vector<Tensor>& params) {
+  // The optimizer sees this rank's flat slice of every parameter, under the parameter's name.
+  NoGradGuard ng;
+  const nn::TensorParallel& tp = model_->tensor_parallel();
+  const int n = dp_->size(), r = dp_->rank();
+  if (opts_.zero_stage >= 2) {
+    dist::ZeroShards::Options o;
+    o.stage = static_cast<int>(opts_.zero_stage);
+    o.dp = dp_;
+    o.tp = tp.enabled() ? tp.comm : nullptr;
+    o.grad_scale = 1.0 / static_cast<double>(n);  // the mean over dp (replicated ones: then summed over tp)
+    std::vector<bool> replicated(params.size());
+    for (size_t k = 0; k < params.size(); ++k) replicated[k] = tp.enabled() && !split_[k];
+    zero_shards_ = std::make_unique<dist::ZeroShards>(params, replicated, model_->parameter_units(), o);
+    if (opts_.zero_stage == 3) model_->set_param_use_hooks(zero_shards_.get());
+  }
+  std::unordered_map<const TensorImpl*, size_t> index;
+  for (size_t k = 0; k < params.size(); ++k) index[params[k].impl()] = k;
+  std::vector<optim::ParamGroup> groups = optim::default_param_groups(*model_, opts_.weight_decay);
+  for (auto& g : groups)
+    for (auto& [name, p] : g.params) {
+      const int64_t numel = p.numel();
+      MF_CHECK(numel >= n, "ZeRO: parameter '", name, "' has ", numel, " elements, fewer than the ", n,
+               " data-parallel ranks it is sharded over");
+      const size_t k = index.at(p.impl());
+      ZeroShard z{p, Tensor(), dist::split_start(numel, n, r), dist::split_size(numel, n, r), k};
+      z.shard = zero_shards_ ? zero_shards_->shard(k) : narrow(reshape(p, {numel}), 0, z.start, z.numel);
+      zero_.push_back(z);
+      p = z.shard;
+    }
+  optimizer_ = optimizer_registry().create(opts_.optim, std::move(groups), opts_);
 }
 
 uint64_t Trainer::comm_bytes() const {
@@ -115,6 +135,7 @@ uint64_t Trainer::comm_bytes() const {
 
 double Trainer::clip_gradients() {
   const nn::TensorParallel& tp = model_->tensor_parallel();
+  if (zero_shards_) return clip_shard_gradients();
   if (!tp.enabled() && !pp_) return optim::clip_grad_norm(model_->parameters(), opts_.clip_grad_max_norm);
   // The logical norm: split pieces' squares summed over tp, replicated ones counted once, the
   // stages' sums added (the last stage's copy of the tied embedding left out).
@@ -136,6 +157,35 @@ double Trainer::clip_gradients() {
     for (const Tensor& p : params)
       if (p.grad().defined()) {
         Tensor g = p.grad();
+        scale_(g, max_norm / (norm + 1e-6));
+      }
+  return norm;
+}
+
+double Trainer::clip_shard_gradients() {
+  // ZeRO 2 and 3: each rank holds its dp slice of every gradient. Split parameters' squares are
+  // summed over dp x tp, replicated ones' over dp only; the stages' sums are added (the last
+  // stage's copy of the tied embedding left out).
+  NoGradGuard ng;
+  const nn::TensorParallel& tp = model_->tensor_parallel();
+  const Tensor tied_copy = pp_ && pp_->rank() == pp_->size() - 1 ? model_->embedding_weight() : Tensor();
+  Tensor ss = zeros({2}, DType::kF64);  // split, replicated
+  for (const ZeroShard& z : zero_)
+    if (z.shard.grad().defined() && z.param.impl() != tied_copy.impl())
+      ss.data<double>()[split_[z.index] ? 0 : 1] += sum_squares(z.shard.grad()).item();
+  dp_->all_reduce(ss)->wait();
+  double split_ss = ss.data<double>()[0];
+  if (tp.enabled()) {
+    Tensor t = full({1}, split_ss, DType::kF64);
+    tp.comm->all_reduce(t)->wait();
+    split_ss = t.data<double>()[0];
+  }
+  const double norm = std::sqrt(sum_over_pp(split_ss + ss.data<double>()[1]));
+  const double max_norm = opts_.clip_grad_max_norm;
+  if (max_norm > 0 && std::isfinite(norm) && norm > max_norm)
+    for (const ZeroShard& z : zero_)
+      if (z.shard.grad().defined()) {
+        Tensor g = z.shard.grad();
         scale_(g, max_norm / (norm + 1e-6));
       }
   return norm;
@@ -206,13 +256,15 @@ void Trainer::barrier() {
 
 void Trainer::zero_step() {
   NoGradGuard ng;
-  for (ZeroShard& z : zero_) {
-    Tensor g = z.param.grad();
-    z.shard.set_grad(g.defined() ? narrow(reshape(contiguous(g), {z.param.numel()}), 0, z.start, z.numel) : Tensor());
-  }
+  if (!zero_shards_)  // ZeRO-1: the slices of the reduced gradients (ZeRO 2, 3: already sliced)
+    for (ZeroShard& z : zero_) {
+      Tensor g = z.param.grad();
+      z.shard.set_grad(g.defined() ? narrow(reshape(contiguous(g), {z.param.numel()}), 0, z.start, z.numel) : Tensor());
+    }
   optimizer_->step();
+  for (ZeroShard& z : zero_) z.shard.zero_grad();
+  if (opts_.zero_stage >= 3) return;  // the slices are the parameters
   for (ZeroShard& z : zero_) {  // every rank's updated slice to everyone: S(0) -> B
-    z.shard.zero_grad();
     Tensor whole = dist::box_axis(contiguous(z.shard), dist::Sbp::split(0), dist::Sbp::broadcast(), {z.param.numel()}, *dp_);
     Tensor flat = reshape(z.param, {z.param.numel()});
     copy_(flat, whole);
@@ -242,17 +294,24 @@ nn::NamedTensors Trainer::zero_slice(const nn::NamedTensors& state) {
 }
 
 MemoryReport Trainer::memory_report(int64_t peak) const {
+  // Each buffer counted once, by what first names it: parameters (the model's, and ZeRO's
+  // slices), then gradients, then optimizer state; released ZeRO-3 parameters count 0.
   MemoryReport m;
-  std::unordered_map<const Storage*, int64_t> grad_buffers;
-  for (const Tensor& p : model_->parameters()) {
-    m.parameters += static_cast<int64_t>(p.nbytes());
-    if (p.grad().defined()) {
-      const Storage* st = p.grad().impl()->storage.get();
-      grad_buffers[st] = static_cast<int64_t>(st->nbytes());
-    }
-  }
-  for (const auto& [st, n] : grad_buffers) m.gradients += n;
-  for (const auto& [name, t] : optimizer_->state_tensors()) m.optimizer_state += static_cast<int64_t>(t.nbytes());
+  std::unordered_map<const Storage*, bool> seen;
+  auto count = [&](const Tensor& t, int64_t& into) {
+    if (!t.defined()) return;
+    const Storage* st = t.impl()->storage.get();
+    if (seen.emplace(st, true).second) into += static_cast<int64_t>(st->resident_nbytes());
+  };
+  const std::vector<Tensor> params = model_->parameters();
+  for (const Tensor& p : params) count(p, m.parameters);
+  for (const ZeroShard& z : zero_) count(z.shard, m.parameters);
+  for (const Tensor& p : params) count(p.grad(), m.gradients);
+  if (zero_shards_)
+    m.gradients += zero_shards_->grad_segment_bytes();  // ZeRO 2, 3: the reduced slices' buffers
+  else
+    for (const ZeroShard& z : zero_) count(z.shard.grad(), m.gradients);
+  for (const auto& [name, t] : optimizer_->state_tensors()) count(t, m.optimizer_state);
   m.peak = peak;
   m.activations = std::max<int64_t>(0, peak - m.parameters - m.gradients - m.optimizer_state);
   return m;
@@ -337,9 +396,11 @@ double Trainer::pipeline_step() {
     } else {
       // The stage's last backward makes its gradients final (interleaved: chunks other than 0
       // finished earlier; their buckets are reduced in finish()).
-      if (n + 1 == actions.size())
+      if (n + 1 == actions.size()) {
         for (auto* r : {reducer_.get(), replicated_reducer_.get()})
           if (r) r->prepare();
+        if (zero_shards_) zero_shards_->prepare();
+      }
       if (last) {
         scale(f.output, backward_scale).backward();
       } else {
@@ -377,7 +438,17 @@ StepStats Trainer::train_step() {
       r->finish();
       exposed += r->last_timeline().exposed_s();
     }
-  if (embed_) {  // the tied embedding's two copies: the sum of their gradients on both
+  if (zero_shards_) {
+    zero_shards_->finish();
+    for (ZeroShard& z : zero_) z.shard.set_grad(zero_shards_->shard_grad(z.index));
+  }
+  if (embed_ && zero_shards_) {  // the tied embedding's two copies: their slices' sum on both
+    for (ZeroShard& z : zero_)
+      if (z.param.impl() == model_->embedding_weight().impl()) {
+        Tensor g = z.shard.grad();
+        embed_->all_reduce(g)->wait();
+      }
+  } else if (embed_) {  // the tied embedding's two copies: the sum of their gradients on both
     NoGradGuard ng;
     Tensor g = model_->embedding_weight().grad();
     if (!g.defined()) g = zeros(model_->embedding_weight().shape(), model_->embedding_weight().dtype());
@@ -527,6 +598,7 @@ void Trainer::save_checkpoint() {
   // Parameters and optimizer state are replicated over dp: the main rank writes them; the
   // barrier keeps the others from running ahead of a checkpoint that is not complete yet.
   // Split parameters and their optimizer state are gathered to the checkpoint layout first.
+  if (zero_shards_ && opts_.zero_stage == 3) zero_shards_->gather_all();  // released after writing
   nn::NamedTensors model_state = logical_state(model_->state_dict());
   nn::NamedTensors optim_state = logical_state(zero_gather(optimizer_->state_tensors()));
   if (pp_ && (!all_ || all_->rank() == 0)) {  // each stage's (dp 0, tp 0) rank sends its part to rank 0
@@ -535,6 +607,7 @@ void Trainer::save_checkpoint() {
   }
   if (!is_main_rank()) {
     barrier();
+    if (zero_shards_) zero_shards_->release_all();
     return;
   }
   TrainingState st;
@@ -544,6 +617,7 @@ void Trainer::save_checkpoint() {
   st.rng = default_generator().state();
   write_checkpoint(opts_.output_dir, st, model_state, optim_state, opts_.max_to_keep);
   barrier();
+  if (zero_shards_) zero_shards_->release_all();
 }
 
 bool Trainer::load_latest_checkpoint() {
@@ -565,7 +639,12 @@ bool Trainer::load_latest_checkpoint() {
     }
     return local_state(out);
   };
+  if (zero_shards_) zero_shards_->gather_all();  // ZeRO-3: room for the values, sliced again below
   model_->load_state_dict(pick(loaded->model, model_->state_dict(), "model"));
+  if (zero_shards_) {
+    zero_shards_->load_params();
+    zero_shards_->release_all();
+  }
   nn::NamedTensors mine = optimizer_->state_tensors();
   nn::NamedTensors theirs = zero_slice(pick(loaded->optimizer, mine, "optimizer state"));
   {

@@ -14,6 +14,7 @@
 
 namespace mf::dist {
 class GradReducer;
+class ZeroShards;
 }
 
 namespace mf::train {
@@ -52,8 +53,10 @@ struct TrainOptions {
   double dist_timeout_seconds = 300;
   std::string pipeline_schedule = "1f1b";  // with pipeline parallelism (pipeline_schedule.h)
   int64_t virtual_pipeline_size = 1;       // model chunks per rank (interleaved_1f1b)
-  // ZeRO (train.zero_optimization): 1 = each dp rank keeps and updates 1/dp of every parameter's
-  // optimizer state (a flat S(0) slice), then the parameters are all-gathered.
+  // ZeRO (train.zero_optimization), over the data-parallel group: 1 = each dp rank keeps and
+  // updates 1/dp of every parameter's optimizer state (a flat S(0) slice), then the parameters
+  // are all-gathered; 2 = also the gradients are reduce-scattered into those slices; 3 = also
+  // the parameters are kept as slices and gathered unit by unit (dist/zero_shards.h).
   int64_t zero_stage = 0;
   std::string config_yaml;  // resolved config, written to <output_dir>/config.yaml
 };
@@ -156,6 +159,7 @@ class Trainer {
   double mean_over_dp(double local);  // the mean of a per-rank value over the dp group
   MemoryReport memory_report(int64_t peak) const;
   double clip_gradients();            // the logical gradient norm (before clipping)
+  double clip_shard_gradients();      // the same over ZeRO 2/3's gradient slices
   uint64_t comm_bytes() const;        // bytes sent so far by this rank's groups
   void barrier();
   // `fn(tensor, layout)` applied to every entry that belongs to a parameter ("<param>" or
@@ -182,13 +186,17 @@ class Trainer {
   PipelineStats pipe_stats_;
   std::unique_ptr<dist::GradReducer> reducer_, replicated_reducer_;
   std::vector<bool> split_;  // per parameter: split over tp
-  // ZeRO-1: per parameter, the flat slice this dp rank updates (a view of the parameter; the
-  // optimizer holds these), and the slice's start and length.
+  // ZeRO: per parameter, the flat slice this dp rank updates (the optimizer holds these: a view
+  // of the parameter, or at stage 3 of the parameter segment), its start and length, and the
+  // parameter's index in model_->parameters().
   struct ZeroShard {
     Tensor param, shard;
     int64_t start = 0, numel = 0;
+    size_t index = 0;
   };
   std::vector<ZeroShard> zero_;
+  std::unique_ptr<dist::ZeroShards> zero_shards_;                // stages 2 and 3
+  void set_zero(const std::vector<Tensor>& params);
   void zero_step();                                              // the sharded update + all-gather
   nn::NamedTensors zero_gather(const nn::NamedTensors& state);   // collective over dp
   nn::NamedTensors zero_slice(const nn::NamedTensors& state);

@@ -1,0 +1,96 @@
+// ZeRO's memory on the world as the data-parallel group: per rank, the model-state bytes the
+// allocator holds after a training step follow the ZeRO paper's formulas for Ψ parameters and
+// N ranks (f32 with AdamW: stage 0 16Ψ, 1 4Ψ + 4Ψ + 8Ψ/N, 2 4Ψ + 12Ψ/N, 3 16Ψ/N), within 5%,
+// and the trainer's memory report splits them the same way.
+#include <unistd.h>
+
+#include <filesystem>
+#include <string>
+
+#include "meshflow/comm/mpi/mpi_communicator.h"
+#include "meshflow/tensor/allocator.h"
+#include "meshflow/train/synthetic_batches.h"
+#include "meshflow/train/trainer.h"
+#include "testing.h"
+
+namespace {
+
+using mf::Tensor;
+
+struct Bytes {
+  double total = 0;  // allocator: bytes held after the step, over those held before the model
+  mf::train::MemoryReport report;
+  double psi = 0;    // parameters of the model
+};
+
+class LastStep final : public mf::train::HookBase {
+ public:
+  explicit LastStep(mf::train::MemoryReport* out) : out_(out) {}
+  void after_step(mf::train::Trainer&, const mf::train::StepStats& s) override { *out_ = s.memory; }
+
+ private:
+  mf::train::MemoryReport* out_;
+};
+
+Bytes model_state_bytes(int stage) {
+  mf::comm::CommPtr world = mf::comm::mpi_world();
+  mf::Allocator& alloc = mf::allocator_for(mf::cpu_device());
+  Bytes b;
+  {
+    Tensor id = mf::full({1}, world->rank() == 0 ? static_cast<double>(getpid()) : 0.0, mf::DType::kI64);
+    world->broadcast(id, 0)->wait();
+    const std::string dir = (std::filesystem::temp_directory_path() /
+                             ("meshflow_zero_mem_" + std::to_string(stage) + "_" + std::to_string(id.data<int64_t>()[0])))
+                                .string();
+    const int64_t base = alloc.stats().current_bytes;
+    mf::models::Gpt2Config c;
+    c.vocab_size = 96;
+    c.max_seq_length = 16;
+    c.hidden_size = 64;
+    c.num_layers = 3;
+    c.num_attention_heads = 4;
+    auto model = std::make_shared<mf::models::Gpt2Model>(c);
+    model->init_weights(5);
+    b.psi = static_cast<double>(model->num_parameters());
+    mf::train::TrainOptions o;
+    o.output_dir = dir;
+    o.train_iter = 1;
+    o.micro_batch = 2;
+    o.seq_length = 16;
+    o.eval_enabled = false;
+    o.zero_stage = stage;
+    mf::train::Trainer t(o, model, std::make_unique<mf::train::SyntheticBatchSource>(c.vocab_size, 16),
+                         [&] { return std::make_unique<mf::train::SyntheticBatchSource>(c.vocab_size, 16); });
+    t.add_hook(std::make_unique<LastStep>(&b.report));
+    t.set_parallel(world, world);
+    t.train();
+    b.total = static_cast<double>(alloc.stats().current_bytes - base);
+    world->barrier()->wait();
+    if (world->rank() == 0) std::filesystem::remove_all(dir);
+  }
+  return b;
+}
+
+void expect_near_rel(double got, double want, const char* what, int stage) {
+  EXPECT_NEAR(got / want, 1.0, 0.05) << "ZeRO stage " << stage << " " << what << ": " << got << " bytes, formula "
+                                     << want;
+}
+
+TEST(ZeroMemory, ModelStatesFollowTheFormulas) {
+  const double n = mf::comm::mpi_world()->size();
+  for (int stage = 0; stage <= 3; ++stage) {
+    Bytes b = model_state_bytes(stage);
+    const double psi = b.psi;
+    // bytes per parameter: (parameters, gradients, optimizer state)
+    const double p = stage == 3 ? 4 / n : 4, g = stage >= 2 ? 4 / n : 4, os = stage >= 1 ? 8 / n : 8;
+    expect_near_rel(b.total, (p + g + os) * psi, "allocator total", stage);
+    expect_near_rel(static_cast<double>(b.report.parameters), p * psi, "parameters", stage);
+    expect_near_rel(static_cast<double>(b.report.gradients), g * psi, "gradients", stage);
+    expect_near_rel(static_cast<double>(b.report.optimizer_state), os * psi, "optimizer state", stage);
+    if (mf::comm::mpi_world()->rank() == 0)
+      std::printf("ZeRO stage %d, N=%d: model states %.0f bytes = %.3f x 16 psi (formula %.3f)\n", stage,
+                  static_cast<int>(n), b.total, b.total / (16 * psi), (p + g + os) / 16);
+  }
+}
+
+}  // namespace
