@@ -79,6 +79,10 @@ class ZeroShards final : public nn::ParamUseHooks {
   int num_groups() const;
   // This rank's persistent gradient segments (bytes): the reduced gradient slices.
   int64_t grad_segment_bytes() const;
+  // The most bytes of communication buffers (reduce-scatter packs, all-gather targets) alive at
+  // once since reset_buffer_peak().
+  int64_t buffer_peak_bytes() const;
+  void reset_buffer_peak();
 
  private:
   struct State;

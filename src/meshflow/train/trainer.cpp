@@ -312,6 +312,7 @@ MemoryReport Trainer::memory_report(int64_t peak) const {
   else
     for (const ZeroShard& z : zero_) count(z.shard.grad(), m.gradients);
   for (const auto& [name, t] : optimizer_->state_tensors()) count(t, m.optimizer_state);
+  if (zero_shards_) m.comm_buffers = zero_shards_->buffer_peak_bytes();
   m.peak = peak;
   m.activations = std::max<int64_t>(0, peak - m.parameters - m.gradients - m.optimizer_state);
   return m;
@@ -425,6 +426,7 @@ void Trainer::run_hooks(const std::function<void(HookBase&)>& f) {
 StepStats Trainer::train_step() {
   auto t0 = std::chrono::steady_clock::now();
   allocator_for(cpu_device()).reset_peak();
+  if (zero_shards_) zero_shards_->reset_buffer_peak();
   model_->train();
   for (Tensor& p : model_->parameters()) p.zero_grad();  // the model's own (ZeRO's optimizer holds slices)
   double lr = scheduler_.lr_at(iter_);

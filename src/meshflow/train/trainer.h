@@ -67,6 +67,10 @@ struct MemoryReport {
   int64_t parameters = 0, gradients = 0, optimizer_state = 0;
   int64_t peak = 0;         // the allocator's peak during the step
   int64_t activations = 0;  // peak minus the model state above (activations and workspaces)
+  // Peak of the step's communication buffers beyond the model state: ZeRO 2/3's reduce-scatter
+  // packs and all-gather targets (data-parallel buckets hold the gradients themselves; tensor-
+  // and pipeline-parallel messages are activations). Part of `activations`.
+  int64_t comm_buffers = 0;
 };
 
 struct StepStats {
