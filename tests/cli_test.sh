@@ -50,6 +50,6 @@ expect_error "output dir of another run" "already holds a run" "$bin" train "${g
 if [ -e "$work/taken/checkpoints" ]; then echo "FAIL: a checkpoint was written into the other run's dir"; fail=$((fail + 1)); fi
 "$bin" train "${good[@]}" "train.output_dir=$work/ok" > /dev/null 2>&1 || { echo "FAIL: the good run failed"; fail=$((fail + 1)); }
 if ls "$work/ok/checkpoints" | grep -q tmp; then echo "FAIL: temporary checkpoint left"; fail=$((fail + 1)); fi
-[ -f "$work/ok/checkpoints/iter_0000002/model.safetensors" ] || { echo "FAIL: no final checkpoint"; fail=$((fail + 1)); }
+[ -f "$work/ok/checkpoints/iter_0000002/metadata.json" ] || { echo "FAIL: no final checkpoint"; fail=$((fail + 1)); }
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -140,9 +140,30 @@ check_resume() {  # name, uninterrupted run, ranks, overrides...
 }
 check_resume tp2r tp2 2 train.train_micro_batch_size=8 train.dist.tensor_parallel_size=2
 check_resume pp2r pp21f1b 2 train.train_micro_batch_size=2 train.dist.pipeline_parallel_size=2
-check_resume z1r z1dp4 4 train.train_micro_batch_size=2 train.zero_optimization.enabled=true
+check_resume z1r z1dp2tp2 4 train.train_micro_batch_size=4 train.dist.tensor_parallel_size=2 \
+  train.zero_optimization.enabled=true
 check_resume z3r z3dp2tp2 4 train.train_micro_batch_size=4 train.dist.tensor_parallel_size=2 \
   train.zero_optimization.enabled=true train.zero_optimization.stage=3
+
+# Resharding: a dp=2 x tp=2 x pp=2 ZeRO-1 run stopped at step 10 resumes under tp=1 with dp=4, and
+# under pp=4 (the same global micro-batches of 4 rows, 2 per step); each rank reads only the
+# regions it holds from the 8 ranks' shard files. Steps 11-20 match the uninterrupted run to 1e-6.
+if ! skipped reshard; then
+  z1_3d=(train.train_micro_batch_size=2 train.dist.tensor_parallel_size=2 train.dist.pipeline_parallel_size=2
+         train.zero_optimization.enabled=true)
+  "$mpiexec" --allow-run-as-root --oversubscribe -np 8 "$bin" train "${args[@]}" "${z1_3d[@]}" \
+    "train.output_dir=$work/z1dp2tp2pp2" > "$work/log_z1dp2tp2pp2" 2>&1 &&
+  "$mpiexec" --allow-run-as-root --oversubscribe -np 8 "$bin" train "${args[@]}" "${z1_3d[@]}" train.exit_iter=10 \
+    "train.output_dir=$work/rs" > "$work/log_rs" 2>&1 ||
+    { echo "FAIL: dp2 x tp2 x pp2 ZeRO-1 runs exited non-zero:"; tail -20 "$work/log_rs" "$work/log_z1dp2tp2pp2"; fail=1; }
+  cp -r "$work/rs" "$work/rs_dp4" && cp -r "$work/rs" "$work/rs_pp4"
+  "$mpiexec" --allow-run-as-root --oversubscribe -np 4 "$bin" train "${args[@]}" train.train_micro_batch_size=1 \
+    train.resume=true "train.output_dir=$work/rs_dp4" > "$work/log_rs_dp4" 2>&1 &&
+  "$mpiexec" --allow-run-as-root --oversubscribe -np 4 "$bin" train "${args[@]}" train.train_micro_batch_size=4 \
+    train.dist.pipeline_parallel_size=4 train.resume=true "train.output_dir=$work/rs_pp4" > "$work/log_rs_pp4" 2>&1 ||
+    { echo "FAIL: resharded resumes exited non-zero:"; tail -20 "$work/log_rs_dp4" "$work/log_rs_pp4"; fail=1; }
+  compare -t 1e-6 z1dp2tp2pp2 rs_dp4 rs_pp4
+fi
 
 # A tp=2 x pp=2 (sequence-parallel) run's checkpoint, evaluated on one process: the run's own
 # final validation loss (checkpoints are in the unsplit layout).

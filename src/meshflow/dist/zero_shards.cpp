@@ -317,25 +317,9 @@ Tensor ZeroShards::leave(int64_t unit, const Tensor& out) {
   return alias;
 }
 
-void ZeroShards::gather_all() {
-  if (state_->opts.stage != 3) return;
-  for (int g = 0; g < num_groups(); ++g) state_->gather(g);
-}
-
 void ZeroShards::release_all() {
   if (state_->opts.stage != 3) return;
   for (int g = 0; g < num_groups(); ++g) state_->release(g);
-}
-
-void ZeroShards::load_params() {
-  State& s = *state_;
-  if (s.opts.stage != 3) return;
-  NoGradGuard ng;
-  for (size_t k = 0; k < s.params.size(); ++k) {
-    MF_CHECK(s.params[k].impl()->storage->resident(), "ZeRO-3: load_params needs parameter ", k, " gathered");
-    Tensor dst = shard(k);
-    copy_(dst, narrow(s.flat(s.params[k]), 0, s.slice_start(k, s.r), s.slice_size(k, s.r)));
-  }
 }
 
 int ZeroShards::num_groups() const { return static_cast<int>(state_->groups.size()); }
