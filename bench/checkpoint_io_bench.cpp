@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <memory>
 #include <string>
 
 #include "meshflow/comm/mpi/mpi_communicator.h"
@@ -26,6 +27,8 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 
 int main(int argc, char** argv) {
   const bool launched = std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr || std::getenv("PMIX_RANK") != nullptr;
+  std::unique_ptr<mf::comm::MpiRuntime> mpi;
+  if (launched) mpi = std::make_unique<mf::comm::MpiRuntime>(&argc, &argv);
   mf::comm::CommPtr world = launched ? mf::comm::mpi_world() : nullptr;
   const int n = world ? world->size() : 1, r = world ? world->rank() : 0;
   mf::models::Gpt2Config c;
