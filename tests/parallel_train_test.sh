@@ -7,7 +7,8 @@
 #     each schedule (gpipe, 1f1b, interleaved_1f1b with 2 chunks per rank), and dp=2 x tp=2 x
 #     pp=2 on 8 ranks (with and without sequence
 #     parallelism), log the losses of one process running the same micro-batches (the pipeline's
-#     micro-batches are the accumulation steps);
+#     micro-batches are the accumulation steps); tp=2 with selective activation checkpointing
+#     logs tp=2's losses exactly;
 #  2. every step's comm_bytes (the gradient all-reduce) scales as 2(N-1)/N: dp=4 sends 1.5x
 #     what dp=2 sends, within 1% (the exact byte count is checked in meshflow_mpi_tests);
 #  2b. ZeRO-1 with dp=4, dp=2 x tp=2 and dp=2 x pp=2 logs the unsharded runs' losses to 1e-6,
@@ -77,6 +78,10 @@ run pp2il 2 2 1 false 2 interleaved_1f1b 2     # 2 chunks of 1 layer per rank
 args+=("train.dist.custom_pipeline_stage_id=[0,0,0,1]")
 run pp2custom 2 2 1 false 2 1f1b               # 3 layers on stage 0, 1 on stage 1
 unset 'args[${#args[@]}-1]'
+args+=(train.activation_checkpoint.enabled=true train.activation_checkpoint.granularity=selective)
+run tp2sel 2 8 2                               # tp=2 recomputing the attention cores
+unset 'args[${#args[@]}-1]'
+unset 'args[${#args[@]}-1]'
 run one_mb2_8 1 2 1 false 1 1f1b 1 8           # 8 layers
 run pp4il 4 2 1 false 4 interleaved_1f1b 2 8   # 2 chunks of 1 layer per rank
 run one_mb4 1 4 1                  # 2 micro-batches of 4
@@ -103,6 +108,11 @@ compare dp1 dp2 dp4 tp2 tp4 dp2tp2 tp2sp tp4sp dp2tp2sp
 compare one_mb2 pp2gpipe pp21f1b pp4gpipe pp41f1b pp2il pp2custom
 compare one_mb2_8 pp4il
 compare one_mb4 dp2tp2pp2 dp2tp2pp2sp
+# Recomputation draws the attention dropout of the same logical heads: tp2's losses, bit for bit.
+if ! skipped tp2sel && ! cmp -s <(field "$work/tp2/metrics.jsonl" loss) <(field "$work/tp2sel/metrics.jsonl" loss); then
+  echo "FAIL: tp2sel (selective recomputation) does not log the losses of tp2:"
+  paste <(field "$work/tp2/metrics.jsonl" loss) <(field "$work/tp2sel/metrics.jsonl" loss); fail=1
+fi
 # ZeRO 1, 2 and 3 (optimizer state; + gradients; + parameters sharded over dp) against the same
 # layouts without it, to 1e-6.
 run z1dp4 4 2 1 false 1 1f1b 1 4 1
@@ -123,8 +133,8 @@ paste <(field "$work/dp2/metrics.jsonl" comm_bytes) <(field "$work/dp4/metrics.j
   awk '{ r = $2 / $1; if (r < 1.5 * 0.99 || r > 1.5 * 1.01) { printf "FAIL: step %d: dp=4 sent %s bytes, dp=2 %s: ratio %.4f, want 1.5\n", NR, $2, $1, r; bad = 1 } }
        END { if (NR != 20) { print "FAIL: comm_bytes missing"; bad = 1 } exit bad }' || fail=1
 
-# A run stopped at step 10 and resumed logs the uninterrupted run's losses: checkpoints gathered
-# to the unsplit layout over tp and pp, ZeRO's optimizer state over dp, sliced again to load.
+# A run stopped at step 10 and resumed logs the uninterrupted run's losses, bit for bit: every
+# rank saves its own pieces (tp boxes, pp stages, ZeRO slices) and reads them back.
 check_resume() {  # name, uninterrupted run, ranks, overrides...
   skipped "$1" && return 0
   local name=$1 straight=$2 np=$3

@@ -94,7 +94,7 @@ class CheckpointReader {
   std::unique_ptr<Impl> impl_;
 };
 
-// Testing: makes the next write_checkpoint_shards exit the process (status 86) after the shard
+// Testing: the next write_checkpoint_shards kills its own process (SIGKILL) after the shard
 // files are written, before metadata.json and the rename — a writer killed mid-save.
 void crash_in_next_checkpoint_for_testing();
 
