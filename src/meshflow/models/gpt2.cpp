@@ -19,6 +19,7 @@ void Gpt2Config::validate() const {
            " is not divisible by model.num_attention_heads ", num_attention_heads);
   for (double p : {embedding_dropout_prob, attention_dropout_prob, output_dropout_prob})
     MF_CHECK(p >= 0.0 && p < 1.0, "gpt2: dropout probabilities must be in [0, 1), got ", p);
+  MF_CHECK(is_floating(dtype), "gpt2: the parameter dtype must be f32, f64, bf16 or f16, got ", dtype_name(dtype));
 }
 
 Gpt2Block::Gpt2Block(const Gpt2Config& c, const nn::TensorParallel& tp) : c_(c), tp_(tp) {
@@ -67,10 +68,13 @@ Tensor Gpt2Block::forward(const Tensor& x, int64_t seq_len) const {
   opts.logical_heads = c_.num_attention_heads;
   opts.head_offset = h0;
   Tensor y = scaled_dot_product_attention(head_view(0), head_view(1), head_view(2), opts);  // (B, H, T, D)
-  y = reshape(transpose(y, 1, 2), {B, T, H * D});  // a view: the output is stored (B, T, H, D)
-  Tensor h = add(x, seq_dropout(attn_proj_->forward(y, T), p_out, T, tp_));
-  Tensor m = mlp_proj_->forward(gelu(c_fc_->forward(ln_2_->forward(h), T), true), T);
-  return add(h, seq_dropout(m, p_out, T, tp_));
+  // Mixed precision: the attention output, the MLP activation and the residual stream are
+  // rounded to the parameter dtype (identity for f32/f64).
+  const DType st = c_.dtype;
+  y = nn::round_to(reshape(transpose(y, 1, 2), {B, T, H * D}), st);  // a view: the output is stored (B, T, H, D)
+  Tensor h = nn::round_to(add(x, seq_dropout(attn_proj_->forward(y, T), p_out, T, tp_)), st);
+  Tensor m = mlp_proj_->forward(nn::round_to(gelu(c_fc_->forward(ln_2_->forward(h), T), true), st), T);
+  return nn::round_to(add(h, seq_dropout(m, p_out, T, tp_)), st);
 }
 
 Gpt2Model::Gpt2Model(const Gpt2Config& c, const nn::TensorParallel& tp, const Gpt2Stage& stage)
@@ -143,14 +147,21 @@ void Gpt2Model::init_weights(uint64_t seed) {
       std::string s(suf);
       return name.size() >= s.size() && name.compare(name.size() - s.size(), s.size(), s) == 0;
     };
+    // bf16/f16 parameters: drawn in f32 (the same numbers as an f32 model), then rounded.
+    auto draw_normal = [&](double stddev) {
+      if (!is_half(p.dtype())) return normal_(p, 0.0, stddev, &g, slice);
+      Tensor wide = empty(p.shape(), DType::kF32, p.device());
+      normal_(wide, 0.0, stddev, &g, slice);
+      copy_(p, cast(wide, p.dtype()));
+    };
     if (name.find(".ln_") != std::string::npos) {
       fill_(p, ends_with(".weight") ? 1.0 : 0.0);
     } else if (ends_with(".bias")) {
       fill_(p, 0.0);
     } else if (ends_with("c_proj.weight")) {
-      normal_(p, 0.0, std_out, &g, slice);
+      draw_normal(std_out);
     } else {
-      normal_(p, 0.0, c_.initializer_range, &g, slice);
+      draw_normal(c_.initializer_range);
     }
   }
 }
@@ -171,7 +182,7 @@ Tensor Gpt2Model::stage_forward(const Tensor& input, uint64_t stream0, int64_t T
     const Tensor& ids = input;
     MF_CHECK(ids.ndim() == 2 && ids.shape(1) == T, "gpt2: input ids must be (batch, ", T, "), got ", ids.str());
     Tensor pos = arange(T, DType::kI64);
-    x = add(wte_->forward(ids), wpe_->forward(pos));  // (B, T, C) + (T, C)
+    x = nn::round_to(add(wte_->forward(ids), wpe_->forward(pos)), c_.dtype);  // (B, T, C) + (T, C)
     use_stream(0);
     x = dropout(x, training() ? c_.embedding_dropout_prob : 0.0);
     // Sequence parallel: between the blocks each rank keeps its part of the sequence (B -> S(1)
@@ -206,13 +217,16 @@ Tensor Gpt2Model::hidden(const Tensor& ids) const {
   return stage_forward(ids, default_generator().state().next_stream, ids.shape(1));
 }
 
-Tensor Gpt2Model::logits(const Tensor& ids) const { return linear(hidden(ids), wte_->weight); }
+Tensor Gpt2Model::logits(const Tensor& ids) const {
+  return nn::round_to(linear(hidden(ids), nn::compute(wte_->weight)), c_.dtype);
+}
 
 Tensor Gpt2Model::head_loss(const Tensor& hidden, const Tensor& labels) const {
   MF_CHECK(stage_.last, "gpt2: the loss is computed on the last pipeline stage");
   MF_CHECK(hidden.ndim() == 3 && labels.shape() == Shape({hidden.shape(0), hidden.shape(1)}), "gpt2: labels ",
            labels.str(), " must be (batch, seq) of the hidden state ", hidden.str());
-  Tensor lg = linear(hidden, wte_->weight);  // (B, T, V / tp)
+  // Mixed precision: bf16/f16 logits, the loss computed from them in f32 (Megatron's default).
+  Tensor lg = nn::round_to(linear(hidden, nn::compute(wte_->weight)), c_.dtype);  // (B, T, V / tp)
   Tensor flat = reshape(lg, {-1, lg.shape(-1)});
   if (!tp_.enabled()) return cross_entropy(flat, reshape(labels, {-1}));
   return dist::vocab_parallel_cross_entropy(flat, reshape(labels, {-1}), c_.vocab_size, *tp_.comm);

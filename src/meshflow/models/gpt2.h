@@ -29,7 +29,12 @@ struct Gpt2Config {
   double layernorm_epsilon = 1e-5;
   double initializer_range = 0.02;
   bool activation_checkpointing = false;
-  DType dtype = DType::kF32;  // parameter and compute dtype (f64 serves exactness tests)
+  // The parameters' (and gradients') dtype. f32 or f64 (exactness tests): computed in it. bf16
+  // or f16 (mixed precision, train.amp): computed in f32 with bf16/f16 rounding of the
+  // activations (nn/mixed_precision.h); the optimizer keeps f32 master weights.
+  DType dtype = DType::kF32;
+  DType param_dtype() const { return dtype; }
+  DType compute_dtype() const { return mf::compute_dtype(dtype); }  // activations: f32 for bf16/f16
   int64_t ffn() const { return ffn_hidden_size > 0 ? ffn_hidden_size : 4 * hidden_size; }
   void validate() const;  // throws naming the bad field
 };

@@ -41,6 +41,11 @@ void write_checkpoint(const std::string& output_dir, const TrainingState& st, co
             {"optimizer_steps", st.optimizer_steps},
             {"data_position", st.data_position},
             {"rng", {{"seed", st.rng.seed}, {"next_stream", st.rng.next_stream}}}};
+  if (st.skipped_iters > 0) j["skipped_iters"] = st.skipped_iters;
+  if (st.loss_scaler)
+    j["loss_scaler"] = {{"scale", st.loss_scaler->scale},
+                        {"growth_tracker", st.loss_scaler->growth_tracker},
+                        {"hysteresis_tracker", st.loss_scaler->hysteresis_tracker}};
   write_file_atomic((tmp / "state.json").string(), j.dump(2) + "\n");
   fs::remove_all(final_dir);
   fs::rename(tmp, final_dir);
@@ -78,6 +83,12 @@ std::optional<LoadedCheckpoint> read_latest_checkpoint(const std::string& output
     out.state.data_position = j.at("data_position").get<uint64_t>();
     out.state.rng.seed = j.at("rng").at("seed").get<uint64_t>();
     out.state.rng.next_stream = j.at("rng").at("next_stream").get<uint64_t>();
+    out.state.skipped_iters = j.value("skipped_iters", int64_t{0});
+    if (j.contains("loss_scaler")) {
+      const json& ls = j.at("loss_scaler");
+      out.state.loss_scaler = LossScalerState{ls.at("scale").get<double>(), ls.at("growth_tracker").get<int64_t>(),
+                                              ls.at("hysteresis_tracker").get<int64_t>()};
+    }
   } catch (const nlohmann::json::exception& e) {
     MF_THROW(state_path.string(), ": corrupt checkpoint state: ", e.what());
   }

@@ -8,6 +8,7 @@
 
 #include "meshflow/nn/module.h"
 #include "meshflow/random/generator.h"
+#include "meshflow/train/loss_scaler.h"
 
 namespace mf::train {
 
@@ -16,6 +17,10 @@ struct TrainingState {
   int64_t optimizer_steps = 0;
   uint64_t data_position = 0;
   GeneratorState rng;
+  // Mixed precision: the loss scaler's state (absent in checkpoints of runs without fp16
+  // scaling, and in older ones) and the updates skipped on overflow.
+  std::optional<LossScalerState> loss_scaler;
+  int64_t skipped_iters = 0;
 };
 
 void write_checkpoint(const std::string& output_dir, const TrainingState& state, const nn::NamedTensors& model,
