@@ -12,6 +12,7 @@
 #include "meshflow/optim/optimizer.h"
 #include "meshflow/random/philox.h"
 #include "meshflow/train/loss_scaler.h"
+#include "meshflow/train/build.h"
 #include "meshflow/train/trainer.h"
 #include "testing.h"
 
@@ -215,6 +216,26 @@ TEST(Amp, LossScalerBacksOffWithHysteresisAndGrows) {
   fixed.update(true);
   EXPECT_EQ(fixed.scale(), 128);
   MFT_EXPECT_ERROR(mf::train::LossScaler([&] { auto b = o; b.hysteresis = 0; return b; }()), "train.amp.hysteresis");
+}
+
+TEST(Amp, ConfigKeysSelectTheParameterDtypeAndTheScaler) {
+  mf::Config c = mf::Config::defaults();
+  EXPECT_EQ(mf::train::gpt2_config(c, 100).dtype, DType::kF32);
+  c.apply_override("train.amp.enabled=true");
+  EXPECT_EQ(mf::train::gpt2_config(c, 100).dtype, DType::kBF16);
+  EXPECT_EQ(mf::train::gpt2_config(c, 100).compute_dtype(), DType::kF32);
+  c.apply_override("train.amp.dtype=fp16");
+  c.apply_override("train.amp.loss_scale_window=50");
+  EXPECT_EQ(mf::train::gpt2_config(c, 100).dtype, DType::kF16);
+  mf::train::TrainOptions o = mf::train::train_options(c);
+  EXPECT_EQ(o.loss_scaler.window, 50);
+  EXPECT_EQ(o.loss_scaler.initial_scale, 65536.0);
+  EXPECT_EQ(o.loss_scaler.hysteresis, 2);
+  c.apply_override("train.amp.min_loss_scale=0");
+  MFT_EXPECT_ERROR(mf::train::train_options(c), "train.amp.min_loss_scale");
+  c.apply_override("train.amp.min_loss_scale=1.0");
+  c.apply_override("train.amp.dtype=fp8");
+  MFT_EXPECT_ERROR(mf::train::train_options(c), "train.amp.dtype must be bf16 or fp16");
 }
 
 class SyntheticSource : public mf::train::BatchSource {
