@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <limits>
 
@@ -46,6 +47,32 @@ TEST(Amp, Bf16CastMatchesScalarRounding) {
     ASSERT_EQ(hb[i], mf::BFloat16(f[i]).bits) << std::hex << bits[i];
     ASSERT_EQ(mf::f32_bits(wb[i]), static_cast<uint32_t>(hb[i]) << 16) << std::hex << bits[i];
   }
+}
+
+// The same for f16: every f16 value widens as Float16 does, and f32 values (every f16 boundary
+// and tie, subnormals, overflow, NaN, random patterns) round as Float16(float) does.
+TEST(Amp, F16CastMatchesScalarRounding) {
+  std::vector<uint16_t> all(65536);
+  for (uint32_t i = 0; i < 65536; ++i) all[i] = static_cast<uint16_t>(i);
+  Tensor h = mf::empty({65536}, DType::kF16);
+  std::memcpy(h.raw_data(), all.data(), all.size() * 2);
+  Tensor w = mf::cast(h, DType::kF32);
+  const auto* wf = static_cast<const float*>(w.raw_data());
+  std::vector<float> f;
+  for (uint32_t i = 0; i < 65536; ++i) {
+    mf::Float16 x;
+    x.bits = static_cast<uint16_t>(i);
+    ASSERT_EQ(mf::f32_bits(wf[i]), mf::f32_bits(static_cast<float>(x))) << std::hex << i;
+    const uint32_t b = mf::f32_bits(static_cast<float>(x));
+    for (uint32_t d : {0u, 1u, 0xfffu, 0x1000u, 0x1001u, 0x2000u}) f.push_back(mf::bits_f32(b + d));  // ties and neighbours
+  }
+  for (uint32_t b : {0x477ff000u, 0x477fefffu, 0x7f800001u, 0x7fa00000u, 0x33000000u, 0x33000001u, 0x387fc000u})
+    f.push_back(mf::bits_f32(b));
+  for (uint64_t i = 0; i < 4096; ++i) f.push_back(mf::bits_f32(static_cast<uint32_t>(mf::philox_uniform(4, i, 0) * 4294967295.0)));
+  Tensor x = mf::from_vector(f, {static_cast<int64_t>(f.size())});
+  Tensor y = mf::cast(x, DType::kF16);
+  const auto* yb = static_cast<const uint16_t*>(y.raw_data());
+  for (size_t i = 0; i < f.size(); ++i) ASSERT_EQ(yb[i], mf::Float16(f[i]).bits) << std::hex << mf::f32_bits(f[i]);
 }
 
 TEST(Amp, HalfGradientOpsComputeInF32AndRoundOnce) {
