@@ -1,8 +1,8 @@
 // ZeRO's memory on the world as the data-parallel group: per rank, the model-state bytes the
 // allocator holds after a training step follow the ZeRO paper's formulas for Ψ parameters and
 // N ranks (f32 with AdamW: stage 0 16Ψ, 1 4Ψ + 4Ψ + 8Ψ/N, 2 4Ψ + 12Ψ/N, 3 16Ψ/N), within 5%,
-// and the trainer's memory report splits them the same way. Saving and loading a checkpoint
-// allocate nothing beyond the state.
+// and the trainer's memory report splits them the same way; with bf16 and f32 master weights the
+// K = 12 forms. Saving and loading a checkpoint allocate nothing beyond the state.
 #include <unistd.h>
 
 #include <filesystem>
@@ -16,6 +16,7 @@
 
 namespace {
 
+using mf::DType;
 using mf::Tensor;
 
 struct Bytes {
@@ -38,7 +39,7 @@ struct Peaks {
   double psi = 0;
 };
 
-Bytes model_state_bytes(int stage, Peaks* checkpoint_peaks = nullptr) {
+Bytes model_state_bytes(int stage, Peaks* checkpoint_peaks = nullptr, DType dtype = DType::kF32) {
   mf::comm::CommPtr world = mf::comm::mpi_world();
   mf::Allocator& alloc = mf::allocator_for(mf::cpu_device());
   Bytes b;
@@ -55,6 +56,7 @@ Bytes model_state_bytes(int stage, Peaks* checkpoint_peaks = nullptr) {
     c.hidden_size = 64;
     c.num_layers = 2;
     c.num_attention_heads = 4;
+    c.dtype = dtype;  // bf16: mixed precision, f32 master weights in the optimizer
     auto model = std::make_shared<mf::models::Gpt2Model>(c);
     model->init_weights(5);
     b.psi = static_cast<double>(model->num_parameters());
@@ -106,6 +108,24 @@ TEST(ZeroMemory, ModelStatesFollowTheFormulas) {
     expect_near_rel(static_cast<double>(b.report.optimizer_state), os * psi, "optimizer state", stage);
     if (mf::comm::mpi_world()->rank() == 0)
       std::printf("ZeRO stage %d, N=%d: model states %.0f bytes = %.3f x 16 psi (formula %.3f)\n", stage,
+                  static_cast<int>(n), b.total, b.total / (16 * psi), (p + g + os) / 16);
+  }
+}
+
+TEST(ZeroMemory, MixedPrecisionModelStatesFollowTheKEquals12Forms) {
+  // bf16 parameters and gradients, f32 master weights and AdamW moments (K = 12): stage 0 16Ψ,
+  // 1 2Ψ + 2Ψ + 12Ψ/N, 2 2Ψ + 14Ψ/N, 3 16Ψ/N.
+  const double n = mf::comm::mpi_world()->size();
+  for (int stage = 0; stage <= 3; ++stage) {
+    Bytes b = model_state_bytes(stage, nullptr, DType::kBF16);
+    const double psi = b.psi;
+    const double p = stage == 3 ? 2 / n : 2, g = stage >= 2 ? 2 / n : 2, os = stage >= 1 ? 12 / n : 12;
+    expect_near_rel(b.total, (p + g + os) * psi, "bf16 allocator total", stage);
+    expect_near_rel(static_cast<double>(b.report.parameters), p * psi, "bf16 parameters", stage);
+    expect_near_rel(static_cast<double>(b.report.gradients), g * psi, "bf16 gradients", stage);
+    expect_near_rel(static_cast<double>(b.report.optimizer_state), os * psi, "bf16 optimizer state", stage);
+    if (mf::comm::mpi_world()->rank() == 0)
+      std::printf("bf16 ZeRO stage %d, N=%d: model states %.0f bytes = %.3f x 16 psi (formula %.3f)\n", stage,
                   static_cast<int>(n), b.total, b.total / (16 * psi), (p + g + os) / 16);
   }
 }

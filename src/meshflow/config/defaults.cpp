@@ -46,9 +46,14 @@ train:
     enabled: true
     eval_period: 1000
     eval_iter: 20
-  amp:
+  amp:                          # mixed precision: bf16/fp16 parameters and activations, f32 master weights
     enabled: false
     dtype: bf16                 # bf16 | fp16
+    loss_scale: 0.0             # fp16: > 0 = this fixed loss scale; 0 = dynamic
+    initial_loss_scale: 65536.0 # fp16 dynamic scaling: the first scale (2^16)
+    min_loss_scale: 1.0         # fp16: the scale never backs off below this
+    loss_scale_window: 1000     # fp16: steps without overflow before the scale doubles
+    hysteresis: 2               # fp16: overflows tolerated before the scale halves
   activation_checkpoint:
     enabled: false
     granularity: full           # full: whole blocks (and the loss head's logits) | selective: the attention core

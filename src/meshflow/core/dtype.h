@@ -16,6 +16,10 @@ size_t dtype_nbytes(DType dt);  // bytes per element
 const char* dtype_name(DType dt);
 bool is_floating(DType dt);
 DType dtype_from_name(const std::string& name);  // "f32", "bf16", ... throws on unknown
+// The 16-bit float storage types (bf16, f16).
+inline bool is_half(DType dt) { return dt == DType::kBF16 || dt == DType::kF16; }
+// The dtype a tensor of `dt` is computed in: f32 for bf16/f16 (no CPU kernels), else itself.
+inline DType compute_dtype(DType dt) { return is_half(dt) ? DType::kF32 : dt; }
 
 template <class T> struct DTypeOf;
 template <> struct DTypeOf<float> { static constexpr DType value = DType::kF32; };

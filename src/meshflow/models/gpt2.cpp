@@ -38,6 +38,7 @@ void Gpt2Config::validate() const {
            "gpt2: train.activation_checkpoint.end_layer ", checkpoint_end_layer, " must be -1 (model.num_layers) or in (",
            "start_layer = ", checkpoint_start_layer, ", model.num_layers = ", num_layers, "]");
   MF_CHECK(head_chunk_elements > 0, "gpt2: head_chunk_elements ", head_chunk_elements, " must be positive");
+  MF_CHECK(is_floating(dtype), "gpt2: the parameter dtype must be f32, f64, bf16 or f16, got ", dtype_name(dtype));
 }
 
 Gpt2Block::Gpt2Block(const Gpt2Config& c, const nn::TensorParallel& tp) : c_(c), tp_(tp) {
@@ -91,10 +92,13 @@ Tensor Gpt2Block::forward(const Tensor& x, int64_t seq_len, bool recompute_atten
     return std::vector<Tensor>{scaled_dot_product_attention(head_view(0), head_view(1), head_view(2), opts)};
   };
   Tensor y = recompute_attention && qkv.requires_grad() ? checkpoint(core, {qkv})[0] : core({qkv})[0];  // (B, H, T, D)
-  y = reshape(transpose(y, 1, 2), {B, T, H * D});  // a view: the output is stored (B, T, H, D)
-  Tensor h = add(x, seq_dropout(attn_proj_->forward(y, T), p_out, T, tp_));
-  Tensor m = mlp_proj_->forward(gelu(c_fc_->forward(ln_2_->forward(h), T), true), T);
-  return add(h, seq_dropout(m, p_out, T, tp_));
+  // Mixed precision: the attention output, the MLP activation and the residual stream are
+  // rounded to the parameter dtype (identity for f32/f64).
+  const DType st = c_.dtype;
+  y = nn::round_to(reshape(transpose(y, 1, 2), {B, T, H * D}), st);  // a view: the output is stored (B, T, H, D)
+  Tensor h = nn::round_to(add(x, seq_dropout(attn_proj_->forward(y, T), p_out, T, tp_)), st);
+  Tensor m = mlp_proj_->forward(nn::round_to(gelu(c_fc_->forward(ln_2_->forward(h), T), true), st), T);
+  return nn::round_to(add(h, seq_dropout(m, p_out, T, tp_)), st);
 }
 
 Gpt2Model::Gpt2Model(const Gpt2Config& c, const nn::TensorParallel& tp, const Gpt2Stage& stage)
@@ -167,14 +171,21 @@ void Gpt2Model::init_weights(uint64_t seed) {
       std::string s(suf);
       return name.size() >= s.size() && name.compare(name.size() - s.size(), s.size(), s) == 0;
     };
+    // bf16/f16 parameters: drawn in f32 (the same numbers as an f32 model), then rounded.
+    auto draw_normal = [&](double stddev) {
+      if (!is_half(p.dtype())) return normal_(p, 0.0, stddev, &g, slice);
+      Tensor wide = empty(p.shape(), DType::kF32, p.device());
+      normal_(wide, 0.0, stddev, &g, slice);
+      copy_(p, cast(wide, p.dtype()));
+    };
     if (name.find(".ln_") != std::string::npos) {
       fill_(p, ends_with(".weight") ? 1.0 : 0.0);
     } else if (ends_with(".bias")) {
       fill_(p, 0.0);
     } else if (ends_with("c_proj.weight")) {
-      normal_(p, 0.0, std_out, &g, slice);
+      draw_normal(std_out);
     } else {
-      normal_(p, 0.0, c_.initializer_range, &g, slice);
+      draw_normal(c_.initializer_range);
     }
   }
 }
@@ -196,7 +207,7 @@ Tensor Gpt2Model::stage_forward(const Tensor& input, uint64_t stream0, int64_t T
     MF_CHECK(ids.ndim() == 2 && ids.shape(1) == T, "gpt2: input ids must be (batch, ", T, "), got ", ids.str());
     Tensor pos = arange(T, DType::kI64);
     enter(0);
-    x = add(wte_->forward(ids), wpe_->forward(pos));  // (B, T, C) + (T, C)
+    x = nn::round_to(add(wte_->forward(ids), wpe_->forward(pos)), c_.dtype);  // (B, T, C) + (T, C)
     use_stream(0);
     x = leave(0, dropout(x, training() ? c_.embedding_dropout_prob : 0.0));
     // Sequence parallel: between the blocks each rank keeps its part of the sequence (B -> S(1)
@@ -235,13 +246,16 @@ Tensor Gpt2Model::hidden(const Tensor& ids) const {
   return stage_forward(ids, default_generator().state().next_stream, ids.shape(1));
 }
 
-Tensor Gpt2Model::logits(const Tensor& ids) const { return leave(head_unit(), linear(hidden(ids), wte_->weight)); }
+Tensor Gpt2Model::logits(const Tensor& ids) const {
+  return leave(head_unit(), nn::round_to(linear(hidden(ids), nn::compute(wte_->weight)), c_.dtype));
+}
 
 namespace {
 // h (n, C), w (V / tp, C), labels (n) -> the mean cross-entropy over this piece's labels != -100.
+// Mixed precision: bf16/f16 logits, the loss computed from them in f32 (Megatron's default).
 Tensor head_piece_loss(const Tensor& h, const Tensor& w, const Tensor& labels, int64_t vocab_size,
-                       const nn::TensorParallel& tp) {
-  Tensor lg = linear(h, w);  // (n, V / tp)
+                       const nn::TensorParallel& tp, DType storage) {
+  Tensor lg = nn::round_to(linear(h, nn::compute(w)), storage);  // (n, V / tp)
   if (!tp.enabled()) return cross_entropy(lg, labels);
   return dist::vocab_parallel_cross_entropy(lg, labels, vocab_size, *tp.comm);
 }
@@ -267,10 +281,11 @@ Tensor Gpt2Model::head_loss(const Tensor& hidden, const Tensor& labels) const {
                          training() && grad_enabled() && w.requires_grad();
   const int64_t V = c_.vocab_size;
   const nn::TensorParallel tp = tp_;
+  const DType dt = c_.dtype;
   auto piece_loss = [&](const Tensor& h, const Tensor& t) {
-    if (!recompute) return head_piece_loss(h, w, t, V, tp);
-    auto fn = [t, V, tp](const std::vector<Tensor>& in) {
-      return std::vector<Tensor>{head_piece_loss(in[0], in[1], t, V, tp)};
+    if (!recompute) return head_piece_loss(h, w, t, V, tp, dt);
+    auto fn = [t, V, tp, dt](const std::vector<Tensor>& in) {
+      return std::vector<Tensor>{head_piece_loss(in[0], in[1], t, V, tp, dt)};
     };
     return checkpoint(fn, {h, w})[0];
   };

@@ -46,7 +46,12 @@ struct Gpt2Config {
   // The loss head computes logits (rows x vocabulary) in chunks of at most this many elements
   // (at least one row each), so with full checkpointing the whole (B T, V) logits never exist.
   int64_t head_chunk_elements = int64_t{1} << 24;
-  DType dtype = DType::kF32;  // parameter and compute dtype (f64 serves exactness tests)
+  // The parameters' (and gradients') dtype. f32 or f64 (exactness tests): computed in it. bf16
+  // or f16 (mixed precision, train.amp): computed in f32 with bf16/f16 rounding of the
+  // activations (nn/mixed_precision.h); the optimizer keeps f32 master weights.
+  DType dtype = DType::kF32;
+  DType param_dtype() const { return dtype; }
+  DType compute_dtype() const { return mf::compute_dtype(dtype); }  // activations: f32 for bf16/f16
   int64_t ffn() const { return ffn_hidden_size > 0 ? ffn_hidden_size : 4 * hidden_size; }
   void validate() const;  // throws naming the bad field
   // Whether block `layer` (a whole-model index) is checkpointed.

@@ -3,6 +3,7 @@
 #include "meshflow/core/error.h"
 #include "meshflow/dist/boxing.h"
 #include "meshflow/dist/vocab_parallel.h"
+#include "meshflow/nn/mixed_precision.h"
 #include "meshflow/ops/ops.h"
 
 namespace mf::nn {
@@ -24,12 +25,12 @@ ColumnConv1D::ColumnConv1D(int64_t in, int64_t out, const TensorParallel& tp, in
 }
 
 Tensor ColumnConv1D::forward(const Tensor& x, int64_t seq_len) const {
-  if (!tp_.enabled() || !tp_.sequence_parallel) return affine(x, weight, bias);
+  if (!tp_.enabled() || !tp_.sequence_parallel) return round_to(affine(x, compute(weight), compute(bias)), weight.dtype());
   MF_CHECK(x.ndim() == 3 && seq_len > 0, "ColumnConv1D: sequence parallelism needs x (B, T / tp, in) and the sequence "
            "length, got x ", x.str(), " and ", seq_len);
   Tensor whole = dist::box_axis(x, dist::Sbp::split(1), dist::Sbp::broadcast(), {x.shape(0), seq_len, x.shape(2)},
                                 *tp_.comm);  // all-gather the sequence
-  return affine(whole, weight, bias);
+  return round_to(affine(whole, compute(weight), compute(bias)), weight.dtype());
 }
 
 RowConv1D::RowConv1D(int64_t in, int64_t out, const TensorParallel& tp, DType dt) : tp_(tp) {
@@ -41,15 +42,20 @@ RowConv1D::RowConv1D(int64_t in, int64_t out, const TensorParallel& tp, DType dt
 }
 
 Tensor RowConv1D::forward(const Tensor& x, int64_t seq_len) const {
-  if (!tp_.enabled()) return affine(x, weight, bias);
-  Tensor partial = affine(x, weight);  // P on tp
+  // Mixed precision: the f32 partial sums are reduced, then the bias added and the sum rounded.
+  const DType storage = weight.dtype();
+  if (!tp_.enabled()) return round_to(affine(x, compute(weight), compute(bias)), storage);
+  Tensor partial = affine(x, compute(weight));  // P on tp
   if (!tp_.sequence_parallel)
-    return add(dist::box_axis(partial, dist::Sbp::partial_sum(), dist::Sbp::broadcast(), partial.shape(), *tp_.comm),
-               bias);
+    return round_to(
+        add(dist::box_axis(partial, dist::Sbp::partial_sum(), dist::Sbp::broadcast(), partial.shape(), *tp_.comm),
+            compute(bias)),
+        storage);
   MF_CHECK(partial.ndim() == 3 && partial.shape(1) == seq_len, "RowConv1D: sequence parallelism needs x (B, T, in / tp) "
            "with T the sequence length ", seq_len, ", got x ", x.str());
-  return add(dist::box_axis(partial, dist::Sbp::partial_sum(), dist::Sbp::split(1), partial.shape(), *tp_.comm),
-             bias);  // reduce-scatter over the sequence
+  return round_to(add(dist::box_axis(partial, dist::Sbp::partial_sum(), dist::Sbp::split(1), partial.shape(), *tp_.comm),
+                      compute(bias)),
+                  storage);  // reduce-scatter over the sequence
 }
 
 VocabParallelEmbedding::VocabParallelEmbedding(int64_t vocab, int64_t dim, const TensorParallel& tp, DType dt)
@@ -61,8 +67,8 @@ VocabParallelEmbedding::VocabParallelEmbedding(int64_t vocab, int64_t dim, const
 }
 
 Tensor VocabParallelEmbedding::forward(const Tensor& ids) const {
-  if (!tp_.enabled()) return embedding(weight, ids);
-  return dist::vocab_parallel_embedding(ids, weight, vocab_, *tp_.comm);
+  if (!tp_.enabled()) return embedding(compute(weight), ids);
+  return dist::vocab_parallel_embedding(ids, compute(weight), vocab_, *tp_.comm);
 }
 
 }  // namespace mf::nn

@@ -17,6 +17,9 @@
 // Gradients follow boxing's rule (boxing.h): a local gradient is the partial derivative of the
 // sum of all tp ranks' losses, so a loss replicated on the tp ranks is divided by tp, and the
 // gradients of replicated (B) parameters are partial sums, to be summed over tp.
+// Mixed precision (bf16/f16 parameters, nn/mixed_precision.h): weights are cast to f32 for the
+// GEMM and each output is rounded to the parameter dtype — the row layer's after its f32 partial
+// sums are reduced and the bias added.
 #pragma once
 #include "meshflow/nn/module.h"
 

@@ -9,6 +9,10 @@ using kernels::UnaryOp;
 namespace {
 
 Tensor binary(BinaryOp op, const char* name, const Tensor& a, const Tensor& b) {
+  // bf16/f16 operands (gradients of half-precision parameters meeting in backward): computed in
+  // f32 and rounded once to the operands' dtype.
+  if (a.defined() && b.defined() && is_half(a.dtype()) && a.dtype() == b.dtype())
+    return cast(binary(op, name, cast(a, DType::kF32), cast(b, DType::kF32)), a.dtype());
   detail::check_float(a, name, "a");
   detail::check_float(b, name, "b");
   detail::check_same_dtype(a, b, name);
@@ -50,6 +54,7 @@ Tensor binary(BinaryOp op, const char* name, const Tensor& a, const Tensor& b) {
 }
 
 Tensor unary(UnaryOp op, const char* name, const Tensor& x, double alpha) {
+  if (x.defined() && is_half(x.dtype())) return cast(unary(op, name, cast(x, DType::kF32), alpha), x.dtype());
   detail::check_float(x, name, "x");
   Tensor xc = contiguous(x.detach());
   Tensor out = empty(x.shape(), x.dtype(), x.device());

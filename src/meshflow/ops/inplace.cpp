@@ -24,8 +24,17 @@ void copy_(Tensor& dst, const Tensor& src) {
   kernel<kernels::Copy>("copy", dst.device(), dst.dtype())(src, dst);
 }
 
+// bf16/f16 destinations (gradient accumulation and scaling under mixed precision) are
+// computed in f32 and rounded once back into dst.
 void add_(Tensor& dst, const Tensor& src, double alpha) {
   check_writable(dst, "add_");
+  if (is_half(dst.dtype()) && src.defined() && src.dtype() == dst.dtype()) {
+    MF_CHECK(dst.shape() == src.shape(), "add_: shape mismatch, dst ", dst.str(), " src ", src.str());
+    Tensor wide = cast(dst, DType::kF32);
+    add_(wide, cast(src.detach(), DType::kF32), alpha);
+    copy_(dst, cast(wide, dst.dtype()));
+    return;
+  }
   detail::check_float(src, "add_", "src");
   detail::check_same_dtype(dst, src, "add_");
   MF_CHECK(dst.shape() == src.shape(), "add_: shape mismatch, dst ", dst.str(), " src ", src.str());
@@ -35,6 +44,12 @@ void add_(Tensor& dst, const Tensor& src, double alpha) {
 
 void scale_(Tensor& dst, double s) {
   check_writable(dst, "scale_");
+  if (is_half(dst.dtype())) {
+    Tensor wide = cast(dst, DType::kF32);
+    scale_(wide, s);
+    copy_(dst, cast(wide, dst.dtype()));
+    return;
+  }
   detail::check_float(dst, "scale_", "dst");
   MF_CHECK(dst.is_contiguous(), "scale_: dst ", dst.str(), " must be contiguous");
   kernel<kernels::Unary>("unary", dst.device(), dst.dtype())(kernels::UnaryOp::kScale, s, dst, dst);

@@ -1,7 +1,9 @@
 // The public op API. Every op checks its inputs (throwing mf::Error naming the op and the
 // shapes), finds its kernel in the registry by (op, device, dtype), runs it, and — when grad
 // mode is on and an input requires grad — records a backward node whose formula uses these
-// same public ops. Float ops compute in f32 and f64; bf16/f16 are reached through cast().
+// same public ops. Float ops compute in f32 and f64; bf16/f16 are reached through cast(), except
+// the few that gradients of half-precision parameters need (add/sub/mul/div, scale and the other
+// unary ops, sum_squares, add_, scale_), which compute in f32 and round once to bf16/f16.
 #pragma once
 #include <cstdint>
 #include <vector>

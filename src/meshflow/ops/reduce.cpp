@@ -93,6 +93,8 @@ Tensor max(const Tensor& x, int64_t axis, bool keepdim) {
 }
 
 Tensor sum_squares(const Tensor& x) {
+  // bf16/f16 (gradients under mixed precision): widened to f32, accumulated as f32's are (in f64).
+  if (x.defined() && is_half(x.dtype())) return sum_squares(cast(x.detach(), DType::kF32));
   detail::check_float(x, "sum_squares", "x");
   Tensor xc = contiguous(x.detach());
   Tensor out = empty({}, x.dtype(), x.device());

@@ -13,6 +13,15 @@ std::vector<ParamGroup> default_param_groups(const nn::Module& model, double wei
   return {decay, no_decay};
 }
 
+Optimizer::Optimizer(std::vector<ParamGroup> groups, double lr) : groups_(std::move(groups)), lr_(lr) {
+  NoGradGuard ng;
+  for (const auto& g : groups_) {
+    master_.emplace_back();
+    for (const auto& [name, p] : g.params)
+      master_.back().push_back(is_half(p.dtype()) ? cast(p.detach(), compute_dtype(p.dtype())) : Tensor());
+  }
+}
+
 void Optimizer::step() {
   NoGradGuard ng;
   ++step_;
@@ -20,8 +29,36 @@ void Optimizer::step() {
     for (size_t pi = 0; pi < groups_[gi].params.size(); ++pi) {
       Tensor p = groups_[gi].params[pi].second;
       Tensor g = p.grad();
-      if (g.defined()) update(gi, pi, p, g);
+      if (!g.defined()) continue;
+      Tensor m = master_[gi][pi];
+      if (!m.defined()) {
+        if (grad_scale_ != 1.0) g = scale(g, grad_scale_);
+        update(gi, pi, p, g);
+        continue;
+      }
+      // Mixed precision: the f32 master takes the f32 update; the parameter its rounding.
+      Tensor wide = cast(g, m.dtype());
+      if (grad_scale_ != 1.0) scale_(wide, grad_scale_);
+      update(gi, pi, m, wide);
+      copy_(p, cast(m, p.dtype()));
     }
+}
+
+nn::NamedTensors Optimizer::state_tensors() {
+  nn::NamedTensors r = slot_tensors();
+  for (size_t gi = 0; gi < groups_.size(); ++gi)
+    for (size_t pi = 0; pi < groups_[gi].params.size(); ++pi)
+      if (master_[gi][pi].defined()) r.emplace_back(groups_[gi].params[pi].first + ".master", master_[gi][pi]);
+  return r;
+}
+
+std::vector<std::vector<Tensor>> Optimizer::zeros_like_params() const {
+  std::vector<std::vector<Tensor>> r;
+  for (const auto& g : groups_) {
+    r.emplace_back();
+    for (const auto& [name, p] : g.params) r.back().push_back(zeros(p.shape(), compute_dtype(p.dtype()), p.device()));
+  }
+  return r;
 }
 
 void Optimizer::zero_grad() {
@@ -29,31 +66,20 @@ void Optimizer::zero_grad() {
     for (auto& [name, p] : g.params) p.zero_grad();
 }
 
-namespace {
-std::vector<std::vector<Tensor>> zeros_like_params(const std::vector<ParamGroup>& groups) {
-  std::vector<std::vector<Tensor>> r;
-  for (const auto& g : groups) {
-    r.emplace_back();
-    for (const auto& [name, p] : g.params) r.back().push_back(zeros(p.shape(), p.dtype(), p.device()));
-  }
-  return r;
-}
-}  // namespace
-
 AdamW::AdamW(std::vector<ParamGroup> groups, double lr, double beta1, double beta2, double eps)
     : Optimizer(std::move(groups), lr), beta1_(beta1), beta2_(beta2), eps_(eps) {
   MF_CHECK(beta1 >= 0 && beta1 < 1 && beta2 >= 0 && beta2 < 1, "adamw: betas must be in [0, 1), got [", beta1, ", ",
            beta2, "]");
   MF_CHECK(eps > 0, "adamw: eps must be positive, got ", eps);
-  exp_avg_ = zeros_like_params(groups_);
-  exp_avg_sq_ = zeros_like_params(groups_);
+  exp_avg_ = zeros_like_params();
+  exp_avg_sq_ = zeros_like_params();
 }
 
 void AdamW::update(size_t gi, size_t pi, Tensor& p, const Tensor& g) {
   adamw_update_(p, g, exp_avg_[gi][pi], exp_avg_sq_[gi][pi], lr_, beta1_, beta2_, eps_, groups_[gi].weight_decay, step_);
 }
 
-nn::NamedTensors AdamW::state_tensors() {
+nn::NamedTensors AdamW::slot_tensors() {
   nn::NamedTensors r;
   for (size_t gi = 0; gi < groups_.size(); ++gi)
     for (size_t pi = 0; pi < groups_[gi].params.size(); ++pi) {
@@ -66,7 +92,7 @@ nn::NamedTensors AdamW::state_tensors() {
 Sgd::Sgd(std::vector<ParamGroup> groups, double lr, double momentum)
     : Optimizer(std::move(groups), lr), momentum_(momentum) {
   MF_CHECK(momentum >= 0, "sgd: momentum must be >= 0, got ", momentum);
-  if (momentum > 0) buf_ = zeros_like_params(groups_);
+  if (momentum > 0) buf_ = zeros_like_params();
 }
 
 void Sgd::update(size_t gi, size_t pi, Tensor& p, const Tensor& g) {
@@ -74,7 +100,7 @@ void Sgd::update(size_t gi, size_t pi, Tensor& p, const Tensor& g) {
   sgd_update_(p, g, buf, lr_, momentum_, groups_[gi].weight_decay);
 }
 
-nn::NamedTensors Sgd::state_tensors() {
+nn::NamedTensors Sgd::slot_tensors() {
   nn::NamedTensors r;
   if (momentum_ > 0)
     for (size_t gi = 0; gi < groups_.size(); ++gi)
@@ -83,12 +109,12 @@ nn::NamedTensors Sgd::state_tensors() {
   return r;
 }
 
-double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
+double clip_grad_norm(const std::vector<Tensor>& params, double max_norm, double grad_scale) {
   NoGradGuard ng;
   double ss = 0.0;
   for (const auto& p : params)
     if (p.grad().defined()) ss += sum_squares(p.grad()).item();
-  double norm = std::sqrt(ss);
+  double norm = std::sqrt(ss) / grad_scale;
   if (max_norm > 0 && std::isfinite(norm) && norm > max_norm) {
     double s = max_norm / (norm + 1e-6);
     for (const auto& p : params) {

@@ -1,5 +1,12 @@
 // Optimizers over parameter groups (AdamW, SGD with momentum), global-norm gradient clipping.
 // State is kept per parameter, named by the parameter's name, so it can be checkpointed.
+//
+// Mixed precision: for a bf16/f16 parameter the optimizer keeps an f32 master copy
+// ("<param>.master" in state_tensors(), initialised from the parameter's value) and f32 state
+// (Adam's moments). A step widens the gradient to f32, updates the master exactly as an f32
+// parameter would be updated, and writes the master rounded to bf16/f16 into the parameter. The
+// master belongs to the optimizer's parameter, so a view (ZeRO's flat slices) works as well as a
+// whole parameter.
 #pragma once
 #include <memory>
 #include <string>
@@ -22,22 +29,35 @@ class Optimizer {
  public:
   virtual ~Optimizer() = default;
   void step();  // one update of every parameter that has a .grad (others are skipped)
+  // Every gradient is multiplied by `s` (in f32 for bf16/f16 parameters) as it is used: the
+  // inverse loss scale of fp16 training. 1 (the default) changes nothing.
+  void set_grad_scale(double s) { grad_scale_ = s; }
+  double grad_scale() const { return grad_scale_; }
   virtual std::string name() const = 0;
   void zero_grad();         // drops gradients (they are re-created by the next backward)
   void set_lr(double lr) { lr_ = lr; }
   double lr() const { return lr_; }
   int64_t step_count() const { return step_; }
-  // Optimizer state tensors by "<param name>.<state name>", plus the step count.
-  virtual nn::NamedTensors state_tensors() = 0;
+  // Optimizer state tensors by "<param name>.<state name>" (with "<param name>.master" for
+  // bf16/f16 parameters), plus the step count.
+  nn::NamedTensors state_tensors();
+  // The f32 master copy of parameter `pi` of group `gi`, or an undefined tensor (f32/f64 ones).
+  const Tensor& master(size_t gi, size_t pi) const { return master_.at(gi).at(pi); }
   void set_step_count(int64_t s) { step_ = s; }
   const std::vector<ParamGroup>& groups() const { return groups_; }
 
  protected:
-  explicit Optimizer(std::vector<ParamGroup> groups, double lr) : groups_(std::move(groups)), lr_(lr) {}
+  Optimizer(std::vector<ParamGroup> groups, double lr);
   // Updates parameter `pi` of group `gi` from its gradient (under no-grad, step_ already counted).
+  // For a bf16/f16 parameter, `param` is its f32 master and `grad` the f32 gradient.
   virtual void update(size_t gi, size_t pi, Tensor& param, const Tensor& grad) = 0;
+  virtual nn::NamedTensors slot_tensors() = 0;  // the optimizer's own state ("<param>.<slot>")
+  // Zeros shaped like each parameter, in its compute dtype (f32 for bf16/f16), per group.
+  std::vector<std::vector<Tensor>> zeros_like_params() const;
   std::vector<ParamGroup> groups_;
+  std::vector<std::vector<Tensor>> master_;  // [group][param]; undefined for f32/f64 parameters
   double lr_;
+  double grad_scale_ = 1.0;
   int64_t step_ = 0;
 };
 
@@ -45,10 +65,10 @@ class AdamW final : public Optimizer {
  public:
   AdamW(std::vector<ParamGroup> groups, double lr, double beta1, double beta2, double eps);
   std::string name() const override { return "adamw"; }
-  nn::NamedTensors state_tensors() override;
 
  private:
   void update(size_t gi, size_t pi, Tensor& param, const Tensor& grad) override;
+  nn::NamedTensors slot_tensors() override;
   double beta1_, beta2_, eps_;
   std::vector<std::vector<Tensor>> exp_avg_, exp_avg_sq_;  // [group][param], allocated eagerly
 };
@@ -57,17 +77,19 @@ class Sgd final : public Optimizer {
  public:
   Sgd(std::vector<ParamGroup> groups, double lr, double momentum);
   std::string name() const override { return "sgd"; }
-  nn::NamedTensors state_tensors() override;
 
  private:
   void update(size_t gi, size_t pi, Tensor& param, const Tensor& grad) override;
+  nn::NamedTensors slot_tensors() override;
   double momentum_;
   std::vector<std::vector<Tensor>> buf_;
 };
 
 // Scales all gradients so that their global L2 norm is at most max_norm (no-op when
 // max_norm <= 0); returns the norm before clipping (f64). Non-finite norms are returned as is
-// and leave gradients untouched.
-double clip_grad_norm(const std::vector<Tensor>& params, double max_norm);
+// and leave gradients untouched. bf16/f16 gradients are summed in f32 (f64 accumulation).
+// `grad_scale`: the gradients hold grad_scale x the true ones (a loss scale): the norm returned
+// and compared with max_norm is the true one (the gradients stay scaled).
+double clip_grad_norm(const std::vector<Tensor>& params, double max_norm, double grad_scale = 1.0);
 
 }  // namespace mf::optim

@@ -15,6 +15,14 @@ int64_t sequence_length(const Config& c) {
   return s;
 }
 
+DType amp_dtype(const Config& c) {
+  if (!c.get_bool("train.amp.enabled")) return DType::kF32;
+  const std::string d = c.get_string("train.amp.dtype");
+  if (d == "bf16" || d == "bfloat16") return DType::kBF16;
+  if (d == "fp16" || d == "f16" || d == "float16") return DType::kF16;
+  MF_THROW("train.amp.dtype must be bf16 or fp16, got '", d, "'");
+}
+
 models::Gpt2Config gpt2_config(const Config& c, int64_t tokenizer_vocab_size) {
   models::Gpt2Config g;
   g.vocab_size = std::max(c.get_int("model.vocab_size"), tokenizer_vocab_size);
@@ -32,6 +40,7 @@ models::Gpt2Config gpt2_config(const Config& c, int64_t tokenizer_vocab_size) {
   g.checkpoint_granularity = models::parse_checkpoint_granularity(c.get_string("train.activation_checkpoint.granularity"));
   g.checkpoint_start_layer = c.get_int("train.activation_checkpoint.start_layer");
   g.checkpoint_end_layer = c.get_int("train.activation_checkpoint.end_layer");
+  g.dtype = amp_dtype(c);
   g.validate();
   return g;
 }
@@ -141,7 +150,17 @@ TrainOptions train_options(const Config& c, int world_size) {
   for (double m : c.get_float_list("train.scheduler.milestones")) o.scheduler.milestones.push_back(static_cast<int64_t>(m));
   o.scheduler.gamma = c.get_float("train.scheduler.gamma");
   o.seq_length = sequence_length(c);
-  MF_CHECK(!c.get_bool("train.amp.enabled"), "train.amp.enabled: mixed precision is not implemented yet; set it to false");
+  amp_dtype(c);  // a bad train.amp.dtype fails here, before any work
+  o.loss_scaler.fixed_scale = c.get_float("train.amp.loss_scale");
+  o.loss_scaler.initial_scale = c.get_float("train.amp.initial_loss_scale");
+  o.loss_scaler.min_scale = c.get_float("train.amp.min_loss_scale");
+  o.loss_scaler.window = c.get_int("train.amp.loss_scale_window");
+  o.loss_scaler.hysteresis = c.get_int("train.amp.hysteresis");
+  if (amp_dtype(c) == DType::kF16) {  // validates the scaling keys before any work
+    LossScalerOptions check = o.loss_scaler;
+    check.enabled = true;
+    LossScaler{check};
+  }
   if (c.get_bool("train.zero_optimization.enabled")) {
     o.zero_stage = c.get_int("train.zero_optimization.stage");
     MF_CHECK(o.zero_stage >= 0 && o.zero_stage <= 3, "train.zero_optimization.stage must be 0 to 3, got ", o.zero_stage);

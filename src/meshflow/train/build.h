@@ -8,6 +8,8 @@
 
 namespace mf::train {
 
+// The model's parameter dtype: f32, or bf16/f16 with train.amp.enabled (train.amp.dtype).
+DType amp_dtype(const Config& c);
 // vocab_size: the tokenizer's (padded up to model.vocab_size when that is larger).
 models::Gpt2Config gpt2_config(const Config& c, int64_t tokenizer_vocab_size);
 // world_size: processes in the run; train.dist sizes must multiply to it (a 0 size is derived).

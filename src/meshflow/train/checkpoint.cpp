@@ -283,10 +283,15 @@ void write_checkpoint_shards(comm::Communicator* world, const std::string& outpu
                  {"optimizer_steps", st.optimizer_steps},
                  {"data_position", st.data_position},
                  {"rng", {{"seed", st.rng.seed}, {"next_stream", st.rng.next_stream}}},
+                 {"skipped_iters", st.skipped_iters},
                  {"layout", lay},
                  {"files", files},
                  {"tensors", tensors},
                  {"config", config_yaml}};
+    if (st.loss_scaler)
+      meta["loss_scaler"] = {{"scale", st.loss_scaler->scale},
+                             {"growth_tracker", st.loss_scaler->growth_tracker},
+                             {"hysteresis_tracker", st.loss_scaler->hysteresis_tracker}};
     write_file_atomic((tmp / "metadata.json").string(), meta.dump(1) + "\n");
     fsync_dir(tmp);
     fs::remove_all(final_dir);
@@ -353,6 +358,12 @@ CheckpointReader::CheckpointReader(const std::string& dir) : impl_(std::make_uni
     m.state.data_position = j.at("data_position").get<uint64_t>();
     m.state.rng.seed = j.at("rng").at("seed").get<uint64_t>();
     m.state.rng.next_stream = j.at("rng").at("next_stream").get<uint64_t>();
+    m.state.skipped_iters = j.value("skipped_iters", int64_t{0});
+    if (j.contains("loss_scaler")) {
+      const json& ls = j.at("loss_scaler");
+      m.state.loss_scaler = LossScalerState{ls.at("scale").get<double>(), ls.at("growth_tracker").get<int64_t>(),
+                                            ls.at("hysteresis_tracker").get<int64_t>()};
+    }
     for (auto& [k, v] : j.at("layout").items()) m.layout[k] = v.get<int64_t>();
     for (const json& f : j.at("files")) {
       m.files.push_back(f.at("name").get<std::string>());

@@ -28,6 +28,7 @@
 #include "meshflow/comm/communicator.h"
 #include "meshflow/nn/module.h"
 #include "meshflow/random/generator.h"
+#include "meshflow/train/loss_scaler.h"
 
 namespace mf::train {
 
@@ -36,6 +37,10 @@ struct TrainingState {
   int64_t optimizer_steps = 0;
   uint64_t data_position = 0;
   GeneratorState rng;
+  // Mixed precision: the loss scaler's state (absent in checkpoints of runs without fp16
+  // scaling) and the updates skipped on overflow.
+  std::optional<LossScalerState> loss_scaler;
+  int64_t skipped_iters = 0;
 };
 
 // A part of a logical tensor, in its row-major element order: the box [start, start + length)

@@ -46,8 +46,12 @@ void LoggingHook::after_step(Trainer& t, const StepStats& s) {
   double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   double eta = elapsed / static_cast<double>(s.iter - first_iter_) * static_cast<double>(o.train_iter - s.iter);
   if (bar_->enabled()) std::fputc('\n', out_);
-  std::fprintf(out_, "iter %lld/%lld | loss %.4f | lr %.3e | grad_norm %.3f | %s tok/s | MFU %.1f%% | peak mem %.2f GB | ETA %s\n",
-               static_cast<long long>(s.iter), static_cast<long long>(o.train_iter), loss, s.lr, s.grad_norm,
+  // Mixed precision adds the loss scale and the updates skipped on overflow so far.
+  char amp[96] = "";
+  if (t.mixed_precision())
+    std::snprintf(amp, sizeof amp, " | loss_scale %.6g | skipped %lld", s.loss_scale, static_cast<long long>(s.skipped_iters));
+  std::fprintf(out_, "iter %lld/%lld | loss %.4f | lr %.3e | grad_norm %.3f%s | %s tok/s | MFU %.1f%% | peak mem %.2f GB | ETA %s\n",
+               static_cast<long long>(s.iter), static_cast<long long>(o.train_iter), loss, s.lr, s.grad_norm, amp,
                format_rate(tps).c_str(), 100 * mfu, static_cast<double>(s.peak_bytes) / 1e9, format_duration(eta).c_str());
   std::fflush(out_);
   nlohmann::ordered_json fields{{"step", s.iter},
@@ -63,6 +67,10 @@ void LoggingHook::after_step(Trainer& t, const StepStats& s) {
   fields["mem_optimizer_state"] = s.memory.optimizer_state;
   fields["mem_activations"] = s.memory.activations;
   fields["mem_comm_buffers"] = s.memory.comm_buffers;
+  if (t.mixed_precision()) {
+    fields["loss_scale"] = s.loss_scale;
+    fields["skipped_iters"] = s.skipped_iters;
+  }
   if (t.dp_size() * t.tp_size() > 1) {  // the last step's gradient reduction: bytes sent, time not hidden by backward
     fields["comm_bytes"] = s.comm_bytes;
     fields["exposed_comm_time"] = s.exposed_comm_s;
@@ -73,6 +81,7 @@ void LoggingHook::after_step(Trainer& t, const StepStats& s) {
   tb_->add_scalar("train/grad_norm", s.grad_norm, s.iter);
   tb_->add_scalar("train/tokens_per_sec", tps, s.iter);
   tb_->add_scalar("train/mfu", mfu, s.iter);
+  if (t.mixed_precision()) tb_->add_scalar("train/loss_scale", s.loss_scale, s.iter);
   tb_->flush();
   loss_sum_ = time_sum_ = tokens_ = 0;
   steps_ = 0;

@@ -30,6 +30,12 @@ std::unique_ptr<optim::Optimizer> make_optimizer(const TrainOptions& o, const mo
   return optimizer_registry().create(o.optim, optim::default_param_groups(m, o.weight_decay), o);
 }
 
+LossScalerOptions scaler_options(const TrainOptions& o, const models::Gpt2Model& m) {
+  LossScalerOptions s = o.loss_scaler;
+  s.enabled = m.config().dtype == DType::kF16;  // bf16 has f32's range: no scaling
+  return s;
+}
+
 optim::SchedulerConfig scheduler_config(const TrainOptions& o) {
   optim::SchedulerConfig c = o.scheduler;
   c.base_lr = o.lr;
@@ -45,7 +51,8 @@ Trainer::Trainer(TrainOptions opts, std::shared_ptr<models::Gpt2Model> model, st
       train_data_(std::move(train_data)),
       make_valid_data_(std::move(make_valid_data)),
       optimizer_(make_optimizer(opts_, *model_)),
-      scheduler_(scheduler_registry().create(opts_.scheduler.name, scheduler_config(opts_))) {
+      scheduler_(scheduler_registry().create(opts_.scheduler.name, scheduler_config(opts_))),
+      scaler_(scaler_options(opts_, *model_)) {
   MF_CHECK(opts_.train_iter > 0 && opts_.micro_batch > 0 && opts_.accumulation_steps > 0, "trainer: train.train_iter (",
            opts_.train_iter, "), train.train_micro_batch_size (", opts_.micro_batch,
            ") and train.num_accumulation_steps (", opts_.accumulation_steps, ") must be positive");
@@ -133,10 +140,10 @@ uint64_t Trainer::comm_bytes() const {
   return n;
 }
 
-double Trainer::clip_gradients() {
+double Trainer::clip_gradients(double grad_scale) {
   const nn::TensorParallel& tp = model_->tensor_parallel();
-  if (zero_shards_) return clip_shard_gradients();
-  if (!tp.enabled() && !pp_) return optim::clip_grad_norm(model_->parameters(), opts_.clip_grad_max_norm);
+  if (zero_shards_) return clip_shard_gradients(grad_scale);
+  if (!tp.enabled() && !pp_) return optim::clip_grad_norm(model_->parameters(), opts_.clip_grad_max_norm, grad_scale);
   // The logical norm: split pieces' squares summed over tp, replicated ones counted once, the
   // stages' sums added (the last stage's copy of the tied embedding left out).
   NoGradGuard ng;
@@ -151,7 +158,7 @@ double Trainer::clip_gradients() {
     tp.comm->all_reduce(t)->wait();
     split_ss = t.data<double>()[0];
   }
-  const double norm = std::sqrt(sum_over_pp(split_ss + replicated_ss));
+  const double norm = std::sqrt(sum_over_pp(split_ss + replicated_ss)) / grad_scale;
   const double max_norm = opts_.clip_grad_max_norm;
   if (max_norm > 0 && std::isfinite(norm) && norm > max_norm)
     for (const Tensor& p : params)
@@ -162,7 +169,7 @@ double Trainer::clip_gradients() {
   return norm;
 }
 
-double Trainer::clip_shard_gradients() {
+double Trainer::clip_shard_gradients(double grad_scale) {
   // ZeRO 2 and 3: each rank holds its dp slice of every gradient. Split parameters' squares are
   // summed over dp x tp, replicated ones' over dp only; the stages' sums are added (the last
   // stage's copy of the tied embedding left out).
@@ -180,7 +187,7 @@ double Trainer::clip_shard_gradients() {
     tp.comm->all_reduce(t)->wait();
     split_ss = t.data<double>()[0];
   }
-  const double norm = std::sqrt(sum_over_pp(split_ss + ss.data<double>()[1]));
+  const double norm = std::sqrt(sum_over_pp(split_ss + ss.data<double>()[1])) / grad_scale;
   const double max_norm = opts_.clip_grad_max_norm;
   if (max_norm > 0 && std::isfinite(norm) && norm > max_norm)
     for (const ZeroShard& z : zero_)
@@ -194,7 +201,7 @@ double Trainer::clip_shard_gradients() {
 Tensor Trainer::stage_activation(int64_t rows, int64_t seq_len) const {
   const nn::TensorParallel& tp = model_->tensor_parallel();
   const int64_t t = tp.enabled() && tp.sequence_parallel ? dist::split_size(seq_len, tp.size(), tp.rank()) : seq_len;
-  return empty({rows, t, model_->config().hidden_size}, model_->config().dtype);
+  return empty({rows, t, model_->config().hidden_size}, model_->config().compute_dtype());
 }
 
 double Trainer::mean_over_dp(double local) {
@@ -253,6 +260,14 @@ MemoryReport Trainer::memory_report(int64_t peak) const {
   return m;
 }
 
+bool Trainer::any_rank(bool local) {
+  comm::Communicator* c = world_ ? world_.get() : all_ ? all_.get() : dp_.get();
+  if (!c) return local;
+  Tensor t = full({1}, local ? 1.0 : 0.0, DType::kF64);
+  c->all_reduce(t, comm::ReduceOp::kMax)->wait();
+  return t.data<double>()[0] > 0;
+}
+
 double Trainer::sum_over_pp(double local) {
   if (!pp_) return local;
   Tensor t = full({1}, local, DType::kF64);
@@ -295,7 +310,8 @@ double Trainer::pipeline_step() {
   for (int64_t i = 0; i < m; ++i) batches.push_back(train_data_->next(mb));
   Generator& gen = default_generator();
   const uint64_t s0 = gen.state().next_stream, spf = model_->streams_per_forward();
-  const double backward_scale = 1.0 / static_cast<double>(m * tp_size());
+  // fp16: the seed carries the loss scale (every gradient comes out scale x the true one).
+  const double backward_scale = scaler_.scale() / static_cast<double>(m * tp_size());
   struct InFlight {
     Tensor input, output;  // output: the loss on the last virtual stage
   };
@@ -364,7 +380,8 @@ StepStats Trainer::train_step() {
   if (zero_shards_) zero_shards_->reset_buffer_peak();
   model_->train();
   for (Tensor& p : model_->parameters()) p.zero_grad();  // the model's own (ZeRO's optimizer holds slices)
-  double lr = scheduler_.lr_at(iter_);
+  // The schedule follows the updates made (equal to iter_ unless fp16 skipped some: Megatron's rule).
+  double lr = scheduler_.lr_at(optimizer_->step_count());
   optimizer_->set_lr(lr);
   double loss_sum = 0.0;
   const uint64_t comm_bytes0 = comm_bytes();
@@ -394,11 +411,22 @@ StepStats Trainer::train_step() {
     model_->embedding_weight().set_grad(g);
   }
   loss_sum = mean_over_dp(sum_over_pp(loss_sum));
-  double grad_norm = clip_gradients();
-  if (zero_.empty())
-    optimizer_->step();
-  else
-    zero_step();
+  // Mixed precision: gradients with an inf or NaN on any rank skip the update (parameters,
+  // optimizer state and its step count unchanged; the iteration and the data advance), as
+  // Megatron-LM does for fp16; bf16 skips such a step too rather than poison the weights.
+  const double loss_scale = scaler_.scale();
+  double grad_norm = clip_gradients(loss_scale);
+  const bool skip = mixed_precision() && any_rank(!std::isfinite(grad_norm));
+  if (!skip) {
+    optimizer_->set_grad_scale(1.0 / loss_scale);
+    if (zero_.empty())
+      optimizer_->step();
+    else
+      zero_step();
+  } else {
+    ++skipped_iters_;
+  }
+  scaler_.update(skip);
   ++iter_;
   StepStats s;
   s.iter = iter_;
@@ -412,6 +440,9 @@ StepStats Trainer::train_step() {
   s.memory = memory_report(s.peak_bytes);
   s.comm_bytes = static_cast<int64_t>(comm_bytes() - comm_bytes0);
   s.exposed_comm_s = exposed;
+  s.loss_scale = loss_scale;
+  s.skipped = skip;
+  s.skipped_iters = skipped_iters_;
   return s;
 }
 
@@ -554,6 +585,8 @@ void Trainer::save_checkpoint() {
   st.optimizer_steps = optimizer_->step_count();
   st.data_position = train_data_->position();
   st.rng = default_generator().state();
+  if (scaler_.enabled()) st.loss_scaler = scaler_.state();
+  st.skipped_iters = skipped_iters_;
   const std::map<std::string, int64_t> layout = {{"dp", dp_size()},
                                                  {"tp", tp_size()},
                                                  {"pp", pp_size()},
@@ -583,6 +616,8 @@ bool Trainer::load_latest_checkpoint() {
   iter_ = st.iter;
   train_data_->set_position(st.data_position);
   default_generator().set_state(st.rng);
+  if (st.loss_scaler) scaler_.set_state(*st.loss_scaler);
+  skipped_iters_ = st.skipped_iters;
   return true;
 }
 

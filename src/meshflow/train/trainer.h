@@ -12,6 +12,7 @@
 #include "meshflow/optim/scheduler.h"
 #include "meshflow/random/generator.h"
 #include "meshflow/train/checkpoint.h"
+#include "meshflow/train/loss_scaler.h"
 
 namespace mf::dist {
 class GradReducer;
@@ -59,6 +60,9 @@ struct TrainOptions {
   // are all-gathered; 2 = also the gradients are reduce-scattered into those slices; 3 = also
   // the parameters are kept as slices and gathered unit by unit (dist/zero_shards.h).
   int64_t zero_stage = 0;
+  // Mixed precision is on when the model's parameters are bf16/f16 (train.amp); fp16 then scales
+  // the loss (loss_scaler.h; `enabled` is set from the model's dtype).
+  LossScalerOptions loss_scaler;
   std::string config_yaml;  // resolved config, written to <output_dir>/config.yaml
 };
 
@@ -82,6 +86,11 @@ struct StepStats {
   int64_t comm_bytes = 0;       // bytes this rank sent in the step's collectives (ring accounting)
   MemoryReport memory;
   double exposed_comm_s = 0;    // gradient reduction time not hidden behind backward
+  // Mixed precision: the loss scale the step ran with (1 without fp16 scaling), whether its
+  // gradients overflowed so that the update was skipped, and the skipped steps so far.
+  double loss_scale = 1;
+  bool skipped = false;
+  int64_t skipped_iters = 0;
 };
 
 struct EvalStats {
@@ -151,6 +160,10 @@ class Trainer {
   const TrainOptions& options() const { return opts_; }
   models::Gpt2Model& model() { return *model_; }
   optim::Optimizer& optimizer() { return *optimizer_; }
+  // Mixed precision (bf16/f16 parameters, f32 master weights in the optimizer).
+  bool mixed_precision() const { return is_half(model_->config().dtype); }
+  const LossScaler& loss_scaler() const { return scaler_; }
+  int64_t skipped_iters() const { return skipped_iters_; }
   // Peak FLOP/s of all ranks together (the MFU denominator).
   double peak_flops() const { return peak_flops_; }
   // Tokens of one optimizer step over all data-parallel ranks (tp ranks share theirs).
@@ -162,8 +175,10 @@ class Trainer {
   double sum_over_pp(double local);
   double mean_over_dp(double local);  // the mean of a per-rank value over the dp group
   MemoryReport memory_report(int64_t peak) const;
-  double clip_gradients();            // the logical gradient norm (before clipping)
-  double clip_shard_gradients();      // the same over ZeRO 2/3's gradient slices
+  // The logical gradient norm (before clipping) of gradients that hold grad_scale x the true ones.
+  double clip_gradients(double grad_scale = 1.0);
+  bool any_rank(bool local);          // true on every rank when `local` is true on one (all ranks)
+  double clip_shard_gradients(double grad_scale);  // the same over ZeRO 2/3's gradient slices
   uint64_t comm_bytes() const;        // bytes sent so far by this rank's groups
   void barrier();
   // Checkpoint entries: "model/<param>" and "optimizer/<param>.<slot>", each this rank's tensor
@@ -191,6 +206,8 @@ class Trainer {
   std::vector<std::unique_ptr<HookBase>> hooks_;
   int64_t iter_ = 0;
   double peak_flops_ = 0;
+  LossScaler scaler_;
+  int64_t skipped_iters_ = 0;
   std::shared_ptr<comm::Communicator> dp_, all_, pp_, world_, embed_;
   PipelineStats pipe_stats_;
   std::unique_ptr<dist::GradReducer> reducer_, replicated_reducer_;
