@@ -191,35 +191,9 @@ double Trainer::clip_shard_gradients() {
   return norm;
 }
 
-namespace {
-// The parameter a state entry belongs to: "<param>" or "<param>.<optimizer slot>".
-const nn::ParamLayout* layout_of(const std::string& name, const std::unordered_map<std::string, nn::ParamLayout>& by_name) {
-  auto it = by_name.find(name);
-  if (it == by_name.end()) {
-    const size_t dot = name.rfind('.');
-    if (dot != std::string::npos) it = by_name.find(name.substr(0, dot));
-  }
-  return it == by_name.end() ? nullptr : &it->second;
-}
-
-std::unordered_map<std::string, nn::ParamLayout> layouts_by_name(const models::Gpt2Model& m) {
-  std::unordered_map<std::string, nn::ParamLayout> r;
-  auto layouts = m.parameter_layouts();
-  auto named = m.named_parameters();
-  for (size_t i = 0; i < named.size(); ++i) r.emplace(named[i].first, layouts[i]);
-  return r;
-}
-}  // namespace
-
 nn::NamedTensors Trainer::map_state(const nn::NamedTensors& state,
                                     const std::function<Tensor(const Tensor&, const nn::ParamLayout&)>& fn) const {
-  auto by_name = layouts_by_name(*model_);
-  nn::NamedTensors out;
-  for (const auto& [name, t] : state) {
-    const nn::ParamLayout* l = layout_of(name, by_name);
-    out.emplace_back(name, l ? fn(t, *l) : t);
-  }
-  return out;
+  return nn::map_param_state(*model_, state, fn);
 }
 
 nn::NamedTensors Trainer::logical_state(const nn::NamedTensors& local) {
@@ -229,9 +203,7 @@ nn::NamedTensors Trainer::logical_state(const nn::NamedTensors& local) {
 }
 
 nn::NamedTensors Trainer::local_state(const nn::NamedTensors& logical) {
-  const nn::TensorParallel& tp = model_->tensor_parallel();
-  if (!tp.enabled()) return logical;
-  return map_state(logical, [&](const Tensor& t, const nn::ParamLayout& l) { return nn::slice_local(t, l, tp); });
+  return nn::slice_local_state(*model_, logical, model_->tensor_parallel());
 }
 
 Tensor Trainer::stage_activation(int64_t rows, int64_t seq_len) const {
