@@ -9,6 +9,8 @@
 // exist on one rank. On one rank every layer is the plain one.
 #pragma once
 #include <memory>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "meshflow/nn/layers.h"
@@ -34,6 +36,10 @@ struct Gpt2Config {
   int64_t ffn() const { return ffn_hidden_size > 0 ? ffn_hidden_size : 4 * hidden_size; }
   void validate() const;  // throws naming the bad field
 };
+
+// The whole model's parameters in Gpt2Model's order: Hugging Face names and logical
+// (checkpoint) shapes — what a weights file for this config must hold.
+std::vector<std::pair<std::string, Shape>> gpt2_parameter_shapes(const Gpt2Config& c);
 
 class Gpt2Block : public nn::Module {
  public:

@@ -56,7 +56,7 @@ void write_checkpoint(const std::string& output_dir, const TrainingState& st, co
     for (size_t i = 0; i + static_cast<size_t>(max_to_keep) < dirs.size(); ++i) fs::remove_all(root / dirs[i]);
 }
 
-std::optional<LoadedCheckpoint> read_latest_checkpoint(const std::string& output_dir) {
+std::optional<std::string> latest_checkpoint_dir(const std::string& output_dir) {
   fs::path root = fs::path(output_dir) / "checkpoints";
   fs::path latest = root / "latest";
   if (!fs::exists(latest)) return std::nullopt;
@@ -64,6 +64,13 @@ std::optional<LoadedCheckpoint> read_latest_checkpoint(const std::string& output
   while (!name.empty() && (name.back() == '\n' || name.back() == ' ')) name.pop_back();
   fs::path dir = root / name;
   MF_CHECK(fs::is_directory(dir), latest.string(), " names '", name, "', which does not exist");
+  return dir.string();
+}
+
+std::optional<LoadedCheckpoint> read_latest_checkpoint(const std::string& output_dir) {
+  std::optional<std::string> latest_dir = latest_checkpoint_dir(output_dir);
+  if (!latest_dir) return std::nullopt;
+  fs::path dir(*latest_dir);
   LoadedCheckpoint out;
   out.dir = dir.string();
   fs::path state_path = dir / "state.json";

@@ -28,5 +28,7 @@ struct LoadedCheckpoint {
 };
 // The checkpoint `latest` points to, or nullopt when there is none; errors name the file.
 std::optional<LoadedCheckpoint> read_latest_checkpoint(const std::string& output_dir);
+// The folder `latest` points to (checked to exist), or nullopt when there is none.
+std::optional<std::string> latest_checkpoint_dir(const std::string& output_dir);
 
 }  // namespace mf::train
