@@ -1,5 +1,6 @@
 // The autograd engine: accumulation, shared inputs, no-grad, freed graphs, grad-ready hooks.
 #include "meshflow/autograd/engine.h"
+#include "meshflow/tensor/allocator.h"
 #include "testing.h"
 
 namespace {
@@ -18,6 +19,32 @@ TEST(Autograd, SharedInputSumsGradients) {
   Tensor y = mf::add(mf::mul(x, x), mf::scale(x, 3.0));  // 2x + 3
   mf::sum(y).backward();
   EXPECT_EQ(to_f64(x.grad()), (std::vector<double>{5, -1}));
+}
+
+// A leaf used by four products gets each gradient added into .grad as it arrives: backward
+// holds one incoming (256, 256) gradient beside .grad, never a running sum as well; the
+// grad-ready hook fires once, after the last.
+TEST(Autograd, LeafUsedManyTimesHoldsOneIncomingGradient) {
+  Tensor w = randn({256, 256}, 1, DType::kF32);
+  w.set_requires_grad(true);
+  w.set_grad(mf::zeros({256, 256}));
+  int fired = 0;
+  w.register_grad_ready_hook([&](const Tensor&) { ++fired; });
+  Tensor x = randn({2, 256}, 2, DType::kF32);
+  Tensor loss;
+  for (int i = 0; i < 4; ++i) {
+    Tensor l = mf::sum(mf::matmul(x, w));
+    loss = loss.defined() ? mf::add(loss, l) : l;
+  }
+  mf::Allocator& a = mf::allocator_for(mf::cpu_device());
+  const int64_t before = a.stats().current_bytes, w_bytes = 256 * 256 * 4;
+  a.reset_peak();
+  loss.backward();
+  EXPECT_LT(a.stats().peak_bytes - before, 2 * w_bytes) << "backward held more than one incoming gradient";
+  EXPECT_EQ(fired, 1);
+  Tensor want = mf::zeros({256, 256});
+  for (int i = 0; i < 4; ++i) mf::add_(want, mf::matmul(mf::transpose(x, 0, 1), mf::ones({2, 256})));
+  EXPECT_EQ(w.grad().to_vector<float>(), want.to_vector<float>());
 }
 
 TEST(Autograd, NoGradRecordsNothing) {

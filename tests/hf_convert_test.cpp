@@ -49,6 +49,9 @@ mf::nn::NamedTensors weights(const Gpt2Config& c, uint64_t seed, DType dt) {
   return out;
 }
 
+// A checkpoint's tensors by name (a checkpoint lists them sorted, not in model order).
+std::map<std::string, Tensor> by_name(const mf::nn::NamedTensors& t) { return {t.begin(), t.end()}; }
+
 std::string bytes_of(const Tensor& t) {
   Tensor c = mf::contiguous(t);
   return std::string(static_cast<const char*>(c.raw_data()), c.nbytes());
@@ -256,10 +259,11 @@ TEST_F(HfConvert, ExportImportRoundTripIsBitIdentical) {
     EXPECT_EQ(ckpt->state.iter, 0);
     EXPECT_TRUE(ckpt->optimizer.empty());
     ASSERT_EQ(ckpt->model.size(), w.size());
-    for (size_t i = 0; i < w.size(); ++i) {
-      EXPECT_EQ(ckpt->model[i].first, w[i].first);
-      EXPECT_EQ(ckpt->model[i].second.dtype(), dt) << w[i].first;
-      EXPECT_TRUE(bytes_of(ckpt->model[i].second) == bytes_of(w[i].second)) << w[i].first << " bytes differ";
+    const auto got = by_name(ckpt->model);
+    for (const auto& [name, t] : w) {
+      ASSERT_TRUE(got.count(name)) << name;
+      EXPECT_EQ(got.at(name).dtype(), dt) << name;
+      EXPECT_TRUE(bytes_of(got.at(name)) == bytes_of(t)) << name << " bytes differ";
     }
     // The converted checkpoint describes itself: exporting it again gives the same files.
     const mf::train::ModelWeights again = mf::train::read_model_weights(back);
@@ -271,7 +275,7 @@ TEST_F(HfConvert, ExportImportRoundTripIsBitIdentical) {
     EXPECT_EQ(mf::read_file(path("hf2_" + tag) + "/config.json"), mf::read_file(hf + "/config.json"));
     // Every spelling of a meshflow checkpoint reads the same tensors.
     const std::string iter_dir = back + "/checkpoints/iter_0000000";
-    for (const std::string& p2 : {iter_dir, iter_dir + "/model.safetensors", run, run + "/"})
+    for (const std::string& p2 : {iter_dir, iter_dir + "/shard_00000.safetensors", run, run + "/"})
       EXPECT_EQ(mf::train::read_model_weights(p2).tensors.size(), w.size()) << p2;
   }
 }
@@ -290,9 +294,10 @@ TEST_F(HfConvert, ImportsAnOriginalStyleFileAndLoadsIntoAModel) {
     mf::train::convert_from_hf(hf, ck);
     auto ckpt = mf::train::read_latest_checkpoint(ck);
     ASSERT_EQ(ckpt->model.size(), w.size());
-    for (size_t i = 0; i < w.size(); ++i) {
-      EXPECT_EQ(ckpt->model[i].first, w[i].first);
-      EXPECT_TRUE(bytes_of(ckpt->model[i].second) == bytes_of(w[i].second)) << w[i].first;
+    const auto got = by_name(ckpt->model);
+    for (const auto& [name, t] : w) {
+      ASSERT_TRUE(got.count(name)) << name;
+      EXPECT_TRUE(bytes_of(got.at(name)) == bytes_of(t)) << name;
     }
     Gpt2Model direct(c), loaded(c);
     loaded.init_weights(99);
@@ -358,8 +363,11 @@ TEST_F(HfConvert, TrainingStartsFromPretrainedWeights) {
   auto ckpt = mf::train::read_latest_checkpoint(path("out"));
   ASSERT_TRUE(ckpt.has_value());
   ASSERT_EQ(ckpt->model.size(), w.size());
-  for (size_t i = 0; i < w.size(); ++i)
-    EXPECT_TRUE(bytes_of(ckpt->model[i].second) == bytes_of(mf::cast(w[i].second, DType::kF32))) << w[i].first;
+  const auto got = by_name(ckpt->model);
+  for (const auto& [name, t] : w) {
+    ASSERT_TRUE(got.count(name)) << name;
+    EXPECT_TRUE(bytes_of(got.at(name)) == bytes_of(mf::cast(t, DType::kF32))) << name;
+  }
 }
 
 TEST_F(HfConvert, BadInputNamesTheFileAndTheTensor) {

@@ -7,7 +7,8 @@
 #     each schedule (gpipe, 1f1b, interleaved_1f1b with 2 chunks per rank), and dp=2 x tp=2 x
 #     pp=2 on 8 ranks (with and without sequence
 #     parallelism), log the losses of one process running the same micro-batches (the pipeline's
-#     micro-batches are the accumulation steps);
+#     micro-batches are the accumulation steps); tp=2 with selective activation checkpointing
+#     logs tp=2's losses exactly;
 #  2. every step's comm_bytes (the gradient all-reduce) scales as 2(N-1)/N: dp=4 sends 1.5x
 #     what dp=2 sends, within 1% (the exact byte count is checked in meshflow_mpi_tests);
 #  2b. ZeRO-1 with dp=4, dp=2 x tp=2 and dp=2 x pp=2 logs the unsharded runs' losses to 1e-6,
@@ -77,6 +78,10 @@ run pp2il 2 2 1 false 2 interleaved_1f1b 2     # 2 chunks of 1 layer per rank
 args+=("train.dist.custom_pipeline_stage_id=[0,0,0,1]")
 run pp2custom 2 2 1 false 2 1f1b               # 3 layers on stage 0, 1 on stage 1
 unset 'args[${#args[@]}-1]'
+args+=(train.activation_checkpoint.enabled=true train.activation_checkpoint.granularity=selective)
+run tp2sel 2 8 2                               # tp=2 recomputing the attention cores
+unset 'args[${#args[@]}-1]'
+unset 'args[${#args[@]}-1]'
 run one_mb2_8 1 2 1 false 1 1f1b 1 8           # 8 layers
 run pp4il 4 2 1 false 4 interleaved_1f1b 2 8   # 2 chunks of 1 layer per rank
 run one_mb4 1 4 1                  # 2 micro-batches of 4
@@ -103,6 +108,11 @@ compare dp1 dp2 dp4 tp2 tp4 dp2tp2 tp2sp tp4sp dp2tp2sp
 compare one_mb2 pp2gpipe pp21f1b pp4gpipe pp41f1b pp2il pp2custom
 compare one_mb2_8 pp4il
 compare one_mb4 dp2tp2pp2 dp2tp2pp2sp
+# Recomputation draws the attention dropout of the same logical heads: tp2's losses, bit for bit.
+if ! skipped tp2sel && ! cmp -s <(field "$work/tp2/metrics.jsonl" loss) <(field "$work/tp2sel/metrics.jsonl" loss); then
+  echo "FAIL: tp2sel (selective recomputation) does not log the losses of tp2:"
+  paste <(field "$work/tp2/metrics.jsonl" loss) <(field "$work/tp2sel/metrics.jsonl" loss); fail=1
+fi
 # ZeRO 1, 2 and 3 (optimizer state; + gradients; + parameters sharded over dp) against the same
 # layouts without it, to 1e-6.
 run z1dp4 4 2 1 false 1 1f1b 1 4 1
@@ -123,8 +133,8 @@ paste <(field "$work/dp2/metrics.jsonl" comm_bytes) <(field "$work/dp4/metrics.j
   awk '{ r = $2 / $1; if (r < 1.5 * 0.99 || r > 1.5 * 1.01) { printf "FAIL: step %d: dp=4 sent %s bytes, dp=2 %s: ratio %.4f, want 1.5\n", NR, $2, $1, r; bad = 1 } }
        END { if (NR != 20) { print "FAIL: comm_bytes missing"; bad = 1 } exit bad }' || fail=1
 
-# A run stopped at step 10 and resumed logs the uninterrupted run's losses: checkpoints gathered
-# to the unsplit layout over tp and pp, ZeRO's optimizer state over dp, sliced again to load.
+# A run stopped at step 10 and resumed logs the uninterrupted run's losses, bit for bit: every
+# rank saves its own pieces (tp boxes, pp stages, ZeRO slices) and reads them back.
 check_resume() {  # name, uninterrupted run, ranks, overrides...
   skipped "$1" && return 0
   local name=$1 straight=$2 np=$3
@@ -140,9 +150,30 @@ check_resume() {  # name, uninterrupted run, ranks, overrides...
 }
 check_resume tp2r tp2 2 train.train_micro_batch_size=8 train.dist.tensor_parallel_size=2
 check_resume pp2r pp21f1b 2 train.train_micro_batch_size=2 train.dist.pipeline_parallel_size=2
-check_resume z1r z1dp4 4 train.train_micro_batch_size=2 train.zero_optimization.enabled=true
+check_resume z1r z1dp2tp2 4 train.train_micro_batch_size=4 train.dist.tensor_parallel_size=2 \
+  train.zero_optimization.enabled=true
 check_resume z3r z3dp2tp2 4 train.train_micro_batch_size=4 train.dist.tensor_parallel_size=2 \
   train.zero_optimization.enabled=true train.zero_optimization.stage=3
+
+# Resharding: a dp=2 x tp=2 x pp=2 ZeRO-1 run stopped at step 10 resumes under tp=1 with dp=4, and
+# under pp=4 (the same global micro-batches of 4 rows, 2 per step); each rank reads only the
+# regions it holds from the 8 ranks' shard files. Steps 11-20 match the uninterrupted run to 1e-6.
+if ! skipped reshard; then
+  z1_3d=(train.train_micro_batch_size=2 train.dist.tensor_parallel_size=2 train.dist.pipeline_parallel_size=2
+         train.zero_optimization.enabled=true)
+  "$mpiexec" --allow-run-as-root --oversubscribe -np 8 "$bin" train "${args[@]}" "${z1_3d[@]}" \
+    "train.output_dir=$work/z1dp2tp2pp2" > "$work/log_z1dp2tp2pp2" 2>&1 &&
+  "$mpiexec" --allow-run-as-root --oversubscribe -np 8 "$bin" train "${args[@]}" "${z1_3d[@]}" train.exit_iter=10 \
+    "train.output_dir=$work/rs" > "$work/log_rs" 2>&1 ||
+    { echo "FAIL: dp2 x tp2 x pp2 ZeRO-1 runs exited non-zero:"; tail -20 "$work/log_rs" "$work/log_z1dp2tp2pp2"; fail=1; }
+  cp -r "$work/rs" "$work/rs_dp4" && cp -r "$work/rs" "$work/rs_pp4"
+  "$mpiexec" --allow-run-as-root --oversubscribe -np 4 "$bin" train "${args[@]}" train.train_micro_batch_size=1 \
+    train.resume=true "train.output_dir=$work/rs_dp4" > "$work/log_rs_dp4" 2>&1 &&
+  "$mpiexec" --allow-run-as-root --oversubscribe -np 4 "$bin" train "${args[@]}" train.train_micro_batch_size=4 \
+    train.dist.pipeline_parallel_size=4 train.resume=true "train.output_dir=$work/rs_pp4" > "$work/log_rs_pp4" 2>&1 ||
+    { echo "FAIL: resharded resumes exited non-zero:"; tail -20 "$work/log_rs_dp4" "$work/log_rs_pp4"; fail=1; }
+  compare -t 1e-6 z1dp2tp2pp2 rs_dp4 rs_pp4
+fi
 
 # A tp=2 x pp=2 (sequence-parallel) run's checkpoint, evaluated on one process: the run's own
 # final validation loss (checkpoints are in the unsplit layout).

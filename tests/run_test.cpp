@@ -47,7 +47,7 @@ class RunTest : public ::testing::Test {
     return c;
   }
   std::string final_weights(const std::string& out) const {
-    return mf::read_file((dir_ / out / "checkpoints" / "iter_0000006" / "model.safetensors").string());
+    return mf::read_file((dir_ / out / "checkpoints" / "iter_0000006" / "shard_00000.safetensors").string());
   }
   std::vector<std::string> loss_lines(const std::string& out) const {
     std::ifstream in(dir_ / out / "metrics.jsonl");

@@ -3,6 +3,7 @@
 #include "meshflow/autograd/engine.h"
 #include "meshflow/autograd/grad_mode.h"
 #include "meshflow/autograd/node.h"
+#include "meshflow/random/batch_slice.h"
 
 namespace mf {
 
@@ -12,6 +13,7 @@ std::vector<Tensor> checkpoint(const CheckpointFn& fn, const std::vector<Tensor>
   MF_CHECK(any_requires_grad(inputs), "checkpoint: no input requires grad, so gradients could not reach the "
            "parameters used inside; pass the activation that enters the block as an input");
   GeneratorState start = g.state();
+  BatchSlice slice = current_batch_slice();
   std::vector<Tensor> saved;
   for (const auto& t : inputs) saved.push_back(t.defined() ? t.detach() : Tensor());
   std::vector<bool> needs;
@@ -22,7 +24,7 @@ std::vector<Tensor> checkpoint(const CheckpointFn& fn, const std::vector<Tensor>
     outs = fn(saved);
   }
   for (auto& o : outs) o = o.detach();  // fresh impls we own (fn may return an input as is)
-  record("checkpoint", inputs, outs, [fn, saved, needs, start, &g](const std::vector<Tensor>& grads) -> std::vector<Tensor> {
+  record("checkpoint", inputs, outs, [fn, saved, needs, start, slice, &g](const std::vector<Tensor>& grads) -> std::vector<Tensor> {
     GeneratorState resume = g.state();
     g.set_state(start);
     std::vector<Tensor> ins;
@@ -34,6 +36,7 @@ std::vector<Tensor> checkpoint(const CheckpointFn& fn, const std::vector<Tensor>
     std::vector<Tensor> re;
     {
       EnableGradGuard eg;
+      BatchSliceGuard bs(slice);
       re = fn(ins);
     }
     g.set_state(resume);

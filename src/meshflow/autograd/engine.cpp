@@ -20,10 +20,16 @@ struct LaterFirst {
   }
 };
 
-void accumulate(std::vector<Tensor>& slots, size_t nslots, uint32_t idx, const Tensor& g) {
-  if (slots.size() < nslots) slots.resize(nslots);
+// Gradients meeting at a node are summed in arrival order; a leaf's go into its .grad as they
+// arrive (AccumulateGrad::accumulate), so no running sum is held beside it.
+void accumulate(Node& node, std::vector<Tensor>& slots, uint32_t idx, Tensor g) {
+  if (node.accumulates_leaf()) {
+    static_cast<AccumulateGrad&>(node).accumulate(std::move(g));
+    return;
+  }
+  if (slots.size() < node.outputs.size()) slots.resize(node.outputs.size());
   Tensor& s = slots.at(idx);
-  s = s.defined() ? add(s, g) : g;
+  s = s.defined() ? add(s, g) : std::move(g);
 }
 
 }  // namespace
@@ -61,7 +67,7 @@ void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& g
   std::unordered_set<Node*> queued;
   for (size_t i = 0; i < roots.size(); ++i) {
     const Edge& e = root_edges[i];
-    accumulate(buffers[e.node.get()], e.node->outputs.size(), e.input_nr, grads[i]);
+    accumulate(*e.node, buffers[e.node.get()], e.input_nr, grads[i]);
     if (deps[e.node.get()] == 0 && queued.insert(e.node.get()).second) ready.push(e.node);
   }
 
@@ -71,8 +77,9 @@ void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& g
     std::vector<Tensor> in = std::move(buffers[n.get()]);
     buffers.erase(n.get());
     in.resize(n->outputs.size());
-    for (size_t i = 0; i < in.size(); ++i)
-      if (!in[i].defined()) in[i] = zeros(n->outputs[i].shape, n->outputs[i].dtype, n->outputs[i].device);
+    if (!n->accumulates_leaf())  // a leaf's gradient is already in its .grad
+      for (size_t i = 0; i < in.size(); ++i)
+        if (!in[i].defined()) in[i] = zeros(n->outputs[i].shape, n->outputs[i].dtype, n->outputs[i].device);
     std::vector<Tensor> out = n->apply(std::move(in));
     if (!retain_graph) n->release();
     MF_CHECK(out.size() == n->next_edges.size() || n->next_edges.empty(), "backward of '", n->name(), "' returned ",
@@ -84,7 +91,7 @@ void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& g
         const OutputMeta& m = e.node->outputs.at(e.input_nr);
         MF_CHECK(out[i].shape() == m.shape, "backward of '", n->name(), "': gradient ", i, " has shape ",
                  shape_str(out[i].shape()), ", expected ", shape_str(m.shape));
-        accumulate(buffers[e.node.get()], e.node->outputs.size(), e.input_nr, out[i]);
+        accumulate(*e.node, buffers[e.node.get()], e.input_nr, std::move(out[i]));
       }
       if (--deps[e.node.get()] == 0) ready.push(e.node);
     }

@@ -20,10 +20,9 @@ std::vector<Tensor> FunctionNode::apply(std::vector<Tensor>&& grads) {
   return fn_(grads);
 }
 
-std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>&& grads) {
+void AccumulateGrad::accumulate(Tensor g) {
   std::shared_ptr<TensorImpl> leaf = leaf_.lock();
-  if (!leaf) return {};
-  const Tensor& g = grads.at(0);
+  if (!leaf) return;
   MF_CHECK(g.shape() == leaf->shape, "AccumulateGrad: gradient ", g.str(), " does not match parameter shape ",
            shape_str(leaf->shape));
   if (!leaf->grad) {
@@ -36,6 +35,12 @@ std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>&& grads) {
     Tensor acc(leaf->grad);
     add_(acc, g);
   }
+}
+
+std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>&& grads) {
+  std::shared_ptr<TensorImpl> leaf = leaf_.lock();
+  if (!leaf) return {};
+  if (!grads.empty() && grads[0].defined()) accumulate(std::move(grads[0]));
   Tensor param(leaf);
   for (auto& hook : leaf->grad_ready_hooks) hook(param);
   return {};

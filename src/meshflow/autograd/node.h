@@ -74,6 +74,11 @@ class FunctionNode final : public Node {
 class AccumulateGrad final : public Node {
  public:
   explicit AccumulateGrad(const std::shared_ptr<TensorImpl>& leaf) : leaf_(leaf) {}
+  // Adds one incoming gradient into .grad (taking `g`'s buffer when nothing else can see it).
+  // The engine calls it as each gradient arrives, so a leaf used several times (a tied
+  // embedding) holds one incoming gradient beside .grad, never a running sum as well.
+  void accumulate(Tensor g);
+  // Accumulates grads[0] if defined, then fires the hooks: the gradient is final for this pass.
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override;
   std::string name() const override { return "AccumulateGrad"; }
   bool accumulates_leaf() const override { return true; }

@@ -54,6 +54,9 @@ train:
     dtype: bf16                 # bf16 | fp16
   activation_checkpoint:
     enabled: false
+    granularity: full           # full: whole blocks (and the loss head's logits) | selective: the attention core
+    start_layer: 0              # checkpointed blocks: [start_layer, end_layer) of the whole model
+    end_layer: -1               # -1 = model.num_layers; the first N layers: end_layer=N
   zero_optimization:
     enabled: false
     stage: 1                    # sharded over data parallelism: 1 optimizer state, 2 + gradients, 3 + parameters

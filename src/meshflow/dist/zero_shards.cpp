@@ -36,6 +36,18 @@ struct ZeroShards::State {
   std::vector<nn::ParamUnit> units;
   std::vector<std::vector<int>> unit_groups;  // per unit (position in `units`): the groups it uses
   bool armed = false;
+  int64_t buffer_bytes = 0, buffer_peak = 0;  // pack and gather buffers alive now / at most
+
+  void hold(Tensor& slot, Tensor t) {
+    drop(slot);
+    slot = std::move(t);
+    buffer_bytes += static_cast<int64_t>(slot.nbytes());
+    buffer_peak = std::max(buffer_peak, buffer_bytes);
+  }
+  void drop(Tensor& slot) {
+    if (slot.defined()) buffer_bytes -= static_cast<int64_t>(slot.nbytes());
+    slot = Tensor();
+  }
 
   int64_t numel(size_t k) const { return params[k].numel(); }
   int64_t slice_start(size_t k, int q) const { return split_start(numel(k), n, q); }
@@ -52,7 +64,7 @@ struct ZeroShards::State {
   void prefetch(int g) {
     Group& G = groups[static_cast<size_t>(g)];
     if (G.resident || G.gather_work) return;
-    G.gather_buf = empty({static_cast<int64_t>(n) * G.seg}, G.param_seg.dtype());
+    hold(G.gather_buf, empty({static_cast<int64_t>(n) * G.seg}, G.param_seg.dtype()));
     G.gather_work = opts.dp->all_gather(G.param_seg, G.gather_buf);
   }
 
@@ -71,7 +83,7 @@ struct ZeroShards::State {
         copy_(dst, narrow(G.gather_buf, 0, q * G.seg + G.off[static_cast<size_t>(q)][i], slice_size(k, q)));
       }
     }
-    G.gather_buf = Tensor();
+    drop(G.gather_buf);
     G.gather_work.reset();
     G.resident = true;
   }
@@ -81,7 +93,7 @@ struct ZeroShards::State {
     if (G.gather_work) {  // a prefetch nobody used
       G.gather_work->wait();
       G.gather_work.reset();
-      G.gather_buf = Tensor();
+      drop(G.gather_buf);
     }
     if (!G.resident) return;
     for (size_t k : G.params) params[k].impl()->storage->release();
@@ -101,14 +113,14 @@ struct ZeroShards::State {
   // ---- gradients
   void poll() {
     for (Group& G : groups)
-      if (G.reduce_work && G.pack_buf.defined() && G.reduce_work->is_completed()) G.pack_buf = Tensor();
+      if (G.reduce_work && G.pack_buf.defined() && G.reduce_work->is_completed()) drop(G.pack_buf);
   }
 
   void fill(size_t k) {
     NoGradGuard ng;
     Group& G = groups[static_cast<size_t>(group_of[k])];
     const size_t i = static_cast<size_t>(index_of[k]);
-    if (!G.pack_buf.defined()) G.pack_buf = zeros({static_cast<int64_t>(n) * G.seg}, G.grad_seg.dtype());
+    if (!G.pack_buf.defined()) hold(G.pack_buf, zeros({static_cast<int64_t>(n) * G.seg}, G.grad_seg.dtype()));
     Tensor g = params[k].grad();
     if (g.defined()) {
       Tensor whole = flat(contiguous(g));
@@ -262,7 +274,7 @@ void ZeroShards::prepare() {
   for (auto& G : s.groups) {
     G.pending = static_cast<int64_t>(G.params.size());
     G.reduce_work.reset();
-    G.pack_buf = Tensor();
+    s.drop(G.pack_buf);
   }
 }
 
@@ -274,7 +286,7 @@ void ZeroShards::finish() {
   for (auto& G : s.groups) {
     G.reduce_work->wait();
     G.reduce_work.reset();
-    G.pack_buf = Tensor();
+    s.drop(G.pack_buf);
     if (s.opts.tp && s.opts.tp->size() > 1 && G.rep_end > G.rep_begin) {
       Tensor tail = narrow(G.grad_seg, 0, G.rep_begin, G.rep_end - G.rep_begin);
       s.opts.tp->all_reduce(tail)->wait();
@@ -305,28 +317,15 @@ Tensor ZeroShards::leave(int64_t unit, const Tensor& out) {
   return alias;
 }
 
-void ZeroShards::gather_all() {
-  if (state_->opts.stage != 3) return;
-  for (int g = 0; g < num_groups(); ++g) state_->gather(g);
-}
-
 void ZeroShards::release_all() {
   if (state_->opts.stage != 3) return;
   for (int g = 0; g < num_groups(); ++g) state_->release(g);
 }
 
-void ZeroShards::load_params() {
-  State& s = *state_;
-  if (s.opts.stage != 3) return;
-  NoGradGuard ng;
-  for (size_t k = 0; k < s.params.size(); ++k) {
-    MF_CHECK(s.params[k].impl()->storage->resident(), "ZeRO-3: load_params needs parameter ", k, " gathered");
-    Tensor dst = shard(k);
-    copy_(dst, narrow(s.flat(s.params[k]), 0, s.slice_start(k, s.r), s.slice_size(k, s.r)));
-  }
-}
-
 int ZeroShards::num_groups() const { return static_cast<int>(state_->groups.size()); }
+
+int64_t ZeroShards::buffer_peak_bytes() const { return state_->buffer_peak; }
+void ZeroShards::reset_buffer_peak() { state_->buffer_peak = state_->buffer_bytes; }
 
 int64_t ZeroShards::grad_segment_bytes() const {
   int64_t b = 0;

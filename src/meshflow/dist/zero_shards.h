@@ -70,15 +70,16 @@ class ZeroShards final : public nn::ParamUseHooks {
   void enter(int64_t unit) override;
   Tensor leave(int64_t unit, const Tensor& out) override;
 
-  // Stage 3 (no-ops at stage 2): every parameter gathered (e.g. to save it) / released;
-  // load_params() takes the shards from the gathered parameters after they were written.
-  void gather_all();
+  // Stage 3 (a no-op at stage 2): every parameter released.
   void release_all();
-  void load_params();
 
   int num_groups() const;
   // This rank's persistent gradient segments (bytes): the reduced gradient slices.
   int64_t grad_segment_bytes() const;
+  // The most bytes of communication buffers (reduce-scatter packs, all-gather targets) alive at
+  // once since reset_buffer_peak().
+  int64_t buffer_peak_bytes() const;
+  void reset_buffer_peak();
 
  private:
   struct State;

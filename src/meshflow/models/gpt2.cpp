@@ -1,5 +1,6 @@
 #include "meshflow/models/gpt2.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "meshflow/autograd/checkpoint.h"
@@ -11,6 +12,17 @@
 
 namespace mf::models {
 
+CheckpointGranularity parse_checkpoint_granularity(const std::string& name) {
+  if (name == "full") return CheckpointGranularity::kFull;
+  if (name == "selective") return CheckpointGranularity::kSelective;
+  MF_THROW("train.activation_checkpoint.granularity '", name, "' is not one of full, selective");
+}
+
+bool Gpt2Config::checkpointed(int64_t layer) const {
+  const int64_t end = checkpoint_end_layer < 0 ? num_layers : checkpoint_end_layer;
+  return activation_checkpointing && layer >= checkpoint_start_layer && layer < end;
+}
+
 void Gpt2Config::validate() const {
   MF_CHECK(vocab_size > 0 && max_seq_length > 0 && hidden_size > 0 && num_layers > 0 && num_attention_heads > 0,
            "gpt2: model sizes must be positive (vocab_size ", vocab_size, ", max_seq_length ", max_seq_length,
@@ -19,6 +31,13 @@ void Gpt2Config::validate() const {
            " is not divisible by model.num_attention_heads ", num_attention_heads);
   for (double p : {embedding_dropout_prob, attention_dropout_prob, output_dropout_prob})
     MF_CHECK(p >= 0.0 && p < 1.0, "gpt2: dropout probabilities must be in [0, 1), got ", p);
+  MF_CHECK(checkpoint_start_layer >= 0 && checkpoint_start_layer < num_layers,
+           "gpt2: train.activation_checkpoint.start_layer ", checkpoint_start_layer, " must be in [0, model.num_layers = ",
+           num_layers, ")");
+  MF_CHECK(checkpoint_end_layer == -1 || (checkpoint_end_layer > checkpoint_start_layer && checkpoint_end_layer <= num_layers),
+           "gpt2: train.activation_checkpoint.end_layer ", checkpoint_end_layer, " must be -1 (model.num_layers) or in (",
+           "start_layer = ", checkpoint_start_layer, ", model.num_layers = ", num_layers, "]");
+  MF_CHECK(head_chunk_elements > 0, "gpt2: head_chunk_elements ", head_chunk_elements, " must be positive");
 }
 
 std::vector<std::pair<std::string, Shape>> gpt2_parameter_shapes(const Gpt2Config& c) {
@@ -67,7 +86,7 @@ Tensor seq_dropout(const Tensor& x, double p, int64_t seq_len, const nn::TensorP
 }
 }  // namespace
 
-Tensor Gpt2Block::forward(const Tensor& x, int64_t seq_len) const {
+Tensor Gpt2Block::forward(const Tensor& x, int64_t seq_len, bool recompute_attention) const {
   // x (B, T, C); sequence parallel: (B, T / tp, C), this rank's positions of seq_len.
   // Under tensor parallelism this rank computes heads [h0, h0 + H) of the logical num_attention_heads.
   const int64_t T = sequence_parallel(tp_) ? seq_len : x.shape(1);
@@ -75,14 +94,19 @@ Tensor Gpt2Block::forward(const Tensor& x, int64_t seq_len) const {
   const int64_t H = c_.num_attention_heads / tp_.size(), h0 = tp_.rank() * H;
   double p_out = training() ? c_.output_dropout_prob : 0.0;
   Tensor qkv = c_attn_->forward(ln_1_->forward(x), T);  // (B, T, 3 H D) = (B, T, 3, H, D)
-  Tensor qkv5 = view(qkv, {B, T, 3, H, D});
-  auto head_view = [&](int64_t i) { return permute(squeeze(narrow(qkv5, 2, i, 1), 2), {0, 2, 1, 3}); };  // (B,H,T,D)
   AttentionOptions opts;
   opts.causal = true;
   opts.dropout_p = training() ? c_.attention_dropout_prob : 0.0;
   opts.logical_heads = c_.num_attention_heads;
   opts.head_offset = h0;
-  Tensor y = scaled_dot_product_attention(head_view(0), head_view(1), head_view(2), opts);  // (B, H, T, D)
+  // The attention core: qkv (B, T, 3 H D) -> (B, H, T, D). Its dropout takes the next stream of
+  // the default generator and reads the batch slice, both of which checkpoint() replays.
+  auto core = [B, T, H, D, opts](const std::vector<Tensor>& in) {
+    Tensor qkv5 = view(in[0], {B, T, 3, H, D});
+    auto head_view = [&](int64_t i) { return permute(squeeze(narrow(qkv5, 2, i, 1), 2), {0, 2, 1, 3}); };  // (B,H,T,D)
+    return std::vector<Tensor>{scaled_dot_product_attention(head_view(0), head_view(1), head_view(2), opts)};
+  };
+  Tensor y = recompute_attention && qkv.requires_grad() ? checkpoint(core, {qkv})[0] : core({qkv})[0];  // (B, H, T, D)
   y = reshape(transpose(y, 1, 2), {B, T, H * D});  // a view: the output is stored (B, T, H, D)
   Tensor h = add(x, seq_dropout(attn_proj_->forward(y, T), p_out, T, tp_));
   Tensor m = mlp_proj_->forward(gelu(c_fc_->forward(ln_2_->forward(h), T), true), T);
@@ -204,11 +228,12 @@ Tensor Gpt2Model::stage_forward(const Tensor& input, uint64_t stream0, int64_t T
     use_stream(1 + kStreamsPerBlock * static_cast<uint64_t>(layer));
     const auto& blk = blocks_[static_cast<size_t>(offset + layer - layer0)];
     enter(1 + layer);
-    if (c_.activation_checkpointing && training() && grad_enabled()) {
+    const bool recompute = c_.checkpointed(layer) && training() && grad_enabled();
+    if (recompute && c_.checkpoint_granularity == CheckpointGranularity::kFull) {
       auto b = blk;
       x = checkpoint([b, T](const std::vector<Tensor>& in) { return std::vector<Tensor>{b->forward(in[0], T)}; }, {x})[0];
     } else {
-      x = blk->forward(x, T);
+      x = blk->forward(x, T, recompute);
     }
     x = leave(1 + layer, x);
   }
@@ -228,14 +253,60 @@ Tensor Gpt2Model::hidden(const Tensor& ids) const {
 
 Tensor Gpt2Model::logits(const Tensor& ids) const { return leave(head_unit(), linear(hidden(ids), wte_->weight)); }
 
+namespace {
+// h (n, C), w (V / tp, C), labels (n) -> the mean cross-entropy over this piece's labels != -100.
+Tensor head_piece_loss(const Tensor& h, const Tensor& w, const Tensor& labels, int64_t vocab_size,
+                       const nn::TensorParallel& tp) {
+  Tensor lg = linear(h, w);  // (n, V / tp)
+  if (!tp.enabled()) return cross_entropy(lg, labels);
+  return dist::vocab_parallel_cross_entropy(lg, labels, vocab_size, *tp.comm);
+}
+}  // namespace
+
 Tensor Gpt2Model::head_loss(const Tensor& hidden, const Tensor& labels) const {
   MF_CHECK(stage_.last, "gpt2: the loss is computed on the last pipeline stage");
   MF_CHECK(hidden.ndim() == 3 && labels.shape() == Shape({hidden.shape(0), hidden.shape(1)}), "gpt2: labels ",
            labels.str(), " must be (batch, seq) of the hidden state ", hidden.str());
-  Tensor lg = linear(hidden, wte_->weight);  // (B, T, V / tp)
-  Tensor flat = reshape(lg, {-1, lg.shape(-1)});
-  if (!tp_.enabled()) return leave(head_unit(), cross_entropy(flat, reshape(labels, {-1})));
-  return leave(head_unit(), dist::vocab_parallel_cross_entropy(flat, reshape(labels, {-1}), c_.vocab_size, *tp_.comm));
+  const Tensor& w = wte_->weight;  // (V / tp, C)
+  Tensor flat = reshape(hidden, {-1, hidden.shape(2)});                        // (N, C)
+  Tensor tgt = contiguous(cast(reshape(labels, {-1}), DType::kI64).detach());  // (N)
+  // Every tp rank must cut the same chunks (each chunk's loss is a collective): rows from the
+  // largest shard of the vocabulary, not this rank's.
+  const int64_t shard = (c_.vocab_size + tp_.size() - 1) / tp_.size();
+  const int64_t N = flat.shape(0), rows = std::max<int64_t>(1, c_.head_chunk_elements / shard);
+  // Full checkpointing recomputes each chunk's logits in backward: the head then holds one
+  // chunk's logits and their gradient at a time instead of (N, V) twice, the largest activation
+  // of a GPT-2 step. The weight is an input, not captured, so its chunks' gradients reach its
+  // .grad through the caller's graph in the same order as without recomputation (and its
+  // grad-ready hooks fire once).
+  const bool recompute = c_.activation_checkpointing && c_.checkpoint_granularity == CheckpointGranularity::kFull &&
+                         training() && grad_enabled() && w.requires_grad();
+  const int64_t V = c_.vocab_size;
+  const nn::TensorParallel tp = tp_;
+  auto piece_loss = [&](const Tensor& h, const Tensor& t) {
+    if (!recompute) return head_piece_loss(h, w, t, V, tp);
+    auto fn = [t, V, tp](const std::vector<Tensor>& in) {
+      return std::vector<Tensor>{head_piece_loss(in[0], in[1], t, V, tp)};
+    };
+    return checkpoint(fn, {h, w})[0];
+  };
+  if (rows >= N) return leave(head_unit(), piece_loss(flat, tgt));
+  // Chunks of rows: the mean over all valid labels is the sum of each chunk's mean weighted by
+  // its share of them.
+  const int64_t* lp = tgt.data<int64_t>();
+  int64_t valid = 0;
+  for (int64_t i = 0; i < N; ++i) valid += lp[i] != -100;
+  Tensor total;
+  for (int64_t r0 = 0; r0 < N; r0 += rows) {
+    const int64_t n = std::min(rows, N - r0);
+    int64_t chunk_valid = 0;
+    for (int64_t i = r0; i < r0 + n; ++i) chunk_valid += lp[i] != -100;
+    if (chunk_valid == 0) continue;
+    Tensor l = scale(piece_loss(narrow(flat, 0, r0, n), narrow(tgt, 0, r0, n)),
+                     static_cast<double>(chunk_valid) / static_cast<double>(valid));
+    total = total.defined() ? add(total, l) : l;
+  }
+  return leave(head_unit(), total.defined() ? total : scale(piece_loss(narrow(flat, 0, 0, 1), narrow(tgt, 0, 0, 1)), 0.0));
 }
 
 std::vector<nn::ParamUnit> Gpt2Model::parameter_units() const {

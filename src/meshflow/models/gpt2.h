@@ -19,6 +19,13 @@
 
 namespace mf::models {
 
+// Activation checkpointing granularity (train.activation_checkpoint.granularity). kFull recomputes
+// whole blocks (and the loss head's logits); kSelective only each block's attention core, from
+// q, k, v to the attention output (Megatron-LM's --recompute-granularity selective).
+enum class CheckpointGranularity { kFull, kSelective };
+// "full" or "selective"; throws naming the config key and the allowed values.
+CheckpointGranularity parse_checkpoint_granularity(const std::string& name);
+
 struct Gpt2Config {
   int64_t vocab_size = 50257;
   int64_t max_seq_length = 1024;  // n_positions
@@ -31,10 +38,20 @@ struct Gpt2Config {
   double output_dropout_prob = 0.1;
   double layernorm_epsilon = 1e-5;
   double initializer_range = 0.02;
+  // Activation checkpointing: blocks [checkpoint_start_layer, checkpoint_end_layer) of the whole
+  // model (end -1: num_layers) recompute in backward what `checkpoint_granularity` says.
   bool activation_checkpointing = false;
+  CheckpointGranularity checkpoint_granularity = CheckpointGranularity::kFull;
+  int64_t checkpoint_start_layer = 0;
+  int64_t checkpoint_end_layer = -1;
+  // The loss head computes logits (rows x vocabulary) in chunks of at most this many elements
+  // (at least one row each), so with full checkpointing the whole (B T, V) logits never exist.
+  int64_t head_chunk_elements = int64_t{1} << 24;
   DType dtype = DType::kF32;  // parameter and compute dtype (f64 serves exactness tests)
   int64_t ffn() const { return ffn_hidden_size > 0 ? ffn_hidden_size : 4 * hidden_size; }
   void validate() const;  // throws naming the bad field
+  // Whether block `layer` (a whole-model index) is checkpointed.
+  bool checkpointed(int64_t layer) const;
 };
 
 // The whole model's parameters in Gpt2Model's order: Hugging Face names and logical
@@ -45,8 +62,9 @@ class Gpt2Block : public nn::Module {
  public:
   Gpt2Block(const Gpt2Config& c, const nn::TensorParallel& tp);
   // (B, T, C) -> (B, T, C), B on tp; sequence parallel: (B, T / tp, C) S(1) pieces of a
-  // sequence of seq_len.
-  Tensor forward(const Tensor& x, int64_t seq_len = 0) const;
+  // sequence of seq_len. recompute_attention: checkpoint the attention core (selective
+  // checkpointing) when grad mode is on.
+  Tensor forward(const Tensor& x, int64_t seq_len = 0, bool recompute_attention = false) const;
 
  private:
   Gpt2Config c_;
@@ -100,7 +118,9 @@ class Gpt2Model : public nn::Module {
   // `chunk`: which of this rank's chunks (interleaved pipelines); the embeddings run before
   // chunk 0 on the first stage, the head's ln_f after the last chunk on the last stage.
   Tensor stage_forward(const Tensor& input, uint64_t stream0, int64_t seq_len, int64_t chunk = 0) const;
-  // Last stage: the loss of the final hidden state (B, T, C) against labels (B, T).
+  // Last stage: the loss of the final hidden state (B, T, C) against labels (B, T). Logits are
+  // computed for chunks of rows (Gpt2Config::head_chunk_elements), each recomputed in backward
+  // under full activation checkpointing.
   Tensor head_loss(const Tensor& hidden, const Tensor& labels) const;
   uint64_t streams_per_forward() const { return 1 + kStreamsPerBlock * static_cast<uint64_t>(c_.num_layers); }
   const Gpt2Stage& stage() const { return stage_; }

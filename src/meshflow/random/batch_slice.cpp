@@ -29,6 +29,12 @@ BatchSliceGuard::BatchSliceGuard(int64_t start, int64_t logical_rows) : saved_(g
   g_slice = BatchSlice{start, logical_rows};
 }
 
+BatchSliceGuard::BatchSliceGuard(const BatchSlice& slice) : saved_(g_slice) {
+  MF_CHECK(!slice.active() || (slice.start >= 0 && slice.start < slice.logical_rows), "BatchSliceGuard: start ",
+           slice.start, " must be in [0, logical_rows = ", slice.logical_rows, ")");
+  g_slice = slice;
+}
+
 BatchSliceGuard::~BatchSliceGuard() { g_slice = saved_; }
 
 }  // namespace mf

@@ -30,6 +30,9 @@ class BatchSliceGuard {
  public:
   // Throws unless 0 <= start and start < logical_rows.
   BatchSliceGuard(int64_t start, int64_t logical_rows);
+  // Installs `slice` as it is, inactive included: replays a slice captured earlier (recomputation
+  // in backward must draw what the forward drew, whatever guard is live then).
+  explicit BatchSliceGuard(const BatchSlice& slice);
   ~BatchSliceGuard();
   BatchSliceGuard(const BatchSliceGuard&) = delete;
   BatchSliceGuard& operator=(const BatchSliceGuard&) = delete;

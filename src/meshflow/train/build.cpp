@@ -29,6 +29,9 @@ models::Gpt2Config gpt2_config(const Config& c, int64_t tokenizer_vocab_size) {
   g.layernorm_epsilon = c.get_float("model.layernorm_epsilon");
   g.initializer_range = c.get_float("model.initializer_range");
   g.activation_checkpointing = c.get_bool("train.activation_checkpoint.enabled");
+  g.checkpoint_granularity = models::parse_checkpoint_granularity(c.get_string("train.activation_checkpoint.granularity"));
+  g.checkpoint_start_layer = c.get_int("train.activation_checkpoint.start_layer");
+  g.checkpoint_end_layer = c.get_int("train.activation_checkpoint.end_layer");
   g.validate();
   return g;
 }

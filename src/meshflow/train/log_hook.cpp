@@ -28,8 +28,9 @@ void LoggingHook::after_step(Trainer& t, const StepStats& s) {
     const MemoryReport& m = s.memory;
     if (bar_->enabled()) std::fputc('\n', out_);
     std::fprintf(out_, "memory (rank 0): parameters %.3f GB | gradients %.3f GB | optimizer state %.3f GB | "
-                 "activations and workspace (peak) %.3f GB | peak %.3f GB\n",
-                 m.parameters / 1e9, m.gradients / 1e9, m.optimizer_state / 1e9, m.activations / 1e9, m.peak / 1e9);
+                 "activations and workspace (peak) %.3f GB, of which communication buffers %.3f GB | peak %.3f GB\n",
+                 m.parameters / 1e9, m.gradients / 1e9, m.optimizer_state / 1e9, m.activations / 1e9,
+                 m.comm_buffers / 1e9, m.peak / 1e9);
   }
   loss_sum_ += s.loss;
   time_sum_ += s.step_seconds;
@@ -61,6 +62,7 @@ void LoggingHook::after_step(Trainer& t, const StepStats& s) {
   fields["mem_gradients"] = s.memory.gradients;
   fields["mem_optimizer_state"] = s.memory.optimizer_state;
   fields["mem_activations"] = s.memory.activations;
+  fields["mem_comm_buffers"] = s.memory.comm_buffers;
   if (t.dp_size() * t.tp_size() > 1) {  // the last step's gradient reduction: bytes sent, time not hidden by backward
     fields["comm_bytes"] = s.comm_bytes;
     fields["exposed_comm_time"] = s.exposed_comm_s;

@@ -60,9 +60,14 @@ const Tensor* find_tensor(const nn::NamedTensors& t, const std::string& name, in
   return nullptr;
 }
 
-// A meshflow checkpoint's weights: sizes from the tensors; heads, epsilon and dropout from the
-// run's config.yaml when it is there.
-ModelWeights meshflow_weights(nn::NamedTensors tensors, const std::string& source, const fs::path& config_yaml) {
+// A meshflow checkpoint's model tensors (verified, read whole, stored dtypes): sizes from the
+// tensors; heads, epsilon and dropout from the run's config.yaml when it is there.
+ModelWeights meshflow_weights(const CheckpointReader& reader, const fs::path& config_yaml) {
+  reader.verify(nullptr);
+  nn::NamedTensors tensors;
+  for (const std::string& n : reader.names())
+    if (n.rfind("model/", 0) == 0) tensors.emplace_back(n.substr(6), reader.read_whole(n));
+  const std::string source = reader.dir();
   ModelWeights w;
   w.source = source;
   w.config_source = config_yaml.string();
@@ -156,27 +161,18 @@ fs::path normal_path(const std::string& path) {
 ModelWeights read_model_weights(const std::string& path) {
   MF_CHECK(!path.empty(), "no weights path given");
   MF_CHECK(fs::exists(path), path, ": no such file or directory");
-  const fs::path p = normal_path(path);
+  fs::path p = normal_path(path);
+  if (!fs::is_directory(p) && fs::exists(p.parent_path() / "metadata.json")) p = p.parent_path();  // a shard file
   if (fs::is_directory(p)) {
-    if (auto latest = latest_checkpoint_dir(p.string())) {  // a run or a conversion: its model, not its optimizer
-      const std::string file = *latest + "/model.safetensors";
-      return meshflow_weights(io::load_safetensors(file).tensors, file, p / "config.yaml");
-    }
-    if (fs::is_regular_file(p / "state.json") && fs::is_regular_file(p / "model.safetensors"))  // an iter_N folder
-      return meshflow_weights(io::load_safetensors((p / "model.safetensors").string()).tensors,
-                              (p / "model.safetensors").string(), p.parent_path().parent_path() / "config.yaml");
+    if (auto reader = CheckpointReader::open_latest(p.string()))  // a run's or a conversion's output folder
+      return meshflow_weights(*reader, p / "config.yaml");
+    if (fs::exists(p / "metadata.json"))  // one checkpoints/iter_N folder
+      return meshflow_weights(CheckpointReader(p.string()), p.parent_path().parent_path() / "config.yaml");
     MF_CHECK(fs::exists(p / "config.json") || fs::exists(p / "model.safetensors"), path,
              ": neither a Hugging Face model (config.json + model.safetensors) nor a meshflow checkpoint "
-             "(checkpoints/latest, or model.safetensors + state.json)");
-    return hf_weights(path);
+             "(checkpoints/latest, or an iter_N folder with metadata.json)");
   }
-  if (!fs::exists(p.parent_path() / "config.json")) {  // a checkpoint's model.safetensors?
-    io::SafetensorsFile f = io::load_safetensors(path);
-    auto it = f.metadata.find("format");
-    if (it != f.metadata.end() && it->second == "meshflow")
-      return meshflow_weights(std::move(f.tensors), path, p.parent_path().parent_path().parent_path() / "config.yaml");
-  }
-  return hf_weights(path);  // needs config.json beside the file
+  return hf_weights(path);  // needs config.json beside the weights
 }
 
 std::string load_model_weights(models::Gpt2Model& m, const ModelWeights& w) {
@@ -215,8 +211,11 @@ std::string convert_from_hf(const std::string& hf_path, const std::string& out_d
   fs::create_directories(out);
   // The sizes first, the checkpoint (whose `latest` pointer is written last) after: an
   // interrupted conversion leaves no loadable checkpoint rather than one without its sizes.
-  write_file_atomic((out / "config.yaml").string(), checkpoint_config_yaml(w.config, w.source));
-  write_checkpoint(out_dir, TrainingState{}, w.tensors, {}, 0);
+  const std::string yaml = checkpoint_config_yaml(w.config, w.source);
+  write_file_atomic((out / "config.yaml").string(), yaml);
+  std::vector<ShardPiece> pieces;  // whole tensors, one process; the sizes in metadata.json too
+  for (const auto& [name, t] : w.tensors) pieces.push_back({"model/" + name, t, t.shape(), TensorRegion::whole(t.shape())});
+  write_checkpoint_shards(nullptr, out_dir, TrainingState{}, yaml, {}, pieces, 0);
   return detail::cat("wrote ", (out / "checkpoints" / "iter_0000000").string(), ": ", w.tensors.size(), " tensors (",
                      dtypes_str(w.tensors), "), ", model_str(w.config), "; sizes in ", (out / "config.yaml").string());
 }

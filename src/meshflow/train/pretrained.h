@@ -4,8 +4,8 @@
 //  - Hugging Face GPT-2: a folder with config.json and model.safetensors (or sharded, with
 //    model.safetensors.index.json), or the .safetensors file with config.json beside it;
 //  - a meshflow checkpoint: a run's (or `meshflow convert`'s) output folder — its
-//    checkpoints/latest — one checkpoints/iter_N folder, or its model.safetensors; the sizes
-//    come from the run's config.yaml when it is there.
+//    checkpoints/latest — or one checkpoints/iter_N folder (or a shard file in it); the heads,
+//    epsilon and dropout come from the run's config.yaml when it is there.
 // Either way the tensors are the whole model in the unsplit (Hugging Face) layout, so any
 // tensor/pipeline layout loads them: each rank takes its stage's tensors by name and slices
 // its tensor-parallel pieces.
@@ -39,9 +39,10 @@ ModelWeights read_model_weights(const std::string& path);
 std::string load_model_weights(models::Gpt2Model& m, const ModelWeights& w);
 
 // `meshflow convert --from-hf`: a Hugging Face GPT-2 into a weights-only meshflow checkpoint
-// in `out_dir`: checkpoints/iter_0000000/model.safetensors (dtypes kept bit for bit), an empty
-// optimizer state, checkpoints/latest, and config.yaml with the model sizes. Refuses an
-// `out_dir` that already holds a run or checkpoint. Returns a one-line summary.
+// in `out_dir`: config.yaml with the model sizes, then checkpoints/iter_0000000 (the model
+// tensors whole, dtypes kept bit for bit, no optimizer state; metadata.json holding the same
+// config) and checkpoints/latest. Refuses an `out_dir` that already holds a run or checkpoint.
+// Returns a one-line summary.
 std::string convert_from_hf(const std::string& hf_path, const std::string& out_dir);
 // `meshflow convert --to-hf`: a meshflow checkpoint (run folder, convert output or iter_N
 // folder; needs the run's config.yaml for the heads) into `out_dir`/model.safetensors (HF

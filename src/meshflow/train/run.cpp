@@ -1,6 +1,7 @@
 #include "meshflow/train/run.h"
 
 #include <cmath>
+#include <filesystem>
 #include <limits>
 #include <unordered_map>
 
@@ -119,7 +120,8 @@ RunSummary run_training(const Config& c, std::FILE* out, const comm::CommPtr& wo
   // model.pretrained replaces the random initialisation, on every rank before the trainer takes
   // the parameters (ZeRO slices them); a run resuming from its own checkpoint does not need it.
   const std::string pretrained = c.get_string("model.pretrained");
-  const bool resuming = opts.resume && latest_checkpoint_dir(opts.output_dir).has_value();
+  const bool resuming =
+      opts.resume && std::filesystem::exists(std::filesystem::path(opts.output_dir) / "checkpoints" / "latest");
   if (!pretrained.empty() && !resuming) {
     std::string loaded;
     try {

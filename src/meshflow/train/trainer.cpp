@@ -191,21 +191,6 @@ double Trainer::clip_shard_gradients() {
   return norm;
 }
 
-nn::NamedTensors Trainer::map_state(const nn::NamedTensors& state,
-                                    const std::function<Tensor(const Tensor&, const nn::ParamLayout&)>& fn) const {
-  return nn::map_param_state(*model_, state, fn);
-}
-
-nn::NamedTensors Trainer::logical_state(const nn::NamedTensors& local) {
-  const nn::TensorParallel& tp = model_->tensor_parallel();
-  if (!tp.enabled()) return local;
-  return map_state(local, [&](const Tensor& t, const nn::ParamLayout& l) { return nn::gather_logical(t, l, tp); });
-}
-
-nn::NamedTensors Trainer::local_state(const nn::NamedTensors& logical) {
-  return nn::slice_local_state(*model_, logical, model_->tensor_parallel());
-}
-
 Tensor Trainer::stage_activation(int64_t rows, int64_t seq_len) const {
   const nn::TensorParallel& tp = model_->tensor_parallel();
   const int64_t t = tp.enabled() && tp.sequence_parallel ? dist::split_size(seq_len, tp.size(), tp.rank()) : seq_len;
@@ -243,28 +228,6 @@ void Trainer::zero_step() {
   }
 }
 
-nn::NamedTensors Trainer::zero_gather(const nn::NamedTensors& state) {
-  if (zero_.empty()) return state;
-  const nn::TensorParallel& tp = model_->tensor_parallel();
-  return map_state(state, [&](const Tensor& t, const nn::ParamLayout& l) {
-    const Shape shape = l.local_shape(tp.size(), tp.rank());  // the parameter's local piece
-    return reshape(dist::box_axis(contiguous(t), dist::Sbp::split(0), dist::Sbp::broadcast(), {shape_numel(shape)}, *dp_),
-                   shape);
-  });
-}
-
-nn::NamedTensors Trainer::zero_slice(const nn::NamedTensors& state) {
-  if (zero_.empty()) return state;
-  nn::NamedTensors out;
-  const int n = dp_->size(), r = dp_->rank();
-  for (const auto& [name, t] : state) {
-    const int64_t numel = t.numel();
-    out.emplace_back(name, contiguous(narrow(reshape(contiguous(t), {numel}), 0, dist::split_start(numel, n, r),
-                                             dist::split_size(numel, n, r))));
-  }
-  return out;
-}
-
 MemoryReport Trainer::memory_report(int64_t peak) const {
   // Each buffer counted once, by what first names it: parameters (the model's, and ZeRO's
   // slices), then gradients, then optimizer state; released ZeRO-3 parameters count 0.
@@ -284,6 +247,7 @@ MemoryReport Trainer::memory_report(int64_t peak) const {
   else
     for (const ZeroShard& z : zero_) count(z.shard.grad(), m.gradients);
   for (const auto& [name, t] : optimizer_->state_tensors()) count(t, m.optimizer_state);
+  if (zero_shards_) m.comm_buffers = zero_shards_->buffer_peak_bytes();
   m.peak = peak;
   m.activations = std::max<int64_t>(0, peak - m.parameters - m.gradients - m.optimizer_state);
   return m;
@@ -397,6 +361,7 @@ void Trainer::run_hooks(const std::function<void(HookBase&)>& f) {
 StepStats Trainer::train_step() {
   auto t0 = std::chrono::steady_clock::now();
   allocator_for(cpu_device()).reset_peak();
+  if (zero_shards_) zero_shards_->reset_buffer_peak();
   model_->train();
   for (Tensor& p : model_->parameters()) p.zero_grad();  // the model's own (ZeRO's optimizer holds slices)
   double lr = scheduler_.lr_at(iter_);
@@ -516,121 +481,108 @@ void Trainer::train() {
   run_hooks([&](HookBase& h) { h.after_train(*this); });
 }
 
-nn::NamedTensors Trainer::merge_stages(const nn::NamedTensors& mine) {
-  // Stage s > 0 sends, in order: the entry count; per entry a header (name length, dtype, rank,
-  // dims), the name (one i32 per byte) and the data. Stage 0 appends what it does not hold yet
-  // (the last stage's copy of the tied embedding). Blocking, on the pp group.
-  const int stage = pp_->rank();
-  int tag = 0;
-  if (stage > 0) {
-    Tensor n = full({1}, static_cast<double>(mine.size()), DType::kI64);
-    pp_->send(n, 0, tag++)->wait();
-    for (const auto& [name, t] : mine) {
-      Tensor head = zeros({12}, DType::kI64);
-      int64_t* h = head.data<int64_t>();
-      h[0] = static_cast<int64_t>(name.size());
-      h[1] = static_cast<int64_t>(t.dtype());
-      h[2] = t.ndim();
-      MF_CHECK(t.ndim() <= 9, "checkpoint: tensor '", name, "' has more than 9 axes");
-      for (int64_t k = 0; k < t.ndim(); ++k) h[3 + k] = t.shape(k);
-      pp_->send(head, 0, tag++)->wait();
-      std::vector<int32_t> chars(name.begin(), name.end());
-      pp_->send(from_vector(chars, {static_cast<int64_t>(chars.size())}), 0, tag++)->wait();
-      pp_->send(contiguous(t), 0, tag++)->wait();
-    }
-    return mine;
+namespace {
+// This rank's tensor-parallel box of a parameter's logical tensor (all of it when not split).
+TensorRegion tp_box(const nn::ParamLayout& l, const nn::TensorParallel& tp) {
+  TensorRegion r = TensorRegion::whole(l.logical);
+  if (!tp.enabled() || l.replicated()) return r;
+  r.view = l.view();
+  r.axis = l.split_axis;
+  const int64_t n = r.view[static_cast<size_t>(r.axis)];
+  r.start = dist::split_start(n, tp.size(), tp.rank());
+  r.length = dist::split_size(n, tp.size(), tp.rank());
+  return r;
+}
+}  // namespace
+
+comm::Communicator* Trainer::everyone() const {
+  return world_ ? world_.get() : all_ ? all_.get() : dp_.get();
+}
+
+std::vector<Trainer::StateSlot> Trainer::state_slots() {
+  // Parameters and optimizer entries ("<param>.<slot>"), each as the region of its logical tensor
+  // this rank holds: its tp box, and under ZeRO its dp slice of that. A piece that several ranks
+  // hold the same (replicated over dp, or over tp) is written by one: tp rank 0, and the dp rank
+  // (parameter index mod dp). The last stage's copy of the tied embedding is the first stage's.
+  const nn::TensorParallel& tp = model_->tensor_parallel();
+  const int64_t dpn = dp_size(), dpr = dp_rank();
+  const bool tied_copy_here = pp_ && pp_->rank() == pp_->size() - 1 && !model_->stage().first;
+  const auto named = model_->named_parameters();
+  const auto layouts = model_->parameter_layouts();
+  std::unordered_map<std::string, size_t> index;
+  for (size_t k = 0; k < named.size(); ++k) index.emplace(named[k].first, k);
+  std::vector<const ZeroShard*> shard_of(named.size(), nullptr);
+  for (const ZeroShard& z : zero_) shard_of[z.index] = &z;
+  auto writes = [&](size_t k, bool sliced) {
+    const bool tp_writer = layouts[k].replicated() ? tp.rank() == 0 : true;
+    const bool skip = tied_copy_here && named[k].first == "transformer.wte.weight";
+    return tp_writer && !skip && (sliced || static_cast<int64_t>(k) % dpn == dpr);
+  };
+  auto slice = [&](TensorRegion r, size_t k) {
+    r.flat_start = shard_of[k]->start;
+    r.flat_length = shard_of[k]->numel;
+    return r;
+  };
+  std::vector<StateSlot> slots;
+  const bool sliced_params = zero_shards_ && opts_.zero_stage >= 3;
+  for (size_t k = 0; k < named.size(); ++k) {
+    const TensorRegion box = tp_box(layouts[k], tp);
+    if (sliced_params)
+      slots.push_back({"model/" + named[k].first, shard_of[k]->shard, layouts[k].logical, slice(box, k), writes(k, true)});
+    else
+      slots.push_back({"model/" + named[k].first, named[k].second, layouts[k].logical, box, writes(k, false)});
   }
-  nn::NamedTensors all = mine;
-  std::unordered_map<std::string, bool> have;
-  for (const auto& [name, t] : mine) have[name] = true;
-  for (int s = 1; s < pp_->size(); ++s) {
-    tag = 0;
-    Tensor n = empty({1}, DType::kI64);
-    pp_->recv(n, s, tag++)->wait();
-    for (int64_t e = 0; e < n.data<int64_t>()[0]; ++e) {
-      Tensor head = empty({12}, DType::kI64);
-      pp_->recv(head, s, tag++)->wait();
-      const int64_t* h = head.data<int64_t>();
-      Tensor chars = empty({h[0]}, DType::kI32);
-      pp_->recv(chars, s, tag++)->wait();
-      std::string name;
-      for (int64_t k = 0; k < h[0]; ++k) name.push_back(static_cast<char>(chars.data<int32_t>()[k]));
-      Tensor t = empty(Shape(h + 3, h + 3 + h[2]), static_cast<DType>(h[1]));
-      pp_->recv(t, s, tag++)->wait();
-      if (!have[name]) {
-        have[name] = true;
-        all.emplace_back(name, t);
-      }
-    }
+  for (const auto& [name, t] : optimizer_->state_tensors()) {
+    const size_t dot = name.rfind('.');
+    auto it = dot == std::string::npos ? index.end() : index.find(name.substr(0, dot));
+    MF_CHECK(it != index.end(), "checkpoint: optimizer state '", name, "' belongs to no parameter");
+    const size_t k = it->second;
+    const TensorRegion box = tp_box(layouts[k], tp);
+    const bool sliced = shard_of[k] != nullptr;
+    slots.push_back({"optimizer/" + name, t, layouts[k].logical, sliced ? slice(box, k) : box, writes(k, sliced)});
   }
-  return all;
+  return slots;
 }
 
 void Trainer::save_checkpoint() {
-  // Parameters and optimizer state are replicated over dp: the main rank writes them; the
-  // barrier keeps the others from running ahead of a checkpoint that is not complete yet.
-  // Split parameters and their optimizer state are gathered to the checkpoint layout first.
-  if (zero_shards_ && opts_.zero_stage == 3) zero_shards_->gather_all();  // released after writing
-  nn::NamedTensors model_state = logical_state(model_->state_dict());
-  nn::NamedTensors optim_state = logical_state(zero_gather(optimizer_->state_tensors()));
-  if (pp_ && (!all_ || all_->rank() == 0)) {  // each stage's (dp 0, tp 0) rank sends its part to rank 0
-    model_state = merge_stages(model_state);
-    optim_state = merge_stages(optim_state);
-  }
-  if (!is_main_rank()) {
-    barrier();
-    if (zero_shards_) zero_shards_->release_all();
-    return;
-  }
+  // Every rank writes its own pieces, in parallel; nothing is gathered (train/checkpoint.h).
+  std::vector<ShardPiece> mine;
+  for (const StateSlot& s : state_slots())
+    if (s.writer) mine.push_back({s.name, s.local, s.logical, s.region});
   TrainingState st;
   st.iter = iter_;
   st.optimizer_steps = optimizer_->step_count();
   st.data_position = train_data_->position();
   st.rng = default_generator().state();
-  write_checkpoint(opts_.output_dir, st, model_state, optim_state, opts_.max_to_keep);
-  barrier();
-  if (zero_shards_) zero_shards_->release_all();
+  const std::map<std::string, int64_t> layout = {{"dp", dp_size()},
+                                                 {"tp", tp_size()},
+                                                 {"pp", pp_size()},
+                                                 {"virtual_pp", model_->stage().num_chunks()},
+                                                 {"zero_stage", zero_.empty() ? 0 : opts_.zero_stage}};
+  write_checkpoint_shards(everyone(), opts_.output_dir, st, opts_.config_yaml, layout, mine, opts_.max_to_keep);
 }
 
 bool Trainer::load_latest_checkpoint() {
-  auto loaded = read_latest_checkpoint(opts_.output_dir);
-  if (!loaded) {
+  auto reader = CheckpointReader::open_latest(opts_.output_dir);
+  if (!reader) {
     manual_seed(opts_.seed);
     return false;
   }
-  // The checkpoint holds the whole model in the unsplit layout: take this stage's entries by
-  // name, then this rank's tensor-parallel pieces.
-  auto pick = [&](const nn::NamedTensors& all, const nn::NamedTensors& mine, const char* what) {
-    std::unordered_map<std::string, Tensor> by_name(all.begin(), all.end());
-    nn::NamedTensors out;
-    for (const auto& [name, t] : mine) {
-      auto it = by_name.find(name);
-      MF_CHECK(it != by_name.end(), "checkpoint ", loaded->dir, ": no ", what, " entry '", name, "' (the ",
-               optimizer_->name(), " optimizer and this model need it)");
-      out.emplace_back(name, it->second);
-    }
-    return local_state(out);
-  };
-  if (zero_shards_) zero_shards_->gather_all();  // ZeRO-3: room for the values, sliced again below
-  model_->load_state_dict(pick(loaded->model, model_->state_dict(), "model"));
-  if (zero_shards_) {
-    zero_shards_->load_params();
-    zero_shards_->release_all();
+  reader->verify(everyone());
+  // Each rank reads the regions it holds, whatever layout wrote them.
+  NoGradGuard ng;
+  for (StateSlot& s : state_slots()) {
+    MF_CHECK(reader->has(s.name), "checkpoint ", reader->dir(), ": no tensor '", s.name, "' (this model and the ",
+             optimizer_->name(), " optimizer need it)");
+    MF_CHECK(reader->shape(s.name) == s.logical, "checkpoint ", reader->dir(), ": tensor '", s.name, "' is ",
+             shape_str(reader->shape(s.name)), ", this model's is ", shape_str(s.logical));
+    reader->read(s.name, s.region, s.local);
   }
-  nn::NamedTensors mine = optimizer_->state_tensors();
-  nn::NamedTensors theirs = zero_slice(pick(loaded->optimizer, mine, "optimizer state"));
-  {
-    NoGradGuard ng;
-    for (size_t i = 0; i < mine.size(); ++i) {
-      MF_CHECK(mine[i].second.shape() == theirs[i].second.shape(), "checkpoint ", loaded->dir, ": optimizer state '",
-               mine[i].first, "' is ", theirs[i].second.str(), ", expected ", mine[i].second.str());
-      copy_(mine[i].second, theirs[i].second);
-    }
-  }
-  optimizer_->set_step_count(loaded->state.optimizer_steps);
-  iter_ = loaded->state.iter;
-  train_data_->set_position(loaded->state.data_position);
-  default_generator().set_state(loaded->state.rng);
+  const TrainingState& st = reader->state();
+  optimizer_->set_step_count(st.optimizer_steps);
+  iter_ = st.iter;
+  train_data_->set_position(st.data_position);
+  default_generator().set_state(st.rng);
   return true;
 }
 

@@ -11,6 +11,7 @@
 #include "meshflow/optim/optimizer.h"
 #include "meshflow/optim/scheduler.h"
 #include "meshflow/random/generator.h"
+#include "meshflow/train/checkpoint.h"
 
 namespace mf::dist {
 class GradReducer;
@@ -67,6 +68,10 @@ struct MemoryReport {
   int64_t parameters = 0, gradients = 0, optimizer_state = 0;
   int64_t peak = 0;         // the allocator's peak during the step
   int64_t activations = 0;  // peak minus the model state above (activations and workspaces)
+  // Peak of the step's communication buffers beyond the model state: ZeRO 2/3's reduce-scatter
+  // packs and all-gather targets (data-parallel buckets hold the gradients themselves; tensor-
+  // and pipeline-parallel messages are activations). Part of `activations`.
+  int64_t comm_buffers = 0;
 };
 
 struct StepStats {
@@ -155,19 +160,23 @@ class Trainer {
   StepStats train_step();
   double pipeline_step();             // one step's forwards and backwards (any pp); returns the loss sum
   double sum_over_pp(double local);
-  nn::NamedTensors merge_stages(const nn::NamedTensors& mine);  // collective over pp; full on rank 0
   double mean_over_dp(double local);  // the mean of a per-rank value over the dp group
   MemoryReport memory_report(int64_t peak) const;
   double clip_gradients();            // the logical gradient norm (before clipping)
   double clip_shard_gradients();      // the same over ZeRO 2/3's gradient slices
   uint64_t comm_bytes() const;        // bytes sent so far by this rank's groups
   void barrier();
-  // `fn(tensor, layout)` applied to every entry that belongs to a parameter ("<param>" or
-  // "<param>.<optimizer slot>"); other entries pass unchanged.
-  nn::NamedTensors map_state(const nn::NamedTensors& state,
-                             const std::function<Tensor(const Tensor&, const nn::ParamLayout&)>& fn) const;
-  nn::NamedTensors logical_state(const nn::NamedTensors& local);  // collective over tp
-  nn::NamedTensors local_state(const nn::NamedTensors& logical);
+  // Checkpoint entries: "model/<param>" and "optimizer/<param>.<slot>", each this rank's tensor
+  // and the region of the logical tensor it holds; `writer`: this rank saves it.
+  struct StateSlot {
+    std::string name;
+    Tensor local;
+    Shape logical;
+    TensorRegion region;
+    bool writer = false;
+  };
+  std::vector<StateSlot> state_slots();
+  comm::Communicator* everyone() const;  // every rank of the run (null: one process)
   // An empty buffer for the activation between pipeline stages: (rows, T, C), or this rank's
   // (rows, T / tp, C) piece under sequence parallelism.
   Tensor stage_activation(int64_t rows, int64_t seq_len) const;
@@ -198,8 +207,6 @@ class Trainer {
   std::unique_ptr<dist::ZeroShards> zero_shards_;                // stages 2 and 3
   void set_zero(const std::vector<Tensor>& params);
   void zero_step();                                              // the sharded update + all-gather
-  nn::NamedTensors zero_gather(const nn::NamedTensors& state);   // collective over dp
-  nn::NamedTensors zero_slice(const nn::NamedTensors& state);
 };
 
 }  // namespace mf::train

@@ -1,0 +1,234 @@
+// The checkpoint format (train/checkpoint.h): pieces written under one layout read back under
+// another (checked against naive index loops), dtype casts, a checkpoint that was corrupted,
+// truncated, lost a file or comes from a future format, a writer killed mid-save, and the
+// memory a save and a load hold.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <fstream>
+
+#include "data_testing.h"
+#include "meshflow/core/atomic_file.h"
+#include "meshflow/dist/sbp.h"
+#include "meshflow/tensor/allocator.h"
+#include "meshflow/train/checkpoint.h"
+#include "testing.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using mf::DType;
+using mf::Shape;
+using mf::Tensor;
+using mf::train::ShardPiece;
+using mf::train::TensorRegion;
+
+// A tensor whose element i is i (exact in f64 and, for small i, in f32).
+Tensor iota(const Shape& s) {
+  std::vector<double> v(static_cast<size_t>(mf::shape_numel(s)));
+  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<double>(i);
+  return mf::from_vector(v, s);
+}
+
+// The naive answer: the row-major indices of the logical tensor a region covers, in order.
+std::vector<int64_t> region_indices(const TensorRegion& r) {
+  std::vector<int64_t> box;
+  const int64_t n = mf::shape_numel(r.view);
+  for (int64_t i = 0; i < n; ++i) {
+    if (r.axis >= 0) {
+      int64_t rest = i, coord = 0;
+      for (int64_t k = static_cast<int64_t>(r.view.size()) - 1; k >= r.axis; --k) {
+        coord = rest % r.view[static_cast<size_t>(k)];
+        rest /= r.view[static_cast<size_t>(k)];
+      }
+      if (coord < r.start || coord >= r.start + r.length) continue;
+    }
+    box.push_back(i);
+  }
+  const int64_t len = r.flat_length < 0 ? static_cast<int64_t>(box.size()) - r.flat_start : r.flat_length;
+  return {box.begin() + r.flat_start, box.begin() + r.flat_start + len};
+}
+
+// A layout: `tp` boxes along `axis` of `view` (axis -1: one whole box), each cut into `dp` flat slices.
+std::vector<TensorRegion> layout(const Shape& view, int64_t axis, int tp, int dp) {
+  std::vector<TensorRegion> out;
+  for (int t = 0; t < (axis < 0 ? 1 : tp); ++t) {
+    TensorRegion box = TensorRegion::whole(view);
+    if (axis >= 0) {
+      box.axis = axis;
+      box.start = mf::dist::split_start(view[static_cast<size_t>(axis)], tp, t);
+      box.length = mf::dist::split_size(view[static_cast<size_t>(axis)], tp, t);
+    }
+    const int64_t n = box.box_numel();
+    for (int d = 0; d < dp; ++d) {
+      TensorRegion r = box;
+      r.flat_start = mf::dist::split_start(n, dp, d);
+      r.flat_length = mf::dist::split_size(n, dp, d);
+      out.push_back(r);
+    }
+  }
+  return out;
+}
+
+std::vector<ShardPiece> pieces_of(const std::string& name, const Tensor& logical, const std::vector<TensorRegion>& regions) {
+  std::vector<ShardPiece> out;
+  for (const TensorRegion& r : regions) {
+    std::vector<double> v;
+    for (int64_t i : region_indices(r)) v.push_back(logical.data<double>()[i]);
+    out.push_back({name, mf::from_vector(v, {static_cast<int64_t>(v.size())}), logical.shape(), r});
+  }
+  return out;
+}
+
+TEST(CheckpointFormat, RegionsWrittenUnderOneLayoutReadUnderAnother) {
+  // A (6, 12) tensor viewed like the fused QKV weight as (6, 3, 4); layouts split the heads
+  // axis or the rows, unevenly, and cut each box into ZeRO's flat slices.
+  const Shape logical{6, 12}, grouped{6, 3, 4};
+  const Tensor w = iota(logical);
+  const std::vector<std::vector<TensorRegion>> layouts = {
+      layout(logical, -1, 1, 1), layout(grouped, 2, 2, 3), layout(logical, 0, 4, 2), layout(grouped, 2, 3, 2),
+      layout(grouped, 1, 3, 1), layout(logical, -1, 1, 5)};
+  for (size_t src = 0; src < layouts.size(); ++src) {
+    mft::TempDir dir;
+    mf::train::write_checkpoint_shards(nullptr, dir.path().string(), {}, "", {}, pieces_of("w", w, layouts[src]), 1);
+    auto reader = mf::train::CheckpointReader::open_latest(dir.path().string());
+    ASSERT_TRUE(reader.has_value());
+    reader->verify(nullptr);
+    EXPECT_EQ(reader->shape("w"), logical);
+    for (size_t dst = 0; dst < layouts.size(); ++dst)
+      for (const TensorRegion& r : layouts[dst]) {
+        const std::vector<int64_t> want = region_indices(r);
+        Tensor out = mf::empty({r.numel()}, DType::kF64);
+        reader->read("w", r, out);
+        Tensor out32 = mf::empty({r.numel()}, DType::kF32);  // through the casting path
+        reader->read("w", r, out32);
+        for (size_t i = 0; i < want.size(); ++i) {
+          ASSERT_EQ(out.data<double>()[i], static_cast<double>(want[i])) << "layout " << src << " -> " << dst;
+          ASSERT_EQ(out32.data<float>()[i], static_cast<float>(want[i])) << "layout " << src << " -> " << dst;
+        }
+      }
+    // A layout that leaves part of the tensor out is caught.
+    if (src == 1) {
+      std::vector<ShardPiece> some = pieces_of("w", w, layouts[src]);
+      some.pop_back();
+      mft::TempDir d2;
+      mf::train::write_checkpoint_shards(nullptr, d2.path().string(), {}, "", {}, some, 1);
+      auto r2 = mf::train::CheckpointReader::open_latest(d2.path().string());
+      Tensor all = mf::empty(logical, DType::kF64);
+      MFT_EXPECT_ERROR(r2->read("w", TensorRegion::whole(logical), all), "tensor 'w'", "cover");
+    }
+  }
+}
+
+// A one-process checkpoint of two tensors at iteration `iter`.
+void save(const std::string& dir, int64_t iter, double offset = 0) {
+  mf::train::TrainingState st;
+  st.iter = iter;
+  Tensor a = mf::add_scalar(iota({64, 16}), offset), b = iota({5});
+  mf::train::write_checkpoint(dir, st, {{"a", a}}, {{"a.exp_avg", b}}, 2);
+}
+
+std::string shard_path(const std::string& dir, int64_t iter) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "checkpoints/iter_%07lld/shard_00000.safetensors", static_cast<long long>(iter));
+  return (fs::path(dir) / buf).string();
+}
+
+TEST(CheckpointFormat, DamageIsAnErrorNamingTheFile) {
+  {
+    mft::TempDir d;
+    save(d.path().string(), 1);
+    auto loaded = mf::train::read_latest_checkpoint(d.path().string());
+    ASSERT_TRUE(loaded.has_value());
+    EXPECT_EQ(loaded->state.iter, 1);
+    ASSERT_EQ(loaded->model.size(), 1u);
+    EXPECT_EQ(loaded->model[0].second.to_vector<double>(), iota({64, 16}).to_vector<double>());
+  }
+  {  // a flipped byte in the data
+    mft::TempDir d;
+    save(d.path().string(), 1);
+    std::fstream f(shard_path(d.path().string(), 1), std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(-100, std::ios::end);
+    char c = 0;
+    f.read(&c, 1);
+    c = static_cast<char>(c ^ 0x10);
+    f.seekp(-100, std::ios::end);
+    f.write(&c, 1);
+    f.close();
+    MFT_EXPECT_ERROR(mf::train::read_latest_checkpoint(d.path().string()), "shard_00000.safetensors", "checksum");
+  }
+  {  // truncated
+    mft::TempDir d;
+    save(d.path().string(), 1);
+    fs::resize_file(shard_path(d.path().string(), 1), 200);
+    MFT_EXPECT_ERROR(mf::train::read_latest_checkpoint(d.path().string()), "shard_00000.safetensors", "truncated");
+  }
+  {  // missing
+    mft::TempDir d;
+    save(d.path().string(), 1);
+    fs::remove(shard_path(d.path().string(), 1));
+    MFT_EXPECT_ERROR(mf::train::read_latest_checkpoint(d.path().string()), "shard_00000.safetensors", "missing");
+  }
+  {  // from a future meshflow
+    mft::TempDir d;
+    save(d.path().string(), 1);
+    const std::string meta = (d.path() / "checkpoints/iter_0000001/metadata.json").string();
+    std::string text = mf::read_file(meta);
+    const std::string key = "\"format_version\": 2";
+    ASSERT_NE(text.find(key), std::string::npos) << text.substr(0, 200);
+    text.replace(text.find(key), key.size(), "\"format_version\": 99");
+    mf::write_file_atomic(meta, text);
+    MFT_EXPECT_ERROR(mf::train::read_latest_checkpoint(d.path().string()), "metadata.json", "version 99", "newer");
+  }
+}
+
+TEST(CheckpointFormat, AWriterKilledMidSaveLeavesThePreviousCheckpoint) {
+  mft::TempDir d;
+  const std::string dir = d.path().string();
+  save(dir, 1);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    mf::train::crash_in_next_checkpoint_for_testing();
+    save(dir, 2, 1000.0);
+    std::_Exit(0);  // not reached
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFSIGNALED(status));
+  EXPECT_EQ(WTERMSIG(status), SIGKILL);
+  EXPECT_TRUE(fs::exists(d.path() / "checkpoints/iter_0000002.tmp"));  // the half-written one
+  EXPECT_FALSE(fs::exists(d.path() / "checkpoints/iter_0000002"));
+  auto loaded = mf::train::read_latest_checkpoint(dir);
+  ASSERT_TRUE(loaded.has_value());
+  EXPECT_EQ(loaded->state.iter, 1);
+  EXPECT_EQ(loaded->model[0].second.to_vector<double>(), iota({64, 16}).to_vector<double>());
+  save(dir, 3);  // the next save clears what the crash left
+  EXPECT_FALSE(fs::exists(d.path() / "checkpoints/iter_0000002.tmp"));
+  EXPECT_EQ(mf::train::read_latest_checkpoint(dir)->state.iter, 3);
+}
+
+TEST(CheckpointFormat, SaveAndLoadHoldOnlyTheirTensors) {
+  // 8 MB of state; a save writes it from the tensors themselves and a load reads into them,
+  // so neither allocates more than a few small bookkeeping tensors.
+  mft::TempDir d;
+  mf::Allocator& alloc = mf::allocator_for(mf::cpu_device());
+  Tensor a = iota({512, 1024}), b = iota({1024, 512});
+  std::vector<ShardPiece> pieces = pieces_of("a", a, layout({512, 1024}, 0, 2, 1));
+  for (auto& p : pieces_of("b", b, layout({1024, 512}, 1, 2, 2))) pieces.push_back(p);
+  const int64_t before = alloc.stats().current_bytes;
+  alloc.reset_peak();
+  mf::train::write_checkpoint_shards(nullptr, d.path().string(), {}, "", {}, pieces, 1);
+  EXPECT_LE(alloc.stats().peak_bytes - before, 4096) << "save";
+  auto reader = mf::train::CheckpointReader::open_latest(d.path().string());
+  Tensor into = mf::empty({1024, 512}, DType::kF64);
+  const int64_t before_read = alloc.stats().current_bytes;
+  alloc.reset_peak();
+  reader->verify(nullptr);
+  reader->read("b", TensorRegion::whole({1024, 512}), into);
+  EXPECT_LE(alloc.stats().peak_bytes - before_read, 4096) << "load";
+  EXPECT_EQ(into.to_vector<double>(), b.to_vector<double>());
+}
+
+}  // namespace
