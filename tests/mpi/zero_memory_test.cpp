@@ -51,9 +51,9 @@ Bytes model_state_bytes(int stage, Peaks* checkpoint_peaks = nullptr) {
     const int64_t base = alloc.stats().current_bytes;
     mf::models::Gpt2Config c;
     c.vocab_size = 96;
-    c.max_seq_length = 16;
+    c.max_seq_length = 8;
     c.hidden_size = 64;
-    c.num_layers = 3;
+    c.num_layers = 2;
     c.num_attention_heads = 4;
     auto model = std::make_shared<mf::models::Gpt2Model>(c);
     model->init_weights(5);
@@ -61,12 +61,12 @@ Bytes model_state_bytes(int stage, Peaks* checkpoint_peaks = nullptr) {
     mf::train::TrainOptions o;
     o.output_dir = dir;
     o.train_iter = 1;
-    o.micro_batch = 2;
-    o.seq_length = 16;
+    o.micro_batch = 1;
+    o.seq_length = 8;
     o.eval_enabled = false;
     o.zero_stage = stage;
-    mf::train::Trainer t(o, model, std::make_unique<mf::train::SyntheticBatchSource>(c.vocab_size, 16),
-                         [&] { return std::make_unique<mf::train::SyntheticBatchSource>(c.vocab_size, 16); });
+    mf::train::Trainer t(o, model, std::make_unique<mf::train::SyntheticBatchSource>(c.vocab_size, 8),
+                         [&] { return std::make_unique<mf::train::SyntheticBatchSource>(c.vocab_size, 8); });
     t.add_hook(std::make_unique<LastStep>(&b.report));
     t.set_parallel(world, world);
     t.train();
