@@ -51,5 +51,23 @@ if [ -e "$work/taken/checkpoints" ]; then echo "FAIL: a checkpoint was written i
 "$bin" train "${good[@]}" "train.output_dir=$work/ok" > /dev/null 2>&1 || { echo "FAIL: the good run failed"; fail=$((fail + 1)); }
 if ls "$work/ok/checkpoints" | grep -q tmp; then echo "FAIL: temporary checkpoint left"; fail=$((fail + 1)); fi
 [ -f "$work/ok/checkpoints/iter_0000002/metadata.json" ] || { echo "FAIL: no final checkpoint"; fail=$((fail + 1)); }
+# Hugging Face weights: export the run, import it back (the same file again), start a run from it.
+"$bin" convert --to-hf "$work/ok" --output "$work/hf" > /dev/null &&
+  "$bin" convert --from-hf "$work/hf" --output "$work/imported" > /dev/null &&
+  "$bin" convert --to-hf "$work/imported" --output "$work/hf2" > /dev/null || { echo "FAIL: convert failed"; fail=$((fail + 1)); }
+cmp -s "$work/hf/model.safetensors" "$work/hf2/model.safetensors" || { echo "FAIL: export -> import -> export changed model.safetensors"; fail=$((fail + 1)); }
+"$bin" train "${good[@]}" "model.pretrained=$work/imported" "train.output_dir=$work/pre" > "$work/out" 2>&1 &&
+  grep -q "^model.pretrained: .* tensors from $work/imported/" "$work/out" || { echo "FAIL: run from model.pretrained:"; cat "$work/out"; fail=$((fail + 1)); }
+want=$("$bin" eval "$work/ok/config.yaml" 2>&1 | grep -o "val_loss [0-9.]*")
+got=$("$bin" eval "$work/ok/config.yaml" "train.output_dir=$work/imported" 2>&1 | grep -o "val_loss [0-9.]*")
+[ -n "$want" ] && [ "$want" = "$got" ] || { echo "FAIL: eval of the imported checkpoint gives '$got', of the run '$want'"; fail=$((fail + 1)); }
+mkdir -p "$work/hf_nocfg" && cp "$work/hf/model.safetensors" "$work/hf_nocfg/"
+expect_error "convert without config.json" "$work/hf_nocfg/config.json: not found" "$bin" convert --from-hf "$work/hf_nocfg" --output "$work/o5"
+expect_error "convert both ways" "give one of --from-hf and --to-hf" "$bin" convert --from-hf "$work/hf" --to-hf "$work/ok" --output "$work/o6"
+expect_error "pretrained of other sizes" "tensor 'transformer.wte.weight' is (257, 16), the model config expects (257, 32)" \
+  "$bin" train "${good[@]}" model.hidden_size=32 "model.pretrained=$work/hf" "train.output_dir=$work/o7"
+expect_error "missing pretrained" "model.pretrained: $work/none: no such file or directory" \
+  "$bin" train "${good[@]}" "model.pretrained=$work/none" "train.output_dir=$work/o8"
+for o in o5 o6 o7 o8; do [ -e "$work/$o" ] && { echo "FAIL: $o written after an error"; fail=$((fail + 1)); }; done
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -41,7 +41,8 @@ struct TempDir {
   }
 };
 
-std::string repo_root() { return fs::absolute(fs::path(__FILE__)).parent_path().parent_path().string(); }
+// Not __FILE__: a compiler launcher (ccache with base_dir) may make it relative.
+std::string repo_root() { return MESHFLOW_SOURCE_DIR; }
 
 TEST(Config, DefaultsHaveTypesAndValues) {
   Config c = Config::defaults();

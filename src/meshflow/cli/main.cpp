@@ -1,4 +1,4 @@
-// The meshflow command line: `meshflow train|preprocess|eval ...`. Every failure prints one
+// The meshflow command line: `meshflow train|eval|preprocess|convert ...`. Every failure prints one
 // line "meshflow: error: ..." and exits non-zero.
 //
 // Started by a launcher (`mpirun -np N meshflow train ...`, or `srun` with PMIx), it joins the
@@ -16,6 +16,7 @@
 
 #include "meshflow/config/config.h"
 #include "meshflow/data/preprocess.h"
+#include "meshflow/train/pretrained.h"
 #include "meshflow/train/run.h"
 #if MESHFLOW_WITH_MPI
 #include "meshflow/comm/mpi/mpi_communicator.h"
@@ -134,6 +135,18 @@ int main(int argc, char** argv) {
   pre->add_option("--shuffle-seed", pa.shuffle_seed,
                   "write documents in a seeded random order, so that data.splits ranges mix all inputs");
 
+  std::string from_hf, to_hf, convert_output;
+  auto* conv = app.add_subcommand("convert", "Convert GPT-2 weights between Hugging Face and meshflow checkpoints");
+  conv->add_option("--from-hf", from_hf,
+                   "Hugging Face GPT-2 to import: a folder with config.json and model.safetensors, or the .safetensors file");
+  conv->add_option("--to-hf", to_hf,
+                   "meshflow checkpoint to export: a run's output_dir, a converted checkpoint, or a checkpoints/iter_N folder");
+  conv->add_option("--output", convert_output,
+                   "folder to write: a meshflow checkpoint (--from-hf), or config.json + model.safetensors (--to-hf)")
+      ->required();
+  conv->footer("Examples:\n  meshflow convert --from-hf gpt2/ --output ckpt/gpt2   # then: meshflow train CONFIG model.pretrained=ckpt/gpt2\n"
+               "  meshflow convert --to-hf output/gpt2_tiny --output hf/gpt2_tiny");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -146,6 +159,11 @@ int main(int argc, char** argv) {
       mf::train::run_evaluation(mf::Config::load(config, overrides));
     } else if (*pre) {
       return run_preprocess(pa);
+    } else if (*conv) {
+      MF_CHECK(from_hf.empty() != to_hf.empty(), "convert: give one of --from-hf and --to-hf");
+      const std::string done = from_hf.empty() ? mf::train::convert_to_hf(to_hf, convert_output)
+                                               : mf::train::convert_from_hf(from_hf, convert_output);
+      std::printf("%s\n", done.c_str());
     }
   } catch (const std::exception& e) {
     std::fflush(stdout);

@@ -26,7 +26,10 @@ model:
   output_dropout_prob: 0.1
   layernorm_epsilon: 1.0e-5
   initializer_range: 0.02
-  pretrained: ""                # "" = random init; else a weights file to load
+  pretrained: ""                # "" = random init; else weights to start from (any parallel layout, cast to the
+                                #   model's dtype): a Hugging Face GPT-2 folder (config.json + model.safetensors)
+                                #   or file, or a meshflow checkpoint (a run's output_dir, a `meshflow convert`
+                                #   output, an iter_N folder); tensor shapes must match the model.* sizes
 
 train:
   output_dir: output/gpt2

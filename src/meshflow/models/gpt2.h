@@ -10,6 +10,7 @@
 #pragma once
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "meshflow/nn/layers.h"
@@ -57,6 +58,10 @@ struct Gpt2Config {
   // Whether block `layer` (a whole-model index) is checkpointed.
   bool checkpointed(int64_t layer) const;
 };
+
+// The whole model's parameters in Gpt2Model's order: Hugging Face names and logical
+// (checkpoint) shapes — what a weights file for this config must hold.
+std::vector<std::pair<std::string, Shape>> gpt2_parameter_shapes(const Gpt2Config& c);
 
 class Gpt2Block : public nn::Module {
  public:

@@ -11,8 +11,6 @@
 
 namespace mf::nn {
 
-using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
-
 class Module {
  public:
   virtual ~Module() = default;

@@ -4,6 +4,7 @@
 #include "meshflow/core/error.h"
 #include "meshflow/dist/boxing.h"
 #include "meshflow/dist/sbp.h"
+#include "meshflow/nn/module.h"
 #include "meshflow/ops/ops.h"
 
 namespace mf::nn {
@@ -79,6 +80,29 @@ Tensor slice_local(const Tensor& logical, const ParamLayout& layout, const Tenso
   const int64_t k = layout.split_axis;
   Tensor piece = narrow(reshape(contiguous(logical), layout.view()), k, sl.start[static_cast<size_t>(k)], lv[static_cast<size_t>(k)]);
   return reshape(contiguous(piece), layout.local_shape(tp.size(), tp.rank()));
+}
+
+NamedTensors map_param_state(const Module& m, const NamedTensors& state,
+                             const std::function<Tensor(const Tensor&, const ParamLayout&)>& fn) {
+  std::unordered_map<std::string, ParamLayout> by_name;
+  const std::vector<ParamLayout> layouts = m.parameter_layouts();
+  const NamedTensors named = m.named_parameters();
+  for (size_t i = 0; i < named.size(); ++i) by_name.emplace(named[i].first, layouts[i]);
+  NamedTensors out;
+  for (const auto& [name, t] : state) {
+    auto it = by_name.find(name);
+    if (it == by_name.end()) {  // "<param>.<optimizer slot>"
+      const size_t dot = name.rfind('.');
+      if (dot != std::string::npos) it = by_name.find(name.substr(0, dot));
+    }
+    out.emplace_back(name, it == by_name.end() ? t : fn(t, it->second));
+  }
+  return out;
+}
+
+NamedTensors slice_local_state(const Module& m, const NamedTensors& logical, const TensorParallel& tp) {
+  if (!tp.enabled()) return logical;
+  return map_param_state(m, logical, [&](const Tensor& t, const ParamLayout& l) { return slice_local(t, l, tp); });
 }
 
 }  // namespace mf::nn

@@ -9,13 +9,21 @@
 // heads, while gathering or slicing the checkpoint tensor stays a plain SBP conversion.
 // Splits may be uneven (sbp.h's rule: the first n % p ranks hold one more row).
 #pragma once
+#include <functional>
 #include <memory>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
 
 #include "meshflow/comm/communicator.h"
 #include "meshflow/core/shape.h"
 #include "meshflow/tensor/tensor.h"
 
 namespace mf::nn {
+
+class Module;
+using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
 
 struct TensorParallel {
   std::shared_ptr<comm::Communicator> comm;  // null: a single rank
@@ -49,5 +57,13 @@ ParamLayout grouped_split_layout(const Shape& logical, const Shape& grouped, int
 Tensor gather_logical(const Tensor& local, const ParamLayout& layout, const TensorParallel& tp);
 // This rank's piece of a logical tensor (contiguous copy). Local.
 Tensor slice_local(const Tensor& logical, const ParamLayout& layout, const TensorParallel& tp);
+
+// State keyed by parameter name (a module's state dict, an optimizer's state, a checkpoint):
+// `fn(tensor, layout)` applied to every entry that belongs to a parameter of `m` — named
+// "<param>" or "<param>.<optimizer slot>" — other entries pass unchanged.
+NamedTensors map_param_state(const Module& m, const NamedTensors& state,
+                             const std::function<Tensor(const Tensor&, const ParamLayout&)>& fn);
+// This rank's tensor-parallel pieces of state entries in the logical (checkpoint) layout. Local.
+NamedTensors slice_local_state(const Module& m, const NamedTensors& logical, const TensorParallel& tp);
 
 }  // namespace mf::nn

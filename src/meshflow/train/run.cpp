@@ -1,6 +1,7 @@
 #include "meshflow/train/run.h"
 
 #include <cmath>
+#include <filesystem>
 #include <limits>
 #include <unordered_map>
 
@@ -14,6 +15,7 @@
 #include "meshflow/train/gpt_batches.h"
 #include "meshflow/train/log_hook.h"
 #include "meshflow/train/pipeline_schedule.h"
+#include "meshflow/train/pretrained.h"
 
 namespace mf::train {
 
@@ -115,6 +117,20 @@ RunSummary run_training(const Config& c, std::FILE* out, const comm::CommPtr& wo
     stage_group = world->split(static_cast<int>(s), world->rank());  // this stage's dp x tp ranks
   }
   auto model = build_model(c, *tok, tp, stage);
+  // model.pretrained replaces the random initialisation, on every rank before the trainer takes
+  // the parameters (ZeRO slices them); a run resuming from its own checkpoint does not need it.
+  const std::string pretrained = c.get_string("model.pretrained");
+  const bool resuming =
+      opts.resume && std::filesystem::exists(std::filesystem::path(opts.output_dir) / "checkpoints" / "latest");
+  if (!pretrained.empty() && !resuming) {
+    std::string loaded;
+    try {
+      loaded = load_model_weights(*model, read_model_weights(pretrained));
+    } catch (const Error& e) {
+      throw Error(std::string("model.pretrained: ") + e.what());
+    }
+    if (!world || world->rank() == 0) std::fprintf(out, "model.pretrained: %s\n", loaded.c_str());
+  }
   Trainer trainer(opts, model, std::make_unique<GptBatchSource>(*train_set, dp_rank, dp),
                   [valid_set, dp_rank, dp] { return std::make_unique<GptBatchSource>(*valid_set, dp_rank, dp); });
   if (mesh)
@@ -144,7 +160,10 @@ EvalStats run_evaluation(const Config& c, std::FILE* out) {
   auto model = build_model(c, *tok);
   auto ckpt = read_latest_checkpoint(opts.output_dir);
   MF_CHECK(ckpt.has_value(), "eval: no checkpoint in ", opts.output_dir, "/checkpoints (train first, or set train.output_dir)");
-  model->load_state_dict(ckpt->model);
+  ModelWeights weights;  // the run's own checkpoint, or a converted one (cast to the model's dtype)
+  weights.source = ckpt->dir + "/model.safetensors";
+  weights.tensors = ckpt->model;
+  load_model_weights(*model, weights);
   opts.resume = true;
   Trainer trainer(opts, model, std::make_unique<GptBatchSource>(valid_set),
                   [&valid_set] { return std::make_unique<GptBatchSource>(valid_set); });

@@ -1,0 +1,203 @@
+#include "meshflow/io/hf_gpt2.h"
+
+#include <cctype>
+#include <cstring>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <type_traits>
+
+#include "meshflow/core/atomic_file.h"
+#include "meshflow/io/safetensors.h"
+
+namespace mf::io {
+
+namespace fs = std::filesystem;
+using json = nlohmann::ordered_json;
+
+namespace {
+
+bool starts_with(const std::string& s, const std::string& prefix) { return s.compare(0, prefix.size(), prefix) == 0; }
+
+// "transformer.h.<digits>.<rest>" -> <rest>; "" for other names.
+std::string block_suffix(const std::string& name) {
+  const std::string h = "transformer.h.";
+  if (!starts_with(name, h)) return "";
+  size_t i = h.size();
+  while (i < name.size() && std::isdigit(static_cast<unsigned char>(name[i]))) ++i;
+  if (i == h.size() || i >= name.size() || name[i] != '.') return "";
+  return name.substr(i + 1);
+}
+
+json parse_json_file(const std::string& path) {
+  try {
+    return json::parse(read_file(path));
+  } catch (const json::exception& e) {
+    MF_THROW(path, ": not valid JSON: ", e.what());
+  }
+}
+
+}  // namespace
+
+bool is_gpt2_parameter_name(const std::string& name) {
+  static const std::set<std::string> outer = {"transformer.wte.weight", "transformer.wpe.weight",
+                                              "transformer.ln_f.weight", "transformer.ln_f.bias"};
+  if (outer.count(name)) return true;
+  const std::string rest = block_suffix(name);
+  if (rest.empty()) return false;
+  models::Gpt2Config one;
+  one.num_layers = 1;
+  for (const auto& [n, shape] : models::gpt2_parameter_shapes(one))
+    if (n == "transformer.h.0." + rest) return true;
+  return false;
+}
+
+HfModelFiles find_hf_model_files(const std::string& path) {
+  const fs::path p(path);
+  MF_CHECK(fs::exists(p), path, ": no such file or directory");
+  HfModelFiles f;
+  const fs::path dir = fs::is_directory(p) ? p : p.parent_path().empty() ? fs::path(".") : p.parent_path();
+  f.config = (dir / "config.json").string();
+  MF_CHECK(fs::is_regular_file(f.config), f.config,
+           ": not found (a Hugging Face model needs its config.json beside the weights)");
+  if (!fs::is_directory(p)) {
+    f.weights.push_back(p.string());
+    f.source = p.string();
+    return f;
+  }
+  if (fs::is_regular_file(p / "model.safetensors")) {
+    f.weights.push_back((p / "model.safetensors").string());
+    f.source = f.weights[0];
+    return f;
+  }
+  const fs::path index = p / "model.safetensors.index.json";
+  if (fs::is_regular_file(index)) {  // sharded: {"weight_map": {tensor: file}}
+    json j = parse_json_file(index.string());
+    MF_CHECK(j.contains("weight_map") && j["weight_map"].is_object(), index.string(), ": no \"weight_map\" object");
+    std::set<std::string> seen;
+    for (auto& [tensor, file] : j["weight_map"].items()) {
+      MF_CHECK(file.is_string(), index.string(), ": weight_map entry '", tensor, "' is not a file name");
+      const std::string shard = (p / file.get<std::string>()).string();
+      if (seen.insert(shard).second) f.weights.push_back(shard);
+    }
+    MF_CHECK(!f.weights.empty(), index.string(), ": empty weight_map");
+    f.source = index.string();
+    return f;
+  }
+  MF_THROW(path, ": no model.safetensors (or model.safetensors.index.json)",
+           fs::exists(p / "pytorch_model.bin") ? "; pytorch_model.bin is not read: save the model with "
+                                                 "save_pretrained(..., safe_serialization=True)"
+                                               : "");
+}
+
+models::Gpt2Config gpt2_config_from_hf(const std::string& path) {
+  const json j = parse_json_file(path);
+  MF_CHECK(j.is_object(), path, ": not a JSON object");
+  auto get = [&](const char* key, auto fallback) {
+    using T = decltype(fallback);
+    if (!j.contains(key) || j[key].is_null()) return fallback;
+    try {
+      return j[key].get<T>();
+    } catch (const json::exception&) {
+      const char* want = std::is_same_v<T, bool> ? "a bool" : std::is_same_v<T, std::string> ? "a string" : "a number";
+      MF_THROW(path, ": \"", key, "\" is ", j[key].dump(), ", expected ", want);
+    }
+  };
+  const std::string type = get("model_type", std::string("gpt2"));
+  MF_CHECK(type == "gpt2", path, ": model_type '", type, "' is not GPT-2 (meshflow reads GPT2LMHeadModel weights)");
+  const std::string act = get("activation_function", std::string("gelu_new"));
+  MF_CHECK(act == "gelu_new" || act == "gelu_pytorch_tanh", path, ": activation_function '", act,
+           "' is not supported (meshflow's GPT-2 uses the tanh GELU, gelu_new)");
+  MF_CHECK(get("scale_attn_weights", true), path, ": scale_attn_weights false is not supported");
+  MF_CHECK(!get("scale_attn_by_inverse_layer_idx", false), path, ": scale_attn_by_inverse_layer_idx true is not supported");
+  MF_CHECK(get("tie_word_embeddings", true), path,
+           ": tie_word_embeddings false is not supported (GPT-2's head is the token embedding)");
+  MF_CHECK(!get("add_cross_attention", false), path, ": add_cross_attention true is not supported");
+  models::Gpt2Config c;
+  c.vocab_size = get("vocab_size", int64_t{50257});
+  c.max_seq_length = get("n_positions", get("n_ctx", int64_t{1024}));
+  c.hidden_size = get("n_embd", int64_t{768});
+  c.num_layers = get("n_layer", int64_t{12});
+  c.num_attention_heads = get("n_head", int64_t{12});
+  c.ffn_hidden_size = get("n_inner", int64_t{0});  // null: 4 * n_embd
+  c.layernorm_epsilon = get("layer_norm_epsilon", 1e-5);
+  c.initializer_range = get("initializer_range", 0.02);
+  c.embedding_dropout_prob = get("embd_pdrop", 0.1);
+  c.attention_dropout_prob = get("attn_pdrop", 0.1);
+  c.output_dropout_prob = get("resid_pdrop", 0.1);
+  MF_CHECK(c.vocab_size > 0 && c.max_seq_length > 0 && c.hidden_size > 0 && c.num_layers > 0 && c.num_attention_heads > 0 &&
+               c.ffn_hidden_size >= 0,
+           path, ": sizes must be positive (vocab_size ", c.vocab_size, ", n_positions ", c.max_seq_length, ", n_embd ",
+           c.hidden_size, ", n_layer ", c.num_layers, ", n_head ", c.num_attention_heads, ", n_inner ", c.ffn_hidden_size, ")");
+  MF_CHECK(c.hidden_size % c.num_attention_heads == 0, path, ": n_embd ", c.hidden_size, " is not divisible by n_head ",
+           c.num_attention_heads);
+  for (double p : {c.embedding_dropout_prob, c.attention_dropout_prob, c.output_dropout_prob})
+    MF_CHECK(p >= 0.0 && p < 1.0, path, ": dropout probabilities must be in [0, 1), got ", p);
+  return c;
+}
+
+std::string gpt2_config_to_hf(const models::Gpt2Config& c, DType dtype) {
+  const char* torch_dtype = dtype == DType::kBF16  ? "bfloat16"
+                            : dtype == DType::kF16 ? "float16"
+                            : dtype == DType::kF64 ? "float64"
+                                                   : "float32";
+  json j = {{"architectures", {"GPT2LMHeadModel"}},
+            {"model_type", "gpt2"},
+            {"vocab_size", c.vocab_size},
+            {"n_positions", c.max_seq_length},
+            {"n_ctx", c.max_seq_length},
+            {"n_embd", c.hidden_size},
+            {"n_layer", c.num_layers},
+            {"n_head", c.num_attention_heads},
+            {"n_inner", c.ffn_hidden_size > 0 ? json(c.ffn_hidden_size) : json(nullptr)},
+            {"activation_function", "gelu_new"},
+            {"resid_pdrop", c.output_dropout_prob},
+            {"embd_pdrop", c.embedding_dropout_prob},
+            {"attn_pdrop", c.attention_dropout_prob},
+            {"layer_norm_epsilon", c.layernorm_epsilon},
+            {"initializer_range", c.initializer_range},
+            {"scale_attn_weights", true},
+            {"scale_attn_by_inverse_layer_idx", false},
+            {"reorder_and_upcast_attn", false},
+            {"tie_word_embeddings", true},
+            {"use_cache", true},
+            {"torch_dtype", torch_dtype}};
+  if (c.vocab_size > 50256) {  // GPT-2's <|endoftext|>
+    j["bos_token_id"] = 50256;
+    j["eos_token_id"] = 50256;
+  }
+  return j.dump(2) + "\n";
+}
+
+nn::NamedTensors read_hf_gpt2_tensors(const HfModelFiles& files) {
+  nn::NamedTensors out;
+  Tensor lm_head;
+  std::string lm_head_file;
+  for (const std::string& file : files.weights) {
+    for (auto& [raw, t] : load_safetensors(file).tensors) {
+      if (raw == "lm_head.weight") {
+        lm_head = t;
+        lm_head_file = file;
+        continue;
+      }
+      const std::string name = starts_with(raw, "transformer.") ? raw : "transformer." + raw;
+      const std::string rest = block_suffix(name);
+      if (rest == "attn.bias" || rest == "attn.masked_bias") continue;  // the causal mask, not a parameter
+      MF_CHECK(is_gpt2_parameter_name(name), file, ": unknown tensor '", raw, "' (not a GPT-2 parameter or buffer)");
+      out.emplace_back(name, t);
+    }
+  }
+  if (lm_head.defined()) {  // tied: must be the embedding itself
+    const Tensor* wte = nullptr;
+    for (const auto& [name, t] : out)
+      if (name == "transformer.wte.weight") wte = &t;
+    MF_CHECK(wte != nullptr && wte->shape() == lm_head.shape() && wte->dtype() == lm_head.dtype() &&
+                 std::memcmp(wte->raw_data(), lm_head.raw_data(), lm_head.nbytes()) == 0,
+             lm_head_file, ": lm_head.weight ", lm_head.str(),
+             " differs from the token embedding wte.weight (meshflow's GPT-2 ties the two; an untied head is not "
+             "supported)");
+  }
+  return out;
+}
+
+}  // namespace mf::io

@@ -1,0 +1,444 @@
+// Hugging Face GPT-2 import/export and model.pretrained: export -> import is bit-identical in
+// every dtype; the exported file opens with a safetensors parser written here (not io/); a file
+// in the original `gpt2` repository's style, written by hand here (no "transformer." prefix,
+// mask buffers, a tied lm_head, sharded or not), imports and gives the logits of the model with
+// those weights set directly; a run from model.pretrained starts from them; bad input fails
+// with one message naming the file and the tensor.
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "meshflow/core/atomic_file.h"
+#include "meshflow/data/preprocess.h"
+#include "meshflow/io/hf_gpt2.h"
+#include "meshflow/io/safetensors.h"
+#include "meshflow/train/checkpoint.h"
+#include "meshflow/train/pretrained.h"
+#include "meshflow/train/run.h"
+#include "testing.h"
+
+namespace {
+using namespace mft;
+namespace fs = std::filesystem;
+using json = nlohmann::ordered_json;
+using mf::models::Gpt2Config;
+using mf::models::Gpt2Model;
+
+Gpt2Config tiny(int64_t ffn = 48) {
+  Gpt2Config c;
+  c.vocab_size = 257;  // the byte tokenizer's
+  c.max_seq_length = 16;
+  c.hidden_size = 16;
+  c.num_layers = 2;
+  c.num_attention_heads = 4;
+  c.ffn_hidden_size = ffn;
+  c.embedding_dropout_prob = c.attention_dropout_prob = c.output_dropout_prob = 0.0;
+  return c;
+}
+
+// The whole model's parameters, initialised from `seed`, as contiguous copies in `dt`.
+mf::nn::NamedTensors weights(const Gpt2Config& c, uint64_t seed, DType dt) {
+  Gpt2Model m(c);
+  m.init_weights(seed);
+  mf::nn::NamedTensors out;
+  for (const auto& [name, t] : m.named_parameters()) out.emplace_back(name, mf::contiguous(mf::cast(t.detach(), dt)));
+  return out;
+}
+
+// A checkpoint's tensors by name (a checkpoint lists them sorted, not in model order).
+std::map<std::string, Tensor> by_name(const mf::nn::NamedTensors& t) { return {t.begin(), t.end()}; }
+
+std::string bytes_of(const Tensor& t) {
+  Tensor c = mf::contiguous(t);
+  return std::string(static_cast<const char*>(c.raw_data()), c.nbytes());
+}
+
+// --- a minimal safetensors writer and reader, independent of io/safetensors.cpp ---------------
+struct RawTensor {
+  std::string name, dtype;
+  Shape shape;
+  std::string bytes;
+};
+
+const char* st_dtype(DType dt) { return dt == DType::kBF16 ? "BF16" : dt == DType::kF16 ? "F16" : "F32"; }
+
+void write_by_hand(const std::string& path, const std::vector<RawTensor>& ts) {
+  json h;
+  h["__metadata__"] = {{"format", "pt"}};
+  uint64_t off = 0;
+  for (const auto& t : ts) {
+    h[t.name] = {{"dtype", t.dtype}, {"shape", t.shape}, {"data_offsets", {off, off + t.bytes.size()}}};
+    off += t.bytes.size();
+  }
+  const std::string header = h.dump();  // no padding: readers must not rely on alignment
+  unsigned char len[8];
+  for (int i = 0; i < 8; ++i) len[i] = static_cast<unsigned char>((header.size() >> (8 * i)) & 0xff);
+  std::ofstream f(path, std::ios::binary);
+  f.write(reinterpret_cast<const char*>(len), 8);
+  f << header;
+  for (const auto& t : ts) f << t.bytes;
+}
+
+struct Parsed {
+  json metadata;
+  std::map<std::string, RawTensor> tensors;
+};
+
+// Reads the format from its description: u64 little-endian header size N, N bytes of JSON, data.
+// Checks dtype strings, shapes against byte counts, and that the data_offsets tile the data
+// section exactly (contiguous, in bounds, no gaps or overlaps).
+Parsed parse_by_hand(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::string file((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  Parsed p;
+  EXPECT_GE(file.size(), 8u);
+  uint64_t n = 0;
+  for (int i = 7; i >= 0; --i) n = (n << 8) | static_cast<unsigned char>(file[static_cast<size_t>(i)]);
+  EXPECT_LE(8 + n, file.size());
+  json h = json::parse(file.substr(8, n));
+  EXPECT_TRUE(h.is_object());
+  const std::string data = file.substr(8 + n);
+  std::vector<std::pair<uint64_t, uint64_t>> ranges;
+  for (auto& [name, e] : h.items()) {
+    if (name == "__metadata__") {
+      p.metadata = e;
+      continue;
+    }
+    RawTensor t;
+    t.name = name;
+    t.dtype = e.at("dtype").get<std::string>();
+    t.shape = e.at("shape").get<Shape>();
+    const auto off = e.at("data_offsets").get<std::vector<uint64_t>>();
+    const std::map<std::string, uint64_t> size = {{"F32", 4}, {"BF16", 2}, {"F16", 2}, {"F64", 8}};
+    EXPECT_TRUE(size.count(t.dtype)) << name << ": dtype " << t.dtype;
+    uint64_t numel = 1;
+    for (int64_t d : t.shape) numel *= static_cast<uint64_t>(d);
+    EXPECT_EQ(off.size(), 2u);
+    EXPECT_EQ(off[1] - off[0], numel * (size.count(t.dtype) ? size.at(t.dtype) : 0)) << name;
+    EXPECT_LE(off[1], data.size()) << name;
+    ranges.emplace_back(off[0], off[1]);
+    t.bytes = data.substr(off[0], off[1] - off[0]);
+    p.tensors[name] = t;
+  }
+  std::sort(ranges.begin(), ranges.end());
+  uint64_t at = 0;
+  for (const auto& [b, e] : ranges) {
+    EXPECT_EQ(b, at) << "data_offsets are not contiguous";
+    at = e;
+  }
+  EXPECT_EQ(at, data.size()) << "data section has bytes no tensor owns";
+  return p;
+}
+
+// A file as the original `gpt2` repository holds it: GPT2Model names (no "transformer."), the
+// attention mask buffers, and lm_head.weight (the embedding's bytes).
+std::vector<RawTensor> original_style(const mf::nn::NamedTensors& w, int64_t positions) {
+  std::vector<RawTensor> out;
+  std::string wte;
+  for (const auto& [name, t] : w) {
+    const std::string short_name = name.substr(std::string("transformer.").size());
+    out.push_back({short_name, st_dtype(t.dtype()), t.shape(), bytes_of(t)});
+    if (short_name == "wte.weight") wte = out.back().bytes;
+    if (short_name.find(".ln_1.bias") != std::string::npos) {
+      const std::string block = short_name.substr(0, short_name.find(".ln_1"));
+      std::vector<float> mask(static_cast<size_t>(positions * positions));
+      for (int64_t i = 0; i < positions; ++i)
+        for (int64_t j = 0; j <= i; ++j) mask[static_cast<size_t>(i * positions + j)] = 1;
+      out.push_back({block + ".attn.bias", "F32", {1, 1, positions, positions},
+                     std::string(reinterpret_cast<const char*>(mask.data()), mask.size() * 4)});
+      const float masked = -1e4f;
+      out.push_back({block + ".attn.masked_bias", "F32", {}, std::string(reinterpret_cast<const char*>(&masked), 4)});
+    }
+  }
+  out.push_back({"lm_head.weight", out.front().dtype, w.front().second.shape(), wte});
+  return out;
+}
+
+std::string config_json(const Gpt2Config& c) {
+  return "{\"activation_function\": \"gelu_new\", \"architectures\": [\"GPT2LMHeadModel\"], \"attn_pdrop\": 0.1, "
+         "\"embd_pdrop\": 0.1, \"initializer_range\": 0.02, \"layer_norm_epsilon\": 1e-05, \"model_type\": \"gpt2\", "
+         "\"n_ctx\": " + std::to_string(c.max_seq_length) + ", \"n_embd\": " + std::to_string(c.hidden_size) +
+         ", \"n_head\": " + std::to_string(c.num_attention_heads) + ", \"n_layer\": " + std::to_string(c.num_layers) +
+         ", \"n_positions\": " + std::to_string(c.max_seq_length) + ", \"n_inner\": " +
+         (c.ffn_hidden_size > 0 ? std::to_string(c.ffn_hidden_size) : "null") + ", \"resid_pdrop\": 0.1, \"vocab_size\": " +
+         std::to_string(c.vocab_size) + "}";
+}
+
+class HfConvert : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::path(testing::TempDir()) / ("mf_hf_" + std::to_string(::getpid()));
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string path(const std::string& p) const { return (dir_ / p).string(); }
+
+  // A training run's output folder as train writes it: config.yaml and checkpoints/iter_N.
+  std::string run_dir(const std::string& name, const Gpt2Config& c, const mf::nn::NamedTensors& w) const {
+    const std::string d = path(name);
+    fs::create_directories(d);
+    mf::write_file_atomic(d + "/config.yaml",
+                          "model:\n  num_layers: " + std::to_string(c.num_layers) + "\n  hidden_size: " +
+                              std::to_string(c.hidden_size) + "\n  num_attention_heads: " +
+                              std::to_string(c.num_attention_heads) + "\n  ffn_hidden_size: " +
+                              std::to_string(c.ffn_hidden_size) + "\n  max_seq_length: " + std::to_string(c.max_seq_length) +
+                              "\n  vocab_size: 50\n  layernorm_epsilon: 1.0e-6\ntokenization:\n  tokenizer: byte\n");
+    mf::train::TrainingState st;
+    st.iter = 7;
+    mf::train::write_checkpoint(d, st, w, {{"transformer.wte.weight.exp_avg", mf::zeros({2}, DType::kF32)}}, 0);
+    return d;
+  }
+  std::string hf_dir(const std::string& name, const std::vector<RawTensor>& ts, const std::string& config) const {
+    const std::string d = path(name);
+    fs::create_directories(d);
+    write_by_hand(d + "/model.safetensors", ts);
+    if (!config.empty()) mf::write_file_atomic(d + "/config.json", config);
+    return d;
+  }
+  fs::path dir_;
+};
+
+TEST_F(HfConvert, ParameterShapesAreTheModels) {
+  for (int64_t ffn : {0, 48}) {
+    Gpt2Model m(tiny(ffn));
+    const auto shapes = mf::models::gpt2_parameter_shapes(tiny(ffn));
+    const auto named = m.named_parameters();
+    const auto layouts = m.parameter_layouts();
+    ASSERT_EQ(shapes.size(), named.size());
+    for (size_t i = 0; i < named.size(); ++i) {
+      EXPECT_EQ(shapes[i].first, named[i].first);
+      EXPECT_EQ(shapes[i].second, layouts[i].logical) << named[i].first;
+      EXPECT_TRUE(mf::io::is_gpt2_parameter_name(named[i].first)) << named[i].first;
+    }
+  }
+  for (const char* bad : {"transformer.h.0.attn.bias", "transformer.h.x.ln_1.weight", "transformer.h.0.ln_3.weight",
+                          "lm_head.weight", "wte.weight"})
+    EXPECT_FALSE(mf::io::is_gpt2_parameter_name(bad)) << bad;
+}
+
+// Export -> import: every tensor's name, order, dtype and bytes come back, in f32, bf16 and f16;
+// the exported model.safetensors and config.json are what transformers' GPT2LMHeadModel reads.
+TEST_F(HfConvert, ExportImportRoundTripIsBitIdentical) {
+  const Gpt2Config c = tiny(0);
+  for (DType dt : {DType::kF32, DType::kBF16, DType::kF16}) {
+    const std::string tag = mf::dtype_name(dt);
+    const auto w = weights(c, 11, dt);
+    const std::string run = run_dir("run_" + tag, c, w), hf = path("hf_" + tag), back = path("back_" + tag);
+    mf::train::convert_to_hf(run, hf);
+
+    Parsed p = parse_by_hand(hf + "/model.safetensors");
+    EXPECT_EQ(p.metadata, json({{"format", "pt"}}));
+    EXPECT_EQ(p.tensors.size(), w.size());  // no lm_head.weight: tied
+    for (const auto& [name, t] : w) {
+      ASSERT_TRUE(p.tensors.count(name)) << name;
+      const RawTensor& r = p.tensors.at(name);
+      EXPECT_EQ(r.dtype, st_dtype(dt)) << name;
+      EXPECT_EQ(r.shape, t.shape()) << name;
+      EXPECT_TRUE(r.bytes == bytes_of(t)) << name << " bytes differ";
+    }
+    json cfg = json::parse(mf::read_file(hf + "/config.json"));
+    EXPECT_EQ(cfg["architectures"], json({"GPT2LMHeadModel"}));
+    EXPECT_EQ(cfg["model_type"], "gpt2");
+    EXPECT_EQ(cfg["n_embd"], 16);
+    EXPECT_EQ(cfg["n_layer"], 2);
+    EXPECT_EQ(cfg["n_head"], 4);
+    EXPECT_EQ(cfg["n_positions"], 16);
+    EXPECT_TRUE(cfg["n_inner"].is_null());  // 4 * n_embd
+    EXPECT_EQ(cfg["vocab_size"], 257);  // from the tensors: config.yaml's 50 was padded to the tokenizer's
+    EXPECT_DOUBLE_EQ(cfg["layer_norm_epsilon"].get<double>(), 1e-6);
+    EXPECT_EQ(cfg["torch_dtype"], dt == DType::kF32 ? "float32" : dt == DType::kBF16 ? "bfloat16" : "float16");
+
+    mf::train::convert_from_hf(hf, back);
+    auto ckpt = mf::train::read_latest_checkpoint(back);
+    ASSERT_TRUE(ckpt.has_value());
+    EXPECT_EQ(ckpt->state.iter, 0);
+    EXPECT_TRUE(ckpt->optimizer.empty());
+    ASSERT_EQ(ckpt->model.size(), w.size());
+    const auto got = by_name(ckpt->model);
+    for (const auto& [name, t] : w) {
+      ASSERT_TRUE(got.count(name)) << name;
+      EXPECT_EQ(got.at(name).dtype(), dt) << name;
+      EXPECT_TRUE(bytes_of(got.at(name)) == bytes_of(t)) << name << " bytes differ";
+    }
+    // The converted checkpoint describes itself: exporting it again gives the same files.
+    const mf::train::ModelWeights again = mf::train::read_model_weights(back);
+    EXPECT_TRUE(again.has_config);
+    EXPECT_EQ(again.config.num_attention_heads, 4);
+    EXPECT_EQ(again.config.ffn(), 64);
+    mf::train::convert_to_hf(back, path("hf2_" + tag));
+    EXPECT_EQ(mf::read_file(path("hf2_" + tag) + "/model.safetensors"), mf::read_file(hf + "/model.safetensors"));
+    EXPECT_EQ(mf::read_file(path("hf2_" + tag) + "/config.json"), mf::read_file(hf + "/config.json"));
+    // Every spelling of a meshflow checkpoint reads the same tensors.
+    const std::string iter_dir = back + "/checkpoints/iter_0000000";
+    for (const std::string& p2 : {iter_dir, iter_dir + "/shard_00000.safetensors", run, run + "/"})
+      EXPECT_EQ(mf::train::read_model_weights(p2).tensors.size(), w.size()) << p2;
+  }
+}
+
+// The original gpt2 repository's spelling, written by hand, in f32 and bf16: imports to the
+// same tensors, and a model loaded from it (bf16 cast to f32) gives the logits and loss of the
+// model with those weights set directly; sharded files (an index) read the same.
+TEST_F(HfConvert, ImportsAnOriginalStyleFileAndLoadsIntoAModel) {
+  const Gpt2Config c = tiny();
+  Tensor ids = mf::from_vector<int64_t>({3, 200, 17, 5, 9, 256, 0, 42, 7, 7, 100, 31, 64, 128, 1, 2}, {2, 8});
+  for (DType dt : {DType::kF32, DType::kBF16}) {
+    const std::string tag = mf::dtype_name(dt);
+    const auto w = weights(c, 5, dt);
+    const std::string hf = hf_dir("orig_" + tag, original_style(w, c.max_seq_length), config_json(c));
+    const std::string ck = path("ck_" + tag);
+    mf::train::convert_from_hf(hf, ck);
+    auto ckpt = mf::train::read_latest_checkpoint(ck);
+    ASSERT_EQ(ckpt->model.size(), w.size());
+    const auto got = by_name(ckpt->model);
+    for (const auto& [name, t] : w) {
+      ASSERT_TRUE(got.count(name)) << name;
+      EXPECT_TRUE(bytes_of(got.at(name)) == bytes_of(t)) << name;
+    }
+    Gpt2Model direct(c), loaded(c);
+    loaded.init_weights(99);
+    mf::nn::NamedTensors f32;
+    for (const auto& [name, t] : w) f32.emplace_back(name, mf::cast(t, DType::kF32));
+    direct.load_state_dict(f32);
+    for (const std::string& src : {hf, hf + "/model.safetensors", ck}) {
+      const std::string what = mf::train::load_model_weights(loaded, mf::train::read_model_weights(src));
+      if (dt == DType::kBF16) {
+        EXPECT_NE(what.find("bf16 cast to f32"), std::string::npos) << what;
+      }
+      direct.eval();
+      loaded.eval();
+      EXPECT_EQ(loaded.logits(ids).to_vector<float>(), direct.logits(ids).to_vector<float>()) << src;
+      EXPECT_EQ(loaded.loss(ids, ids).item(), direct.loss(ids, ids).item()) << src;
+    }
+  }
+  // Sharded: two files and model.safetensors.index.json.
+  const auto w = weights(c, 5, DType::kF32);
+  auto all = original_style(w, c.max_seq_length);
+  const std::string d = path("sharded");
+  fs::create_directories(d);
+  std::vector<RawTensor> a(all.begin(), all.begin() + 10), b(all.begin() + 10, all.end());
+  write_by_hand(d + "/model-00001-of-00002.safetensors", a);
+  write_by_hand(d + "/model-00002-of-00002.safetensors", b);
+  json index = {{"metadata", {{"total_size", 0}}}, {"weight_map", json::object()}};
+  for (const auto& t : a) index["weight_map"][t.name] = "model-00001-of-00002.safetensors";
+  for (const auto& t : b) index["weight_map"][t.name] = "model-00002-of-00002.safetensors";
+  mf::write_file_atomic(d + "/model.safetensors.index.json", index.dump());
+  mf::write_file_atomic(d + "/config.json", config_json(c));
+  const auto sharded = mf::train::read_model_weights(d);
+  ASSERT_EQ(sharded.tensors.size(), w.size());
+  for (size_t i = 0; i < w.size(); ++i) EXPECT_TRUE(bytes_of(sharded.tensors[i].second) == bytes_of(w[i].second));
+}
+
+// `meshflow train model.pretrained=...` starts from the weights: with lr 0 the run's checkpoint
+// holds them exactly (cast to the model's f32).
+TEST_F(HfConvert, TrainingStartsFromPretrainedWeights) {
+  const Gpt2Config c = tiny();
+  const auto w = weights(c, 8, DType::kBF16);
+  const std::string hf = hf_dir("pre", original_style(w, c.max_seq_length), config_json(c));
+  std::string text;
+  for (int d = 0; d < 60; ++d) text += "the cat sat on the mat and the dog ran far away " + std::to_string(d) + "\n%\n";
+  mf::write_file_atomic(path("corpus.txt"), text);
+  mf::ByteTokenizer tok;
+  const std::string prefix = mf::preprocess({path("corpus.txt")}, path("corpus"), tok).prefix;
+  mf::Config cfg;
+  for (const char* kv : {"model.num_layers=2", "model.hidden_size=16", "model.num_attention_heads=4",
+                         "model.ffn_hidden_size=48", "model.max_seq_length=16", "model.vocab_size=257",
+                         "train.train_iter=1", "train.train_micro_batch_size=2", "train.evaluation.enabled=false",
+                         "tokenization.tokenizer=byte", "optim.lr=0"})
+    cfg.apply_override(kv);
+  cfg.set("data.data_prefix", prefix);
+  cfg.set("train.output_dir", path("out"));
+  cfg.set("model.pretrained", hf);
+  std::FILE* log = std::tmpfile();
+  mf::train::run_training(cfg, log);
+  std::rewind(log);
+  char line[512] = {};
+  ASSERT_NE(std::fgets(line, sizeof line, log), nullptr);
+  std::fclose(log);
+  EXPECT_NE(std::string(line).find("model.pretrained: 28 tensors"), std::string::npos) << line;
+  auto ckpt = mf::train::read_latest_checkpoint(path("out"));
+  ASSERT_TRUE(ckpt.has_value());
+  ASSERT_EQ(ckpt->model.size(), w.size());
+  const auto got = by_name(ckpt->model);
+  for (const auto& [name, t] : w) {
+    ASSERT_TRUE(got.count(name)) << name;
+    EXPECT_TRUE(bytes_of(got.at(name)) == bytes_of(mf::cast(t, DType::kF32))) << name;
+  }
+}
+
+TEST_F(HfConvert, BadInputNamesTheFileAndTheTensor) {
+  const Gpt2Config c = tiny();
+  const auto w = weights(c, 3, DType::kF32);
+  const auto good = original_style(w, c.max_seq_length);
+  // No config.json.
+  const std::string no_cfg = hf_dir("no_cfg", good, "");
+  const std::string no_cfg_json = no_cfg + "/config.json";
+  MFT_EXPECT_ERROR(mf::train::convert_from_hf(no_cfg, path("o1")), no_cfg_json.c_str(), "not found");
+  EXPECT_FALSE(fs::exists(path("o1")));
+  // A tensor of the wrong shape.
+  auto bad_shape = good;
+  for (auto& t : bad_shape)
+    if (t.name == "h.1.mlp.c_fc.weight") {
+      t.shape = {16, 40};
+      t.bytes.resize(16 * 40 * 4);
+    }
+  const std::string shape_dir = hf_dir("shape", bad_shape, config_json(c));
+  const std::string shape_file = shape_dir + "/model.safetensors";
+  MFT_EXPECT_ERROR(mf::train::convert_from_hf(shape_dir, path("o2")), shape_file.c_str(),
+                   "'transformer.h.1.mlp.c_fc.weight' is (16, 40)", "config.json expects (16, 48)");
+  // An unknown tensor.
+  auto unknown = good;
+  unknown.push_back({"h.0.attn.q_proj.weight", "F32", {2}, std::string(8, '\0')});
+  const std::string unknown_dir = hf_dir("unknown", unknown, config_json(c));
+  const std::string unknown_file = unknown_dir + "/model.safetensors";
+  MFT_EXPECT_ERROR(mf::train::convert_from_hf(unknown_dir, path("o3")), unknown_file.c_str(),
+                   "unknown tensor 'h.0.attn.q_proj.weight'");
+  // A missing tensor, a layer the config does not have.
+  auto missing = good;
+  missing.erase(std::remove_if(missing.begin(), missing.end(), [](const RawTensor& t) { return t.name == "ln_f.bias"; }),
+                missing.end());
+  MFT_EXPECT_ERROR(mf::train::convert_from_hf(hf_dir("missing", missing, config_json(c)), path("o4")),
+                   "no tensor 'transformer.ln_f.bias'");
+  Gpt2Config one_layer = c;
+  one_layer.num_layers = 1;
+  MFT_EXPECT_ERROR(mf::train::convert_from_hf(hf_dir("layers", good, config_json(one_layer)), path("o5")),
+                   "unexpected tensor 'transformer.h.1.ln_1.weight'", "num_layers 1");
+  // An untied head.
+  auto untied = good;
+  untied.back().bytes[0] ^= 1;
+  MFT_EXPECT_ERROR(mf::train::convert_from_hf(hf_dir("untied", untied, config_json(c)), path("o6")), "lm_head.weight",
+                   "differs from the token embedding");
+  // Another architecture.
+  json relu = json::parse(config_json(c));
+  relu["activation_function"] = "relu";
+  MFT_EXPECT_ERROR(mf::train::convert_from_hf(hf_dir("relu", good, relu.dump()), path("o7")), "config.json",
+                   "activation_function 'relu'");
+  // model.pretrained: the weights must fit the model config.
+  const std::string hf = hf_dir("ok", good, config_json(c));
+  Gpt2Config wider = c;
+  wider.hidden_size = 32;
+  wider.num_attention_heads = 4;
+  Gpt2Model wide(wider);
+  MFT_EXPECT_ERROR(mf::train::load_model_weights(wide, mf::train::read_model_weights(hf)),
+                   "tensor 'transformer.wte.weight' is (257, 16), the model config expects (257, 32)");
+  Gpt2Config two_heads = c;
+  two_heads.num_attention_heads = 2;
+  Gpt2Model m2(two_heads);
+  MFT_EXPECT_ERROR(mf::train::load_model_weights(m2, mf::train::read_model_weights(hf)), "config.json gives n_head 4",
+                   "model.num_attention_heads 2");
+  MFT_EXPECT_ERROR(mf::train::read_model_weights(path("nope")), "nope: no such file or directory");
+  // --to-hf needs the run's config.yaml (the heads are not in the weights); not an HF folder.
+  const std::string run = run_dir("run", c, w);
+  fs::remove(run + "/config.yaml");
+  MFT_EXPECT_ERROR(mf::train::convert_to_hf(run, path("o8")), "no config.yaml", "attention heads");
+  MFT_EXPECT_ERROR(mf::train::convert_to_hf(hf, path("o9")), "already a Hugging Face model");
+  // --from-hf does not overwrite a run.
+  mf::train::convert_from_hf(hf, path("o10"));
+  MFT_EXPECT_ERROR(mf::train::convert_from_hf(hf, path("o10")), "already holds a run or a checkpoint");
+}
+
+}  // namespace
