@@ -11,13 +11,14 @@
 #     logs tp=2's losses exactly;
 #  2. every step's comm_bytes (the gradient all-reduce) scales as 2(N-1)/N: dp=4 sends 1.5x
 #     what dp=2 sends, within 1% (the exact byte count is checked in meshflow_mpi_tests);
-#  2b. ZeRO-1 with dp=4, dp=2 x tp=2 and dp=2 x pp=2 logs the unsharded runs' losses to 1e-6,
-#     with a quarter of the optimizer state per rank at dp=4;
+#  2b. ZeRO 1, 2 and 3 with dp=4, dp=2 x tp=2 and dp=2 x pp=2 log the unsharded runs' losses
+#     to 1e-6 (model-state bytes per stage: tests/mpi/zero_memory_test.cpp);
 #  2c. bf16 mixed precision on dp=2 x tp=2 logs the one-process bf16 losses to 2e-4 relative
 #     (measured 2.4e-5): bf16 gradients reduced in another order round differently;
-#  3. tp=2, pp=2 and ZeRO-1 runs stopped at step 10 (checkpoints gathered to the unsplit layout) and
-#     resumed log the uninterrupted runs' losses; a tp=2 x pp=2 checkpoint evaluates on one
-#     process to the run's own validation loss;
+#  3. tp=2, pp=2, dp=2 x tp=2 ZeRO-1 and dp=2 x tp=2 ZeRO-3 runs stopped at step 10 (every rank
+#     writing its own checkpoint pieces) and resumed log the uninterrupted runs' losses bit for
+#     bit; a dp=2 x tp=2 x pp=2 ZeRO-1 checkpoint resumes under dp=4 and under pp=4 to 1e-6; a
+#     tp=2 x pp=2 checkpoint evaluates on one process to the run's own validation loss;
 #  4. a world size that does not match train.dist, or a tp size that does not divide the heads,
 #     fails on every rank with one error line each, before any work (no output directory).
 # Usage: parallel_train_test.sh MESHFLOW_BINARY SOURCE_DIR MPIEXEC
@@ -31,9 +32,8 @@ cd "$src" || exit 1
 fail=0
 export OMP_NUM_THREADS=1
 
-printf 'the cat sat on the mat.\n%%\na dog ran far away.\n%%\n' > "$work/corpus.txt"
-for i in $(seq 1 200); do printf 'line %d of the small corpus, with some words and %d more.\n%%\n' "$i" "$((i * 7))" >> "$work/corpus.txt"; done
-"$bin" preprocess --input "$work/corpus.txt" --output-prefix "$work/c" --tokenizer byte > /dev/null || { echo "preprocess failed"; exit 1; }
+source tests/tiny_corpus.sh
+tiny_corpus "$bin" "$work" 200
 args=(configs/gpt2/tiny.yaml tokenization.tokenizer=byte model.vocab_size=257 "data.data_prefix=$work/c_text_document"
       model.num_layers=4 model.hidden_size=32 model.num_attention_heads=4 model.ffn_hidden_size=128
       model.max_seq_length=32 data.seq_length=31 train.train_iter=20 train.global_batch_size=8 train.log_period=1
@@ -41,7 +41,7 @@ args=(configs/gpt2/tiny.yaml tokenization.tokenizer=byte model.vocab_size=257 "d
 
 # MESHFLOW_TEST_QUICK=1 (the sanitizer build) runs a representative subset: one or two runs of
 # each kind of parallelism, their references, and one stop/resume.
-quick_set=" dp1 dp2 dp4 tp2sp dp2tp2 z2dp4 z3dp2tp2 one_mb2 pp21f1b pp2il one_mb4 dp2tp2pp2sp z3r amp1 ampdp2tp2 "
+quick_set=" dp1 dp2 tp2sp dp2tp2 z3dp2tp2 one_mb2 pp2il z3r "
 skipped() { [ "${MESHFLOW_TEST_QUICK:-0}" = 1 ] && [[ "$quick_set" != *" $1 "* ]]; }
 
 run() {  # name, ranks, micro batch, tp[, sequence parallel[, pp[, schedule[, virtual stages[, layers[, zero stage]]]]]]
@@ -131,7 +131,7 @@ compare -t 1e-6 dp4 z1dp4 z2dp4 z3dp4
 compare -t 1e-6 dp2tp2 z1dp2tp2 z2dp2tp2 z3dp2tp2
 compare -t 1e-6 dp2pp2 z1dp2pp2 z2dp2pp2 z3dp2pp2
 compare one_mb4 dp2pp2
-paste <(field "$work/dp2/metrics.jsonl" comm_bytes) <(field "$work/dp4/metrics.jsonl" comm_bytes) |
+skipped dp4 || paste <(field "$work/dp2/metrics.jsonl" comm_bytes) <(field "$work/dp4/metrics.jsonl" comm_bytes) |
   awk '{ r = $2 / $1; if (r < 1.5 * 0.99 || r > 1.5 * 1.01) { printf "FAIL: step %d: dp=4 sent %s bytes, dp=2 %s: ratio %.4f, want 1.5\n", NR, $2, $1, r; bad = 1 } }
        END { if (NR != 20) { print "FAIL: comm_bytes missing"; bad = 1 } exit bad }' || fail=1
 

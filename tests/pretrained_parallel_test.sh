@@ -15,9 +15,8 @@ cd "$src" || exit 1
 fail=0
 export OMP_NUM_THREADS=1
 
-printf 'the cat sat on the mat.\n%%\na dog ran far away.\n%%\n' > "$work/corpus.txt"
-for i in $(seq 1 100); do printf 'line %d of the small corpus, with some words and %d more.\n%%\n' "$i" "$((i * 7))" >> "$work/corpus.txt"; done
-"$bin" preprocess --input "$work/corpus.txt" --output-prefix "$work/c" --tokenizer byte > /dev/null || { echo "preprocess failed"; exit 1; }
+source tests/tiny_corpus.sh
+tiny_corpus "$bin" "$work" 100
 args=(configs/gpt2/tiny.yaml tokenization.tokenizer=byte model.vocab_size=257 "data.data_prefix=$work/c_text_document"
       model.num_layers=2 model.hidden_size=32 model.num_attention_heads=4 model.ffn_hidden_size=64
       model.max_seq_length=32 data.seq_length=31 train.train_iter=4 train.global_batch_size=4 train.log_period=1

@@ -95,40 +95,30 @@ void expect_near_rel(double got, double want, const char* what, int stage) {
                                      << want;
 }
 
-TEST(ZeroMemory, ModelStatesFollowTheFormulas) {
+// Each stage against its formula, given the bytes per parameter of the parameters, the
+// gradients and the optimizer state when unsharded.
+void check_formulas(DType dtype, double param_bytes, double grad_bytes, double optim_bytes) {
   const double n = mf::comm::mpi_world()->size();
   for (int stage = 0; stage <= 3; ++stage) {
-    Bytes b = model_state_bytes(stage);
+    Bytes b = model_state_bytes(stage, nullptr, dtype);
     const double psi = b.psi;
-    // bytes per parameter: (parameters, gradients, optimizer state)
-    const double p = stage == 3 ? 4 / n : 4, g = stage >= 2 ? 4 / n : 4, os = stage >= 1 ? 8 / n : 8;
+    const double p = param_bytes / (stage == 3 ? n : 1), g = grad_bytes / (stage >= 2 ? n : 1);
+    const double os = optim_bytes / (stage >= 1 ? n : 1);
     expect_near_rel(b.total, (p + g + os) * psi, "allocator total", stage);
     expect_near_rel(static_cast<double>(b.report.parameters), p * psi, "parameters", stage);
     expect_near_rel(static_cast<double>(b.report.gradients), g * psi, "gradients", stage);
     expect_near_rel(static_cast<double>(b.report.optimizer_state), os * psi, "optimizer state", stage);
     if (mf::comm::mpi_world()->rank() == 0)
-      std::printf("ZeRO stage %d, N=%d: model states %.0f bytes = %.3f x 16 psi (formula %.3f)\n", stage,
-                  static_cast<int>(n), b.total, b.total / (16 * psi), (p + g + os) / 16);
+      std::printf("%s ZeRO stage %d, N=%d: model states %.0f bytes = %.3f x 16 psi (formula %.3f)\n",
+                  mf::dtype_name(dtype), stage, static_cast<int>(n), b.total, b.total / (16 * psi), (p + g + os) / 16);
   }
 }
 
-TEST(ZeroMemory, MixedPrecisionModelStatesFollowTheKEquals12Forms) {
-  // bf16 parameters and gradients, f32 master weights and AdamW moments (K = 12): stage 0 16Ψ,
-  // 1 2Ψ + 2Ψ + 12Ψ/N, 2 2Ψ + 14Ψ/N, 3 16Ψ/N.
-  const double n = mf::comm::mpi_world()->size();
-  for (int stage = 0; stage <= 3; ++stage) {
-    Bytes b = model_state_bytes(stage, nullptr, DType::kBF16);
-    const double psi = b.psi;
-    const double p = stage == 3 ? 2 / n : 2, g = stage >= 2 ? 2 / n : 2, os = stage >= 1 ? 12 / n : 12;
-    expect_near_rel(b.total, (p + g + os) * psi, "bf16 allocator total", stage);
-    expect_near_rel(static_cast<double>(b.report.parameters), p * psi, "bf16 parameters", stage);
-    expect_near_rel(static_cast<double>(b.report.gradients), g * psi, "bf16 gradients", stage);
-    expect_near_rel(static_cast<double>(b.report.optimizer_state), os * psi, "bf16 optimizer state", stage);
-    if (mf::comm::mpi_world()->rank() == 0)
-      std::printf("bf16 ZeRO stage %d, N=%d: model states %.0f bytes = %.3f x 16 psi (formula %.3f)\n", stage,
-                  static_cast<int>(n), b.total, b.total / (16 * psi), (p + g + os) / 16);
-  }
-}
+TEST(ZeroMemory, ModelStatesFollowTheFormulas) { check_formulas(DType::kF32, 4, 4, 8); }
+
+// bf16 parameters and gradients, f32 master weights and AdamW moments (K = 12): stage 0 16Ψ,
+// 1 2Ψ + 2Ψ + 12Ψ/N, 2 2Ψ + 14Ψ/N, 3 16Ψ/N.
+TEST(ZeroMemory, MixedPrecisionModelStatesFollowTheKEquals12Forms) { check_formulas(DType::kBF16, 2, 2, 12); }
 
 TEST(ZeroMemory, CheckpointsHoldNoCopiesOfTheState) {
   // Saving and loading under ZeRO 1 and 3 allocate at most a few small bookkeeping tensors: no
