@@ -121,7 +121,9 @@ TEST(Gpt2Recompute, PipelineStagesCheckpointTheirShareOfTheRange) {
   size_t i = 2;
   for (auto* m : {&s0, &s1})
     for (auto& [name, p] : m->named_parameters())
-      if (name.find(".h.") != std::string::npos) EXPECT_EQ(plain.grads[i++], p.grad().to_vector<float>()) << name;
+      if (name.find(".h.") != std::string::npos) {
+        EXPECT_EQ(plain.grads[i++], p.grad().to_vector<float>()) << name;
+      }
   EXPECT_EQ(i, plain.grads.size() - 2);  // ln_f's weight and bias follow
 }
 
