@@ -89,9 +89,10 @@ TensorRegion region_from_json(const json& j) {
   return r;
 }
 
+// A file opened for positioned reads (shard headers and data, checksums).
 class Fd {
  public:
-  Fd(const std::string& path, int flags) : path_(path), fd_(::open(path.c_str(), flags | O_CLOEXEC, 0644)) {
+  explicit Fd(const std::string& path) : path_(path), fd_(::open(path.c_str(), O_RDONLY | O_CLOEXEC)) {
     MF_CHECK(fd_ >= 0, "cannot open ", path, ": ", errno_str());
   }
   ~Fd() {
@@ -99,7 +100,6 @@ class Fd {
   }
   Fd(const Fd&) = delete;
   Fd& operator=(const Fd&) = delete;
-  int get() const { return fd_; }
   void read_at(void* dst, size_t nbytes, int64_t offset) const {
     char* p = static_cast<char*>(dst);
     while (nbytes > 0) {
@@ -111,17 +111,6 @@ class Fd {
       nbytes -= static_cast<size_t>(n);
     }
   }
-  void write_all(const void* src, size_t nbytes) {
-    const char* p = static_cast<const char*>(src);
-    while (nbytes > 0) {
-      ssize_t n = ::write(fd_, p, nbytes);
-      if (n < 0 && errno == EINTR) continue;
-      MF_CHECK(n > 0, "write to ", path_, " failed: ", errno_str());
-      p += n;
-      nbytes -= static_cast<size_t>(n);
-    }
-  }
-  void sync() { MF_CHECK(::fsync(fd_) == 0, "fsync of ", path_, " failed: ", errno_str()); }
 
  private:
   std::string path_;
@@ -172,10 +161,10 @@ std::pair<int64_t, uint32_t> write_shard(const fs::path& path, int rank, const s
   std::string h = full.dump();
   h.append((8 - h.size() % 8) % 8, ' ');
   const uint64_t hlen = h.size();
-  Fd f(path.string(), O_WRONLY | O_CREAT | O_TRUNC);
+  AtomicFile f(path.string());
   uLong crc = crc32(0L, Z_NULL, 0);
   auto put = [&](const void* p, size_t n) {
-    f.write_all(p, n);
+    f.write(p, n);
     const auto* b = static_cast<const Bytef*>(p);
     while (n > 0) {  // crc32 takes a uInt length
       const uInt k = static_cast<uInt>(std::min<size_t>(n, size_t{1} << 30));
@@ -187,7 +176,7 @@ std::pair<int64_t, uint32_t> write_shard(const fs::path& path, int rank, const s
   put(&hlen, 8);
   put(h.data(), h.size());
   for (const Tensor& c : data) put(c.raw_data(), c.nbytes());
-  f.sync();
+  f.commit();
   return {static_cast<int64_t>(8 + hlen + offset), static_cast<uint32_t>(crc)};
 }
 
@@ -250,7 +239,7 @@ void write_checkpoint_shards(comm::Communicator* world, const std::string& outpu
       if (bytes == 0) continue;
       const std::string file = shard_name(q);
       const fs::path path = tmp / file;
-      Fd f(path.string(), O_RDONLY);
+      Fd f(path.string());
       uint64_t hlen = 0;
       f.read_at(&hlen, 8, 0);
       std::string h(hlen, ' ');
@@ -329,7 +318,7 @@ struct CheckpointReader::Impl {
   std::string path(int file) const { return (fs::path(dir) / files[static_cast<size_t>(file)]).string(); }
   const Fd& fd(int file) const {
     auto& f = fds[static_cast<size_t>(file)];
-    if (!f) f = std::make_unique<Fd>(path(file), O_RDONLY);
+    if (!f) f = std::make_unique<Fd>(path(file));
     return *f;
   }
   const Entry& entry(const std::string& name) const {

@@ -142,45 +142,27 @@ uint64_t Trainer::comm_bytes() const {
 
 double Trainer::clip_gradients(double grad_scale) {
   const nn::TensorParallel& tp = model_->tensor_parallel();
-  if (zero_shards_) return clip_shard_gradients(grad_scale);
-  if (!tp.enabled() && !pp_) return optim::clip_grad_norm(model_->parameters(), opts_.clip_grad_max_norm, grad_scale);
+  if (!zero_shards_ && !tp.enabled() && !pp_)
+    return optim::clip_grad_norm(model_->parameters(), opts_.clip_grad_max_norm, grad_scale);
   // The logical norm: split pieces' squares summed over tp, replicated ones counted once, the
-  // stages' sums added (the last stage's copy of the tied embedding left out).
+  // stages' sums added (the last stage's copy of the tied embedding left out). Under ZeRO 2/3
+  // each rank holds its dp slice of every gradient: both sums are then also summed over dp.
   NoGradGuard ng;
-  std::vector<Tensor> params = model_->parameters();
   const Tensor tied_copy = pp_ && pp_->rank() == pp_->size() - 1 ? model_->embedding_weight() : Tensor();
-  double split_ss = 0, replicated_ss = 0;
-  for (size_t i = 0; i < params.size(); ++i)
-    if (params[i].grad().defined() && params[i].impl() != tied_copy.impl())
-      (split_[i] ? split_ss : replicated_ss) += sum_squares(params[i].grad()).item();
-  if (tp.enabled()) {
-    Tensor t = full({1}, split_ss, DType::kF64);
-    tp.comm->all_reduce(t)->wait();
-    split_ss = t.data<double>()[0];
-  }
-  const double norm = std::sqrt(sum_over_pp(split_ss + replicated_ss)) / grad_scale;
-  const double max_norm = opts_.clip_grad_max_norm;
-  if (max_norm > 0 && std::isfinite(norm) && norm > max_norm)
-    for (const Tensor& p : params)
-      if (p.grad().defined()) {
-        Tensor g = p.grad();
-        scale_(g, max_norm / (norm + 1e-6));
-      }
-  return norm;
-}
-
-double Trainer::clip_shard_gradients(double grad_scale) {
-  // ZeRO 2 and 3: each rank holds its dp slice of every gradient. Split parameters' squares are
-  // summed over dp x tp, replicated ones' over dp only; the stages' sums are added (the last
-  // stage's copy of the tied embedding left out).
-  NoGradGuard ng;
-  const nn::TensorParallel& tp = model_->tensor_parallel();
-  const Tensor tied_copy = pp_ && pp_->rank() == pp_->size() - 1 ? model_->embedding_weight() : Tensor();
+  std::vector<Tensor> grads;  // what is clipped
   Tensor ss = zeros({2}, DType::kF64);  // split, replicated
-  for (const ZeroShard& z : zero_)
-    if (z.shard.grad().defined() && z.param.impl() != tied_copy.impl())
-      ss.data<double>()[split_[z.index] ? 0 : 1] += sum_squares(z.shard.grad()).item();
-  dp_->all_reduce(ss)->wait();
+  auto add = [&](const Tensor& param, const Tensor& g, size_t index) {
+    if (!g.defined()) return;
+    grads.push_back(g);
+    if (param.impl() != tied_copy.impl()) ss.data<double>()[split_[index] ? 0 : 1] += sum_squares(g).item();
+  };
+  if (zero_shards_) {
+    for (const ZeroShard& z : zero_) add(z.param, z.shard.grad(), z.index);
+    dp_->all_reduce(ss)->wait();
+  } else {
+    const std::vector<Tensor> params = model_->parameters();
+    for (size_t i = 0; i < params.size(); ++i) add(params[i], params[i].grad(), i);
+  }
   double split_ss = ss.data<double>()[0];
   if (tp.enabled()) {
     Tensor t = full({1}, split_ss, DType::kF64);
@@ -190,11 +172,7 @@ double Trainer::clip_shard_gradients(double grad_scale) {
   const double norm = std::sqrt(sum_over_pp(split_ss + ss.data<double>()[1])) / grad_scale;
   const double max_norm = opts_.clip_grad_max_norm;
   if (max_norm > 0 && std::isfinite(norm) && norm > max_norm)
-    for (const ZeroShard& z : zero_)
-      if (z.shard.grad().defined()) {
-        Tensor g = z.shard.grad();
-        scale_(g, max_norm / (norm + 1e-6));
-      }
+    for (Tensor& g : grads) scale_(g, max_norm / (norm + 1e-6));
   return norm;
 }
 

@@ -178,7 +178,6 @@ class Trainer {
   // The logical gradient norm (before clipping) of gradients that hold grad_scale x the true ones.
   double clip_gradients(double grad_scale = 1.0);
   bool any_rank(bool local);          // true on every rank when `local` is true on one (all ranks)
-  double clip_shard_gradients(double grad_scale);  // the same over ZeRO 2/3's gradient slices
   uint64_t comm_bytes() const;        // bytes sent so far by this rank's groups
   void barrier();
   // Checkpoint entries: "model/<param>" and "optimizer/<param>.<slot>", each this rank's tensor
