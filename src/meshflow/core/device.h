@@ -1,5 +1,5 @@
-// Where a tensor's storage lives. Only CPU has kernels today; kCUDA is the slot the CUDA
-// backend fills (allocator, kernels) without changing any caller.
+// Where a tensor's storage lives: the host (kCPU) or a GPU (kCUDA, filled by the CUDA backend
+// in src/meshflow/cuda when the build has it: allocator, kernels, copies).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -17,5 +17,11 @@ struct Device {
 };
 
 inline Device cpu_device() { return Device{DeviceType::kCPU, 0}; }
+inline Device cuda_device(int index = 0) { return Device{DeviceType::kCUDA, index}; }
+
+// Whether this build has the CUDA backend (MESHFLOW_WITH_CUDA).
+bool cuda_backend_compiled();
+// The GPUs this process sees: 0 without the backend, a driver or a GPU (never throws).
+int cuda_device_count();
 
 }  // namespace mf

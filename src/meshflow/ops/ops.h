@@ -123,6 +123,11 @@ Tensor affine(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor
 // ---- dtype (ops/cast.cpp)
 Tensor cast(const Tensor& x, DType dtype);  // round-to-nearest-even into bf16/f16
 
+// ---- device (ops/transfer.cpp)
+// x copied to `device` (x itself when already there), contiguous; differentiable (the gradient
+// goes back to x's device). Host-to-GPU copies are asynchronous, GPU-to-host ones complete.
+Tensor to(const Tensor& x, Device device);
+
 // ---- in place, never recorded by autograd (ops/inplace.cpp). They throw when grad mode is
 // on and `dst` requires grad: wrap optimizer updates in NoGradGuard.
 void fill_(Tensor& dst, double value);

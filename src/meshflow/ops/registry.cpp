@@ -3,6 +3,10 @@
 #include <mutex>
 
 #include "meshflow/ops/cpu/register.h"
+#if MESHFLOW_WITH_CUDA
+#include "meshflow/cuda/register.h"
+#include "meshflow/cuda/runtime.h"
+#endif
 
 namespace mf {
 
@@ -40,7 +44,12 @@ void init() {
   static std::once_flag once;
   std::call_once(once, [] {
     register_cpu_kernels(mutable_registry());
-    // The CUDA backend registers here (MESHFLOW_WITH_CUDA), the one call site for it.
+#if MESHFLOW_WITH_CUDA
+    // The one call site of the CUDA backend. Neither touches the driver: a machine without a
+    // GPU runs the CPU backend unchanged.
+    register_cuda_kernels(mutable_registry());
+    cuda::install_allocator();
+#endif
   });
 }
 

@@ -5,11 +5,13 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <new>
 
 #include "meshflow/core/error.h"
+#include "meshflow/ops/registry.h"
 
 namespace mf {
 
@@ -33,6 +35,16 @@ MemoryStats Allocator::stats() const {
 }
 
 void Allocator::reset_peak() { peak_.store(current_.load()); }
+
+void Allocator::copy_to_host(void* host_dst, const void* src, size_t nbytes) const {
+  if (nbytes) std::memcpy(host_dst, src, nbytes);
+}
+void Allocator::copy_from_host(void* dst, const void* host_src, size_t nbytes) const {
+  if (nbytes) std::memcpy(dst, host_src, nbytes);
+}
+void Allocator::copy_within(void* dst, const void* src, size_t nbytes) const {
+  if (nbytes) std::memmove(dst, src, nbytes);
+}
 
 namespace {
 
@@ -136,9 +148,10 @@ Allocator* g_allocators[kNumDeviceTypes] = {nullptr, nullptr};
 Allocator& allocator_for(Device device) {
   static CpuAllocator cpu_alloc;
   if (device.type == DeviceType::kCPU) return cpu_alloc;
+  init();  // backends install their allocators there
   Allocator* a = g_allocators[static_cast<int>(device.type)];
   MF_CHECK(a != nullptr, "no allocator for device ", device.str(),
-           ": this build has no backend for it (MESHFLOW_WITH_CUDA=OFF or no GPU)");
+           cuda_backend_compiled() ? ": the CUDA backend is not initialised" : ": this build has no CUDA backend (configure with the CUDA toolkit, MESHFLOW_WITH_CUDA=ON)");
   return *a;
 }
 

@@ -1,5 +1,6 @@
 // Allocators, one per device, that count current and peak bytes (memory reports and the
-// ZeRO tests read them). The CUDA backend adds a caching device allocator in the same slot.
+// ZeRO tests read them) and copy bytes to and from the host. The CUDA backend installs its
+// caching device allocator (cuda/allocator.h) in the kCUDA slot.
 #pragma once
 #include <atomic>
 #include <cstddef>
@@ -24,6 +25,12 @@ class Allocator {
   MemoryStats stats() const;
   void reset_peak();  // peak := current
   virtual void empty_cache() {}  // returns cached blocks to the system
+
+  // Copies between this device's memory and the host's (the CPU allocator: memcpy). Copies to
+  // the host have completed on return; the others are ordered before later kernels.
+  virtual void copy_to_host(void* host_dst, const void* src, size_t nbytes) const;
+  virtual void copy_from_host(void* dst, const void* host_src, size_t nbytes) const;
+  virtual void copy_within(void* dst, const void* src, size_t nbytes) const;
 
  protected:
   virtual void* raw_allocate(size_t nbytes) = 0;

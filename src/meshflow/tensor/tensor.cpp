@@ -33,8 +33,7 @@ void* Tensor::raw_data() const {
 
 template <class T>
 std::vector<T> Tensor::to_vector() const {
-  MF_CHECK(device().type == DeviceType::kCPU, "to_vector: tensor on ", device().str());
-  Tensor c = contiguous(*this);
+  Tensor c = contiguous(to(*this, cpu_device()));
   const T* p = c.data<T>();
   return std::vector<T>(p, p + c.numel());
 }
@@ -48,7 +47,7 @@ template std::vector<Float16> Tensor::to_vector<Float16>() const;
 
 double Tensor::item() const {
   MF_CHECK(numel() == 1, "item(): tensor ", str(), " has ", numel(), " elements, expected 1");
-  Tensor c = cast(*this, DType::kF64);
+  Tensor c = cast(to(*this, cpu_device()), DType::kF64);
   return *c.data<double>();
 }
 

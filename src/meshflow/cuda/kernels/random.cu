@@ -1,0 +1,8 @@
+// TODO(cuda backend): kernels of this family.
+#include "meshflow/cuda/kernels/common.cuh"
+
+namespace mf::cuda {
+
+void register_random(KernelRegistry&) {}
+
+}  // namespace mf::cuda
