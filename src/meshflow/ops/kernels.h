@@ -119,4 +119,11 @@ using SgdUpdate = void(const Tensor& param, const Tensor& grad, const Tensor& mo
 // x (B, H, T, D) contiguous -> out: rotation by +angle (sign = 1) or its inverse (sign = -1).
 using Rope = void(const Tensor& x, double base, int64_t position_offset, int sign, const Tensor& out);
 
+// Multi-tensor AdamW ("adamw_multi"): tensor i is params[i] with grads[i], exp_avgs[i] and
+// exp_avg_sqs[i] (contiguous, its shape, one dtype for all i), decayed with weight_decays[i]
+// (p.weight_decay is not used). Per element the same arithmetic as AdamWUpdate.
+using AdamWMulti = void(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
+                        const std::vector<Tensor>& exp_avgs, const std::vector<Tensor>& exp_avg_sqs,
+                        const std::vector<double>& weight_decays, const AdamWParams& p);
+
 }  // namespace mf::kernels
