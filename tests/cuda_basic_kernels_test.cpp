@@ -3,6 +3,7 @@
 // where the CUDA kernel promises it, else to a tolerance. Kernels are called through the
 // registry, so these tests need only the kernels and to(). Skipped without a GPU.
 #include <cstring>
+#include <iostream>
 
 #include "meshflow/ops/kernels.h"
 #include "meshflow/ops/optim_multi.h"
@@ -30,7 +31,8 @@ Fn* gpu_k(const char* op, DType dt) {
   return mf::kernel<Fn>(op, gpu_dev(), dt);
 }
 
-// Byte-for-byte equality of a (GPU or CPU) tensor with a CPU reference of the same dtype/shape.
+// Byte-for-byte equality of a (GPU or CPU) tensor with a CPU reference of the same dtype/shape
+// (any two NaNs count as equal).
 void expect_same_bytes(const Tensor& got, const Tensor& ref, const std::string& what) {
   Tensor g = host(got), r = mf::contiguous(ref);
   ASSERT_EQ(g.dtype(), r.dtype()) << what;
@@ -41,9 +43,10 @@ void expect_same_bytes(const Tensor& got, const Tensor& ref, const std::string& 
   int failures = 0;
   for (int64_t i = 0; i < g.numel() && failures < 5; ++i)
     if (std::memcmp(gp + i * esz, rp + i * esz, esz) != 0) {
-      ++failures;
       std::vector<double> gv = to_f64(mf::narrow(mf::reshape(g, {-1}), 0, i, 1));
       std::vector<double> rv = to_f64(mf::narrow(mf::reshape(r, {-1}), 0, i, 1));
+      if (std::isnan(gv[0]) && std::isnan(rv[0])) continue;  // NaN payloads may differ (f32 <-> f64)
+      ++failures;
       ADD_FAILURE() << what << ": element " << i << " gpu " << gv[0] << " cpu " << rv[0];
     }
 }
@@ -153,7 +156,7 @@ TEST(CudaBasic, CopyFillAddInplaceWhere) {
     mf::add_(d, s, 0.37);
     mf::add_(gd, gpu(s), 0.37);
     expect_near(gd, d, dt == DType::kF64 ? 1e-15 : 1e-7, 1e-15, "add_");  // FMA or not, as compiled
-    Tensor c = mf::cast(rand_uniform({4, 1, 33}, -1, 1, 10), DType::kBool);
+    Tensor c = mf::cast(mf::relu(rand_uniform({4, 1, 33}, -1, 1, 10)), DType::kBool);  // about half true
     Tensor a = randn({4, 5, 33}, 11, dt), b = randn({1, 5, 1}, 12, dt);
     expect_same_bytes(mf::where(gpu(c), gpu(a), gpu(b)), mf::where(c, a, b), "where");
   }
@@ -254,8 +257,17 @@ TEST(CudaBasic, RandomBitIdenticalToCpu) {
       expect_same_bytes(got, ref, "uniform");
       cpu_k<kn::RandomFill>("random_fill", dt)(ref, true, 0.1, 0.02, 99, 6, slice);
       gpu_k<kn::RandomFill>("random_fill", dt)(got, true, 0.1, 0.02, 99, 6, slice);
-      // Bit-identical is the aim (device log/cos may differ from glibc in the last ulp).
-      expect_same_bytes(got, ref, "normal");
+      // Bit-identical is the aim, but device log/cos may differ from glibc's in the last ulp:
+      // f32 results must match exactly; f64 ones are reported and compared to 1e-14.
+      if (dt == DType::kF32) {
+        expect_same_bytes(got, ref, "normal");
+      } else {
+        std::vector<double> gv = to_f64(host(got)), rv = to_f64(ref);
+        int64_t differ = 0;
+        for (size_t i = 0; i < gv.size(); ++i) differ += gv[i] != rv[i];
+        std::cout << "[ info ] normal f64: " << differ << " of " << gv.size() << " elements differ from the CPU\n";
+        expect_near(got, ref, 1e-14, 1e-15, "normal f64");
+      }
     }
   }
 }
