@@ -10,7 +10,7 @@ namespace mf {
 namespace {
 // `backward_op`: the name of the op's backward kernel (both must exist for bf16/f16).
 void check_norm_params(const char* op, const char* backward_op, const Tensor& x, const Tensor& w, const Tensor& b) {
-  const bool half_ok = detail::native_half(x, {op, backward_op});
+  const bool half_ok = detail::native_half(x, {op, backward_op, "copy"});
   detail::check_float(x, op, "x", half_ok);
   MF_CHECK(x.ndim() >= 1, op, ": x ", x.str(), " must have at least 1 axis");
   int64_t C = x.shape(-1);

@@ -5,7 +5,7 @@
 namespace mf {
 
 Tensor dropout(const Tensor& x, double p, bool training, Generator* gen, const LogicalSlice& slice) {
-  detail::check_float(x, "dropout", "x", detail::native_half(x, {"dropout"}));
+  detail::check_float(x, "dropout", "x", detail::native_half(x, {"dropout", "copy"}));
   MF_CHECK(p >= 0.0 && p < 1.0, "dropout: p must be in [0, 1), got ", p);
   if (!training || p == 0.0) return x;
   Generator& g = gen ? *gen : default_generator();
