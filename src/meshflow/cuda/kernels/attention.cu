@@ -162,6 +162,7 @@ void forward_impl(const Tensor& q, const Tensor& k, const Tensor& v, const Tenso
   const int64_t B = q.shape(0), H = q.shape(1), Tq = q.shape(2), D = q.shape(3), Tk = k.shape(2);
   const Device dev = q.device();
   MF_CHECK(dev.type == DeviceType::kCUDA, kFwd, ": q ", q.str(), " is not on a CUDA device");
+  MF_CHECK(dev.index == current_device(), kFwd, ": q ", q.str(), " is not on the current device cuda:", current_device());
   check_operand(kFwd, "q", q, B, H, Tq, D, DT, dev);
   check_operand(kFwd, "k", k, B, H, Tk, D, DT, dev);
   check_operand(kFwd, "v", v, B, H, Tk, D, DT, dev);
@@ -186,7 +187,7 @@ void launch_backward(const Tensor& dout, const Tensor& q, const Tensor& k, const
   const int64_t BH = a.B * a.H, nrows = BH * a.Tq;
 
   // Di = rowsum(dO * O): (B * H * Tq) in Acc<T>, stream-ordered scratch.
-  Tensor di = empty({nrows}, std::is_same_v<A, double> ? DType::kF64 : DType::kF32, q.device());
+  Tensor di = empty({std::max<int64_t>(nrows, 1)}, std::is_same_v<A, double> ? DType::kF64 : DType::kF32, q.device());
   if (nrows > 0) {
     constexpr int kThreads = 256;
     const int64_t blocks = std::min<int64_t>((nrows + kThreads / 32 - 1) / (kThreads / 32),
@@ -229,6 +230,7 @@ void backward_impl(const Tensor& dout, const Tensor& q, const Tensor& k, const T
   const int64_t B = q.shape(0), H = q.shape(1), Tq = q.shape(2), D = q.shape(3), Tk = k.shape(2);
   const Device dev = q.device();
   MF_CHECK(dev.type == DeviceType::kCUDA, kBwd, ": q ", q.str(), " is not on a CUDA device");
+  MF_CHECK(dev.index == current_device(), kBwd, ": q ", q.str(), " is not on the current device cuda:", current_device());
   check_operand(kBwd, "dout", dout, B, H, Tq, D, DT, dev);
   check_operand(kBwd, "q", q, B, H, Tq, D, DT, dev);
   check_operand(kBwd, "k", k, B, H, Tk, D, DT, dev);

@@ -154,7 +154,7 @@ __global__ void __launch_bounds__(kWarps * 32)
       const bool ok = key_ok && i < a.Tq && (!a.causal || j <= i) && l != ninf;
       A pd = A(0), ds = A(0);
       if (ok) {
-        const A pv = acc_exp(st_w[r * kLS + c] * scale - l);
+        const A pv = prob_exp<T>(st_w[r * kLS + c] * scale - l);
         const bool keep = !a.dropout || draw.keep(rng_base(a, b, h, i) + static_cast<uint64_t>(j));
         pd = keep ? pv * keep_scale : A(0);
         ds = pv * ((keep ? dpt_w[r * kLS + c] * keep_scale : A(0)) - sm.di[c]);
@@ -261,7 +261,7 @@ __global__ void __launch_bounds__(kWarps * 32)
       const bool ok = row_ok && sm.key_valid[c] && (!a.causal || j <= i) && l != ninf;
       A ds = A(0);
       if (ok) {
-        const A pv = acc_exp(s_w[r * kLS + c] * scale - l);
+        const A pv = prob_exp<T>(s_w[r * kLS + c] * scale - l);
         const bool keep = !a.dropout || draw.keep(base + static_cast<uint64_t>(j));
         ds = pv * ((keep ? dp_w[r * kLS + c] * keep_scale : A(0)) - d_i);
       }

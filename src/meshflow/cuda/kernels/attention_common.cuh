@@ -51,7 +51,9 @@ __host__ __device__ __forceinline__ PhiloxWords philox_block_dev(uint64_t seed, 
   uint32_t c0 = static_cast<uint32_t>(block), c1 = static_cast<uint32_t>(block >> 32);
   uint32_t c2 = static_cast<uint32_t>(stream), c3 = static_cast<uint32_t>(stream >> 32);
   uint32_t k0 = static_cast<uint32_t>(seed), k1 = static_cast<uint32_t>(seed >> 32);
+#ifdef __CUDA_ARCH__
 #pragma unroll
+#endif
   for (int r = 0; r < 10; ++r) {
     uint64_t p0 = static_cast<uint64_t>(0xD2511F53u) * c0;
     uint64_t p1 = static_cast<uint64_t>(0xCD9E8D57u) * c2;
@@ -107,6 +109,13 @@ __device__ __forceinline__ float acc_exp(float x) { return expf(x); }
 __device__ __forceinline__ double acc_exp(double x) { return exp(x); }
 __device__ __forceinline__ float acc_log(float x) { return logf(x); }
 __device__ __forceinline__ double acc_log(double x) { return log(x); }
+// exp of the probabilities: the fast intrinsic (a few float ulp) for bf16/f16 inputs, whose
+// probabilities are rounded to 8/11 bits anyway; the accurate one for the f32/f64 reference.
+template <class T>
+__device__ __forceinline__ Acc<T> prob_exp(Acc<T> x) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16> || std::is_same_v<T, __half>) return __expf(x);
+  else return acc_exp(x);
+}
 template <class A>
 __device__ __forceinline__ A neg_inf() {
   return -static_cast<A>(INFINITY);

@@ -120,11 +120,11 @@ __global__ void __launch_bounds__(kWarps * 32)
     tmax = max(tmax, __shfl_xor_sync(0xffffffffu, tmax, 1));
     const A m_new = max(m, tmax);
     // m == -inf: nothing seen yet, l and O are 0, any finite alpha works.
-    const A alpha = m == ninf ? A(0) : acc_exp(m - m_new);
+    const A alpha = m == ninf ? A(0) : prob_exp<T>(m - m_new);
     A sum = A(0);
     for (int c = 0; c < kHalf; ++c) {
       const A sv = srow[c];
-      const A pv = sv == ninf ? A(0) : acc_exp(sv - m_new);
+      const A pv = sv == ninf ? A(0) : prob_exp<T>(sv - m_new);
       sum += pv;
       const bool keep = !a.dropout || pv == A(0) || draw.keep(base + static_cast<uint64_t>(j0 + half * kHalf + c));
       prow[c] = from_acc<T>(keep ? pv : A(0));
@@ -132,8 +132,10 @@ __global__ void __launch_bounds__(kWarps * 32)
     sum += __shfl_xor_sync(0xffffffffu, sum, 1);
     l = l * alpha + sum;
     m = m_new;
+    if (alpha != A(1)) {
 #pragma unroll 4
-    for (int c = half * (kDP / 2); c < (half + 1) * (kDP / 2); ++c) o_w[r * kLO + c] *= alpha;
+      for (int c = half * (kDP / 2); c < (half + 1) * (kDP / 2); ++c) o_w[r * kLO + c] *= alpha;
+    }
     __syncwarp();
 
     // O_w (16, D) += P_w (16, kBN) V (kBN, D)
