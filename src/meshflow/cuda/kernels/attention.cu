@@ -10,7 +10,9 @@
 // padding columns are zeros). bf16/f16 use 4 warps (64 x 64 tiles, tensor cores), f32 2 warps
 // (32 x 32 tiles, FMAs in f32), f64 1 warp (16 x 16 tiles), which keeps every kernel's shared
 // memory within the 163 KiB of an A100 block. lse is f32 or f64 as the inputs, and for
-// bf16/f16 inputs either f32 (preferred) or the input dtype.
+// bf16/f16 inputs either f32 (preferred) or the input dtype; in the latter case the backward
+// first recomputes an f32 lse with the forward kernel (one extra forward pass), because a
+// rounded lse would bias the recomputed probabilities.
 #include <cstdint>
 #include <limits>
 #include <mutex>
@@ -242,8 +244,23 @@ void backward_impl(const Tensor& dout, const Tensor& q, const Tensor& k, const T
   check_lse(kBwd, lse, q);
   const Args a = make_args(kBwd, q, k, mask, p);
   if (B * H == 0) return;
-  if (D <= 64) launch_backward<T, L, 64>(dout, q, k, v, out, lse, dq, dk, dv, a);
-  else launch_backward<T, L, 128>(dout, q, k, v, out, lse, dq, dk, dv, a);
+  if constexpr (attn::kTensorCore<T> && !std::is_same_v<L, float>) {
+    // lse stored in bf16/f16 (8/11 significant bits) would shift every recomputed probability
+    // by up to ~3% (bf16, |lse| ~ 10): recompute it in f32 with the forward kernel (same
+    // scores, masks and dropout) into scratch, and run the backward on that.
+    Tensor lse32 = empty({B, H, Tq}, DType::kF32, dev);
+    Tensor out_scratch = empty({B, H, Tq, D}, DT, dev);
+    if (D <= 64) {
+      if (Tq > 0) launch_forward<T, float, 64>(q, k, v, out_scratch, lse32, a);
+      launch_backward<T, float, 64>(dout, q, k, v, out, lse32, dq, dk, dv, a);
+    } else {
+      if (Tq > 0) launch_forward<T, float, 128>(q, k, v, out_scratch, lse32, a);
+      launch_backward<T, float, 128>(dout, q, k, v, out, lse32, dq, dk, dv, a);
+    }
+  } else {
+    if (D <= 64) launch_backward<T, L, 64>(dout, q, k, v, out, lse, dq, dk, dv, a);
+    else launch_backward<T, L, 128>(dout, q, k, v, out, lse, dq, dk, dv, a);
+  }
 }
 
 // Entry points registered per input dtype: dispatch on the dtype of lse.
