@@ -1,6 +1,6 @@
 // Device building blocks of the flash-attention kernels (attention_forward.cuh,
-// attention_backward.cuh): the launch arguments, a device Philox4x32-10 identical to
-// random/philox.h, the dropout decision of the CPU kernel, a 16x16 warp "MMA tile" (tensor cores
+// attention_backward.cuh): the launch arguments, the dropout decision of the CPU kernel (with
+// random/philox.h's Philox, callable on the device), a 16x16 warp "MMA tile" (tensor cores
 // through nvcuda::wmma for bf16/f16, plain FMAs for f32/f64), and the loaders that copy a
 // (rows, D) slice of a strided (B, H, T, D) operand into a zero-padded shared-memory tile.
 #pragma once
@@ -10,6 +10,7 @@
 #include <type_traits>
 
 #include "meshflow/cuda/kernels/common.cuh"
+#include "meshflow/random/philox.h"
 
 namespace mf::cuda::attn {
 
@@ -40,37 +41,6 @@ __device__ __forceinline__ uint64_t rng_base(const Args& a, int64_t b, int64_t h
   return a.dropout_offset + static_cast<uint64_t>(((b * a.logical_heads + a.head_offset + h) * a.Tq + i) * a.Tk);
 }
 
-// ---- Philox4x32-10, word for word the function of random/philox.h (philox4x32_10 fed by
-// philox_block: counter = (block lo, block hi, stream lo, stream hi), key = (seed lo, seed hi),
-// the same multipliers, Weyl constants, 10 rounds and output word order). It is also a host
-// function so that a host test can compare it with mf::philox_block.
-struct PhiloxWords {
-  uint32_t v0, v1, v2, v3;
-};
-__host__ __device__ __forceinline__ PhiloxWords philox_block_dev(uint64_t seed, uint64_t stream, uint64_t block) {
-  uint32_t c0 = static_cast<uint32_t>(block), c1 = static_cast<uint32_t>(block >> 32);
-  uint32_t c2 = static_cast<uint32_t>(stream), c3 = static_cast<uint32_t>(stream >> 32);
-  uint32_t k0 = static_cast<uint32_t>(seed), k1 = static_cast<uint32_t>(seed >> 32);
-#ifdef __CUDA_ARCH__
-#pragma unroll
-#endif
-  for (int r = 0; r < 10; ++r) {
-    uint64_t p0 = static_cast<uint64_t>(0xD2511F53u) * c0;
-    uint64_t p1 = static_cast<uint64_t>(0xCD9E8D57u) * c2;
-    uint32_t n0 = static_cast<uint32_t>(p1 >> 32) ^ c1 ^ k0;
-    uint32_t n1 = static_cast<uint32_t>(p1);
-    uint32_t n2 = static_cast<uint32_t>(p0 >> 32) ^ c3 ^ k1;
-    uint32_t n3 = static_cast<uint32_t>(p0);
-    c0 = n0;
-    c1 = n1;
-    c2 = n2;
-    c3 = n3;
-    k0 += 0x9E3779B9u;
-    k1 += 0xBB67AE85u;
-  }
-  return {c0, c1, c2, c3};
-}
-
 // The CPU keeps element `index` iff double(float(word >> 8) * 2^-24) >= p. That float is exact
 // (a 24-bit integer times a power of two), so the test is (word >> 8) >= ceil(p * 2^24), with
 // p * 2^24 exact in double. Host-side; p in [0, 1).
@@ -79,7 +49,8 @@ inline uint32_t keep_threshold_of(double p) {
   return static_cast<uint32_t>(t);
 }
 
-// Dropout decisions along one thread's run of indices; one Philox block serves four
+// Dropout decisions along one thread's run of indices, drawn with random/philox.h's
+// philox_block (host and device) as the CPU kernel draws them; one Philox block serves four
 // consecutive indices, so a run of contiguous indices costs a quarter of a block each.
 class DropoutDraw {
  public:
@@ -87,12 +58,12 @@ class DropoutDraw {
   __device__ __forceinline__ bool keep(uint64_t index) {
     const uint64_t block = index >> 2;
     if (!have_ || block != block_) {
-      w_ = philox_block_dev(seed_, stream_, block);
+      w_ = philox_block(seed_, stream_, block);
       block_ = block;
       have_ = true;
     }
     const uint32_t k = static_cast<uint32_t>(index & 3);
-    const uint32_t word = k == 0 ? w_.v0 : k == 1 ? w_.v1 : k == 2 ? w_.v2 : w_.v3;
+    const uint32_t word = k == 0 ? w_.v[0] : k == 1 ? w_.v[1] : k == 2 ? w_.v[2] : w_.v[3];
     return (word >> 8) >= threshold_;
   }
 
@@ -101,7 +72,7 @@ class DropoutDraw {
   uint32_t threshold_;
   bool have_ = false;
   uint64_t block_ = 0;
-  PhiloxWords w_{0, 0, 0, 0};
+  Philox4x32 w_{{0, 0, 0, 0}};
 };
 
 // ---- math in the accumulation type.
