@@ -7,8 +7,8 @@
 //
 // Targets are range-checked and counted on the host: targets on the host cost nothing more
 // (they are uploaded asynchronously for a GPU kernel), targets on a GPU are copied to the host
-// first (a synchronisation). The backward reads its incoming gradient, a scalar, on the host
-// (a synchronisation on a GPU, one per call of this op).
+// first (a synchronisation). The backward multiplies by its incoming gradient (a scalar) on the
+// host when it is there, else on the device (no synchronisation).
 #include "meshflow/ops/op_utils.h"
 
 namespace mf {
@@ -51,11 +51,16 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore
   if (!any_requires_grad({logits})) return out;
   record(kOp, {logits}, {out},
          [x, tgt, lse, ignore_index, label_smoothing, n_valid](const std::vector<Tensor>& g) -> std::vector<Tensor> {
-           double gs = n_valid == 0 ? 0.0 : g[0].item() / static_cast<double>(n_valid);
+           // The incoming gradient is a scalar. On the host it folds into the kernel's scale; on a
+           // device, reading it would synchronise (once per loss chunk), so the kernel scales by
+           // 1/n_valid and the product with it stays on the device.
+           const bool on_host = g[0].device().type == DeviceType::kCPU;
+           double gs = n_valid == 0 ? 0.0 : (on_host ? g[0].item() : 1.0) / static_cast<double>(n_valid);
            Tensor dx = empty(x.shape(), x.dtype(), x.device());
            kernel<kernels::CrossEntropyBackward>("cross_entropy_backward", x.device(), x.dtype())(
                x, tgt, lse, ignore_index, label_smoothing, gs, dx);
-           return {dx};
+           if (on_host || n_valid == 0) return {dx};
+           return {mul(dx, cast(to(g[0], dx.device()), dx.dtype()))};
          });
   return out;
 }
