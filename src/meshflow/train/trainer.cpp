@@ -20,6 +20,9 @@
 #include "meshflow/train/peak_flops.h"
 #include "meshflow/train/pipeline_schedule.h"
 #include "meshflow/dist/sbp.h"
+#if MESHFLOW_WITH_CUDA
+#include "meshflow/cuda/device_info.h"
+#endif
 
 namespace mf::train {
 
@@ -53,6 +56,11 @@ Trainer::Trainer(TrainOptions opts, std::shared_ptr<models::Gpt2Model> model, st
       optimizer_(make_optimizer(opts_, *model_)),
       scheduler_(scheduler_registry().create(opts_.scheduler.name, scheduler_config(opts_))),
       scaler_(scaler_options(opts_, *model_)) {
+  const std::vector<Tensor> params = model_->parameters();
+  device_ = params.empty() ? cpu_device() : params[0].device();
+  for (const Tensor& p : params)
+    MF_CHECK(p.device() == device_, "trainer: the model's parameters are on ", device_.str(), " and ", p.device().str(),
+             "; move the whole model (Module::to_device) before training");
   MF_CHECK(opts_.train_iter > 0 && opts_.micro_batch > 0 && opts_.accumulation_steps > 0, "trainer: train.train_iter (",
            opts_.train_iter, "), train.train_micro_batch_size (", opts_.micro_batch,
            ") and train.num_accumulation_steps (", opts_.accumulation_steps, ") must be positive");
@@ -179,7 +187,7 @@ double Trainer::clip_gradients(double grad_scale) {
 Tensor Trainer::stage_activation(int64_t rows, int64_t seq_len) const {
   const nn::TensorParallel& tp = model_->tensor_parallel();
   const int64_t t = tp.enabled() && tp.sequence_parallel ? dist::split_size(seq_len, tp.size(), tp.rank()) : seq_len;
-  return empty({rows, t, model_->config().hidden_size}, model_->config().compute_dtype());
+  return empty({rows, t, model_->config().hidden_size}, model_->config().compute_dtype(), device_);
 }
 
 double Trainer::mean_over_dp(double local) {
@@ -264,7 +272,7 @@ double Trainer::pipeline_step() {
   pipe_stats_ = PipelineStats{};
   pipe_stats_.max_in_flight = max_in_flight(actions);
   const auto t_start = std::chrono::steady_clock::now();
-  auto& alloc = allocator_for(cpu_device());
+  auto& alloc = allocator_for(device_);
   const std::vector<Tensor> params = model_->parameters();
   auto activation_bytes = [&, base = alloc.stats().current_bytes] {
     int64_t grads = 0;
@@ -285,7 +293,10 @@ double Trainer::pipeline_step() {
   // Every stage reads the step's micro-batches (the first uses the ids, the last the labels), so
   // the sampler position stays the same everywhere.
   std::vector<std::pair<Tensor, Tensor>> batches;
-  for (int64_t i = 0; i < m; ++i) batches.push_back(train_data_->next(mb));
+  for (int64_t i = 0; i < m; ++i) {  // host batches to the model's device (asynchronous copies)
+    auto [ids, labels] = train_data_->next(mb);
+    batches.emplace_back(to(ids, device_), to(labels, device_));
+  }
   Generator& gen = default_generator();
   const uint64_t s0 = gen.state().next_stream, spf = model_->streams_per_forward();
   // fp16: the seed carries the loss scale (every gradient comes out scale x the true one).
@@ -348,13 +359,21 @@ double Trainer::pipeline_step() {
   return loss_sum;
 }
 
+double Trainer::device_peak_flops() const {
+#if MESHFLOW_WITH_CUDA
+  // The chip's dense peak for the arithmetic the model runs: tensor cores for bf16/f16 models.
+  if (device_.type == DeviceType::kCUDA) return cuda::peak_flops(device_.index, model_->config().dtype);
+#endif
+  return measured_peak_flops();
+}
+
 void Trainer::run_hooks(const std::function<void(HookBase&)>& f) {
   for (auto& h : hooks_) f(*h);
 }
 
 StepStats Trainer::train_step() {
   auto t0 = std::chrono::steady_clock::now();
-  allocator_for(cpu_device()).reset_peak();
+  allocator_for(device_).reset_peak();
   if (zero_shards_) zero_shards_->reset_buffer_peak();
   model_->train();
   for (Tensor& p : model_->parameters()) p.zero_grad();  // the model's own (ZeRO's optimizer holds slices)
@@ -383,7 +402,8 @@ StepStats Trainer::train_step() {
   } else if (embed_) {  // the tied embedding's two copies: the sum of their gradients on both
     NoGradGuard ng;
     Tensor g = model_->embedding_weight().grad();
-    if (!g.defined()) g = zeros(model_->embedding_weight().shape(), model_->embedding_weight().dtype());
+    if (!g.defined())
+      g = zeros(model_->embedding_weight().shape(), model_->embedding_weight().dtype(), model_->embedding_weight().device());
     g = contiguous(g);
     embed_->all_reduce(g)->wait();
     model_->embedding_weight().set_grad(g);
@@ -413,8 +433,8 @@ StepStats Trainer::train_step() {
   s.grad_norm = grad_norm;
   s.step_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   s.tokens_per_sec = static_cast<double>(tokens_per_step()) / s.step_seconds;
-  s.mfu = s.tokens_per_sec * model_->flops_per_token(opts_.seq_length) / peak_flops_;
-  s.peak_bytes = allocator_for(cpu_device()).stats().peak_bytes;
+  s.mfu = peak_flops_ > 0 ? s.tokens_per_sec * model_->flops_per_token(opts_.seq_length) / peak_flops_ : 0.0;
+  s.peak_bytes = allocator_for(device_).stats().peak_bytes;
   s.memory = memory_report(s.peak_bytes);
   s.comm_bytes = static_cast<int64_t>(comm_bytes() - comm_bytes0);
   s.exposed_comm_s = exposed;
@@ -430,7 +450,8 @@ EvalStats Trainer::evaluate() {
   std::unique_ptr<BatchSource> data = make_valid_data_();
   double total = 0.0;
   for (int64_t i = 0; i < opts_.eval_iter; ++i) {
-    auto [ids, labels] = data->next(opts_.eval_micro_batch);
+    auto [host_ids, host_labels] = data->next(opts_.eval_micro_batch);
+    const Tensor ids = to(host_ids, device_), labels = to(host_labels, device_);
     if (!pp_) {
       total += model_->loss(ids, labels).item();
       continue;
@@ -473,7 +494,7 @@ void Trainer::train() {
     manual_seed(opts_.seed);
   }
   if (!opts_.config_yaml.empty() && is_main_rank()) write_file_atomic(cfg.string(), opts_.config_yaml);
-  peak_flops_ = measured_peak_flops() * static_cast<double>(dp_size() * tp_size() * pp_size());
+  peak_flops_ = device_peak_flops() * static_cast<double>(dp_size() * tp_size() * pp_size());
   run_hooks([&](HookBase& h) { h.before_train(*this); });
   while (iter_ < opts_.train_iter) {
     StepStats s = train_step();
