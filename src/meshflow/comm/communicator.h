@@ -91,6 +91,9 @@ class Communicator {
   const std::vector<int>& world_ranks() const { return world_ranks_; }
   std::string group_str() const;  // "group [0, 2] (world ranks)"
   virtual const char* backend() const = 0;
+  // Whether tensors on devices of `type` may be passed: the backend's device type, and for the
+  // NCCL backend also host tensors (which it sends through its MPI group).
+  virtual bool accepts(DeviceType type) const { return type == device_type(); }
 
   // ---- collectives. Tensors: contiguous, dtype f32/f64/bf16/f16/i32/i64, on the backend's
   // device; checks throw mf::Error naming op, shapes, dtype, rank and group.
