@@ -7,6 +7,7 @@
 
 #include "meshflow/config/config.h"
 #include "meshflow/core/device.h"
+#include "meshflow/core/error.h"
 #include "meshflow/train/device_select.h"
 #if MESHFLOW_WITH_CUDA
 #include "meshflow/cuda/device_info.h"

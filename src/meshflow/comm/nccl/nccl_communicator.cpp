@@ -40,7 +40,8 @@ using Clock = std::chrono::steady_clock;
 struct Pending {
   std::string what;
   cudaEvent_t done = nullptr;
-  Clock::time_point deadline;
+  double timeout_s = 0;
+  Clock::time_point deadline;  // launch + timeout_s (the time queued behind compute counts too)
   ~Pending() {
     if (done) cudaEventDestroy(done);  // released by the driver once the event has completed
   }
@@ -72,13 +73,18 @@ struct State {
   bool stop = false;  // guarded by mu
   std::thread watchdog;
 
-  ~State() {
+  // Ends the watchdog thread (called from other threads only).
+  void stop_watchdog() {
     {
       std::lock_guard<std::mutex> lock(mu);
       stop = true;
     }
     cv.notify_all();
     if (watchdog.joinable()) watchdog.join();
+  }
+
+  ~State() {
+    stop_watchdog();
     if (!aborted.load()) {
       // Normal end: let the streams drain, then free the communicators.
       cudaSetDevice(device);
@@ -102,14 +108,15 @@ struct State {
     MF_THROW(what, ": the NCCL communicator of ", where, " was aborted: ", reason);
   }
 
-  // Called by the watchdog (mu held by the caller is released first).
-  void abort_with(const std::string& reason) {
+  // Marks the communicator failed and aborts its NCCL communicators (the first reason wins). The
+  // watchdog reports it at once on stderr: the main thread may be busy elsewhere.
+  void abort_with(const std::string& reason, bool report) {
     {
       std::lock_guard<std::mutex> lock(mu);
       if (!abort_reason.empty()) return;
       abort_reason = reason;
     }
-    std::fprintf(stderr, "meshflow: error: %s\n", reason.c_str());
+    if (report) std::fprintf(stderr, "meshflow: nccl watchdog: %s\n", reason.c_str());
     aborted.store(true);
     for (Channel& c : ch)
       if (c.comm) ncclCommAbort(c.comm);  // the stuck kernels return; the handles are dead from here on
@@ -135,9 +142,9 @@ struct State {
           break;
         }
         if (now > (*it)->deadline) {
-          failure = ::mf::detail::cat(
-              (*it)->what, ": not finished after train.dist.timeout; another rank may have died or issued a different "
-                           "collective (or none); aborting the NCCL communicator");
+          failure = ::mf::detail::cat((*it)->what, ": not finished ", (*it)->timeout_s,
+                                      " s after it was issued (train.dist.timeout); another rank may have died or issued "
+                                      "a different collective (or none); the NCCL communicator is aborted");
           break;
         }
         ++it;
@@ -150,7 +157,7 @@ struct State {
       }
       if (!failure.empty()) {
         lock.unlock();
-        abort_with(failure);
+        abort_with(failure, true);
         lock.lock();
         break;
       }
@@ -237,6 +244,7 @@ WorkPtr launch(const std::shared_ptr<State>& s, int channel, std::string what, s
   MF_CUDA_CHECK(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming));
   auto pending = std::make_shared<Pending>();
   pending->what = what;
+  pending->timeout_s = timeout_s;
   try {
     MF_CUDA_CHECK(cudaEventRecord(ready, cuda::compute_stream()));
     MF_CUDA_CHECK(cudaStreamWaitEvent(ch.stream, ready, 0));
@@ -302,6 +310,11 @@ CommPtr NcclCommunicator::split(int color, int key) {
   auto out = create(std::move(mpi_sub));
   out->set_timeout_seconds(timeout_seconds());
   return out;
+}
+
+void NcclCommunicator::abort(const std::string& reason) {
+  state_->stop_watchdog();  // no NCCL call of the watchdog's may overlap the abort
+  state_->abort_with(reason, false);
 }
 
 MpiCommunicator& NcclCommunicator::host() {

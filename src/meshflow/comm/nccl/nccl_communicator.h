@@ -23,6 +23,7 @@
 //    its own queue; each direction must be received in the order it was sent.
 #pragma once
 #include <memory>
+#include <string>
 
 #include "meshflow/comm/communicator.h"
 #include "meshflow/comm/mpi/mpi_communicator.h"
@@ -43,6 +44,10 @@ class NcclCommunicator final : public Communicator {
   // MPI_Comm_split of the MPI group, then a new NCCL communicator over each part (collective).
   CommPtr split(int color, int key) override;
   const std::shared_ptr<MpiCommunicator>& mpi() const { return mpi_; }
+  // Aborts the NCCL communicators now (ncclCommAbort; local, no peer needed): later operations
+  // throw naming `reason`, and destruction frees nothing collectively. For error paths, and for
+  // leaving a group whose peers may be gone.
+  void abort(const std::string& reason);
 
  protected:
   WorkPtr do_all_reduce(Tensor& inout, ReduceOp op, std::string what) override;
