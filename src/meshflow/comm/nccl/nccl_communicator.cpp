@@ -256,8 +256,10 @@ WorkPtr launch(const std::shared_ptr<State>& s, int channel, std::string what, s
     throw;
   }
   cudaEventDestroy(ready);
+  // The allocator knows blocks by their start: a view (a bucket slot, a ZeRO slice) names its
+  // storage's block.
   for (const Tensor& t : keep)
-    if (t.nbytes() > 0) cuda::record_stream(t.raw_data(), ch.stream);
+    if (t.nbytes() > 0) cuda::record_stream(t.impl()->storage->data(), ch.stream);
   pending->deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s));
   {
     std::lock_guard<std::mutex> lock(s->mu);
