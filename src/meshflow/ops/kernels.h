@@ -119,4 +119,11 @@ using SgdUpdate = void(const Tensor& param, const Tensor& grad, const Tensor& mo
 // x (B, H, T, D) contiguous -> out: rotation by +angle (sign = 1) or its inverse (sign = -1).
 using Rope = void(const Tensor& x, double base, int64_t position_offset, int sign, const Tensor& out);
 
+// Row-major C(M,N) = act(op(A) op(B) + bias), one GEMM with a fused epilogue (no beta: C is
+// only written). bias (N) contiguous or null; act 0: none, 1: GELU (tanh approximation);
+// pre_act (M,N) contiguous or null: C before the activation (only with act 1). Registered by
+// backends that fuse it ("gemm_bias_act"); ops use it only where kernel_registry().has() says so.
+using GemmBiasAct = void(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const void* a, int64_t lda,
+                         const void* b, int64_t ldb, const void* bias, int act, void* c, int64_t ldc, void* pre_act);
+
 }  // namespace mf::kernels

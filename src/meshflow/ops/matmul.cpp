@@ -121,16 +121,27 @@ Tensor linear_impl(const char* name, const Tensor& x, const Tensor& weight, cons
   os.back() = N;
   Tensor out = empty(os, x.dtype(), x.device());
   Tensor out2 = view(out, {M, N});
+  // A backend with a fused bias epilogue ("gemm_bias_act", CUDA) adds the bias inside the GEMM;
+  // elsewhere (the CPU) the bias is written first and accumulated with beta = 1.
+  const bool fuse_bias = bias.defined() && M > 0 && K > 0 &&
+                         kernel_registry().has("gemm_bias_act", x.device().type, x.dtype());
   double beta = 0.0;
-  if (bias.defined() && M > 0) {  // C := broadcast bias, then C = x op(W) + C
+  if (bias.defined() && M > 0 && !fuse_bias) {  // C := broadcast bias, then C = x op(W) + C
     copy_(out2, expand(bias.detach(), {M, N}));
     beta = 1.0;
   }
   Tensor w = contiguous(weight.detach());
   GemmOperand ox = as_operand(x2, M, K, x2.stride(0), x2.stride(1));
   if (!ox.t.defined()) { x2 = contiguous(x2); ox = {x2, false, K}; }
-  kernel<kernels::Gemm>("gemm", x.device(), x.dtype())(ox.trans, !w_in_out, M, N, K, 1.0, x2.raw_data(), ox.ld,
-                                                       w.raw_data(), w_in_out ? N : K, beta, out2.raw_data(), N);
+  if (fuse_bias) {
+    Tensor bc = contiguous(bias.detach());
+    kernel<kernels::GemmBiasAct>("gemm_bias_act", x.device(), x.dtype())(
+        ox.trans, !w_in_out, M, N, K, x2.raw_data(), ox.ld, w.raw_data(), w_in_out ? N : K, bc.raw_data(), /*act=*/0,
+        out2.raw_data(), N, /*pre_act=*/nullptr);
+  } else {
+    kernel<kernels::Gemm>("gemm", x.device(), x.dtype())(ox.trans, !w_in_out, M, N, K, 1.0, x2.raw_data(), ox.ld,
+                                                         w.raw_data(), w_in_out ? N : K, beta, out2.raw_data(), N);
+  }
   if (!any_requires_grad({x, weight, bias})) return out;
   bool gx = x.requires_grad(), gw = weight.requires_grad(), gbias = bias.requires_grad();
   Shape x_shape = x.shape();
