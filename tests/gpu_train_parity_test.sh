@@ -82,7 +82,7 @@ for key in mfu tokens_per_sec mem_parameters mem_optimizer_state; do
   v=$(field "$work/gpu_f32/metrics.jsonl" "$key" | tail -1)
   awk -v v="${v:-0}" 'BEGIN { exit !(v + 0 > 0) }' || { echo "FAIL: gpu_f32 metrics.jsonl: $key is '${v}', want > 0"; fail=1; }
 done
-echo "gpu_f32 last step: $(tail -1 "$work/gpu_f32/metrics.jsonl" | cut -c1-400)"
+echo "gpu_f32 last step: $(grep "\"loss\":" "$work/gpu_f32/metrics.jsonl" | tail -1 | cut -c1-400)"
 
 if [ "$fail" -ne 0 ]; then
   echo "cuda.train.parity: FAILED"; exit 1

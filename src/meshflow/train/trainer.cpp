@@ -39,6 +39,18 @@ LossScalerOptions scaler_options(const TrainOptions& o, const models::Gpt2Model&
   return s;
 }
 
+// The sum of the gradients' squares, as a double, on a GPU: each gradient's sum widened to f64 and
+// added there in order (as the host path adds their item()s), then read once — one
+// synchronisation instead of one per parameter.
+double sum_of_squares_on_device(const std::vector<Tensor>& grads) {
+  Tensor acc;
+  for (const Tensor& g : grads) {
+    Tensor s = cast(sum_squares(g), DType::kF64);
+    acc = acc.defined() ? add(acc, s) : s;
+  }
+  return acc.defined() ? acc.item() : 0.0;
+}
+
 optim::SchedulerConfig scheduler_config(const TrainOptions& o) {
   optim::SchedulerConfig c = o.scheduler;
   c.base_lr = o.lr;
@@ -150,7 +162,7 @@ uint64_t Trainer::comm_bytes() const {
 
 double Trainer::clip_gradients(double grad_scale) {
   const nn::TensorParallel& tp = model_->tensor_parallel();
-  if (!zero_shards_ && !tp.enabled() && !pp_)
+  if (!zero_shards_ && !tp.enabled() && !pp_ && device_.type == DeviceType::kCPU)
     return optim::clip_grad_norm(model_->parameters(), opts_.clip_grad_max_norm, grad_scale);
   // The logical norm: split pieces' squares summed over tp, replicated ones counted once, the
   // stages' sums added (the last stage's copy of the tied embedding left out). Under ZeRO 2/3
@@ -158,19 +170,27 @@ double Trainer::clip_gradients(double grad_scale) {
   NoGradGuard ng;
   const Tensor tied_copy = pp_ && pp_->rank() == pp_->size() - 1 ? model_->embedding_weight() : Tensor();
   std::vector<Tensor> grads;  // what is clipped
-  Tensor ss = zeros({2}, DType::kF64);  // split, replicated
+  Tensor ss = zeros({2}, DType::kF64);  // split, replicated (host)
+  std::vector<Tensor> on_device[2];     // a GPU run's gradients of each kind, summed there
   auto add = [&](const Tensor& param, const Tensor& g, size_t index) {
     if (!g.defined()) return;
     grads.push_back(g);
-    if (param.impl() != tied_copy.impl()) ss.data<double>()[split_[index] ? 0 : 1] += sum_squares(g).item();
+    if (param.impl() == tied_copy.impl()) return;
+    const int kind = !split_.empty() && split_[index] ? 0 : 1;  // one process: every parameter replicated
+    if (device_.type == DeviceType::kCPU)
+      ss.data<double>()[kind] += sum_squares(g).item();
+    else
+      on_device[kind].push_back(g);
   };
   if (zero_shards_) {
     for (const ZeroShard& z : zero_) add(z.param, z.shard.grad(), z.index);
-    dp_->all_reduce(ss)->wait();
   } else {
     const std::vector<Tensor> params = model_->parameters();
     for (size_t i = 0; i < params.size(); ++i) add(params[i], params[i].grad(), i);
   }
+  if (device_.type != DeviceType::kCPU)
+    for (int kind = 0; kind < 2; ++kind) ss.data<double>()[kind] = sum_of_squares_on_device(on_device[kind]);
+  if (zero_shards_) dp_->all_reduce(ss)->wait();
   double split_ss = ss.data<double>()[0];
   if (tp.enabled()) {
     Tensor t = full({1}, split_ss, DType::kF64);
@@ -307,6 +327,7 @@ double Trainer::pipeline_step() {
   std::vector<InFlight> held(static_cast<size_t>(m * v));
   std::vector<comm::WorkPtr> sends;
   double loss_sum = 0;
+  Tensor loss_on_device;  // a GPU run's micro-batch losses, summed there in f64 and read once at the end
   for (size_t n = 0; n < actions.size(); ++n) {
     const PipelineAction& a = actions[n];
     const int64_t j = a.chunk * p + stage;
@@ -326,7 +347,12 @@ double Trainer::pipeline_step() {
       Tensor out = model_->stage_forward(f.input, s0 + static_cast<uint64_t>(a.micro) * spf, T, a.chunk);
       if (last) {
         f.output = model_->head_loss(out, batches[static_cast<size_t>(a.micro)].second);
-        loss_sum += f.output.item();
+        if (device_.type == DeviceType::kCPU) {
+          loss_sum += f.output.item();
+        } else {  // no synchronisation per micro-batch: the host keeps queueing work
+          Tensor l = cast(f.output.detach(), DType::kF64);
+          loss_on_device = loss_on_device.defined() ? add(loss_on_device, l) : l;
+        }
       } else {
         f.output = out;
         sends.push_back(pp_->send(contiguous(out.detach()), rank_of(j + 1), tag(a.micro, (j + 1) / p, 0)));
@@ -355,6 +381,7 @@ double Trainer::pipeline_step() {
   }
   for (auto& w : sends) timed_wait(w);
   gen.set_state({gen.seed(), s0 + static_cast<uint64_t>(m) * spf});
+  if (loss_on_device.defined()) loss_sum = loss_on_device.item();
   pipe_stats_.step_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
   return loss_sum;
 }
