@@ -109,7 +109,8 @@ Tensor Gpt2Block::forward(const Tensor& x, int64_t seq_len, bool recompute_atten
   };
   Tensor y = recompute_attention && qkv.requires_grad() ? checkpoint(core, {qkv})[0] : core({qkv})[0];  // (B, H, T, D)
   // Mixed precision: the attention output, the MLP activation and the residual stream are
-  // rounded to the parameter dtype (identity for f32/f64).
+  // rounded to the parameter dtype (identity for f32/f64), or, on a device with native half
+  // kernels, already are in it (nn/mixed_precision.h).
   const DType st = c_.dtype;
   y = nn::round_to(reshape(transpose(y, 1, 2), {B, T, H * D}), st);  // a view: the output is stored (B, T, H, D)
   Tensor h = nn::round_to(add(x, seq_dropout(attn_proj_->forward(y, T), p_out, T, tp_)), st);
@@ -267,8 +268,10 @@ Tensor Gpt2Model::logits(const Tensor& ids) const {
 }
 
 namespace {
-// h (n, C), w (V / tp, C), labels (n) -> the mean cross-entropy over this piece's labels != -100.
-// Mixed precision: bf16/f16 logits, the loss computed from them in f32 (Megatron's default).
+// h (n, C), w (V / tp, C), labels (n) i64 on the host -> the mean cross-entropy over this
+// piece's labels != -100. Mixed precision: bf16/f16 logits (rounded f32 ones on the CPU, stored
+// bf16/f16 with native half kernels), the loss computed from them in f32 (Megatron's default),
+// an f32 loss.
 Tensor head_piece_loss(const Tensor& h, const Tensor& w, const Tensor& labels, int64_t vocab_size,
                        const nn::TensorParallel& tp, DType storage) {
   Tensor lg = nn::round_to(linear(h, nn::compute(w)), storage);  // (n, V / tp)
@@ -282,8 +285,11 @@ Tensor Gpt2Model::head_loss(const Tensor& hidden, const Tensor& labels) const {
   MF_CHECK(hidden.ndim() == 3 && labels.shape() == Shape({hidden.shape(0), hidden.shape(1)}), "gpt2: labels ",
            labels.str(), " must be (batch, seq) of the hidden state ", hidden.str());
   const Tensor& w = wte_->weight;  // (V / tp, C)
-  Tensor flat = reshape(hidden, {-1, hidden.shape(2)});                        // (N, C)
-  Tensor tgt = contiguous(cast(reshape(labels, {-1}), DType::kI64).detach());  // (N)
+  Tensor flat = reshape(hidden, {-1, hidden.shape(2)});  // (N, C)
+  // The labels on the host (copied there when on a GPU: one synchronisation per step): the chunk
+  // counts below read them, and the loss range-checks each chunk's labels on the host and
+  // uploads them itself (asynchronously), with no further synchronisation.
+  Tensor tgt = contiguous(cast(to(reshape(labels, {-1}).detach(), cpu_device()), DType::kI64));  // (N) i64, host
   // Every tp rank must cut the same chunks (each chunk's loss is a collective): rows from the
   // largest shard of the vocabulary, not this rank's.
   const int64_t shard = (c_.vocab_size + tp_.size() - 1) / tp_.size();

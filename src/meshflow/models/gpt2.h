@@ -48,11 +48,16 @@ struct Gpt2Config {
   // (at least one row each), so with full checkpointing the whole (B T, V) logits never exist.
   int64_t head_chunk_elements = int64_t{1} << 24;
   // The parameters' (and gradients') dtype. f32 or f64 (exactness tests): computed in it. bf16
-  // or f16 (mixed precision, train.amp): computed in f32 with bf16/f16 rounding of the
-  // activations (nn/mixed_precision.h); the optimizer keeps f32 master weights.
+  // or f16 (mixed precision, train.amp): on the CPU computed in f32 with bf16/f16 rounding of the
+  // activations, on a device with native half kernels (CUDA) computed in bf16/f16 with f32
+  // accumulation (nn/mixed_precision.h); the optimizer keeps f32 master weights.
   DType dtype = DType::kF32;
   DType param_dtype() const { return dtype; }
-  DType compute_dtype() const { return mf::compute_dtype(dtype); }  // activations: f32 for bf16/f16
+  DType compute_dtype() const { return mf::compute_dtype(dtype); }  // f32 for bf16/f16
+  // The dtype of the activations between layers and pipeline stages on `device`: `dtype` itself
+  // where bf16/f16 run natively there (mf::native_half: CUDA), else compute_dtype() (the CPU
+  // computes bf16/f16 models in f32, rounding the activations).
+  DType activation_dtype(Device device) const { return native_half(device, dtype) ? dtype : compute_dtype(); }
   int64_t ffn() const { return ffn_hidden_size > 0 ? ffn_hidden_size : 4 * hidden_size; }
   void validate() const;  // throws naming the bad field
   // Whether block `layer` (a whole-model index) is checkpointed.

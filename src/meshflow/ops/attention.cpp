@@ -1,6 +1,8 @@
 // scaled_dot_product_attention: input checks, kernel dispatch and the autograd record. The
 // output lives as a contiguous (B, Tq, H, D) buffer and is returned as its (B, H, Tq, D)
 // permuted view, so transpose(out, 1, 2) + reshape to (B, Tq, H * D) needs no copy.
+// bf16/f16 q, k, v run natively where both half kernels are registered (CUDA): out and the
+// gradients are bf16/f16, the row log-sum-exp (lse) f32 (the compute dtype).
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -37,9 +39,10 @@ Tensor empty_like_layout(const Tensor& t) {
 }  // namespace
 
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& opts) {
-  detail::check_float(q, kOp, "q");
-  detail::check_float(k, kOp, "k");
-  detail::check_float(v, kOp, "v");
+  const bool half_ok = detail::native_half(q, {"attention_forward", "attention_backward", "copy"});
+  detail::check_float(q, kOp, "q", half_ok);
+  detail::check_float(k, kOp, "k", half_ok);
+  detail::check_float(v, kOp, "v", half_ok);
   detail::check_same_dtype(q, k, kOp);
   detail::check_same_dtype(q, v, kOp);
   MF_CHECK(q.ndim() == 4 && k.ndim() == 4 && v.ndim() == 4, kOp, ": q ", q.str(), ", k ", k.str(), ", v ", v.str(),
@@ -86,7 +89,7 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
 
   Tensor qk = kernel_view(q.detach()), kk = kernel_view(k.detach()), vk = kernel_view(v.detach());
   Tensor out = permute(empty({B, Tq, H, D}, q.dtype(), q.device()), {0, 2, 1, 3});
-  Tensor lse = empty({B, H, Tq}, q.dtype(), q.device());
+  Tensor lse = empty({B, H, Tq}, compute_dtype(q.dtype()), q.device());  // f32 for bf16/f16 q
   kernel<kernels::AttentionForward>("attention_forward", q.device(), q.dtype())(qk, kk, vk, mask, p, out, lse);
   if (!any_requires_grad({q, k, v})) return out;
 

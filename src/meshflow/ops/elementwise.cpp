@@ -1,4 +1,9 @@
 // Elementwise ops with broadcasting, scalar ops and activations; backward via sum_to.
+//
+// bf16/f16 operands: where the half kernels of an op (forward and backward) are registered
+// (CUDA), the op runs on them natively — the kernels compute in f32 and round once into the
+// bf16/f16 output. Elsewhere (the CPU) binary and unary ops widen them to f32, compute, and round
+// the result once to bf16/f16, which is the same arithmetic.
 #include "meshflow/ops/op_utils.h"
 
 namespace mf {
@@ -8,13 +13,21 @@ using kernels::UnaryOp;
 
 namespace {
 
+// The kernels a binary op and its backward (sum_to, neg, mul, div) call.
+bool binary_native_half(const Tensor& a) { return detail::native_half(a, {"binary", "unary", "reduce", "copy"}); }
+// Those of a unary op and its backward (mul/div, the activations' backward).
+bool unary_native_half(const Tensor& x) {
+  return detail::native_half(x, {"unary", "binary", "activation_backward", "reduce", "copy"});
+}
+
 Tensor binary(BinaryOp op, const char* name, const Tensor& a, const Tensor& b) {
-  // bf16/f16 operands (gradients of half-precision parameters meeting in backward): computed in
-  // f32 and rounded once to the operands' dtype.
-  if (a.defined() && b.defined() && is_half(a.dtype()) && a.dtype() == b.dtype())
+  const bool half_ok = binary_native_half(a);
+  // bf16/f16 operands without half kernels (gradients of half-precision parameters meeting in
+  // backward, on the CPU): computed in f32 and rounded once to the operands' dtype.
+  if (!half_ok && a.defined() && b.defined() && is_half(a.dtype()) && a.dtype() == b.dtype())
     return cast(binary(op, name, cast(a, DType::kF32), cast(b, DType::kF32)), a.dtype());
-  detail::check_float(a, name, "a");
-  detail::check_float(b, name, "b");
+  detail::check_float(a, name, "a", half_ok);
+  detail::check_float(b, name, "b", half_ok);
   detail::check_same_dtype(a, b, name);
   Shape shape = broadcast_shapes(a.shape(), b.shape(), name);
   Tensor out = empty(shape, a.dtype(), a.device());
@@ -54,8 +67,10 @@ Tensor binary(BinaryOp op, const char* name, const Tensor& a, const Tensor& b) {
 }
 
 Tensor unary(UnaryOp op, const char* name, const Tensor& x, double alpha) {
-  if (x.defined() && is_half(x.dtype())) return cast(unary(op, name, cast(x, DType::kF32), alpha), x.dtype());
-  detail::check_float(x, name, "x");
+  const bool half_ok = unary_native_half(x);
+  if (!half_ok && x.defined() && is_half(x.dtype()))
+    return cast(unary(op, name, cast(x, DType::kF32), alpha), x.dtype());
+  detail::check_float(x, name, "x", half_ok);
   Tensor xc = contiguous(x.detach());
   Tensor out = empty(x.shape(), x.dtype(), x.device());
   kernel<kernels::Unary>("unary", x.device(), x.dtype())(op, alpha, xc, out);
@@ -82,8 +97,9 @@ Tensor unary(UnaryOp op, const char* name, const Tensor& x, double alpha) {
 }
 
 Tensor activation_backward(UnaryOp op, const char* name, const Tensor& dy, const Tensor& x) {
-  detail::check_float(dy, name, "dy");
-  detail::check_float(x, name, "x");
+  const bool half_ok = detail::native_half(x, {"activation_backward"});
+  detail::check_float(dy, name, "dy", half_ok);
+  detail::check_float(x, name, "x", half_ok);
   detail::check_same_dtype(dy, x, name);
   MF_CHECK(dy.shape() == x.shape(), name, ": dy ", dy.str(), " and x ", x.str(), " differ in shape");
   Tensor dx = empty(x.shape(), x.dtype(), x.device());

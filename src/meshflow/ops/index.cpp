@@ -1,17 +1,36 @@
-// embedding / index_select, gather, where / masked_fill. Indices are range-checked up front.
+// embedding / index_select, gather, where / masked_fill. Indices are range-checked up front, on
+// the host: an index on the GPU is copied to the host for the check (one synchronisation per
+// call — for GPT-2 one per step, the embedding ids; an index on the host costs none and is
+// uploaded asynchronously after the check). Indices may live on the host or on x's device.
 #include "meshflow/ops/op_utils.h"
 
 namespace mf {
 
 namespace detail {
-Tensor checked_index(const Tensor& index, int64_t limit, const char* op, const char* what) {
+Tensor host_index(const Tensor& index) {
+  // to() first: a GPU index crosses as it is (i32 moves half the bytes of i64), then the cast
+  // and the range checks run on the host copy.
+  return contiguous(cast(to(index.detach(), cpu_device()), DType::kI64));
+}
+
+Tensor device_index(const Tensor& index, const Tensor& host, Device device, const char* op, const char* what) {
+  MF_CHECK(index.device() == device || index.device().type == DeviceType::kCPU, op, ": ", what, " ", index.str(),
+           " must be on the host or on ", device.str());
+  MF_CHECK(host.device().type == DeviceType::kCPU && host.dtype() == DType::kI64 && host.is_contiguous() &&
+               host.shape() == index.shape(),
+           op, ": internal: host copy ", host.str(), " of ", what, " ", index.str(), " is not a contiguous i64 host tensor");
+  if (index.device() == device && index.dtype() == DType::kI64 && index.is_contiguous()) return index.detach();
+  return to(host, device);  // asynchronous for a GPU (pinned staging); `host` itself on the CPU
+}
+
+Tensor checked_index(const Tensor& index, int64_t limit, Device device, const char* op, const char* what) {
   check_index(index, op, what);
-  Tensor idx = contiguous(cast(index, DType::kI64));
-  const int64_t* p = idx.data<int64_t>();
-  for (int64_t i = 0; i < idx.numel(); ++i)
+  Tensor host = host_index(index);
+  const int64_t* p = host.data<int64_t>();
+  for (int64_t i = 0; i < host.numel(); ++i)
     MF_CHECK(p[i] >= 0 && p[i] < limit, op, ": ", what, " value ", p[i], " at flat position ", i,
              " is out of range [0, ", limit, ")");
-  return idx;
+  return device_index(index, host, device, op, what);
 }
 }  // namespace detail
 
@@ -23,14 +42,9 @@ Tensor three_d(const Tensor& t, int64_t axis) {
   for (int64_t i = axis + 1; i < t.ndim(); ++i) inner *= t.shape(i);
   return make_view(t, {outer, t.shape(axis), inner}, {t.shape(axis) * inner, inner, 1}, t.offset());
 }
-}  // namespace
 
-Tensor index_select(const Tensor& x, int64_t axis, const Tensor& index) {
-  detail::check_defined(x, "index_select", "x");
-  int64_t ax = normalize_axis(axis, x.ndim(), "index_select");
-  MF_CHECK(index.defined() && index.ndim() == 1, "index_select: index must be 1-D, got ",
-           index.defined() ? index.str() : "undefined");
-  Tensor idx = detail::checked_index(index, x.shape(ax), "index_select", "index");
+// x (..., n, ...) along `ax`, idx (m) i64 already checked and on x's device -> (..., m, ...).
+Tensor index_select_checked(const Tensor& x, int64_t ax, const Tensor& idx) {
   Tensor xc = contiguous(x.detach());
   Shape os = x.shape();
   os[ax] = idx.numel();
@@ -45,15 +59,26 @@ Tensor index_select(const Tensor& x, int64_t axis, const Tensor& index) {
   });
   return out;
 }
+}  // namespace
+
+Tensor index_select(const Tensor& x, int64_t axis, const Tensor& index) {
+  detail::check_defined(x, "index_select", "x");
+  int64_t ax = normalize_axis(axis, x.ndim(), "index_select");
+  MF_CHECK(index.defined() && index.ndim() == 1, "index_select: index must be 1-D, got ",
+           index.defined() ? index.str() : "undefined");
+  return index_select_checked(x, ax, detail::checked_index(index, x.shape(ax), x.device(), "index_select", "index"));
+}
 
 Tensor embedding(const Tensor& weight, const Tensor& ids) {
-  detail::check_float(weight, "embedding", "weight");
+  // bf16/f16 weights where the half kernels exist (CUDA): rows gathered as they are stored.
+  const bool half_ok = detail::native_half(weight, {"index_select", "index_add", "fill", "copy"});
+  detail::check_float(weight, "embedding", "weight", half_ok);
   MF_CHECK(weight.ndim() == 2, "embedding: weight ", weight.str(), " must be (num_embeddings, dim)");
   detail::check_index(ids, "embedding", "ids");
   Shape os = ids.shape();
   os.push_back(weight.shape(1));
-  Tensor flat = reshape(detail::checked_index(ids, weight.shape(0), "embedding", "ids"), {-1});
-  Tensor rows = index_select(weight, 0, flat);
+  Tensor flat = reshape(detail::checked_index(ids, weight.shape(0), weight.device(), "embedding", "ids"), {-1});
+  Tensor rows = index_select_checked(weight, 0, flat);
   return reshape(rows, os);
 }
 
@@ -65,7 +90,7 @@ Tensor gather(const Tensor& x, int64_t axis, const Tensor& index) {
   for (int64_t d = 0; d < x.ndim(); ++d)
     MF_CHECK(d == ax || index.shape(d) == x.shape(d), "gather: index ", index.str(), " and x ", x.str(),
              " differ on axis ", d);
-  Tensor idx = detail::checked_index(index, x.shape(ax), "gather", "index");
+  Tensor idx = detail::checked_index(index, x.shape(ax), x.device(), "gather", "index");
   Tensor xc = contiguous(x.detach());
   Tensor out = empty(index.shape(), x.dtype(), x.device());
   kernel<kernels::Gather>("gather", x.device(), x.dtype())(three_d(xc, ax), three_d(idx, ax), three_d(out, ax));
@@ -83,6 +108,8 @@ Tensor gather(const Tensor& x, int64_t axis, const Tensor& index) {
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   detail::check_defined(cond, "where", "cond");
   MF_CHECK(cond.dtype() == DType::kBool, "where: cond ", cond.str(), " must be bool");
+  MF_CHECK(!a.defined() || cond.device() == a.device(), "where: cond ", cond.str(), " is not on the device of a ",
+           a.str());
   detail::check_defined(a, "where", "a");
   detail::check_defined(b, "where", "b");
   detail::check_same_dtype(a, b, "where");

@@ -126,4 +126,11 @@ using Rope = void(const Tensor& x, double base, int64_t position_offset, int sig
 using GemmBiasAct = void(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const void* a, int64_t lda,
                          const void* b, int64_t ldb, const void* bias, int act, void* c, int64_t ldc, void* pre_act);
 
+// Multi-tensor AdamW ("adamw_multi"): tensor i is params[i] with grads[i], exp_avgs[i] and
+// exp_avg_sqs[i] (contiguous, its shape, one dtype for all i), decayed with weight_decays[i]
+// (p.weight_decay is not used). Per element the same arithmetic as AdamWUpdate.
+using AdamWMulti = void(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
+                        const std::vector<Tensor>& exp_avgs, const std::vector<Tensor>& exp_avg_sqs,
+                        const std::vector<double>& weight_decays, const AdamWParams& p);
+
 }  // namespace mf::kernels

@@ -1,10 +1,14 @@
 // matmul and linear through the registry's GEMM. Transposed views are passed to the BLAS as
-// transpose flags with their leading dimension: no copies around the call.
+// transpose flags with their leading dimension: no copies around the call. bf16/f16 operands run
+// natively where the half GEMM is registered (CUDA: f32 accumulation, one rounding of C).
 #include "meshflow/ops/op_utils.h"
 
 namespace mf {
 
 namespace {
+
+// The kernels of a product and its backward (GEMMs, sum_to's reduction, contiguous copies).
+bool gemm_native_half(const Tensor& t) { return detail::native_half(t, {"gemm", "reduce", "copy", "cast"}); }
 
 struct GemmOperand {
   Tensor t;      // storage owner (may be a contiguous copy)
@@ -87,8 +91,9 @@ Tensor matmul_nd(const Tensor& a, const Tensor& b) {
 }  // namespace
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
-  detail::check_float(a, "matmul", "a");
-  detail::check_float(b, "matmul", "b");
+  const bool half_ok = gemm_native_half(a);
+  detail::check_float(a, "matmul", "a", half_ok);
+  detail::check_float(b, "matmul", "b", half_ok);
   detail::check_same_dtype(a, b, "matmul");
   MF_CHECK(a.ndim() >= 1 && b.ndim() >= 1, "matmul: operands must have at least 1 axis, got ", a.str(), " @ ", b.str());
   if (a.ndim() == 1 && b.ndim() == 1) return reshape(matmul_nd(unsqueeze(a, 0), unsqueeze(b, 1)), {});
@@ -102,8 +107,9 @@ namespace {
 // y (..., N) = x (..., K) @ op(W) + bias, with W stored (N, K) ("linear", op = transpose) or
 // (K, N) ("affine", op = identity). One GEMM, bias written first and accumulated with beta = 1.
 Tensor linear_impl(const char* name, const Tensor& x, const Tensor& weight, const Tensor& bias, bool w_in_out) {
-  detail::check_float(x, name, "x");
-  detail::check_float(weight, name, "weight");
+  const bool half_ok = gemm_native_half(x);
+  detail::check_float(x, name, "x", half_ok);
+  detail::check_float(weight, name, "weight", half_ok);
   detail::check_same_dtype(x, weight, name);
   MF_CHECK(weight.ndim() == 2, name, ": weight ", weight.str(), " must be ",
            w_in_out ? "(in_features, out_features)" : "(out_features, in_features)");
@@ -111,7 +117,7 @@ Tensor linear_impl(const char* name, const Tensor& x, const Tensor& weight, cons
   MF_CHECK(x.ndim() >= 1 && x.shape(-1) == K, name, ": input ", x.str(), " does not match weight ", weight.str(),
            " (in_features ", K, ")");
   if (bias.defined()) {
-    detail::check_float(bias, name, "bias");
+    detail::check_float(bias, name, "bias", half_ok);
     detail::check_same_dtype(x, bias, name);
     MF_CHECK(bias.ndim() == 1 && bias.shape(0) == N, name, ": bias ", bias.str(), " must be (", N, ",)");
   }

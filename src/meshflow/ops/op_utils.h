@@ -1,5 +1,8 @@
 // Checks shared by the op definitions (ops/*.cpp). Internal to ops/.
 #pragma once
+#include <initializer_list>
+#include <string_view>
+
 #include "meshflow/autograd/grad_mode.h"
 #include "meshflow/autograd/node.h"
 #include "meshflow/ops/kernels.h"
@@ -13,10 +16,22 @@ inline void check_defined(const Tensor& t, const char* op, const char* what) {
   MF_CHECK(t.defined(), op, ": ", what, " is undefined");
 }
 
-inline void check_float(const Tensor& t, const char* op, const char* what) {
+// Whether `t` is bf16/f16 and every kernel in `kernel_names` (what the op's forward and backward
+// call) is registered for t's device and dtype: the op then runs on the half tensor itself, the
+// kernels accumulating in f32 (the CUDA backend). False on the CPU, which has no half kernels.
+inline bool native_half(const Tensor& t, std::initializer_list<std::string_view> kernel_names) {
+  if (!t.defined() || !is_half(t.dtype())) return false;
+  const KernelRegistry& r = kernel_registry();
+  for (std::string_view k : kernel_names)
+    if (!r.has(k, t.device().type, t.dtype())) return false;
+  return true;
+}
+
+// f32 or f64; bf16/f16 too when `half_ok` (the op found its half kernels: native_half above).
+inline void check_float(const Tensor& t, const char* op, const char* what, bool half_ok = false) {
   check_defined(t, op, what);
-  MF_CHECK(t.dtype() == DType::kF32 || t.dtype() == DType::kF64, op, ": ", what, " ", t.str(),
-           " must be f32 or f64 (cast bf16/f16 first)");
+  MF_CHECK(t.dtype() == DType::kF32 || t.dtype() == DType::kF64 || (half_ok && is_half(t.dtype())), op, ": ", what,
+           " ", t.str(), " must be f32 or f64 (cast bf16/f16 first)");
 }
 
 inline void check_same_dtype(const Tensor& a, const Tensor& b, const char* op) {
@@ -30,7 +45,16 @@ inline void check_index(const Tensor& t, const char* op, const char* what) {
            " must be i32 or i64");
 }
 
-// Contiguous i64 copy of an index tensor with every value checked to lie in [0, limit).
-Tensor checked_index(const Tensor& index, int64_t limit, const char* op, const char* what);
+// Index tensors (ops/index.cpp). Host reads of index values happen only on host copies: a GPU
+// index is copied to the host first (a synchronisation), a host index is read in place.
+//
+// index (any device, i32/i64, any strides) -> contiguous i64 copy on the host.
+Tensor host_index(const Tensor& index);
+// The contiguous i64 index to hand a kernel on `device`: `index` itself (detached) when it
+// already is one there, else `host` (host_index(index)) uploaded. `index` must live on the host
+// or on `device`.
+Tensor device_index(const Tensor& index, const Tensor& host, Device device, const char* op, const char* what);
+// device_index of `index` with every value checked (on the host copy) to lie in [0, limit).
+Tensor checked_index(const Tensor& index, int64_t limit, Device device, const char* op, const char* what);
 
 }  // namespace mf::detail

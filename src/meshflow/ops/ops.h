@@ -1,9 +1,13 @@
 // The public op API. Every op checks its inputs (throwing mf::Error naming the op and the
 // shapes), finds its kernel in the registry by (op, device, dtype), runs it, and — when grad
 // mode is on and an input requires grad — records a backward node whose formula uses these
-// same public ops. Float ops compute in f32 and f64; bf16/f16 are reached through cast(), except
-// the few that gradients of half-precision parameters need (add/sub/mul/div, scale and the other
-// unary ops, sum_squares, add_, scale_), which compute in f32 and round once to bf16/f16.
+// same public ops. Float ops compute in f32 and f64. bf16/f16: where an op's half kernels are
+// registered (CUDA) it runs on bf16/f16 tensors natively (f32 arithmetic inside the kernels,
+// bf16/f16 outputs; statistics such as LayerNorm's mean/rstd, attention's and the
+// cross-entropy's log-sum-exp and the cross-entropy loss in f32). On the CPU bf16/f16 are
+// reached through cast(), except the few ops that gradients of half-precision parameters need
+// (add/sub/mul/div, scale and the other unary ops, sum_squares, add_, scale_), which compute in
+// f32 and round once to bf16/f16 — the same arithmetic. sum_squares always returns f32.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -122,6 +126,11 @@ Tensor affine(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor
 
 // ---- dtype (ops/cast.cpp)
 Tensor cast(const Tensor& x, DType dtype);  // round-to-nearest-even into bf16/f16
+
+// Whether a model stored in bf16/f16 computes natively in that dtype on `device` (every kernel of
+// its layers, loss and gradients is registered for it; CUDA) rather than in f32 with rounding
+// (the CPU). False for other dtypes. See nn/mixed_precision.h. (ops/native_half.cpp)
+bool native_half(Device device, DType dtype);
 
 // ---- device (ops/transfer.cpp)
 // x copied to `device` (x itself when already there), contiguous; differentiable (the gradient

@@ -1,4 +1,8 @@
 // sum / mean / max over axes, and sum_to (the gradient of broadcasting).
+//
+// bf16/f16 inputs reduce natively where the half kernels are registered (CUDA: f32 accumulation,
+// a bf16/f16 result); the CPU refuses them (cast first), except sum_squares, which always widens
+// them to f32 and returns an f32 result (a norm's square must not round or overflow in f16).
 #include <algorithm>
 
 #include "meshflow/ops/op_utils.h"
@@ -41,11 +45,18 @@ Shape drop_axes(const Shape& s, const std::vector<int64_t>& axes) {
   return r;
 }
 
+// The kernels of sum (forward: reduce, cast for several axes; backward: expand + contiguous = copy).
+bool sum_native_half(const Tensor& x) { return detail::native_half(x, {"reduce", "copy", "cast"}); }
+
 }  // namespace
 
 Tensor sum(const Tensor& x, const std::vector<int64_t>& axes, bool keepdim) {
-  detail::check_float(x, "sum", "x");
+  const bool half_ok = sum_native_half(x);
+  detail::check_float(x, "sum", "x", half_ok);
   std::vector<int64_t> ax = normalize_axes(axes, x.ndim(), "sum");
+  // bf16/f16 over several axes: one axis at a time would round every partial result to
+  // bf16/f16, so sum in f32 and round once.
+  if (half_ok && ax.size() > 1) return cast(sum(cast(x, DType::kF32), axes, keepdim), x.dtype());
   Tensor cur = contiguous(x.detach());
   for (auto it = ax.rbegin(); it != ax.rend(); ++it) cur = reduce_axis_raw(kernels::ReduceOp::kSum, cur, *it, nullptr);
   Shape kept = cur.shape();
@@ -58,7 +69,7 @@ Tensor sum(const Tensor& x, const std::vector<int64_t>& axes, bool keepdim) {
 }
 
 Tensor mean(const Tensor& x, const std::vector<int64_t>& axes, bool keepdim) {
-  detail::check_float(x, "mean", "x");
+  detail::check_float(x, "mean", "x", sum_native_half(x) && detail::native_half(x, {"unary"}));
   std::vector<int64_t> ax = normalize_axes(axes, x.ndim(), "mean");
   int64_t count = 1;
   for (int64_t a : ax) count *= x.shape()[a];
@@ -67,7 +78,7 @@ Tensor mean(const Tensor& x, const std::vector<int64_t>& axes, bool keepdim) {
 }
 
 Tensor max(const Tensor& x, int64_t axis, bool keepdim) {
-  detail::check_float(x, "max", "x");
+  detail::check_float(x, "max", "x", detail::native_half(x, {"reduce", "scatter_add", "fill", "copy"}));
   int64_t ax = normalize_axis(axis, x.ndim(), "max");
   MF_CHECK(x.shape()[ax] > 0, "max: axis ", ax, " of ", x.str(), " is empty");
   Tensor arg;
@@ -93,7 +104,8 @@ Tensor max(const Tensor& x, int64_t axis, bool keepdim) {
 }
 
 Tensor sum_squares(const Tensor& x) {
-  // bf16/f16 (gradients under mixed precision): widened to f32, accumulated as f32's are (in f64).
+  // bf16/f16 (gradients under mixed precision): widened to f32, accumulated as f32's are (in f64),
+  // on every device — the result is f32, and the reduce kernel's output has its input's dtype.
   if (x.defined() && is_half(x.dtype())) return sum_squares(cast(x.detach(), DType::kF32));
   detail::check_float(x, "sum_squares", "x");
   Tensor xc = contiguous(x.detach());

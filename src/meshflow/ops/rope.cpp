@@ -1,11 +1,12 @@
-// rope: checks, the rotation kernel, and a backward that rotates the gradient back.
+// rope: checks, the rotation kernel, and a backward that rotates the gradient back. bf16/f16 x
+// runs natively where the half kernel is registered (CUDA); the CPU refuses it.
 #include "meshflow/ops/op_utils.h"
 
 namespace mf {
 
 Tensor rope(const Tensor& x, double base, int64_t position_offset) {
   constexpr const char* kOp = "rope";
-  detail::check_float(x, kOp, "x");
+  detail::check_float(x, kOp, "x", detail::native_half(x, {"rope", "copy"}));
   MF_CHECK(x.ndim() == 4, kOp, ": x ", x.str(), " must be (B, H, T, D)");
   MF_CHECK(x.shape(3) % 2 == 0, kOp, ": head dim of x ", x.str(), " must be even");
   MF_CHECK(base > 0.0, kOp, ": base must be > 0, got ", base);

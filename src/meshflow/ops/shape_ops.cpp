@@ -198,7 +198,8 @@ Tensor cat(const std::vector<Tensor>& xs, int64_t axis) {
   s[ax] = 0;
   std::vector<int64_t> sizes;
   for (const auto& t : xs) {
-    MF_CHECK(t.ndim() == nd && t.dtype() == xs[0].dtype(), "cat: ", t.str(), " does not match ", xs[0].str());
+    MF_CHECK(t.ndim() == nd && t.dtype() == xs[0].dtype() && t.device() == xs[0].device(), "cat: ", t.str(),
+             " does not match ", xs[0].str());
     for (int64_t d = 0; d < nd; ++d)
       MF_CHECK(d == ax || t.shape()[d] == xs[0].shape()[d], "cat: ", t.str(), " and ", xs[0].str(),
                " differ outside axis ", ax);

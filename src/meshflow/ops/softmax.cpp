@@ -1,4 +1,5 @@
 // softmax and log_softmax along an axis (kernels work on the last; other axes transpose).
+// bf16/f16 x runs natively where both half kernels are registered (CUDA): y and dx bf16/f16.
 #include "meshflow/ops/op_utils.h"
 
 namespace mf {
@@ -22,7 +23,7 @@ Tensor softmax_last(const Tensor& x, bool log) {
 
 Tensor softmax_axis(const Tensor& x, int64_t axis, bool log) {
   const char* name = log ? "log_softmax" : "softmax";
-  detail::check_float(x, name, "x");
+  detail::check_float(x, name, "x", detail::native_half(x, {"softmax", "softmax_backward", "copy"}));
   MF_CHECK(x.ndim() >= 1, name, ": x ", x.str(), " must have at least 1 axis");
   int64_t ax = normalize_axis(axis, x.ndim(), name);
   if (ax == x.ndim() - 1) return softmax_last(x, log);

@@ -1,9 +1,11 @@
 #include "meshflow/optim/optimizer.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "meshflow/autograd/grad_mode.h"
 #include "meshflow/ops/ops.h"
+#include "meshflow/ops/optim_multi.h"
 
 namespace mf::optim {
 
@@ -22,15 +24,58 @@ Optimizer::Optimizer(std::vector<ParamGroup> groups, double lr) : groups_(std::m
   }
 }
 
+namespace {
+// A multi-tensor batch is run once it holds this many elements (bounds the f32 gradient copies
+// of mixed precision kept alive until the batch runs).
+constexpr int64_t kMultiBatchElements = int64_t{1} << 26;
+}  // namespace
+
 void Optimizer::step() {
   NoGradGuard ng;
   ++step_;
+  struct Batch {
+    Device device;
+    DType dtype;
+    std::vector<PendingUpdate> items;
+    int64_t numel = 0;
+  };
+  std::vector<Batch> batches;
+  auto run_batch = [&](Batch& b) {
+    if (b.items.empty()) return;
+    update_multi(b.items);
+    for (const PendingUpdate& u : b.items)
+      if (master_[u.gi][u.pi].defined()) {
+        Tensor p = groups_[u.gi].params[u.pi].second;
+        copy_(p, cast(u.param, p.dtype()));
+      }
+    b.items.clear();
+    b.numel = 0;
+  };
   for (size_t gi = 0; gi < groups_.size(); ++gi)
     for (size_t pi = 0; pi < groups_[gi].params.size(); ++pi) {
       Tensor p = groups_[gi].params[pi].second;
       Tensor g = p.grad();
       if (!g.defined()) continue;
       Tensor m = master_[gi][pi];
+      Tensor target = m.defined() ? m : p;
+      if (supports_multi(target.device(), target.dtype())) {
+        // The gradient exactly as the one-by-one path below prepares it.
+        Tensor grad = g;
+        if (m.defined()) {
+          grad = cast(g, m.dtype());
+          if (grad_scale_ != 1.0) scale_(grad, grad_scale_);
+        } else if (grad_scale_ != 1.0) {
+          grad = scale(g, grad_scale_);
+        }
+        auto it = std::find_if(batches.begin(), batches.end(), [&](const Batch& b) {
+          return b.device == target.device() && b.dtype == target.dtype();
+        });
+        if (it == batches.end()) it = batches.insert(batches.end(), Batch{target.device(), target.dtype(), {}, 0});
+        it->items.push_back({gi, pi, target, grad});
+        it->numel += target.numel();
+        if (it->numel >= kMultiBatchElements) run_batch(*it);
+        continue;
+      }
       if (!m.defined()) {
         if (grad_scale_ != 1.0) g = scale(g, grad_scale_);
         update(gi, pi, p, g);
@@ -42,6 +87,7 @@ void Optimizer::step() {
       update(gi, pi, m, wide);
       copy_(p, cast(m, p.dtype()));
     }
+  for (Batch& b : batches) run_batch(b);
 }
 
 nn::NamedTensors Optimizer::state_tensors() {
@@ -77,6 +123,21 @@ AdamW::AdamW(std::vector<ParamGroup> groups, double lr, double beta1, double bet
 
 void AdamW::update(size_t gi, size_t pi, Tensor& p, const Tensor& g) {
   adamw_update_(p, g, exp_avg_[gi][pi], exp_avg_sq_[gi][pi], lr_, beta1_, beta2_, eps_, groups_[gi].weight_decay, step_);
+}
+
+bool AdamW::supports_multi(Device device, DType dtype) const { return has_adamw_multi(device, dtype); }
+
+void AdamW::update_multi(const std::vector<PendingUpdate>& batch) {
+  std::vector<Tensor> params, grads, exp_avgs, exp_avg_sqs;
+  std::vector<double> weight_decays;
+  for (const PendingUpdate& u : batch) {
+    params.push_back(u.param);
+    grads.push_back(u.grad);
+    exp_avgs.push_back(exp_avg_[u.gi][u.pi]);
+    exp_avg_sqs.push_back(exp_avg_sq_[u.gi][u.pi]);
+    weight_decays.push_back(groups_[u.gi].weight_decay);
+  }
+  adamw_multi_update_(params, grads, exp_avgs, exp_avg_sqs, lr_, beta1_, beta2_, eps_, weight_decays, step_);
 }
 
 nn::NamedTensors AdamW::slot_tensors() {

@@ -54,6 +54,16 @@ class Optimizer {
   virtual nn::NamedTensors slot_tensors() = 0;  // the optimizer's own state ("<param>.<slot>")
   // Zeros shaped like each parameter, in its compute dtype (f32 for bf16/f16), per group.
   std::vector<std::vector<Tensor>> zeros_like_params() const;
+  // Multi-tensor updates. step() hands the parameters whose (device, compute dtype) an
+  // optimizer says it can batch (supports_multi) to update_multi in batches of one device and
+  // dtype, instead of calling update() for each; the others go through update() as before.
+  // `param` is the parameter or its f32 master, `grad` the gradient as update() gets it.
+  struct PendingUpdate {
+    size_t gi, pi;
+    Tensor param, grad;
+  };
+  virtual bool supports_multi(Device, DType) const { return false; }
+  virtual void update_multi(const std::vector<PendingUpdate>&) {}
   std::vector<ParamGroup> groups_;
   std::vector<std::vector<Tensor>> master_;  // [group][param]; undefined for f32/f64 parameters
   double lr_;
@@ -68,6 +78,10 @@ class AdamW final : public Optimizer {
 
  private:
   void update(size_t gi, size_t pi, Tensor& param, const Tensor& grad) override;
+  // One "adamw_multi" kernel call per batch where the device has one (CUDA); bit-identical
+  // to update() of each parameter.
+  bool supports_multi(Device device, DType dtype) const override;
+  void update_multi(const std::vector<PendingUpdate>& batch) override;
   nn::NamedTensors slot_tensors() override;
   double beta1_, beta2_, eps_;
   std::vector<std::vector<Tensor>> exp_avg_, exp_avg_sq_;  // [group][param], allocated eagerly

@@ -5,13 +5,21 @@
 #include <cmath>
 #include <cstdint>
 
+// Functions callable from CUDA kernels too (random.cu draws the same numbers on the GPU).
+#if defined(__CUDACC__)
+#define MF_HOST_DEVICE __host__ __device__
+#else
+#define MF_HOST_DEVICE
+#endif
+
 namespace mf {
 
 struct Philox4x32 {
   uint32_t v[4];
 };
 
-inline Philox4x32 philox4x32_10(uint32_t c0, uint32_t c1, uint32_t c2, uint32_t c3, uint32_t k0, uint32_t k1) {
+MF_HOST_DEVICE inline Philox4x32 philox4x32_10(uint32_t c0, uint32_t c1, uint32_t c2, uint32_t c3, uint32_t k0,
+                                              uint32_t k1) {
   constexpr uint32_t kM0 = 0xD2511F53u, kM1 = 0xCD9E8D57u, kW0 = 0x9E3779B9u, kW1 = 0xBB67AE85u;
   for (int r = 0; r < 10; ++r) {
     uint64_t p0 = static_cast<uint64_t>(kM0) * c0;
@@ -28,12 +36,13 @@ inline Philox4x32 philox4x32_10(uint32_t c0, uint32_t c1, uint32_t c2, uint32_t 
 }
 
 // The 4 words of block `block` of stream `stream` under `seed`.
-inline Philox4x32 philox_block(uint64_t seed, uint64_t stream, uint64_t block) {
+MF_HOST_DEVICE inline Philox4x32 philox_block(uint64_t seed, uint64_t stream, uint64_t block) {
   return philox4x32_10(static_cast<uint32_t>(block), static_cast<uint32_t>(block >> 32),
                        static_cast<uint32_t>(stream), static_cast<uint32_t>(stream >> 32),
                        static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32));
 }
 
+#if !defined(__CUDACC__)  // host only (OpenMP SIMD loops); device code uses philox_block
 // Philox4x32-10 of kN consecutive blocks [first, first + kN) of one (seed, stream), written
 // as words[lane * kN + j] for block first + j: the same numbers as philox_block, in a form the
 // compiler vectorises (32x32->64 multiplies across blocks).
@@ -71,20 +80,27 @@ inline void philox_blocks(uint64_t seed, uint64_t stream, uint64_t first, uint32
     words[3 * kN + j] = c3[j];
   }
 }
+#endif
 
 // Uniform in [0, 1) with 24 random bits for logical element `index`.
-inline float philox_uniform(uint64_t seed, uint64_t stream, uint64_t index) {
+MF_HOST_DEVICE inline float philox_uniform(uint64_t seed, uint64_t stream, uint64_t index) {
   Philox4x32 r = philox_block(seed, stream, index >> 2);
   return static_cast<float>(r.v[index & 3] >> 8) * (1.0f / 16777216.0f);
 }
 
 // Standard normal for logical element `index` (Box-Muller on two words of one block).
-inline double philox_normal(uint64_t seed, uint64_t stream, uint64_t index) {
+MF_HOST_DEVICE inline double philox_normal(uint64_t seed, uint64_t stream, uint64_t index) {
   Philox4x32 r = philox_block(seed, stream, index >> 1);
   uint32_t a = r.v[(index & 1) * 2], b = r.v[(index & 1) * 2 + 1];
   double u1 = (static_cast<double>(a) + 1.0) * (1.0 / 4294967296.0);  // (0, 1]
   double u2 = static_cast<double>(b) * (1.0 / 4294967296.0);
+#if defined(__CUDA_ARCH__)
+  // CUDA's double sqrt is correctly rounded like the host's; log and cos are within 1-2 ulp of
+  // the host's glibc results (equal in almost every case, not guaranteed bit for bit).
+  return ::sqrt(-2.0 * ::log(u1)) * ::cos(6.283185307179586 * u2);
+#else
   return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
+#endif
 }
 
 }  // namespace mf

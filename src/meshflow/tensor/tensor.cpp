@@ -98,10 +98,11 @@ Tensor empty(const Shape& shape, DType dtype, Device device) {
 
 Tensor zeros(const Shape& shape, DType dtype, Device device) {
   Tensor t = empty(shape, dtype, device);
-  if (device.type == DeviceType::kCPU)
+  if (device.type == DeviceType::kCPU) {
     std::memset(t.raw_data(), 0, t.nbytes());
-  else
-    fill_(t, 0.0);  // device memory: the backend's fill kernel (the host must not write it)
+  } else {
+    fill_(t, 0.0);  // device memory: the device's fill kernel, never a host write
+  }
   return t;
 }
 
