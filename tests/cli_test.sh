@@ -48,6 +48,15 @@ expect_error "missing config" "nope.yaml" "$bin" train "$work/nope.yaml"
 mkdir -p "$work/taken" && echo "train: {}" > "$work/taken/config.yaml"
 expect_error "output dir of another run" "already holds a run" "$bin" train "${good[@]}" "train.output_dir=$work/taken"
 if [ -e "$work/taken/checkpoints" ]; then echo "FAIL: a checkpoint was written into the other run's dir"; fail=$((fail + 1)); fi
+expect_error "unknown device type" "train.dist.device_type must be cpu or cuda, got 'tpu'" "$bin" train "${good[@]}" \
+  train.dist.device_type=tpu "train.output_dir=$work/o_tpu"
+# train.dist.device_type=cuda in a build without CUDA or on a machine without a GPU: one line, no work.
+if [ "$("$bin" devices | sed -n 's/^cuda_devices //p')" = 0 ]; then
+  expect_error "cuda without a GPU" \
+    "train.dist.device_type=cuda: \(this build has no CUDA backend (configure with the CUDA toolkit)\|no CUDA device is visible on this machine\)" \
+    "$bin" train "${good[@]}" train.dist.device_type=cuda "train.output_dir=$work/o_cuda"
+  if [ -e "$work/o_cuda" ]; then echo "FAIL: the cuda run without a GPU created its output dir"; fail=$((fail + 1)); fi
+fi
 "$bin" train "${good[@]}" "train.output_dir=$work/ok" > /dev/null 2>&1 || { echo "FAIL: the good run failed"; fail=$((fail + 1)); }
 if ls "$work/ok/checkpoints" | grep -q tmp; then echo "FAIL: temporary checkpoint left"; fail=$((fail + 1)); fi
 [ -f "$work/ok/checkpoints/iter_0000002/metadata.json" ] || { echo "FAIL: no final checkpoint"; fail=$((fail + 1)); }

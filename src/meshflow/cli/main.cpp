@@ -16,10 +16,18 @@
 
 #include "meshflow/config/config.h"
 #include "meshflow/data/preprocess.h"
+#include "meshflow/core/device.h"
+#include "meshflow/train/device_select.h"
 #include "meshflow/train/pretrained.h"
 #include "meshflow/train/run.h"
 #if MESHFLOW_WITH_MPI
 #include "meshflow/comm/mpi/mpi_communicator.h"
+#endif
+#if MESHFLOW_WITH_NCCL
+#include "meshflow/comm/nccl/nccl_communicator.h"
+#endif
+#if MESHFLOW_WITH_CUDA
+#include "meshflow/cuda/device_info.h"
 #endif
 
 namespace {
@@ -52,6 +60,41 @@ int run_preprocess(const PreprocessArgs& a) {
               static_cast<long long>(r.documents), static_cast<long long>(r.tokens), tok->name().c_str(),
               static_cast<long long>(r.bytes_in));
   return 0;
+}
+
+// `meshflow devices`: the build's backends and the GPUs this process sees. The first line is
+// machine-readable ("cuda_devices N"); scripts skip GPU tests on 0.
+int run_devices() {
+  const int n = mf::cuda_device_count();
+  std::printf("cuda_devices %d\n", n);
+  std::printf("cuda backend: %s\n", mf::cuda_backend_compiled() ? "compiled" : "not compiled (configure with the CUDA toolkit)");
+#if MESHFLOW_WITH_CUDA
+  for (int i = 0; i < n; ++i) {
+    const mf::cuda::DeviceInfo d = mf::cuda::device_info(i);
+    std::printf("cuda:%d %s, sm_%d%d, %d SMs, %.1f GiB\n", i, d.name.c_str(), d.major, d.minor, d.multiprocessors,
+                static_cast<double>(d.total_bytes) / (1024.0 * 1024.0 * 1024.0));
+  }
+#endif
+#if MESHFLOW_WITH_NCCL
+  std::printf("nccl: compiled\n");
+#else
+  std::printf("nccl: not compiled\n");
+#endif
+  return 0;
+}
+
+// A GPU run of several processes talks through NCCL (host tensors through its MPI group). Picks
+// this rank's GPU first: the NCCL communicator lives on the current device.
+mf::comm::CommPtr device_world(const mf::Config& c, const mf::comm::CommPtr& world) {
+  if (!world || world->size() == 1 || c.get_string("train.dist.device_type") != "cuda") return world;
+  mf::train::select_run_device(c);  // fails with the one-line device errors
+#if MESHFLOW_WITH_NCCL
+  auto mpi = std::dynamic_pointer_cast<mf::comm::MpiCommunicator>(world);
+  MF_CHECK(mpi != nullptr, "train.dist.device_type=cuda: the world communicator is not MPI's");
+  return mf::comm::NcclCommunicator::create(mpi);
+#else
+  return world;  // run_training refuses it with its own message
+#endif
 }
 
 // True when a launcher started this process as one rank of a job.
@@ -147,6 +190,8 @@ int main(int argc, char** argv) {
   conv->footer("Examples:\n  meshflow convert --from-hf gpt2/ --output ckpt/gpt2   # then: meshflow train CONFIG model.pretrained=ckpt/gpt2\n"
                "  meshflow convert --to-hf output/gpt2_tiny --output hf/gpt2_tiny");
 
+  auto* devices = app.add_subcommand("devices", "Print the CUDA devices this process sees (first line: cuda_devices N)");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -154,7 +199,11 @@ int main(int argc, char** argv) {
   }
   try {
     if (*train) {
-      mf::train::run_training(mf::Config::load(config, overrides), stdout, world);
+      const mf::Config c = mf::Config::load(config, overrides);
+      const mf::comm::CommPtr run_world = device_world(c, world);
+      mf::train::run_training(c, stdout, run_world);
+    } else if (*devices) {
+      return run_devices();
     } else if (*eval) {
       mf::train::run_evaluation(mf::Config::load(config, overrides));
     } else if (*pre) {

@@ -71,7 +71,7 @@ void Communicator::check_tensor(const char* op, const char* name, const Tensor& 
            "; communication supports f32, f64, bf16, f16, i32, i64 (", where(), ")");
   MF_CHECK(t.is_contiguous(), op, ": ", name, " ", tstr(t), " is not contiguous; call contiguous() first (", where(),
            ")");
-  MF_CHECK(t.device().type == device_type(), op, ": ", name, " ", tstr(t), " is on ", t.device().str(), "; the ",
+  MF_CHECK(accepts(t.device().type), op, ": ", name, " ", tstr(t), " is on ", t.device().str(), "; the ",
            backend(), " backend needs ", (device_type() == DeviceType::kCPU ? "cpu" : "cuda"), " tensors (", where(),
            ")");
 }

@@ -1,7 +1,8 @@
-// The communicator interface: a group of ranks and the collectives among them. Backends (MPI
-// today, NCCL later) implement the protected do_* hooks; this base class owns everything that
-// must not differ between backends: argument checks (op, shapes, dtype, rank, group in every
-// message), byte accounting and the timeout setting.
+// The communicator interface: a group of ranks and the collectives among them. Backends (MPI for
+// host tensors; NCCL for GPU tensors, host ones through its MPI group) implement the protected
+// do_* hooks; this base class owns everything that must not differ between backends: argument
+// checks (op, shapes, dtype, rank, group in every message), byte accounting and the timeout
+// setting.
 //
 // Every operation is asynchronous and returns a Work handle. The handle keeps the tensors it
 // reads or writes alive until the operation completes; the caller must not touch (write, or for
@@ -91,9 +92,12 @@ class Communicator {
   const std::vector<int>& world_ranks() const { return world_ranks_; }
   std::string group_str() const;  // "group [0, 2] (world ranks)"
   virtual const char* backend() const = 0;
+  // Whether tensors on devices of `type` may be passed: the backend's device type, and for the
+  // NCCL backend also host tensors (which it sends through its MPI group).
+  virtual bool accepts(DeviceType type) const { return type == device_type(); }
 
-  // ---- collectives. Tensors: contiguous, dtype f32/f64/bf16/f16/i32/i64, on the backend's
-  // device; checks throw mf::Error naming op, shapes, dtype, rank and group.
+  // ---- collectives. Tensors: contiguous, dtype f32/f64/bf16/f16/i32/i64, on a device type
+  // accepts() takes; checks throw mf::Error naming op, shapes, dtype, rank and group.
   // inout holds this rank's contribution and receives the reduction over all ranks.
   WorkPtr all_reduce(Tensor& inout, ReduceOp op = ReduceOp::kSum);
   // in (size*m, ...) -> out (m, ...): out = rank's m-row block of the sum over ranks.

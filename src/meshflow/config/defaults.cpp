@@ -66,6 +66,8 @@ train:
     enabled: false
     stage: 1                    # sharded over data parallelism: 1 optimizer state, 2 + gradients, 3 + parameters
   dist:
+    device_type: cpu            # cpu | cuda: where tensors live (cuda: GPU = the local rank, from LOCAL_RANK,
+                                #   OMPI_COMM_WORLD_LOCAL_RANK, MPI_LOCALRANKID or SLURM_LOCALID; NCCL between GPUs)
     data_parallel_size: 0       # 0 = derived: world size / (tensor x pipeline)
     tensor_parallel_size: 1
     pipeline_parallel_size: 1

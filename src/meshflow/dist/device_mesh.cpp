@@ -56,11 +56,22 @@ MeshSizes MeshSizes::from_config(const Config& config) {
   return s;
 }
 
-DeviceMesh::DeviceMesh(const MeshSizes& sizes, comm::Communicator& world) {
+DeviceMesh DeviceMesh::from_config(const Config& config, comm::Communicator& world) {
+  const std::string type = config.get_string("train.dist.device_type");
+  MF_CHECK(type == "cpu" || type == "cuda", "train.dist.device_type must be cpu or cuda, got '", type, "'");
+  return DeviceMesh(MeshSizes::from_config(config), world, type == "cuda" ? DeviceType::kCUDA : DeviceType::kCPU);
+}
+
+DeviceMesh::DeviceMesh(const MeshSizes& sizes, comm::Communicator& world, DeviceType device_type) {
   const MeshSizes s = resolve_mesh_sizes(sizes, world.size());
   const std::vector<int64_t> shape = {s.pipeline, s.data, s.tensor};
-  // CPU: the only communication backend today. Placement ranks are world ranks, so a mesh over a sub-group still names the right processes.
-  placement_ = ::mf::dist::placement(DeviceType::kCPU, shape, world.world_ranks());
+  const char* type_name = device_type == DeviceType::kCPU ? "cpu" : "cuda";
+  MF_CHECK(world.accepts(device_type), "device mesh on ", type_name, ": the ", world.backend(),
+           " communicator of ", world.group_str(), " cannot carry ", type_name,
+           " tensors (a GPU mesh needs the NCCL communicator)");
+  // Placement ranks are world ranks, so a mesh over a sub-group still names the right processes.
+  // The axis groups are splits of `world`: NCCL ones for a GPU mesh.
+  placement_ = ::mf::dist::placement(device_type, shape, world.world_ranks());
   auto coord = placement_->coordinate_of(world.world_ranks()[static_cast<size_t>(world.rank())]);
   MF_CHECK(coord.has_value(), "device mesh: rank ", world.rank(), " missing from ", placement_->str());
   coordinate_ = *coord;

@@ -44,10 +44,11 @@ class DeviceMesh {
  public:
   // Collective over `world` (see above). Throws mf::Error naming all three sizes and the world
   // size when they do not multiply to the world size — before any communication.
-  DeviceMesh(const MeshSizes& sizes, comm::Communicator& world);
-  static DeviceMesh from_config(const Config& config, comm::Communicator& world) {
-    return DeviceMesh(MeshSizes::from_config(config), world);
-  }
+  // `device_type`: where the ranks' tensors live (the placement's device type); `world` must
+  // accept tensors there (a GPU mesh needs the NCCL communicator, whose splits are NCCL too).
+  DeviceMesh(const MeshSizes& sizes, comm::Communicator& world, DeviceType device_type = DeviceType::kCPU);
+  // Sizes from train.dist.*_parallel_size, the device type from train.dist.device_type.
+  static DeviceMesh from_config(const Config& config, comm::Communicator& world);
 
   // The full mesh (pp, dp, tp) of world ranks.
   const Placement* placement() const { return placement_; }

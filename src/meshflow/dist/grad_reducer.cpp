@@ -9,10 +9,13 @@ namespace mf::dist {
 using Clock = std::chrono::steady_clock;
 
 namespace {
-// Reductions running at once. MPI progresses concurrent non-blocking all-reduces of large
-// buckets much more slowly than the same reductions one after another (measured with OpenMPI
-// over shared memory: 13 buckets of 28-157 MB take 4.1 s at once, 1.5 s one at a time).
-constexpr int kMaxInFlight = 1;
+// Reductions running at once on the host. MPI progresses concurrent non-blocking all-reduces of
+// large buckets much more slowly than the same reductions one after another (measured with
+// OpenMPI over shared memory: 13 buckets of 28-157 MB take 4.1 s at once, 1.5 s one at a time).
+// GPU buckets (NCCL) are queued on the communicator's stream, which runs them one after another
+// anyway: launching each as soon as it is full keeps the host out of the loop.
+constexpr int kMaxInFlightHost = 1;
+constexpr int kMaxInFlightDevice = 1 << 30;
 }  // namespace
 
 struct GradReducer::State {
@@ -31,6 +34,7 @@ struct GradReducer::State {
   std::vector<Bucket> buckets;
   std::shared_ptr<comm::Communicator> comm;
   double grad_scale = 1.0;
+  int max_in_flight = kMaxInFlightHost;
   bool armed = false;
   int next_launch = 0;            // buckets launch strictly in index order
   Clock::time_point t0;
@@ -64,7 +68,7 @@ struct GradReducer::State {
 
   void launch_ready() {
     while (next_launch < static_cast<int>(buckets.size()) && buckets[static_cast<size_t>(next_launch)].pending == 0 &&
-           in_flight() < kMaxInFlight) {
+           in_flight() < max_in_flight) {
       Bucket& b = buckets[static_cast<size_t>(next_launch)];
       NoGradGuard ng;
       if (grad_scale != 1.0) scale_(b.flat, grad_scale);
@@ -129,6 +133,7 @@ GradReducer::GradReducer(std::vector<Tensor> params, std::shared_ptr<comm::Commu
     const Tensor& last = s.params[b.params.back()];
     b.flat = zeros({b.offset.back() + last.numel()}, last.dtype(), last.device());
   }
+  if (n > 0 && s.params[0].device().type != DeviceType::kCPU) s.max_in_flight = kMaxInFlightDevice;
   s.timeline.buckets.resize(s.buckets.size());
   for (size_t k = 0; k < n; ++k) s.timeline.buckets[static_cast<size_t>(s.bucket_of[k])].nbytes += s.params[k].nbytes();
   std::weak_ptr<State> weak = state_;

@@ -68,6 +68,12 @@ Tensor checked_ids(const char* op, const char* what, const Tensor& ids, int64_t 
 Tensor vocab_parallel_embedding(const Tensor& ids, const Tensor& weight_shard, int64_t vocab_size,
                                 comm::Communicator& tp) {
   constexpr const char* kOp = "vocab_parallel_embedding";
+  if (weight_shard.defined() && weight_shard.device().type != DeviceType::kCPU) {
+    // GPU tensors: computed on the host (the index bookkeeping reads the ids), moved back; `to` is
+    // differentiable, so the gradient returns to the GPU weight.
+    const Device dev = weight_shard.device();
+    return to(vocab_parallel_embedding(to(ids, cpu_device()), to(weight_shard, cpu_device()), vocab_size, tp), dev);
+  }
   const VocabRange range = vocab_range(kOp, vocab_size, tp);
   check_float(kOp, "weight_shard", weight_shard, tp);
   MF_CHECK(weight_shard.ndim() == 2 && weight_shard.shape(0) == range.rows, kOp, ": weight_shard ", weight_shard.str(),
@@ -94,6 +100,14 @@ Tensor vocab_parallel_embedding(const Tensor& ids, const Tensor& weight_shard, i
 Tensor vocab_parallel_cross_entropy(const Tensor& logits_shard, const Tensor& targets, int64_t vocab_size,
                                     comm::Communicator& tp, int64_t ignore_index) {
   constexpr const char* kOp = "vocab_parallel_cross_entropy";
+  if (logits_shard.defined() && logits_shard.device().type != DeviceType::kCPU) {
+    // GPU logits: the loss is computed on the host (its row bookkeeping reads the targets) and
+    // moved back; the gradient returns through `to`.
+    const Device dev = logits_shard.device();
+    return to(vocab_parallel_cross_entropy(to(logits_shard, cpu_device()), targets.defined() ? to(targets, cpu_device()) : targets,
+                                           vocab_size, tp, ignore_index),
+              dev);
+  }
   const VocabRange range = vocab_range(kOp, vocab_size, tp);
   check_float(kOp, "logits_shard", logits_shard, tp);
   MF_CHECK(logits_shard.device().type == DeviceType::kCPU, kOp, ": logits_shard ", logits_shard.str(),

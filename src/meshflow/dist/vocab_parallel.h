@@ -10,7 +10,8 @@
 //
 // Collective: every rank of `tp` must call these with the same ids / targets (B over tp), the same
 // vocab_size and ignore_index, in the same order, agree on whether grad is recorded, and run
-// backward through them; `tp` must outlive the backward pass. CPU tensors only for now.
+// backward through them; `tp` must outlive the backward pass. GPU tensors are computed on the host
+// (copied there and back; correct, not fast).
 #pragma once
 #include <cstdint>
 

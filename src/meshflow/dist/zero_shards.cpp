@@ -64,7 +64,7 @@ struct ZeroShards::State {
   void prefetch(int g) {
     Group& G = groups[static_cast<size_t>(g)];
     if (G.resident || G.gather_work) return;
-    hold(G.gather_buf, empty({static_cast<int64_t>(n) * G.seg}, G.param_seg.dtype()));
+    hold(G.gather_buf, empty({static_cast<int64_t>(n) * G.seg}, G.param_seg.dtype(), G.param_seg.device()));
     G.gather_work = opts.dp->all_gather(G.param_seg, G.gather_buf);
   }
 
@@ -120,7 +120,7 @@ struct ZeroShards::State {
     NoGradGuard ng;
     Group& G = groups[static_cast<size_t>(group_of[k])];
     const size_t i = static_cast<size_t>(index_of[k]);
-    if (!G.pack_buf.defined()) hold(G.pack_buf, zeros({static_cast<int64_t>(n) * G.seg}, G.grad_seg.dtype()));
+    if (!G.pack_buf.defined()) hold(G.pack_buf, zeros({static_cast<int64_t>(n) * G.seg}, G.grad_seg.dtype(), G.grad_seg.device()));
     Tensor g = params[k].grad();
     if (g.defined()) {
       Tensor whole = flat(contiguous(g));
@@ -203,6 +203,7 @@ ZeroShards::ZeroShards(std::vector<Tensor> params, std::vector<bool> tp_replicat
   for (size_t k = 0; k < np; ++k)
     MF_CHECK(s.group_of[k] >= 0, "ZeRO: parameter ", k, " ", s.params[k].str(), " is used by no unit of the model");
   const DType dt = s.params[0].dtype();
+  const Device dev = s.params[0].device();  // the segments live with the parameters (a GPU run's on the GPU)
   for (State::Group& G : s.groups) {
     G.off.assign(static_cast<size_t>(s.n), {});
     for (int q = 0; q < s.n; ++q) {
@@ -217,10 +218,10 @@ ZeroShards::ZeroShards(std::vector<Tensor> params, std::vector<bool> tp_replicat
       }
       G.seg = std::max(G.seg, at);
     }
-    G.grad_seg = zeros({G.seg}, dt);
+    G.grad_seg = zeros({G.seg}, dt, dev);
     if (s.opts.stage == 3) {
       NoGradGuard ng;
-      G.param_seg = zeros({G.seg}, dt);
+      G.param_seg = zeros({G.seg}, dt, dev);
       for (size_t i = 0; i < G.params.size(); ++i) {
         const size_t k = G.params[i];
         Tensor dst = narrow(G.param_seg, 0, G.off[static_cast<size_t>(s.r)][i], s.slice_size(k, s.r));

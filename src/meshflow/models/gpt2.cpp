@@ -222,7 +222,7 @@ Tensor Gpt2Model::stage_forward(const Tensor& input, uint64_t stream0, int64_t T
   if (embed) {
     const Tensor& ids = input;
     MF_CHECK(ids.ndim() == 2 && ids.shape(1) == T, "gpt2: input ids must be (batch, ", T, "), got ", ids.str());
-    Tensor pos = arange(T, DType::kI64);
+    Tensor pos = to(arange(T, DType::kI64), ids.device());
     enter(0);
     x = nn::round_to(add(wte_->forward(ids), wpe_->forward(pos)), c_.dtype);  // (B, T, C) + (T, C)
     use_stream(0);
@@ -314,7 +314,8 @@ Tensor Gpt2Model::head_loss(const Tensor& hidden, const Tensor& labels) const {
   if (rows >= N) return leave(head_unit(), piece_loss(flat, tgt));
   // Chunks of rows: the mean over all valid labels is the sum of each chunk's mean weighted by
   // its share of them.
-  const int64_t* lp = tgt.data<int64_t>();
+  const Tensor tgt_host = tgt.device().type == DeviceType::kCPU ? tgt : to(tgt, cpu_device());  // counted on the host
+  const int64_t* lp = tgt_host.data<int64_t>();
   int64_t valid = 0;
   for (int64_t i = 0; i < N; ++i) valid += lp[i] != -100;
   Tensor total;

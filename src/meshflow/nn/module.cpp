@@ -4,6 +4,7 @@
 
 #include "meshflow/autograd/grad_mode.h"
 #include "meshflow/ops/ops.h"
+#include "meshflow/tensor/allocator.h"
 
 namespace mf::nn {
 
@@ -59,7 +60,7 @@ void Module::load_state_dict(const NamedTensors& state, bool strict) {
     Tensor dst = it->second;
     MF_CHECK(dst.shape() == src.shape() && dst.dtype() == src.dtype(), "load_state_dict: '", name, "' is ",
              src.str(), " but the model holds ", dst.str());
-    copy_(dst, src);
+    copy_(dst, src.device() == dst.device() ? src : to(src, dst.device()));  // e.g. host weights into a GPU model
     ++matched;
   }
   if (strict && matched != mine.size()) {
@@ -68,6 +69,32 @@ void Module::load_state_dict(const NamedTensors& state, bool strict) {
       for (auto& [n2, s] : state) found = found || n2 == name;
       MF_CHECK(found, "load_state_dict: missing key '", name, "'");
     }
+  }
+}
+
+void Module::to_device(Device device) {
+  // One new storage per old one (ties and views keep sharing), swapped into every impl.
+  // The old storages stay referenced until the end, so no address is reused as a key.
+  std::unordered_map<const Storage*, std::pair<std::shared_ptr<Storage>, std::shared_ptr<Storage>>> moved;
+  for (const auto& [name, t] : state_dict()) {
+    TensorImpl* impl = t.impl();
+    MF_CHECK(impl->storage && impl->storage->resident(), "to_device: '", name, "' ", t.str(),
+             " has no resident storage (move the model before ZeRO-3 releases parameters)");
+    if (impl->storage->device() == device) continue;
+    auto it = moved.find(impl->storage.get());
+    if (it == moved.end()) {
+      const Storage& old = *impl->storage;
+      auto fresh = std::make_shared<Storage>(old.nbytes(), device);
+      if (old.device().type == DeviceType::kCPU)
+        allocator_for(device).copy_from_host(fresh->data(), old.data(), old.nbytes());
+      else if (device.type == DeviceType::kCPU)
+        allocator_for(old.device()).copy_to_host(fresh->data(), old.data(), old.nbytes());
+      else
+        MF_THROW("to_device: '", name, "' ", t.str(), ": copies between two GPUs are not supported");
+      it = moved.emplace(impl->storage.get(), std::make_pair(impl->storage, std::move(fresh))).first;
+    }
+    impl->grad.reset();
+    impl->storage = it->second.second;
   }
 }
 

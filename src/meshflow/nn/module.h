@@ -35,6 +35,11 @@ class Module {
   // Copies values in; every entry must exist with the same shape and dtype, and (strict) every
   // parameter/buffer must be given. Errors name the key.
   void load_state_dict(const NamedTensors& state, bool strict = true);
+  // Moves every parameter and buffer to `device`, in place: each tensor keeps its TensorImpl (so
+  // autograd leaves, grad-ready hooks, layer members and the tied embedding stay the same
+  // tensors), tensors that shared a storage share the new one, values are copied bit for bit.
+  // Gradients are dropped. Call before an optimizer or a reducer takes the parameters.
+  void to_device(Device device);
 
  protected:
   Tensor register_parameter(const std::string& name, Tensor t);  // sets requires_grad; replicated

@@ -145,6 +145,7 @@ std::pair<int64_t, uint32_t> write_shard(const fs::path& path, int rank, const s
     std::string key = p.name;
     for (int k = 1; regions.contains(key); ++k) key = p.name + "@" + std::to_string(k);
     Tensor c = contiguous(p.data.detach());
+    if (c.device().type != DeviceType::kCPU) c = to(c, cpu_device());  // GPU state: written from a host copy
     json r = region_json(p.region);
     r["tensor"] = p.name;
     r["shape"] = p.logical;
@@ -449,6 +450,13 @@ void CheckpointReader::read(const std::string& name, const TensorRegion& region,
   check_region(region, e.shape, what);
   MF_CHECK(out.is_contiguous() && out.numel() == region.numel(), what, ": destination ", out.str(),
            " does not hold the region's ", region.numel(), " elements contiguously");
+  if (out.device().type != DeviceType::kCPU) {  // a GPU destination: read on the host, then one copy up
+    NoGradGuard ng;
+    Tensor host = empty(out.shape(), out.dtype());
+    read(name, region, host);
+    copy_(out, to(host, out.device()));
+    return;
+  }
   const size_t src_size = dtype_nbytes(e.dtype), dst_size = dtype_nbytes(out.dtype());
   const bool same = e.dtype == out.dtype();
   char* dst = static_cast<char*>(out.raw_data());

@@ -42,7 +42,7 @@ void LoggingHook::after_step(Trainer& t, const StepStats& s) {
   if (!log_now) return;
   double loss = loss_sum_ / static_cast<double>(steps_);
   double tps = tokens_ / time_sum_;
-  double mfu = tps * t.model().flops_per_token(o.seq_length) / t.peak_flops();
+  double mfu = t.peak_flops() > 0 ? tps * t.model().flops_per_token(o.seq_length) / t.peak_flops() : 0.0;
   double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   double eta = elapsed / static_cast<double>(s.iter - first_iter_) * static_cast<double>(o.train_iter - s.iter);
   if (bar_->enabled()) std::fputc('\n', out_);

@@ -12,6 +12,7 @@
 #include "meshflow/train/build.h"
 #include "meshflow/train/checkpoint.h"
 #include "meshflow/train/components.h"
+#include "meshflow/train/device_select.h"
 #include "meshflow/train/gpt_batches.h"
 #include "meshflow/train/log_hook.h"
 #include "meshflow/train/pipeline_schedule.h"
@@ -77,8 +78,15 @@ std::shared_ptr<models::Gpt2Model> build_model(const Config& c, const Tokenizer&
 }  // namespace
 
 RunSummary run_training(const Config& c, std::FILE* out, const comm::CommPtr& world) {
+  // train.dist.device_type first: a missing backend or GPU fails before any work; cuda makes
+  // this rank's GPU the current device.
+  const RunDevice run_device = select_run_device(c);
   const int world_size = world ? world->size() : 1;
   TrainOptions opts = train_options(c, world_size);  // checks the mesh against the world size first
+  MF_CHECK(world_size == 1 || world->accepts(run_device.device.type), "train.dist.device_type=cuda with ", world_size,
+           " processes needs the NCCL communicator, and this build has none (configure with CUDA, MPI and NCCL)");
+  const bool gpu = run_device.device.type != DeviceType::kCPU;
+  if (gpu && (!world || world->rank() == 0)) std::fprintf(out, "device: %s\n", run_device.how.c_str());
   std::unique_ptr<dist::DeviceMesh> mesh;
   if (world_size > 1) {
     world->set_timeout_seconds(opts.dist_timeout_seconds);
@@ -131,6 +139,8 @@ RunSummary run_training(const Config& c, std::FILE* out, const comm::CommPtr& wo
     }
     if (!world || world->rank() == 0) std::fprintf(out, "model.pretrained: %s\n", loaded.c_str());
   }
+  // Built and initialised on the host (the same values as a CPU run), then moved whole.
+  if (gpu) model->to_device(run_device.device);
   Trainer trainer(opts, model, std::make_unique<GptBatchSource>(*train_set, dp_rank, dp),
                   [valid_set, dp_rank, dp] { return std::make_unique<GptBatchSource>(*valid_set, dp_rank, dp); });
   if (mesh)
@@ -152,6 +162,7 @@ RunSummary run_training(const Config& c, std::FILE* out, const comm::CommPtr& wo
 }
 
 EvalStats run_evaluation(const Config& c, std::FILE* out) {
+  const RunDevice run_device = select_run_device(c);
   TrainOptions opts = train_options(c);
   auto tok = tokenizer_from_config(c);
   RunData d = open_data(c);
@@ -164,6 +175,7 @@ EvalStats run_evaluation(const Config& c, std::FILE* out) {
   weights.source = ckpt->dir + "/model.safetensors";
   weights.tensors = ckpt->model;
   load_model_weights(*model, weights);
+  if (run_device.device.type != DeviceType::kCPU) model->to_device(run_device.device);
   opts.resume = true;
   Trainer trainer(opts, model, std::make_unique<GptBatchSource>(valid_set),
                   [&valid_set] { return std::make_unique<GptBatchSource>(valid_set); });

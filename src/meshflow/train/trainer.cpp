@@ -20,6 +20,9 @@
 #include "meshflow/train/peak_flops.h"
 #include "meshflow/train/pipeline_schedule.h"
 #include "meshflow/dist/sbp.h"
+#if MESHFLOW_WITH_CUDA
+#include "meshflow/cuda/device_info.h"
+#endif
 
 namespace mf::train {
 
@@ -34,6 +37,18 @@ LossScalerOptions scaler_options(const TrainOptions& o, const models::Gpt2Model&
   LossScalerOptions s = o.loss_scaler;
   s.enabled = m.config().dtype == DType::kF16;  // bf16 has f32's range: no scaling
   return s;
+}
+
+// The sum of the gradients' squares, as a double, on a GPU: each gradient's sum widened to f64 and
+// added there in order (as the host path adds their item()s), then read once — one
+// synchronisation instead of one per parameter.
+double sum_of_squares_on_device(const std::vector<Tensor>& grads) {
+  Tensor acc;
+  for (const Tensor& g : grads) {
+    Tensor s = cast(sum_squares(g), DType::kF64);
+    acc = acc.defined() ? add(acc, s) : s;
+  }
+  return acc.defined() ? acc.item() : 0.0;
 }
 
 optim::SchedulerConfig scheduler_config(const TrainOptions& o) {
@@ -53,6 +68,11 @@ Trainer::Trainer(TrainOptions opts, std::shared_ptr<models::Gpt2Model> model, st
       optimizer_(make_optimizer(opts_, *model_)),
       scheduler_(scheduler_registry().create(opts_.scheduler.name, scheduler_config(opts_))),
       scaler_(scaler_options(opts_, *model_)) {
+  const std::vector<Tensor> params = model_->parameters();
+  device_ = params.empty() ? cpu_device() : params[0].device();
+  for (const Tensor& p : params)
+    MF_CHECK(p.device() == device_, "trainer: the model's parameters are on ", device_.str(), " and ", p.device().str(),
+             "; move the whole model (Module::to_device) before training");
   MF_CHECK(opts_.train_iter > 0 && opts_.micro_batch > 0 && opts_.accumulation_steps > 0, "trainer: train.train_iter (",
            opts_.train_iter, "), train.train_micro_batch_size (", opts_.micro_batch,
            ") and train.num_accumulation_steps (", opts_.accumulation_steps, ") must be positive");
@@ -142,7 +162,7 @@ uint64_t Trainer::comm_bytes() const {
 
 double Trainer::clip_gradients(double grad_scale) {
   const nn::TensorParallel& tp = model_->tensor_parallel();
-  if (!zero_shards_ && !tp.enabled() && !pp_)
+  if (!zero_shards_ && !tp.enabled() && !pp_ && device_.type == DeviceType::kCPU)
     return optim::clip_grad_norm(model_->parameters(), opts_.clip_grad_max_norm, grad_scale);
   // The logical norm: split pieces' squares summed over tp, replicated ones counted once, the
   // stages' sums added (the last stage's copy of the tied embedding left out). Under ZeRO 2/3
@@ -150,19 +170,27 @@ double Trainer::clip_gradients(double grad_scale) {
   NoGradGuard ng;
   const Tensor tied_copy = pp_ && pp_->rank() == pp_->size() - 1 ? model_->embedding_weight() : Tensor();
   std::vector<Tensor> grads;  // what is clipped
-  Tensor ss = zeros({2}, DType::kF64);  // split, replicated
+  Tensor ss = zeros({2}, DType::kF64);  // split, replicated (host)
+  std::vector<Tensor> on_device[2];     // a GPU run's gradients of each kind, summed there
   auto add = [&](const Tensor& param, const Tensor& g, size_t index) {
     if (!g.defined()) return;
     grads.push_back(g);
-    if (param.impl() != tied_copy.impl()) ss.data<double>()[split_[index] ? 0 : 1] += sum_squares(g).item();
+    if (param.impl() == tied_copy.impl()) return;
+    const int kind = !split_.empty() && split_[index] ? 0 : 1;  // one process: every parameter replicated
+    if (device_.type == DeviceType::kCPU)
+      ss.data<double>()[kind] += sum_squares(g).item();
+    else
+      on_device[kind].push_back(g);
   };
   if (zero_shards_) {
     for (const ZeroShard& z : zero_) add(z.param, z.shard.grad(), z.index);
-    dp_->all_reduce(ss)->wait();
   } else {
     const std::vector<Tensor> params = model_->parameters();
     for (size_t i = 0; i < params.size(); ++i) add(params[i], params[i].grad(), i);
   }
+  if (device_.type != DeviceType::kCPU)
+    for (int kind = 0; kind < 2; ++kind) ss.data<double>()[kind] = sum_of_squares_on_device(on_device[kind]);
+  if (zero_shards_) dp_->all_reduce(ss)->wait();
   double split_ss = ss.data<double>()[0];
   if (tp.enabled()) {
     Tensor t = full({1}, split_ss, DType::kF64);
@@ -179,7 +207,7 @@ double Trainer::clip_gradients(double grad_scale) {
 Tensor Trainer::stage_activation(int64_t rows, int64_t seq_len) const {
   const nn::TensorParallel& tp = model_->tensor_parallel();
   const int64_t t = tp.enabled() && tp.sequence_parallel ? dist::split_size(seq_len, tp.size(), tp.rank()) : seq_len;
-  return empty({rows, t, model_->config().hidden_size}, model_->config().compute_dtype());
+  return empty({rows, t, model_->config().hidden_size}, model_->config().compute_dtype(), device_);
 }
 
 double Trainer::mean_over_dp(double local) {
@@ -264,7 +292,7 @@ double Trainer::pipeline_step() {
   pipe_stats_ = PipelineStats{};
   pipe_stats_.max_in_flight = max_in_flight(actions);
   const auto t_start = std::chrono::steady_clock::now();
-  auto& alloc = allocator_for(cpu_device());
+  auto& alloc = allocator_for(device_);
   const std::vector<Tensor> params = model_->parameters();
   auto activation_bytes = [&, base = alloc.stats().current_bytes] {
     int64_t grads = 0;
@@ -285,7 +313,10 @@ double Trainer::pipeline_step() {
   // Every stage reads the step's micro-batches (the first uses the ids, the last the labels), so
   // the sampler position stays the same everywhere.
   std::vector<std::pair<Tensor, Tensor>> batches;
-  for (int64_t i = 0; i < m; ++i) batches.push_back(train_data_->next(mb));
+  for (int64_t i = 0; i < m; ++i) {  // host batches to the model's device (asynchronous copies)
+    auto [ids, labels] = train_data_->next(mb);
+    batches.emplace_back(to(ids, device_), to(labels, device_));
+  }
   Generator& gen = default_generator();
   const uint64_t s0 = gen.state().next_stream, spf = model_->streams_per_forward();
   // fp16: the seed carries the loss scale (every gradient comes out scale x the true one).
@@ -296,6 +327,7 @@ double Trainer::pipeline_step() {
   std::vector<InFlight> held(static_cast<size_t>(m * v));
   std::vector<comm::WorkPtr> sends;
   double loss_sum = 0;
+  Tensor loss_on_device;  // a GPU run's micro-batch losses, summed there in f64 and read once at the end
   for (size_t n = 0; n < actions.size(); ++n) {
     const PipelineAction& a = actions[n];
     const int64_t j = a.chunk * p + stage;
@@ -315,7 +347,12 @@ double Trainer::pipeline_step() {
       Tensor out = model_->stage_forward(f.input, s0 + static_cast<uint64_t>(a.micro) * spf, T, a.chunk);
       if (last) {
         f.output = model_->head_loss(out, batches[static_cast<size_t>(a.micro)].second);
-        loss_sum += f.output.item();
+        if (device_.type == DeviceType::kCPU) {
+          loss_sum += f.output.item();
+        } else {  // no synchronisation per micro-batch: the host keeps queueing work
+          Tensor l = cast(f.output.detach(), DType::kF64);
+          loss_on_device = loss_on_device.defined() ? add(loss_on_device, l) : l;
+        }
       } else {
         f.output = out;
         sends.push_back(pp_->send(contiguous(out.detach()), rank_of(j + 1), tag(a.micro, (j + 1) / p, 0)));
@@ -344,8 +381,17 @@ double Trainer::pipeline_step() {
   }
   for (auto& w : sends) timed_wait(w);
   gen.set_state({gen.seed(), s0 + static_cast<uint64_t>(m) * spf});
+  if (loss_on_device.defined()) loss_sum = loss_on_device.item();
   pipe_stats_.step_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
   return loss_sum;
+}
+
+double Trainer::device_peak_flops() const {
+#if MESHFLOW_WITH_CUDA
+  // The chip's dense peak for the arithmetic the model runs: tensor cores for bf16/f16 models.
+  if (device_.type == DeviceType::kCUDA) return cuda::peak_flops(device_.index, model_->config().dtype);
+#endif
+  return measured_peak_flops();
 }
 
 void Trainer::run_hooks(const std::function<void(HookBase&)>& f) {
@@ -354,7 +400,7 @@ void Trainer::run_hooks(const std::function<void(HookBase&)>& f) {
 
 StepStats Trainer::train_step() {
   auto t0 = std::chrono::steady_clock::now();
-  allocator_for(cpu_device()).reset_peak();
+  allocator_for(device_).reset_peak();
   if (zero_shards_) zero_shards_->reset_buffer_peak();
   model_->train();
   for (Tensor& p : model_->parameters()) p.zero_grad();  // the model's own (ZeRO's optimizer holds slices)
@@ -383,7 +429,8 @@ StepStats Trainer::train_step() {
   } else if (embed_) {  // the tied embedding's two copies: the sum of their gradients on both
     NoGradGuard ng;
     Tensor g = model_->embedding_weight().grad();
-    if (!g.defined()) g = zeros(model_->embedding_weight().shape(), model_->embedding_weight().dtype());
+    if (!g.defined())
+      g = zeros(model_->embedding_weight().shape(), model_->embedding_weight().dtype(), model_->embedding_weight().device());
     g = contiguous(g);
     embed_->all_reduce(g)->wait();
     model_->embedding_weight().set_grad(g);
@@ -413,8 +460,8 @@ StepStats Trainer::train_step() {
   s.grad_norm = grad_norm;
   s.step_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   s.tokens_per_sec = static_cast<double>(tokens_per_step()) / s.step_seconds;
-  s.mfu = s.tokens_per_sec * model_->flops_per_token(opts_.seq_length) / peak_flops_;
-  s.peak_bytes = allocator_for(cpu_device()).stats().peak_bytes;
+  s.mfu = peak_flops_ > 0 ? s.tokens_per_sec * model_->flops_per_token(opts_.seq_length) / peak_flops_ : 0.0;
+  s.peak_bytes = allocator_for(device_).stats().peak_bytes;
   s.memory = memory_report(s.peak_bytes);
   s.comm_bytes = static_cast<int64_t>(comm_bytes() - comm_bytes0);
   s.exposed_comm_s = exposed;
@@ -430,7 +477,8 @@ EvalStats Trainer::evaluate() {
   std::unique_ptr<BatchSource> data = make_valid_data_();
   double total = 0.0;
   for (int64_t i = 0; i < opts_.eval_iter; ++i) {
-    auto [ids, labels] = data->next(opts_.eval_micro_batch);
+    auto [host_ids, host_labels] = data->next(opts_.eval_micro_batch);
+    const Tensor ids = to(host_ids, device_), labels = to(host_labels, device_);
     if (!pp_) {
       total += model_->loss(ids, labels).item();
       continue;
@@ -473,7 +521,7 @@ void Trainer::train() {
     manual_seed(opts_.seed);
   }
   if (!opts_.config_yaml.empty() && is_main_rank()) write_file_atomic(cfg.string(), opts_.config_yaml);
-  peak_flops_ = measured_peak_flops() * static_cast<double>(dp_size() * tp_size() * pp_size());
+  peak_flops_ = device_peak_flops() * static_cast<double>(dp_size() * tp_size() * pp_size());
   run_hooks([&](HookBase& h) { h.before_train(*this); });
   while (iter_ < opts_.train_iter) {
     StepStats s = train_step();

@@ -164,7 +164,10 @@ class Trainer {
   bool mixed_precision() const { return is_half(model_->config().dtype); }
   const LossScaler& loss_scaler() const { return scaler_; }
   int64_t skipped_iters() const { return skipped_iters_; }
-  // Peak FLOP/s of all ranks together (the MFU denominator).
+  // Where the model, its gradients and optimizer state, and the batches live.
+  Device device() const { return device_; }
+  // Peak FLOP/s of all ranks together (the MFU denominator): the CPU's measured FMA rate, or the
+  // GPU's dense peak from its data sheet (0 for a GPU not in the table: MFU is then reported 0).
   double peak_flops() const { return peak_flops_; }
   // Tokens of one optimizer step over all data-parallel ranks (tp ranks share theirs).
   int64_t tokens_per_step() const { return opts_.micro_batch * opts_.accumulation_steps * opts_.seq_length * dp_size(); }
@@ -195,6 +198,7 @@ class Trainer {
   // (rows, T / tp, C) piece under sequence parallelism.
   Tensor stage_activation(int64_t rows, int64_t seq_len) const;
   void run_hooks(const std::function<void(HookBase&)>& f);
+  double device_peak_flops() const;  // one rank's
 
   TrainOptions opts_;
   std::shared_ptr<models::Gpt2Model> model_;
@@ -205,6 +209,7 @@ class Trainer {
   std::vector<std::unique_ptr<HookBase>> hooks_;
   int64_t iter_ = 0;
   double peak_flops_ = 0;
+  Device device_ = cpu_device();
   LossScaler scaler_;
   int64_t skipped_iters_ = 0;
   std::shared_ptr<comm::Communicator> dp_, all_, pp_, world_, embed_;
