@@ -14,7 +14,6 @@
 #include <cstdlib>
 #include <string>
 
-#include "meshflow/autograd/grad_mode.h"
 #include "meshflow/models/gpt2.h"
 #include "meshflow/optim/optimizer.h"
 #include "meshflow/random/philox.h"
@@ -30,19 +29,6 @@ double peak_flops(const std::string& name, mf::DType dt) {
     return (half ? 989.4 : 66.9) * 1e12;
   if (name.find("A100") != std::string::npos) return (half ? 312.0 : 19.5) * 1e12;
   return 0.0;
-}
-
-// Moves every parameter of the model to `device` in place: each leaf keeps its identity (the
-// optimizer, hooks and the tied embedding see the same tensor), only its storage changes.
-void move_parameters(mf::nn::Module& model, mf::Device device) {
-  mf::NoGradGuard ng;
-  for (mf::Tensor& p : model.parameters()) {
-    if (p.device() == device) continue;  // a tied parameter already moved
-    mf::Tensor d = mf::to(p, device);
-    p.impl()->storage = d.impl()->storage;
-    p.impl()->offset = d.offset();
-    p.impl()->strides = d.strides();
-  }
 }
 
 }  // namespace
@@ -67,7 +53,7 @@ int main(int argc, char** argv) {
   try {
     mf::models::Gpt2Model model(c);
     model.init_weights(1);
-    move_parameters(model, gpu);
+    model.to_device(gpu);
     mf::optim::AdamW opt(mf::optim::default_param_groups(model, 0.1), 6e-4, 0.9, 0.95, 1e-8);
     std::vector<int64_t> ids(static_cast<size_t>(B * T)), labels(ids.size());
     for (size_t i = 0; i < ids.size(); ++i) {

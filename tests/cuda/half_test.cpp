@@ -277,21 +277,6 @@ TEST_P(CudaHalf, MixedPrecisionHelpers) {
   EXPECT_EQ(mf::nn::round_to(randn({2}, 1, DType::kF32), dt).dtype(), DType::kF32);
 }
 
-// Parameters (and buffers) of `m` moved to the GPU in place: each keeps its TensorImpl (leaf
-// identity, the tied embedding stays one tensor), its storage becomes a device copy.
-void move_to_gpu(mf::nn::Module& m) {
-  mf::NoGradGuard ng;
-  for (auto list : {m.named_parameters(), m.named_buffers()}) {
-    for (auto& [name, t] : list) {
-      Tensor d = mf::to(mf::contiguous(t.detach()), kGpu);
-      mf::TensorImpl* impl = t.impl();
-      impl->storage = d.impl()->storage;
-      impl->strides = d.strides();
-      impl->offset = d.offset();
-    }
-  }
-}
-
 // The tiny GPT-2 stored in bf16/f16: natively on the GPU against the CPU's simulation from the
 // same weights (no dropout): the loss within 1%, each gradient within 5% of its norm. The GPU's
 // activations are bf16/f16 tensors, the CPU's f32 ones rounded at the same places, so only the
@@ -312,7 +297,7 @@ TEST_P(CudaHalf, TinyGptMatchesCpuSimulation) {
   mf::models::Gpt2Model cpu(c), gpu(c);
   cpu.init_weights(11);
   gpu.init_weights(11);
-  move_to_gpu(gpu);
+  gpu.to_device(kGpu);
   EXPECT_EQ(c.activation_dtype(kGpu), dt);
   EXPECT_EQ(c.activation_dtype(kCpu), DType::kF32);
   std::vector<int64_t> ids, labels;
