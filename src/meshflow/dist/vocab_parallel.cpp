@@ -71,8 +71,14 @@ Tensor vocab_parallel_embedding(const Tensor& ids, const Tensor& weight_shard, i
   if (weight_shard.defined() && weight_shard.device().type != DeviceType::kCPU) {
     // GPU tensors: computed on the host (the index bookkeeping reads the ids), moved back; `to` is
     // differentiable, so the gradient returns to the GPU weight.
+    // A bf16/f16 weight (native half on the GPU) is widened on the host, which computes in f32;
+    // the output is rounded back and the gradient returns through the casts.
     const Device dev = weight_shard.device();
-    return to(vocab_parallel_embedding(to(ids, cpu_device()), to(weight_shard, cpu_device()), vocab_size, tp), dev);
+    const DType dt = weight_shard.dtype();
+    Tensor w = to(weight_shard, cpu_device());
+    if (is_half(dt)) w = cast(w, compute_dtype(dt));
+    Tensor out = vocab_parallel_embedding(to(ids, cpu_device()), w, vocab_size, tp);
+    return to(is_half(dt) ? cast(out, dt) : out, dev);
   }
   const VocabRange range = vocab_range(kOp, vocab_size, tp);
   check_float(kOp, "weight_shard", weight_shard, tp);
@@ -104,8 +110,10 @@ Tensor vocab_parallel_cross_entropy(const Tensor& logits_shard, const Tensor& ta
     // GPU logits: the loss is computed on the host (its row bookkeeping reads the targets) and
     // moved back; the gradient returns through `to`.
     const Device dev = logits_shard.device();
-    return to(vocab_parallel_cross_entropy(to(logits_shard, cpu_device()), targets.defined() ? to(targets, cpu_device()) : targets,
-                                           vocab_size, tp, ignore_index),
+    Tensor x = to(logits_shard, cpu_device());
+    if (is_half(x.dtype())) x = cast(x, compute_dtype(x.dtype()));  // the loss is f32 for half logits
+    return to(vocab_parallel_cross_entropy(x, targets.defined() ? to(targets, cpu_device()) : targets, vocab_size, tp,
+                                           ignore_index),
               dev);
   }
   const VocabRange range = vocab_range(kOp, vocab_size, tp);

@@ -60,7 +60,9 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore
            kernel<kernels::CrossEntropyBackward>("cross_entropy_backward", x.device(), x.dtype())(
                x, tgt, lse, ignore_index, label_smoothing, gs, dx);
            if (on_host || n_valid == 0) return {dx};
-           return {mul(dx, cast(to(g[0], dx.device()), dx.dtype()))};
+           Tensor gd = to(g[0], dx.device());  // the loss dtype: f32 for half logits, kept exact
+           if (gd.dtype() == dx.dtype()) return {mul(dx, gd)};
+           return {cast(mul(cast(dx, gd.dtype()), gd), dx.dtype())};
          });
   return out;
 }

@@ -38,12 +38,15 @@ RunDevice select_run_device(const Config& c) {
   std::string source;
   const int local = local_rank_from_env(&source);
   const std::string from = source.empty() ? std::string("no local rank in the environment") : source + "=" + std::to_string(local);
-  MF_CHECK(local < visible, "train.dist.device_type=cuda: local rank ", local, " (", from, ") but only ", visible,
+  // One visible GPU: the launcher bound this rank to it (srun --gpus-per-task=1, a per-rank
+  // CUDA_VISIBLE_DEVICES), whatever its local rank.
+  const int index = visible == 1 ? 0 : local;
+  MF_CHECK(index < visible, "train.dist.device_type=cuda: local rank ", local, " (", from, ") but only ", visible,
            " CUDA device(s) are visible (check CUDA_VISIBLE_DEVICES and the processes per node)");
-  RunDevice d{cuda_device(local), ""};
+  RunDevice d{cuda_device(index), ""};
 #if MESHFLOW_WITH_CUDA
-  cuda::use_device(local);
-  d.how = detail::cat("cuda:", local, " (", cuda::device_info(local).name, "; ", from, ", ", visible, " visible)");
+  cuda::use_device(index);
+  d.how = detail::cat("cuda:", index, " (", cuda::device_info(index).name, "; ", from, ", ", visible, " visible)");
 #endif
   return d;
 }

@@ -207,7 +207,7 @@ double Trainer::clip_gradients(double grad_scale) {
 Tensor Trainer::stage_activation(int64_t rows, int64_t seq_len) const {
   const nn::TensorParallel& tp = model_->tensor_parallel();
   const int64_t t = tp.enabled() && tp.sequence_parallel ? dist::split_size(seq_len, tp.size(), tp.rank()) : seq_len;
-  return empty({rows, t, model_->config().hidden_size}, model_->config().compute_dtype(), device_);
+  return empty({rows, t, model_->config().hidden_size}, model_->config().activation_dtype(device_), device_);
 }
 
 double Trainer::mean_over_dp(double local) {
@@ -313,9 +313,10 @@ double Trainer::pipeline_step() {
   // Every stage reads the step's micro-batches (the first uses the ids, the last the labels), so
   // the sampler position stays the same everywhere.
   std::vector<std::pair<Tensor, Tensor>> batches;
-  for (int64_t i = 0; i < m; ++i) {  // host batches to the model's device (asynchronous copies)
+  for (int64_t i = 0; i < m; ++i) {
     auto [ids, labels] = train_data_->next(mb);
-    batches.emplace_back(to(ids, device_), to(labels, device_));
+    batches.emplace_back(ids, labels);  // host tensors: the embedding checks the ids and uploads them
+                                       // asynchronously, the loss head reads the labels on the host
   }
   Generator& gen = default_generator();
   const uint64_t s0 = gen.state().next_stream, spf = model_->streams_per_forward();
@@ -478,7 +479,7 @@ EvalStats Trainer::evaluate() {
   double total = 0.0;
   for (int64_t i = 0; i < opts_.eval_iter; ++i) {
     auto [host_ids, host_labels] = data->next(opts_.eval_micro_batch);
-    const Tensor ids = to(host_ids, device_), labels = to(host_labels, device_);
+    const Tensor ids = host_ids, labels = host_labels;  // host tensors, as in training
     if (!pp_) {
       total += model_->loss(ids, labels).item();
       continue;

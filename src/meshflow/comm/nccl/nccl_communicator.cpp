@@ -84,6 +84,15 @@ struct State {
   }
 
   ~State() {
+    // Drain under the watchdog first: an operation no peer will match (this rank is unwinding
+    // from an error) times out and aborts instead of blocking the synchronisation below forever.
+    for (;;) {
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        if (pending.empty() || aborted.load()) break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
     stop_watchdog();
     if (!aborted.load()) {
       // Normal end: let the streams drain, then free the communicators.

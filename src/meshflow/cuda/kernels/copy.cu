@@ -67,6 +67,34 @@ __device__ __forceinline__ double widen(Store<S> s) {
   else if constexpr (S == DType::kBool) return s ? 1.0 : 0.0;
   else return static_cast<double>(s);
 }
+// f64 <-> f32 as the host converts a NaN (sign and top payload bits kept, quiet bit set); the
+// GPU's cvt instructions return their canonical NaN instead.
+__device__ __forceinline__ float f64_to_f32(double d) {
+  if (isnan(d)) {
+    const uint64_t b = static_cast<uint64_t>(__double_as_longlong(d));
+    return __uint_as_float((static_cast<uint32_t>(b >> 32) & 0x80000000u) | 0x7fc00000u |
+                           (static_cast<uint32_t>(b >> 29) & 0x7fffffu));
+  }
+  return static_cast<float>(d);
+}
+__device__ __forceinline__ double f32_to_f64(float f) {
+  if (isnan(f)) {
+    const uint64_t u = __float_as_uint(f);
+    return __longlong_as_double(
+        static_cast<long long>(((u & 0x80000000ull) << 32) | 0x7ff8000000000000ull | ((u & 0x7fffffull) << 29)));
+  }
+  return static_cast<double>(f);
+}
+template <DType S>
+inline constexpr bool kFloating = S == DType::kF32 || S == DType::kF64 || S == DType::kBF16 || S == DType::kF16;
+// A floating source as f32, NaNs as the host converts them.
+template <DType S>
+__device__ __forceinline__ float float_of(Store<S> s) {
+  if constexpr (S == DType::kF64) return f64_to_f32(s);
+  else if constexpr (S == DType::kF32) return s;
+  else return half_to_f32<S>(s);
+}
+
 // ops/cpu/copy.cpp's convert<D>(S), case by case.
 template <DType D, DType S>
 __device__ __forceinline__ Store<D> convert(Store<S> s) {
@@ -76,10 +104,14 @@ __device__ __forceinline__ Store<D> convert(Store<S> s) {
     return widen<S>(s) != 0.0;
   } else if constexpr (D == DType::kBF16 || D == DType::kF16) {
     float f;
-    if constexpr (S == DType::kF64) f = static_cast<float>(s);
+    if constexpr (kFloating<S>) f = float_of<S>(s);
     else f = static_cast<float>(widen<S>(s));
     if constexpr (D == DType::kBF16) return f32_to_bf16_bits(f);
     else return f32_to_f16_bits(f);
+  } else if constexpr (D == DType::kF32 && kFloating<S>) {
+    return float_of<S>(s);
+  } else if constexpr (D == DType::kF64 && kFloating<S>) {
+    return f32_to_f64(float_of<S>(s));  // S is f32, bf16 or f16 here (f64 -> f64 is D == S)
   } else if constexpr (S == DType::kBF16 || S == DType::kF16) {
     return static_cast<Store<D>>(half_to_f32<S>(s));
   } else {
