@@ -4,34 +4,19 @@
 // flash attention, fused norm / cross-entropy / AdamW). Dropout is 0, as in the PyTorch run it is
 // compared with (bench/gpt2_torch_gpu.py; bench/gpu_gpt2_bench.sh runs both).
 // MFU = tokens/s * (6 * params + 12 * layers * hidden * seq) / the chip's dense peak for the
-// dtype (H100/H200 SXM: 989.4 TFLOP/s bf16/f16, 66.9 f32; A100: 312 / 19.5; else
-// MESHFLOW_PEAK_TFLOPS).
+// dtype (cuda::peak_flops, the trainer's table: H100/H200 SXM 989.4 TFLOP/s bf16/f16, 67 f32;
+// A100 312 / 19.5), or MESHFLOW_PEAK_TFLOPS when set.
 // Usage: meshflow_gpu_gpt2_bench [layers hidden heads seq micro_batch steps dtype]
-#include <cuda_runtime.h>
-
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 
+#include "meshflow/cuda/device_info.h"
 #include "meshflow/models/gpt2.h"
 #include "meshflow/optim/optimizer.h"
 #include "meshflow/random/philox.h"
 #include "meshflow/tensor/allocator.h"
-
-namespace {
-
-double peak_flops(const std::string& name, mf::DType dt) {
-  if (const char* env = std::getenv("MESHFLOW_PEAK_TFLOPS")) return std::atof(env) * 1e12;
-  bool half = mf::is_half(dt);
-  if (name.find("H100") != std::string::npos || name.find("H200") != std::string::npos ||
-      name.find("GH200") != std::string::npos)
-    return (half ? 989.4 : 66.9) * 1e12;
-  if (name.find("A100") != std::string::npos) return (half ? 312.0 : 19.5) * 1e12;
-  return 0.0;
-}
-
-}  // namespace
 
 int main(int argc, char** argv) {
   auto arg = [&](int i, long def) { return argc > i ? std::atol(argv[i]) : def; };
@@ -47,8 +32,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "meshflow_gpu_gpt2_bench: no CUDA device visible\n");
     return 2;
   }
-  cudaDeviceProp prop{};
-  cudaGetDeviceProperties(&prop, 0);
+  const std::string gpu_name = mf::cuda::device_info(0).name;
   const mf::Device gpu = mf::cuda_device(0);
   try {
     mf::models::Gpt2Model model(c);
@@ -61,10 +45,11 @@ int main(int argc, char** argv) {
       labels[i] = static_cast<int64_t>(mf::philox_uniform(1, 1, i) * c.vocab_size);
     }
     mf::Tensor x = mf::from_vector(ids, {B, T}), y = mf::from_vector(labels, {B, T});
-    double peak = peak_flops(prop.name, c.dtype);
+    const char* peak_env = std::getenv("MESHFLOW_PEAK_TFLOPS");
+    double peak = peak_env ? std::atof(peak_env) * 1e12 : mf::cuda::peak_flops(0, c.dtype);
     double fpt = model.flops_per_token(T);
     std::printf("meshflow GPT-2 on %s: %lld layers, hidden %lld, heads %lld, %.1fM params, %s; batch %lld x %lld\n",
-                prop.name, static_cast<long long>(c.num_layers), static_cast<long long>(c.hidden_size),
+                gpu_name.c_str(), static_cast<long long>(c.num_layers), static_cast<long long>(c.hidden_size),
                 static_cast<long long>(c.num_attention_heads), model.num_parameters() / 1e6, mf::dtype_name(c.dtype),
                 static_cast<long long>(B), static_cast<long long>(T));
     std::printf("FLOPs/token %.4g (6*params + 12*L*C*T), peak %.1f TFLOP/s (dense %s)\n", fpt, peak / 1e12,

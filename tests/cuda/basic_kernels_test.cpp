@@ -6,7 +6,6 @@
 #include <iostream>
 
 #include "meshflow/ops/kernels.h"
-#include "meshflow/ops/optim_multi.h"
 #include "meshflow/ops/registry.h"
 #include "testing.h"
 

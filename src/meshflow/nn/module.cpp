@@ -85,12 +85,7 @@ void Module::to_device(Device device) {
     if (it == moved.end()) {
       const Storage& old = *impl->storage;
       auto fresh = std::make_shared<Storage>(old.nbytes(), device);
-      if (old.device().type == DeviceType::kCPU)
-        allocator_for(device).copy_from_host(fresh->data(), old.data(), old.nbytes());
-      else if (device.type == DeviceType::kCPU)
-        allocator_for(old.device()).copy_to_host(fresh->data(), old.data(), old.nbytes());
-      else
-        MF_THROW("to_device: '", name, "' ", t.str(), ": copies between two GPUs are not supported");
+      copy_bytes(device, fresh->data(), old.device(), old.data(), old.nbytes());
       it = moved.emplace(impl->storage.get(), std::make_pair(impl->storage, std::move(fresh))).first;
     }
     impl->grad.reset();

@@ -39,7 +39,7 @@ Tensor empty_like_layout(const Tensor& t) {
 }  // namespace
 
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& opts) {
-  const bool half_ok = detail::native_half(q, {"attention_forward", "attention_backward", "copy"});
+  const bool half_ok = detail::native_half(q);
   detail::check_float(q, kOp, "q", half_ok);
   detail::check_float(k, kOp, "k", half_ok);
   detail::check_float(v, kOp, "v", half_ok);

@@ -15,7 +15,7 @@ namespace mf {
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index, double label_smoothing) {
   constexpr const char* kOp = "cross_entropy";
-  const bool half_ok = detail::native_half(logits, {"cross_entropy_forward", "cross_entropy_backward", "copy"});
+  const bool half_ok = detail::native_half(logits);
   detail::check_float(logits, kOp, "logits", half_ok);
   MF_CHECK(logits.ndim() == 2, kOp, ": logits ", logits.str(), " must be (N, V)");
   detail::check_index(targets, kOp, "targets");

@@ -13,15 +13,8 @@ using kernels::UnaryOp;
 
 namespace {
 
-// The kernels a binary op and its backward (sum_to, neg, mul, div) call.
-bool binary_native_half(const Tensor& a) { return detail::native_half(a, {"binary", "unary", "reduce", "copy"}); }
-// Those of a unary op and its backward (mul/div, the activations' backward).
-bool unary_native_half(const Tensor& x) {
-  return detail::native_half(x, {"unary", "binary", "activation_backward", "reduce", "copy"});
-}
-
 Tensor binary(BinaryOp op, const char* name, const Tensor& a, const Tensor& b) {
-  const bool half_ok = binary_native_half(a);
+  const bool half_ok = detail::native_half(a);
   // bf16/f16 operands without half kernels (gradients of half-precision parameters meeting in
   // backward, on the CPU): computed in f32 and rounded once to the operands' dtype.
   if (!half_ok && a.defined() && b.defined() && is_half(a.dtype()) && a.dtype() == b.dtype())
@@ -67,7 +60,7 @@ Tensor binary(BinaryOp op, const char* name, const Tensor& a, const Tensor& b) {
 }
 
 Tensor unary(UnaryOp op, const char* name, const Tensor& x, double alpha) {
-  const bool half_ok = unary_native_half(x);
+  const bool half_ok = detail::native_half(x);
   if (!half_ok && x.defined() && is_half(x.dtype()))
     return cast(unary(op, name, cast(x, DType::kF32), alpha), x.dtype());
   detail::check_float(x, name, "x", half_ok);
@@ -97,7 +90,7 @@ Tensor unary(UnaryOp op, const char* name, const Tensor& x, double alpha) {
 }
 
 Tensor activation_backward(UnaryOp op, const char* name, const Tensor& dy, const Tensor& x) {
-  const bool half_ok = detail::native_half(x, {"activation_backward"});
+  const bool half_ok = detail::native_half(x);
   detail::check_float(dy, name, "dy", half_ok);
   detail::check_float(x, name, "x", half_ok);
   detail::check_same_dtype(dy, x, name);

@@ -71,7 +71,7 @@ Tensor index_select(const Tensor& x, int64_t axis, const Tensor& index) {
 
 Tensor embedding(const Tensor& weight, const Tensor& ids) {
   // bf16/f16 weights where the half kernels exist (CUDA): rows gathered as they are stored.
-  const bool half_ok = detail::native_half(weight, {"index_select", "index_add", "fill", "copy"});
+  const bool half_ok = detail::native_half(weight);
   detail::check_float(weight, "embedding", "weight", half_ok);
   MF_CHECK(weight.ndim() == 2, "embedding: weight ", weight.str(), " must be (num_embeddings, dim)");
   detail::check_index(ids, "embedding", "ids");

@@ -31,7 +31,7 @@ void copy_(Tensor& dst, const Tensor& src) {
 // computed in f32 and rounded once back into dst (the same arithmetic).
 void add_(Tensor& dst, const Tensor& src, double alpha) {
   check_writable(dst, "add_");
-  const bool half_ok = detail::native_half(dst, {"add_inplace"});
+  const bool half_ok = detail::native_half(dst);
   if (!half_ok && is_half(dst.dtype()) && src.defined() && src.dtype() == dst.dtype()) {
     MF_CHECK(dst.shape() == src.shape(), "add_: shape mismatch, dst ", dst.str(), " src ", src.str());
     Tensor wide = cast(dst, DType::kF32);
@@ -48,7 +48,7 @@ void add_(Tensor& dst, const Tensor& src, double alpha) {
 
 void scale_(Tensor& dst, double s) {
   check_writable(dst, "scale_");
-  const bool half_ok = detail::native_half(dst, {"unary"});
+  const bool half_ok = detail::native_half(dst);
   if (!half_ok && is_half(dst.dtype())) {
     Tensor wide = cast(dst, DType::kF32);
     scale_(wide, s);

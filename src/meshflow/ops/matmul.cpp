@@ -7,9 +7,6 @@ namespace mf {
 
 namespace {
 
-// The kernels of a product and its backward (GEMMs, sum_to's reduction, contiguous copies).
-bool gemm_native_half(const Tensor& t) { return detail::native_half(t, {"gemm", "reduce", "copy", "cast"}); }
-
 struct GemmOperand {
   Tensor t;      // storage owner (may be a contiguous copy)
   bool trans;    // BLAS transpose flag
@@ -91,7 +88,7 @@ Tensor matmul_nd(const Tensor& a, const Tensor& b) {
 }  // namespace
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
-  const bool half_ok = gemm_native_half(a);
+  const bool half_ok = detail::native_half(a);
   detail::check_float(a, "matmul", "a", half_ok);
   detail::check_float(b, "matmul", "b", half_ok);
   detail::check_same_dtype(a, b, "matmul");
@@ -107,7 +104,7 @@ namespace {
 // y (..., N) = x (..., K) @ op(W) + bias, with W stored (N, K) ("linear", op = transpose) or
 // (K, N) ("affine", op = identity). One GEMM, bias written first and accumulated with beta = 1.
 Tensor linear_impl(const char* name, const Tensor& x, const Tensor& weight, const Tensor& bias, bool w_in_out) {
-  const bool half_ok = gemm_native_half(x);
+  const bool half_ok = detail::native_half(x);
   detail::check_float(x, name, "x", half_ok);
   detail::check_float(weight, name, "weight", half_ok);
   detail::check_same_dtype(x, weight, name);

@@ -1,7 +1,7 @@
-// native_half(device, dtype): whether a model stored in bf16/f16 computes on its half tensors
-// directly on this device (nn/mixed_precision.h), i.e. whether every kernel its layers, loss and
-// gradients call is registered for (device, dtype). True on CUDA once the half kernels are in;
-// false on the CPU (no half kernels), where the layers widen to f32 and round.
+// native_half(device, dtype): whether ops compute on bf16/f16 tensors of this device directly
+// (the op layer's half paths, nn/mixed_precision.h), i.e. whether every kernel those ops and
+// their backwards call is registered for (device, dtype). True on CUDA; false on the CPU (no
+// half kernels), where ops widen to f32 and round, and the layers simulate the rounding.
 #include <array>
 #include <string_view>
 
@@ -10,15 +10,17 @@
 namespace mf {
 
 namespace {
-// The kernels of GPT-2-style models under mixed precision: projections (gemm, bias: copy),
-// LayerNorm, attention, GELU (unary, activation_backward), residual adds and gradient sums
-// (binary, add_inplace), sum_to (reduce), dropout, the embedding (index_select / index_add,
-// zeros: fill), the loss and casts (the f32 loss, the optimizer's f32 master weights).
-constexpr std::string_view kModelKernels[] = {
+// Every kernel an op may call on bf16/f16 tensors, forward or backward: products (gemm, bias:
+// copy, bias gradients: reduce), elementwise ops and activations, reductions (max: scatter_add),
+// in-place updates, norms, softmax, attention, dropout and random fills, rope, the embedding
+// (index_select / index_add, zeros: fill), the loss, and casts (f32 losses and master weights).
+constexpr std::string_view kHalfKernels[] = {
     "gemm", "copy", "cast", "fill", "binary", "unary", "activation_backward", "reduce", "add_inplace",
-    "layer_norm", "layer_norm_backward",
+    "scatter_add",
+    "layer_norm", "layer_norm_backward", "rms_norm", "rms_norm_backward",
+    "softmax", "softmax_backward",
     "attention_forward", "attention_backward",
-    "dropout",
+    "dropout", "random_fill", "rope",
     "index_select", "index_add",
     "cross_entropy_forward", "cross_entropy_backward",
 };
@@ -36,7 +38,7 @@ bool native_half(Device device, DType dtype) {
         const auto device_type = static_cast<DeviceType>(d);
         const auto dt = static_cast<DType>(k);
         bool all = true;
-        for (std::string_view name : kModelKernels) all = all && r.has(name, device_type, dt);
+        for (std::string_view name : kHalfKernels) all = all && r.has(name, device_type, dt);
         t[d][k] = all;
       }
     }

@@ -8,9 +8,8 @@
 namespace mf {
 
 namespace {
-// `backward_op`: the name of the op's backward kernel (both must exist for bf16/f16).
-void check_norm_params(const char* op, const char* backward_op, const Tensor& x, const Tensor& w, const Tensor& b) {
-  const bool half_ok = detail::native_half(x, {op, backward_op, "copy"});
+void check_norm_params(const char* op, const Tensor& x, const Tensor& w, const Tensor& b) {
+  const bool half_ok = detail::native_half(x);
   detail::check_float(x, op, "x", half_ok);
   MF_CHECK(x.ndim() >= 1, op, ": x ", x.str(), " must have at least 1 axis");
   int64_t C = x.shape(-1);
@@ -31,7 +30,7 @@ Shape rows_shape(const Tensor& x) {
 }  // namespace
 
 Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps) {
-  check_norm_params("layer_norm", "layer_norm_backward", x, weight, bias);
+  check_norm_params("layer_norm", x, weight, bias);
   Tensor xc = contiguous(x.detach()), wc = contiguous(weight.detach());
   Tensor bc = bias.defined() ? contiguous(bias.detach()) : Tensor();
   Tensor y = empty(x.shape(), x.dtype(), x.device());
@@ -51,7 +50,7 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
 }
 
 Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps) {
-  check_norm_params("rms_norm", "rms_norm_backward", x, weight, Tensor());
+  check_norm_params("rms_norm", x, weight, Tensor());
   Tensor xc = contiguous(x.detach()), wc = contiguous(weight.detach());
   Tensor y = empty(x.shape(), x.dtype(), x.device());
   Tensor rstd = empty(rows_shape(x), compute_dtype(x.dtype()), x.device());  // f32 for bf16/f16 x

@@ -1,8 +1,5 @@
 // Checks shared by the op definitions (ops/*.cpp). Internal to ops/.
 #pragma once
-#include <initializer_list>
-#include <string_view>
-
 #include "meshflow/autograd/grad_mode.h"
 #include "meshflow/autograd/node.h"
 #include "meshflow/ops/kernels.h"
@@ -16,16 +13,10 @@ inline void check_defined(const Tensor& t, const char* op, const char* what) {
   MF_CHECK(t.defined(), op, ": ", what, " is undefined");
 }
 
-// Whether `t` is bf16/f16 and every kernel in `kernel_names` (what the op's forward and backward
-// call) is registered for t's device and dtype: the op then runs on the half tensor itself, the
-// kernels accumulating in f32 (the CUDA backend). False on the CPU, which has no half kernels.
-inline bool native_half(const Tensor& t, std::initializer_list<std::string_view> kernel_names) {
-  if (!t.defined() || !is_half(t.dtype())) return false;
-  const KernelRegistry& r = kernel_registry();
-  for (std::string_view k : kernel_names)
-    if (!r.has(k, t.device().type, t.dtype())) return false;
-  return true;
-}
+// Whether the op runs on the bf16/f16 tensor `t` itself (its kernels accumulating in f32):
+// mf::native_half of t's device and dtype — the backend registers every half kernel the ops
+// call (the CUDA backend; never the CPU).
+inline bool native_half(const Tensor& t) { return t.defined() && ::mf::native_half(t.device(), t.dtype()); }
 
 // f32 or f64; bf16/f16 too when `half_ok` (the op found its half kernels: native_half above).
 inline void check_float(const Tensor& t, const char* op, const char* what, bool half_ok = false) {

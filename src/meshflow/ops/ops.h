@@ -127,9 +127,10 @@ Tensor affine(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor
 // ---- dtype (ops/cast.cpp)
 Tensor cast(const Tensor& x, DType dtype);  // round-to-nearest-even into bf16/f16
 
-// Whether a model stored in bf16/f16 computes natively in that dtype on `device` (every kernel of
-// its layers, loss and gradients is registered for it; CUDA) rather than in f32 with rounding
-// (the CPU). False for other dtypes. See nn/mixed_precision.h. (ops/native_half.cpp)
+// Whether ops compute natively on bf16/f16 tensors of `device` (every half kernel the ops and
+// their backwards call is registered for it; CUDA) rather than in f32 with rounding (the CPU),
+// and so whether a model stored in bf16/f16 keeps its activations in it (nn/mixed_precision.h).
+// False for other dtypes. (ops/native_half.cpp)
 bool native_half(Device device, DType dtype);
 
 // ---- device (ops/transfer.cpp)
@@ -148,6 +149,13 @@ void scale_(Tensor& dst, double s);
 // AdamW (decoupled weight decay) at 1-based step `step`: updates param, exp_avg, exp_avg_sq.
 void adamw_update_(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq, double lr, double beta1,
                    double beta2, double eps, double weight_decay, int64_t step);
+// Multi-tensor AdamW: adamw_update_ of every i with weight_decays[i], in one kernel call, where
+// a backend registers "adamw_multi" (CUDA; has_adamw_multi). All tensors on one device, one dtype.
+bool has_adamw_multi(Device device, DType dtype);
+void adamw_multi_update_(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
+                         const std::vector<Tensor>& exp_avgs, const std::vector<Tensor>& exp_avg_sqs, double lr,
+                         double beta1, double beta2, double eps, const std::vector<double>& weight_decays,
+                         int64_t step);
 // SGD with momentum (momentum_buf undefined when momentum == 0) and L2 weight decay.
 void sgd_update_(Tensor& param, const Tensor& grad, Tensor& momentum_buf, double lr, double momentum,
                  double weight_decay);

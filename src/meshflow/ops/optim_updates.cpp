@@ -2,7 +2,6 @@
 #include <cmath>
 
 #include "meshflow/ops/op_utils.h"
-#include "meshflow/ops/optim_multi.h"
 
 namespace mf {
 

@@ -5,7 +5,7 @@
 namespace mf {
 
 Tensor dropout(const Tensor& x, double p, bool training, Generator* gen, const LogicalSlice& slice) {
-  detail::check_float(x, "dropout", "x", detail::native_half(x, {"dropout", "copy"}));
+  detail::check_float(x, "dropout", "x", detail::native_half(x));
   MF_CHECK(p >= 0.0 && p < 1.0, "dropout: p must be in [0, 1), got ", p);
   if (!training || p == 0.0) return x;
   Generator& g = gen ? *gen : default_generator();
@@ -25,7 +25,7 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator* gen, const L
 
 namespace {
 void random_fill(Tensor& t, bool normal, double a, double b, Generator* gen, const LogicalSlice& slice, const char* op) {
-  detail::check_float(t, op, "tensor", detail::native_half(t, {"random_fill"}));
+  detail::check_float(t, op, "tensor", detail::native_half(t));
   MF_CHECK(t.is_contiguous(), op, ": tensor ", t.str(), " must be contiguous");
   MF_CHECK(!(grad_enabled() && t.requires_grad()), op, ": in-place init of ", t.str(),
            " which requires grad, with grad mode on; wrap it in NoGradGuard");

@@ -45,13 +45,10 @@ Shape drop_axes(const Shape& s, const std::vector<int64_t>& axes) {
   return r;
 }
 
-// The kernels of sum (forward: reduce, cast for several axes; backward: expand + contiguous = copy).
-bool sum_native_half(const Tensor& x) { return detail::native_half(x, {"reduce", "copy", "cast"}); }
-
 }  // namespace
 
 Tensor sum(const Tensor& x, const std::vector<int64_t>& axes, bool keepdim) {
-  const bool half_ok = sum_native_half(x);
+  const bool half_ok = detail::native_half(x);
   detail::check_float(x, "sum", "x", half_ok);
   std::vector<int64_t> ax = normalize_axes(axes, x.ndim(), "sum");
   // bf16/f16 over several axes: one axis at a time would round every partial result to
@@ -69,7 +66,7 @@ Tensor sum(const Tensor& x, const std::vector<int64_t>& axes, bool keepdim) {
 }
 
 Tensor mean(const Tensor& x, const std::vector<int64_t>& axes, bool keepdim) {
-  detail::check_float(x, "mean", "x", sum_native_half(x) && detail::native_half(x, {"unary"}));
+  detail::check_float(x, "mean", "x", detail::native_half(x));
   std::vector<int64_t> ax = normalize_axes(axes, x.ndim(), "mean");
   int64_t count = 1;
   for (int64_t a : ax) count *= x.shape()[a];
@@ -78,7 +75,7 @@ Tensor mean(const Tensor& x, const std::vector<int64_t>& axes, bool keepdim) {
 }
 
 Tensor max(const Tensor& x, int64_t axis, bool keepdim) {
-  detail::check_float(x, "max", "x", detail::native_half(x, {"reduce", "scatter_add", "fill", "copy"}));
+  detail::check_float(x, "max", "x", detail::native_half(x));
   int64_t ax = normalize_axis(axis, x.ndim(), "max");
   MF_CHECK(x.shape()[ax] > 0, "max: axis ", ax, " of ", x.str(), " is empty");
   Tensor arg;

@@ -6,7 +6,7 @@ namespace mf {
 
 Tensor rope(const Tensor& x, double base, int64_t position_offset) {
   constexpr const char* kOp = "rope";
-  detail::check_float(x, kOp, "x", detail::native_half(x, {"rope", "copy"}));
+  detail::check_float(x, kOp, "x", detail::native_half(x));
   MF_CHECK(x.ndim() == 4, kOp, ": x ", x.str(), " must be (B, H, T, D)");
   MF_CHECK(x.shape(3) % 2 == 0, kOp, ": head dim of x ", x.str(), " must be even");
   MF_CHECK(base > 0.0, kOp, ": base must be > 0, got ", base);

@@ -23,7 +23,7 @@ Tensor softmax_last(const Tensor& x, bool log) {
 
 Tensor softmax_axis(const Tensor& x, int64_t axis, bool log) {
   const char* name = log ? "log_softmax" : "softmax";
-  detail::check_float(x, name, "x", detail::native_half(x, {"softmax", "softmax_backward", "copy"}));
+  detail::check_float(x, name, "x", detail::native_half(x));
   MF_CHECK(x.ndim() >= 1, name, ": x ", x.str(), " must have at least 1 axis");
   int64_t ax = normalize_axis(axis, x.ndim(), name);
   if (ax == x.ndim() - 1) return softmax_last(x, log);

@@ -5,7 +5,6 @@
 
 #include "meshflow/autograd/grad_mode.h"
 #include "meshflow/ops/ops.h"
-#include "meshflow/ops/optim_multi.h"
 
 namespace mf::optim {
 
@@ -56,17 +55,17 @@ void Optimizer::step() {
       Tensor p = groups_[gi].params[pi].second;
       Tensor g = p.grad();
       if (!g.defined()) continue;
+      // Mixed precision: the f32 master takes the f32 update; the parameter its rounding.
       Tensor m = master_[gi][pi];
       Tensor target = m.defined() ? m : p;
+      Tensor grad = g;
+      if (m.defined()) {
+        grad = cast(g, m.dtype());
+        if (grad_scale_ != 1.0) scale_(grad, grad_scale_);
+      } else if (grad_scale_ != 1.0) {
+        grad = scale(g, grad_scale_);
+      }
       if (supports_multi(target.device(), target.dtype())) {
-        // The gradient exactly as the one-by-one path below prepares it.
-        Tensor grad = g;
-        if (m.defined()) {
-          grad = cast(g, m.dtype());
-          if (grad_scale_ != 1.0) scale_(grad, grad_scale_);
-        } else if (grad_scale_ != 1.0) {
-          grad = scale(g, grad_scale_);
-        }
         auto it = std::find_if(batches.begin(), batches.end(), [&](const Batch& b) {
           return b.device == target.device() && b.dtype == target.dtype();
         });
@@ -76,16 +75,8 @@ void Optimizer::step() {
         if (it->numel >= kMultiBatchElements) run_batch(*it);
         continue;
       }
-      if (!m.defined()) {
-        if (grad_scale_ != 1.0) g = scale(g, grad_scale_);
-        update(gi, pi, p, g);
-        continue;
-      }
-      // Mixed precision: the f32 master takes the f32 update; the parameter its rounding.
-      Tensor wide = cast(g, m.dtype());
-      if (grad_scale_ != 1.0) scale_(wide, grad_scale_);
-      update(gi, pi, m, wide);
-      copy_(p, cast(m, p.dtype()));
+      update(gi, pi, target, grad);
+      if (m.defined()) copy_(p, cast(m, p.dtype()));
     }
   for (Batch& b : batches) run_batch(b);
 }

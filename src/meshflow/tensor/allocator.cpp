@@ -155,6 +155,17 @@ Allocator& allocator_for(Device device) {
   return *a;
 }
 
+void copy_bytes(Device dst_device, void* dst, Device src_device, const void* src, size_t nbytes) {
+  if (src_device.type == DeviceType::kCPU)
+    allocator_for(dst_device).copy_from_host(dst, src, nbytes);
+  else if (dst_device.type == DeviceType::kCPU)
+    allocator_for(src_device).copy_to_host(dst, src, nbytes);
+  else if (src_device == dst_device)
+    allocator_for(src_device).copy_within(dst, src, nbytes);
+  else
+    MF_THROW("copy from ", src_device.str(), " to ", dst_device.str(), ": copies between two GPUs are not supported");
+}
+
 void set_allocator(DeviceType type, Allocator* alloc) { g_allocators[static_cast<int>(type)] = alloc; }
 
 }  // namespace mf

@@ -43,6 +43,9 @@ class Allocator {
 
 // The allocator serving `device`; throws if that device type has no backend in this build.
 Allocator& allocator_for(Device device);
+// Copies nbytes from `src` on `src_device` to `dst` on `dst_device` through the allocators' copy
+// hooks: host <-> device, or within one device. Throws for two different GPUs.
+void copy_bytes(Device dst_device, void* dst, Device src_device, const void* src, size_t nbytes);
 // Installs the allocator of a backend (called by the backend's init, e.g. CUDA's).
 void set_allocator(DeviceType type, Allocator* alloc);
 
