@@ -14,7 +14,7 @@
 
 #include "meshflow/comm/mpi/mpi_communicator.h"
 #include "meshflow/dist/sbp.h"
-#include "meshflow/models/gpt2.h"
+#include "meshflow/models/gpt2/model.h"
 #include "meshflow/ops/ops.h"
 #include "meshflow/tensor/allocator.h"
 #include "meshflow/train/checkpoint.h"

@@ -9,7 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "meshflow/models/gpt2.h"
+#include "meshflow/models/gpt2/model.h"
 #include "meshflow/ops/ops.h"
 #include "meshflow/random/philox.h"
 #include "meshflow/tensor/allocator.h"

@@ -15,7 +15,7 @@
 
 #include "meshflow/comm/mpi/mpi_communicator.h"
 #include "meshflow/dist/grad_reducer.h"
-#include "meshflow/models/gpt2.h"
+#include "meshflow/models/gpt2/model.h"
 #include "meshflow/optim/optimizer.h"
 #include "meshflow/random/philox.h"
 

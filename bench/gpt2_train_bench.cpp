@@ -10,7 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "meshflow/models/gpt2.h"
+#include "meshflow/models/gpt2/model.h"
 #include "meshflow/optim/optimizer.h"
 #include "meshflow/random/philox.h"
 #include "meshflow/tensor/allocator.h"

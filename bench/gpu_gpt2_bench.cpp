@@ -13,7 +13,7 @@
 #include <string>
 
 #include "meshflow/cuda/device_info.h"
-#include "meshflow/models/gpt2.h"
+#include "meshflow/models/gpt2/model.h"
 #include "meshflow/optim/optimizer.h"
 #include "meshflow/random/philox.h"
 #include "meshflow/tensor/allocator.h"

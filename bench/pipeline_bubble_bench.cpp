@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <string>
 
+#include "meshflow/models/gpt2/model.h"
 #include "meshflow/comm/mpi/mpi_communicator.h"
 #include "meshflow/train/synthetic_batches.h"
 #include "meshflow/train/trainer.h"
@@ -48,7 +49,7 @@ int main(int argc, char** argv) {
   for (const char* schedule : {"gpipe", "1f1b", "interleaved_1f1b"}) {
     const bool il = std::string(schedule) == "interleaved_1f1b";
     const int64_t v = il ? 2 : 1, layers = per / v;  // interleaved: 2 chunks of per / 2 layers
-    mf::models::Gpt2Stage stage{s * layers, (s + 1) * layers, s == 0, s == p - 1, {}};
+    mf::models::PipelineStage stage{s * layers, (s + 1) * layers, s == 0, s == p - 1, {}};
     if (il) stage.later_chunks.push_back({(p + s) * layers, (p + s + 1) * layers});
     auto model = std::make_shared<mf::models::Gpt2Model>(c, mf::nn::TensorParallel{}, stage);
     model->init_weights(1);

@@ -8,7 +8,7 @@
 #include <filesystem>
 #include <limits>
 
-#include "meshflow/models/gpt2.h"
+#include "meshflow/models/gpt2/model.h"
 #include "meshflow/nn/layers.h"
 #include "meshflow/optim/optimizer.h"
 #include "meshflow/random/philox.h"
@@ -247,13 +247,13 @@ TEST(Amp, LossScalerBacksOffWithHysteresisAndGrows) {
 
 TEST(Amp, ConfigKeysSelectTheParameterDtypeAndTheScaler) {
   mf::Config c = mf::Config::defaults();
-  EXPECT_EQ(mf::train::gpt2_config(c, 100).dtype, DType::kF32);
+  EXPECT_EQ(mf::models::gpt2_config(c, 100).dtype, DType::kF32);
   c.apply_override("train.amp.enabled=true");
-  EXPECT_EQ(mf::train::gpt2_config(c, 100).dtype, DType::kBF16);
-  EXPECT_EQ(mf::train::gpt2_config(c, 100).compute_dtype(), DType::kF32);
+  EXPECT_EQ(mf::models::gpt2_config(c, 100).dtype, DType::kBF16);
+  EXPECT_EQ(mf::models::gpt2_config(c, 100).compute_dtype(), DType::kF32);
   c.apply_override("train.amp.dtype=fp16");
   c.apply_override("train.amp.loss_scale_window=50");
-  EXPECT_EQ(mf::train::gpt2_config(c, 100).dtype, DType::kF16);
+  EXPECT_EQ(mf::models::gpt2_config(c, 100).dtype, DType::kF16);
   mf::train::TrainOptions o = mf::train::train_options(c);
   EXPECT_EQ(o.loss_scaler.window, 50);
   EXPECT_EQ(o.loss_scaler.initial_scale, 65536.0);

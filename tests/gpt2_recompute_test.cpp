@@ -5,7 +5,7 @@
 #include <optional>
 
 #include "meshflow/config/config.h"
-#include "meshflow/models/gpt2.h"
+#include "meshflow/models/gpt2/model.h"
 #include "meshflow/random/batch_slice.h"
 #include "meshflow/train/build.h"
 #include "testing.h"
@@ -145,7 +145,7 @@ TEST(Gpt2Recompute, ConfigErrorsNameTheKey) {
     mf::Config c = mf::Config::defaults();
     c.apply_override("model.num_layers=4");
     for (const auto& o : overrides) c.apply_override(o);
-    return mf::train::gpt2_config(c, 0);
+    return mf::models::gpt2_config(c, 0);
   };
   EXPECT_EQ(build({"train.activation_checkpoint.granularity=selective"}).checkpoint_granularity,
             CheckpointGranularity::kSelective);

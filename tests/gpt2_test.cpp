@@ -3,7 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "meshflow/core/atomic_file.h"
-#include "meshflow/models/gpt2.h"
+#include "meshflow/models/gpt2/model.h"
 #include "testing.h"
 
 namespace {

@@ -14,7 +14,8 @@
 
 #include "meshflow/core/atomic_file.h"
 #include "meshflow/data/preprocess.h"
-#include "meshflow/io/hf_gpt2.h"
+#include "meshflow/models/gpt2/hf.h"
+#include "meshflow/models/gpt2/model.h"
 #include "meshflow/io/safetensors.h"
 #include "meshflow/train/checkpoint.h"
 #include "meshflow/train/pretrained.h"
@@ -213,12 +214,12 @@ TEST_F(HfConvert, ParameterShapesAreTheModels) {
     for (size_t i = 0; i < named.size(); ++i) {
       EXPECT_EQ(shapes[i].first, named[i].first);
       EXPECT_EQ(shapes[i].second, layouts[i].logical) << named[i].first;
-      EXPECT_TRUE(mf::io::is_gpt2_parameter_name(named[i].first)) << named[i].first;
+      EXPECT_TRUE(mf::models::is_gpt2_parameter_name(named[i].first)) << named[i].first;
     }
   }
   for (const char* bad : {"transformer.h.0.attn.bias", "transformer.h.x.ln_1.weight", "transformer.h.0.ln_3.weight",
                           "lm_head.weight", "wte.weight"})
-    EXPECT_FALSE(mf::io::is_gpt2_parameter_name(bad)) << bad;
+    EXPECT_FALSE(mf::models::is_gpt2_parameter_name(bad)) << bad;
 }
 
 // Export -> import: every tensor's name, order, dtype and bytes come back, in f32, bf16 and f16;
@@ -268,8 +269,8 @@ TEST_F(HfConvert, ExportImportRoundTripIsBitIdentical) {
     // The converted checkpoint describes itself: exporting it again gives the same files.
     const mf::train::ModelWeights again = mf::train::read_model_weights(back);
     EXPECT_TRUE(again.has_config);
-    EXPECT_EQ(again.config.num_attention_heads, 4);
-    EXPECT_EQ(again.config.ffn(), 64);
+    EXPECT_EQ(again.config.get_int("model.num_attention_heads"), 4);
+    EXPECT_EQ(mf::models::gpt2_config(again.config, 0).ffn(), 64);
     mf::train::convert_to_hf(back, path("hf2_" + tag));
     EXPECT_EQ(mf::read_file(path("hf2_" + tag) + "/model.safetensors"), mf::read_file(hf + "/model.safetensors"));
     EXPECT_EQ(mf::read_file(path("hf2_" + tag) + "/config.json"), mf::read_file(hf + "/config.json"));

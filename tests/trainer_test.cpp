@@ -2,6 +2,7 @@
 // occupied output dir, checkpoints are pruned.
 #include <filesystem>
 
+#include "meshflow/models/gpt2/model.h"
 #include "meshflow/random/philox.h"
 #include "meshflow/train/trainer.h"
 #include "testing.h"

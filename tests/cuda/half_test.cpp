@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "meshflow/models/gpt2.h"
+#include "meshflow/models/gpt2/model.h"
 #include "meshflow/nn/mixed_precision.h"
 #include "meshflow/ops/registry.h"
 #include "testing.h"

@@ -10,7 +10,7 @@
 
 #include "meshflow/comm/mpi/mpi_communicator.h"
 #include "meshflow/dist/grad_reducer.h"
-#include "meshflow/models/gpt2.h"
+#include "meshflow/models/gpt2/model.h"
 #include "meshflow/ops/ops.h"
 #include "meshflow/random/batch_slice.h"
 #include "meshflow/random/generator.h"

@@ -8,7 +8,7 @@
 #include "meshflow/autograd/grad_mode.h"
 #include "meshflow/comm/mpi/mpi_communicator.h"
 #include "meshflow/dist/sbp.h"
-#include "meshflow/models/gpt2.h"
+#include "meshflow/models/gpt2/model.h"
 #include "meshflow/ops/ops.h"
 #include "meshflow/random/generator.h"
 #include "meshflow/tensor/allocator.h"

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <string>
 
+#include "meshflow/models/gpt2/model.h"
 #include "meshflow/comm/mpi/mpi_communicator.h"
 #include "meshflow/tensor/allocator.h"
 #include "meshflow/train/synthetic_batches.h"

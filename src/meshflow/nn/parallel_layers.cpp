@@ -5,6 +5,7 @@
 #include "meshflow/dist/vocab_parallel.h"
 #include "meshflow/nn/mixed_precision.h"
 #include "meshflow/ops/ops.h"
+#include "meshflow/random/batch_slice.h"
 
 namespace mf::nn {
 
@@ -14,7 +15,8 @@ Tensor local_zeros(const ParamLayout& l, const TensorParallel& tp, DType dt) {
 }
 }  // namespace
 
-ColumnConv1D::ColumnConv1D(int64_t in, int64_t out, const TensorParallel& tp, int64_t groups, DType dt) : tp_(tp) {
+ColumnConv1D::ColumnConv1D(int64_t in, int64_t out, const TensorParallel& tp, int64_t groups, DType dt)
+    : tp_(tp), groups_(groups) {
   MF_CHECK(groups >= 1 && out % groups == 0, "ColumnConv1D: ", out, " output features do not form ", groups, " groups");
   MF_CHECK((out / groups) % tp.size() == 0, "ColumnConv1D: ", out / groups,
            " output features per group are not divisible by the tensor-parallel size ", tp.size());
@@ -31,6 +33,11 @@ Tensor ColumnConv1D::forward(const Tensor& x, int64_t seq_len) const {
   Tensor whole = dist::box_axis(x, dist::Sbp::split(1), dist::Sbp::broadcast(), {x.shape(0), seq_len, x.shape(2)},
                                 *tp_.comm);  // all-gather the sequence
   return round_to(affine(whole, compute(weight), compute(bias)), weight.dtype());
+}
+
+int64_t ColumnConv1D::local_group_start() const {
+  const int64_t per_group_local = local_out() / groups_;
+  return dist::split_start(per_group_local * tp_.size(), tp_.size(), tp_.rank());
 }
 
 RowConv1D::RowConv1D(int64_t in, int64_t out, const TensorParallel& tp, DType dt) : tp_(tp) {
@@ -69,6 +76,43 @@ VocabParallelEmbedding::VocabParallelEmbedding(int64_t vocab, int64_t dim, const
 Tensor VocabParallelEmbedding::forward(const Tensor& ids) const {
   if (!tp_.enabled()) return embedding(compute(weight), ids);
   return dist::vocab_parallel_embedding(ids, compute(weight), vocab_, *tp_.comm);
+}
+
+int64_t VocabParallelEmbedding::max_local_rows() const { return (vocab_ + tp_.size() - 1) / tp_.size(); }
+
+Tensor VocabParallelEmbedding::cross_entropy(const Tensor& logits, const Tensor& labels) const {
+  if (!tp_.enabled()) return mf::cross_entropy(logits, labels);
+  return dist::vocab_parallel_cross_entropy(logits, labels, vocab_, *tp_.comm);
+}
+
+namespace {
+bool sequence_split(const TensorParallel& tp) { return tp.enabled() && tp.sequence_parallel; }
+}  // namespace
+
+Tensor scatter_to_sequence_parallel(const Tensor& x, const TensorParallel& tp) {
+  if (!sequence_split(tp)) return x;
+  return dist::box_axis(x, dist::Sbp::broadcast(), dist::Sbp::split(1), x.shape(), *tp.comm);
+}
+
+Tensor gather_from_sequence_parallel(const Tensor& x, int64_t seq_len, const TensorParallel& tp) {
+  if (!sequence_split(tp)) return x;
+  return dist::box_axis(x, dist::Sbp::split(1), dist::Sbp::broadcast(), {x.shape(0), seq_len, x.shape(2)}, *tp.comm);
+}
+
+Tensor sequence_dropout(const Tensor& x, double p, int64_t seq_len, const TensorParallel& tp) {
+  if (!sequence_split(tp) || p == 0.0) return dropout(x, p);
+  LogicalSlice s = batch_logical_slice(x.shape(), "dropout");
+  if (s.whole()) {
+    s.logical_shape = x.shape();
+    s.start.assign(x.shape().size(), 0);
+  }
+  s.logical_shape[1] = seq_len;
+  s.start[1] = dist::split_start(seq_len, tp.size(), tp.rank());
+  return dropout(x, p, true, nullptr, s);
+}
+
+int64_t sequence_piece_length(int64_t seq_len, const TensorParallel& tp) {
+  return sequence_split(tp) ? dist::split_size(seq_len, tp.size(), tp.rank()) : seq_len;
 }
 
 }  // namespace mf::nn

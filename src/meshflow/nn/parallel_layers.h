@@ -31,10 +31,13 @@ class ColumnConv1D : public Module {
   // x (B, T, in) B -> (B, T, out / tp) S(-1); sequence parallel: x (B, T / tp, in) S(1).
   Tensor forward(const Tensor& x, int64_t seq_len = 0) const;
   int64_t local_out() const { return weight.shape(1); }
+  // Where this rank's features start within each group of the logical output (0 on one rank).
+  int64_t local_group_start() const;
   Tensor weight, bias;
 
  private:
   TensorParallel tp_;
+  int64_t groups_ = 1;
 };
 
 class RowConv1D : public Module {
@@ -53,11 +56,36 @@ class VocabParallelEmbedding : public Module {
   VocabParallelEmbedding(int64_t vocab, int64_t dim, const TensorParallel& tp, DType dt = DType::kF32);
   Tensor forward(const Tensor& ids) const;  // ids (...) logical ids -> (..., dim) B
   int64_t vocab_size() const { return vocab_; }
+  // The most rows any rank holds (ceil(vocab / tp)): chunk sizes every rank agrees on.
+  int64_t max_local_rows() const;
+  // Logits (n, vocab / tp) of this rank's vocabulary columns, labels (n) i64 on the host ->
+  // the mean cross-entropy over labels != -100 of the logical (n, vocab) logits (the
+  // vocabulary-parallel cross-entropy across the ranks).
+  Tensor cross_entropy(const Tensor& logits, const Tensor& labels) const;
   Tensor weight;  // this rank's rows
 
  private:
   int64_t vocab_;
   TensorParallel tp_;
 };
+
+// Sequence parallelism's edges and pieces. Each is the plain operation (identity, dropout, the
+// whole length) unless tp.sequence_parallel splits the sequence axis over more than one rank.
+//   scatter_to_sequence_parallel: (B, T, C) B -> this rank's (B, T / tp, C) S(1) piece (a local
+//       slice; backward all-gathers).
+//   gather_from_sequence_parallel: the S(1) piece of a (B, seq_len, C) activation -> B
+//       (all-gather; backward takes this rank's slice of the gradient).
+//   sequence_dropout: dropout of an activation (a piece under sequence parallelism) that draws
+//       the numbers of its logical positions (and of the data-parallel batch slice).
+//   sequence_piece_length: this rank's positions of a sequence of seq_len.
+Tensor scatter_to_sequence_parallel(const Tensor& x, const TensorParallel& tp);
+Tensor gather_from_sequence_parallel(const Tensor& x, int64_t seq_len, const TensorParallel& tp);
+Tensor sequence_dropout(const Tensor& x, double p, int64_t seq_len, const TensorParallel& tp);
+int64_t sequence_piece_length(int64_t seq_len, const TensorParallel& tp);
+// The logical sequence length of an activation (B, t, C): seq_len under sequence parallelism,
+// else t.
+inline int64_t logical_sequence_length(const Tensor& x, int64_t seq_len, const TensorParallel& tp) {
+  return tp.enabled() && tp.sequence_parallel ? seq_len : x.shape(1);
+}
 
 }  // namespace mf::nn

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "meshflow/dist/device_mesh.h"
+#include "meshflow/models/model.h"
 #include "meshflow/train/pipeline_schedule.h"
 
 namespace mf::train {
@@ -13,36 +14,6 @@ int64_t sequence_length(const Config& c) {
   if (s == 0) s = max;
   MF_CHECK(s > 0 && s <= max, "data.seq_length ", s, " must be in [1, model.max_seq_length = ", max, "]");
   return s;
-}
-
-DType amp_dtype(const Config& c) {
-  if (!c.get_bool("train.amp.enabled")) return DType::kF32;
-  const std::string d = c.get_string("train.amp.dtype");
-  if (d == "bf16" || d == "bfloat16") return DType::kBF16;
-  if (d == "fp16" || d == "f16" || d == "float16") return DType::kF16;
-  MF_THROW("train.amp.dtype must be bf16 or fp16, got '", d, "'");
-}
-
-models::Gpt2Config gpt2_config(const Config& c, int64_t tokenizer_vocab_size) {
-  models::Gpt2Config g;
-  g.vocab_size = std::max(c.get_int("model.vocab_size"), tokenizer_vocab_size);
-  g.max_seq_length = c.get_int("model.max_seq_length");
-  g.hidden_size = c.get_int("model.hidden_size");
-  g.num_layers = c.get_int("model.num_layers");
-  g.num_attention_heads = c.get_int("model.num_attention_heads");
-  g.ffn_hidden_size = c.get_int("model.ffn_hidden_size");
-  g.embedding_dropout_prob = c.get_float("model.embedding_dropout_prob");
-  g.attention_dropout_prob = c.get_float("model.attention_dropout_prob");
-  g.output_dropout_prob = c.get_float("model.output_dropout_prob");
-  g.layernorm_epsilon = c.get_float("model.layernorm_epsilon");
-  g.initializer_range = c.get_float("model.initializer_range");
-  g.activation_checkpointing = c.get_bool("train.activation_checkpoint.enabled");
-  g.checkpoint_granularity = models::parse_checkpoint_granularity(c.get_string("train.activation_checkpoint.granularity"));
-  g.checkpoint_start_layer = c.get_int("train.activation_checkpoint.start_layer");
-  g.checkpoint_end_layer = c.get_int("train.activation_checkpoint.end_layer");
-  g.dtype = amp_dtype(c);
-  g.validate();
-  return g;
 }
 
 std::vector<std::pair<int64_t, int64_t>> pipeline_layers(const Config& c, int64_t virtual_stages) {
@@ -93,12 +64,6 @@ TrainOptions train_options(const Config& c, int world_size) {
   const dist::MeshSizes mesh = dist::resolve_mesh_sizes(dist::MeshSizes::from_config(c), world_size);
   o.pipeline_schedule = c.get_string("train.dist.pipeline_schedule");
   o.virtual_pipeline_size = c.get_int("train.dist.virtual_pipeline_size");
-  if (mesh.tensor > 1) {  // the model's split sizes, checked before any work
-    const int64_t heads = c.get_int("model.num_attention_heads"), hidden = c.get_int("model.hidden_size");
-    const int64_t ffn = c.get_int("model.ffn_hidden_size") > 0 ? c.get_int("model.ffn_hidden_size") : 4 * hidden;
-    MF_CHECK(heads % mesh.tensor == 0 && ffn % mesh.tensor == 0, "train.dist.tensor_parallel_size ", mesh.tensor,
-             " must divide model.num_attention_heads (", heads, ") and model.ffn_hidden_size (", ffn, ")");
-  }
   const int64_t dp = mesh.data;
   int64_t accum = c.get_int("train.num_accumulation_steps"), global = c.get_int("train.global_batch_size");
   if (accum == 0) {
@@ -150,13 +115,13 @@ TrainOptions train_options(const Config& c, int world_size) {
   for (double m : c.get_float_list("train.scheduler.milestones")) o.scheduler.milestones.push_back(static_cast<int64_t>(m));
   o.scheduler.gamma = c.get_float("train.scheduler.gamma");
   o.seq_length = sequence_length(c);
-  amp_dtype(c);  // a bad train.amp.dtype fails here, before any work
+  const DType dtype = models::training_settings(c).dtype;  // a bad train.amp.dtype fails here, before any work
   o.loss_scaler.fixed_scale = c.get_float("train.amp.loss_scale");
   o.loss_scaler.initial_scale = c.get_float("train.amp.initial_loss_scale");
   o.loss_scaler.min_scale = c.get_float("train.amp.min_loss_scale");
   o.loss_scaler.window = c.get_int("train.amp.loss_scale_window");
   o.loss_scaler.hysteresis = c.get_int("train.amp.hysteresis");
-  if (amp_dtype(c) == DType::kF16) {  // validates the scaling keys before any work
+  if (dtype == DType::kF16) {  // validates the scaling keys before any work
     LossScalerOptions check = o.loss_scaler;
     check.enabled = true;
     LossScaler{check};

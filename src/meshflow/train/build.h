@@ -1,17 +1,13 @@
-// From a resolved Config to the pieces of a run: model config, trainer options. Checks the
+// From a resolved Config to the pieces of a run: trainer options, pipeline stages (the model is
+// built from its section by models/registry.h). Checks the
 // relations between keys (batch sizes, parallel sizes, sequence length) with messages that
 // name the keys to fix.
 #pragma once
 #include "meshflow/config/config.h"
-#include "meshflow/models/gpt2.h"
 #include "meshflow/train/trainer.h"
 
 namespace mf::train {
 
-// The model's parameter dtype: f32, or bf16/f16 with train.amp.enabled (train.amp.dtype).
-DType amp_dtype(const Config& c);
-// vocab_size: the tokenizer's (padded up to model.vocab_size when that is larger).
-models::Gpt2Config gpt2_config(const Config& c, int64_t tokenizer_vocab_size);
 // world_size: processes in the run; train.dist sizes must multiply to it (a 0 size is derived).
 TrainOptions train_options(const Config& c, int world_size = 1);
 // The layers of every (virtual) pipeline stage, virtual stage k·p + s being chunk k of rank s:

@@ -3,25 +3,18 @@
 #include <mutex>
 
 #include "meshflow/data/gpt2_bpe.h"
-#include "meshflow/train/build.h"
 
 namespace mf::train {
 
 namespace {
 
 struct Registries {
-  ModelRegistry models{"model.name"};
   OptimizerRegistry optimizers{"optim.name"};
   SchedulerRegistry schedulers{"train.scheduler.name"};
   TokenizerRegistry tokenizers{"tokenization.tokenizer"};
 };
 
 void register_builtins(Registries& r) {
-  r.models.add("gpt2", [](const Config& c, int64_t vocab, const nn::TensorParallel& tp, const models::Gpt2Stage& stage) {
-    auto m = std::make_shared<models::Gpt2Model>(gpt2_config(c, vocab), tp, stage);
-    m->init_weights(static_cast<uint64_t>(c.get_int("train.seed")));
-    return m;
-  });
   r.optimizers.add("adamw", [](std::vector<optim::ParamGroup> g, const TrainOptions& o) -> std::unique_ptr<optim::Optimizer> {
     return std::make_unique<optim::AdamW>(std::move(g), o.lr, o.beta1, o.beta2, o.eps);
   });
@@ -51,7 +44,6 @@ Registries& registries() {
 
 }  // namespace
 
-ModelRegistry& model_registry() { return registries().models; }
 OptimizerRegistry& optimizer_registry() { return registries().optimizers; }
 SchedulerRegistry& scheduler_registry() { return registries().schedulers; }
 TokenizerRegistry& tokenizer_registry() { return registries().tokenizers; }

@@ -1,17 +1,16 @@
 #include "meshflow/train/pretrained.h"
 
 #include <filesystem>
-#include <iomanip>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <unordered_map>
 
 #include "meshflow/config/config.h"
 #include "meshflow/core/atomic_file.h"
-#include "meshflow/io/hf_gpt2.h"
+#include "meshflow/io/hf_files.h"
 #include "meshflow/io/safetensors.h"
 #include "meshflow/ops/ops.h"
-#include "meshflow/train/build.h"
 #include "meshflow/train/checkpoint.h"
 
 namespace mf::train {
@@ -20,27 +19,22 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string sizes_str(const models::Gpt2Config& c) {
-  return detail::cat("vocab_size ", c.vocab_size, ", max_seq_length ", c.max_seq_length, ", hidden_size ", c.hidden_size,
-                     ", num_layers ", c.num_layers, ", ffn_hidden_size ", c.ffn());
-}
-
 bool is_float(DType dt) { return dt == DType::kF32 || dt == DType::kF64 || dt == DType::kBF16 || dt == DType::kF16; }
 
-// The tensors in gpt2_parameter_shapes(c)'s order, each checked: a parameter of that model,
-// present once, floating point, of the shape `c` gives. `expected_by`: whose shapes these are.
-nn::NamedTensors match_gpt2(const nn::NamedTensors& tensors, const models::Gpt2Config& c, const std::string& source,
-                            const std::string& expected_by) {
-  const auto expected = models::gpt2_parameter_shapes(c);
+// The tensors in `expected`'s order, each checked: a parameter of that model, present once,
+// floating point, of the expected shape. `expected_by`: whose shapes these are; `what`: the
+// model's one-line description.
+nn::NamedTensors match_shapes(const nn::NamedTensors& tensors, const std::vector<std::pair<std::string, Shape>>& expected,
+                              const std::string& source, const std::string& expected_by, const std::string& what) {
   std::unordered_map<std::string, const Shape*> shape_of;
   for (const auto& [name, shape] : expected) shape_of.emplace(name, &shape);
   std::unordered_map<std::string, Tensor> by_name;
   for (const auto& [name, t] : tensors) {
     auto it = shape_of.find(name);
     MF_CHECK(it != shape_of.end(), source, ": unexpected tensor '", name, "' ", shape_str(t.shape()), ": ", expected_by,
-             " (", sizes_str(c), ") has no such parameter");
+             " (", what, ") has no such parameter");
     MF_CHECK(t.shape() == *it->second, source, ": tensor '", name, "' is ", shape_str(t.shape()), ", ", expected_by,
-             " expects ", shape_str(*it->second), " (", sizes_str(c), ")");
+             " expects ", shape_str(*it->second), " (", what, ")");
     MF_CHECK(is_float(t.dtype()), source, ": tensor '", name, "' is ", dtype_name(t.dtype()),
              "; weights must be f32, f64, bf16 or f16");
     MF_CHECK(by_name.emplace(name, t).second, source, ": tensor '", name, "' appears twice");
@@ -48,21 +42,36 @@ nn::NamedTensors match_gpt2(const nn::NamedTensors& tensors, const models::Gpt2C
   nn::NamedTensors out;
   for (const auto& [name, shape] : expected) {
     auto it = by_name.find(name);
-    MF_CHECK(it != by_name.end(), source, ": no tensor '", name, "', which ", expected_by, " (", sizes_str(c), ") expects");
+    MF_CHECK(it != by_name.end(), source, ": no tensor '", name, "', which ", expected_by, " (", what, ") expects");
     out.emplace_back(name, it->second);
   }
   return out;
 }
 
-const Tensor* find_tensor(const nn::NamedTensors& t, const std::string& name, int64_t ndim) {
-  for (const auto& [n, v] : t)
-    if (n == name && v.ndim() == ndim) return &v;
-  return nullptr;
+// "num_layers 4, hidden_size 32, ...": the integer keys among the spec's config keys.
+std::string sizes_str(const models::ModelSpec& spec, const Config& c) {
+  std::string s;
+  for (const std::string& key : spec.config_keys)
+    if (c.type_of(key) == ConfigType::kInt) s += (s.empty() ? "" : ", ") + key.substr(6) + " " + c.get_text(key);
+  return s;
 }
 
-// A meshflow checkpoint's model tensors (verified, read whole, stored dtypes): sizes from the
-// tensors; heads, epsilon and dropout from the run's config.yaml when it is there.
-ModelWeights meshflow_weights(const CheckpointReader& reader, const fs::path& config_yaml) {
+nn::NamedTensors match_spec(const nn::NamedTensors& tensors, const models::ModelSpec& spec, const Config& c,
+                            const std::string& source, const std::string& expected_by) {
+  return match_shapes(tensors, spec.parameter_shapes(c), source, expected_by, sizes_str(spec, c));
+}
+
+// A model.* key as the weights' own config names it (config.json's name for Hugging Face).
+std::string key_name(const ModelWeights& w, const std::string& key) {
+  if (w.hugging_face)
+    for (const auto& [ours, theirs] : w.spec->hf.key_names)
+      if (ours == key) return theirs;
+  return key;
+}
+
+// A meshflow checkpoint's model tensors (verified, read whole, stored dtypes), of the model its
+// config.yaml names (else `expected_model`'s), with that config's keys where it is there.
+ModelWeights meshflow_weights(const CheckpointReader& reader, const fs::path& config_yaml, const std::string& expected_model) {
   reader.verify(nullptr);
   nn::NamedTensors tensors;
   for (const std::string& n : reader.names())
@@ -71,27 +80,24 @@ ModelWeights meshflow_weights(const CheckpointReader& reader, const fs::path& co
   ModelWeights w;
   w.source = source;
   w.config_source = config_yaml.string();
-  const Tensor* wte = find_tensor(tensors, "transformer.wte.weight", 2);
-  MF_CHECK(wte != nullptr, source, ": no 2-D tensor 'transformer.wte.weight' (not a GPT-2 checkpoint)");
+  std::optional<Config> run;
   if (fs::is_regular_file(config_yaml)) {
-    w.config = gpt2_config(Config::load(config_yaml.string()), 0);
+    run = Config::load(config_yaml.string());
     w.has_config = true;
-  } else {  // the sizes the tensors show; one head (unknown)
-    const Tensor* wpe = find_tensor(tensors, "transformer.wpe.weight", 2);
-    const Tensor* fc = find_tensor(tensors, "transformer.h.0.mlp.c_fc.weight", 2);
-    MF_CHECK(wpe != nullptr && fc != nullptr, source, ": no 2-D tensors 'transformer.wpe.weight' and "
-             "'transformer.h.0.mlp.c_fc.weight' (not a GPT-2 checkpoint)");
-    int64_t layers = 0;
-    while (find_tensor(tensors, "transformer.h." + std::to_string(layers) + ".ln_1.weight", 1)) ++layers;
-    w.config.hidden_size = wte->shape(1);
-    w.config.max_seq_length = wpe->shape(0);
-    w.config.num_layers = layers;
-    w.config.ffn_hidden_size = fc->shape(1);
-    w.config.num_attention_heads = 1;
   }
-  w.config.vocab_size = wte->shape(0);  // the tokenizer may have padded model.vocab_size
-  w.tensors = match_gpt2(tensors, w.config, source, w.has_config ? "its config.yaml" : "its tensors");
+  const std::string name = run ? run->get_string("model.name")
+                               : !expected_model.empty() ? expected_model : Config::defaults().get_string("model.name");
+  w.spec = &models::model_spec(name);
+  w.config = w.spec->checkpoint_config(tensors, run ? &*run : nullptr, source);
+  w.tensors = match_spec(tensors, *w.spec, w.config, source, w.has_config ? "its config.yaml" : "its tensors");
   return w;
+}
+
+std::string hf_types() {
+  std::string s;
+  for (const std::string& n : models::model_names())
+    if (!models::model_spec(n).hf.model_type.empty()) s += (s.empty() ? "" : ", ") + models::model_spec(n).hf.model_type;
+  return s;
 }
 
 ModelWeights hf_weights(const std::string& path) {
@@ -99,10 +105,14 @@ ModelWeights hf_weights(const std::string& path) {
   ModelWeights w;
   w.hugging_face = true;
   w.source = files.source;
-  w.config = io::gpt2_config_from_hf(files.config);
+  const std::string type = io::hf_model_type(files.config);
+  w.spec = models::model_spec_for_hf_type(type.empty() ? "gpt2" : type);  // GPT-2's early files have no model_type
+  MF_CHECK(w.spec != nullptr, files.config, ": model_type '", type, "' is not a model meshflow reads (Hugging Face "
+           "model types it maps: ", hf_types(), ")");
+  w.config = w.spec->hf.read_config(files.config);
   w.has_config = true;
   w.config_source = files.config;
-  w.tensors = match_gpt2(io::read_hf_gpt2_tensors(files), w.config, w.source, "its config.json");
+  w.tensors = match_spec(w.spec->hf.read_tensors(files), *w.spec, w.config, w.source, "its config.json");
   return w;
 }
 
@@ -114,38 +124,12 @@ std::string dtypes_str(const nn::NamedTensors& t) {
   return s;
 }
 
-std::string model_str(const models::Gpt2Config& c) {
-  return detail::cat("GPT-2: layers ", c.num_layers, ", hidden ", c.hidden_size, ", heads ", c.num_attention_heads, ", MLP ",
-                     c.ffn(), ", vocabulary ", c.vocab_size, ", positions ", c.max_seq_length);
-}
-
 // config.yaml of a converted checkpoint: the model.* keys, as a run config writes them.
-std::string checkpoint_config_yaml(const models::Gpt2Config& c, const std::string& source) {
-  Config y;
-  auto num = [](double v) {
-    std::ostringstream os;
-    os << std::setprecision(17) << v;
-    return os.str();
-  };
-  y.set("model.num_layers", std::to_string(c.num_layers));
-  y.set("model.hidden_size", std::to_string(c.hidden_size));
-  y.set("model.num_attention_heads", std::to_string(c.num_attention_heads));
-  y.set("model.ffn_hidden_size", std::to_string(c.ffn_hidden_size));  // 0: 4 * hidden, as n_inner null
-  y.set("model.max_seq_length", std::to_string(c.max_seq_length));
-  y.set("model.vocab_size", std::to_string(c.vocab_size));
-  y.set("model.embedding_dropout_prob", num(c.embedding_dropout_prob));
-  y.set("model.attention_dropout_prob", num(c.attention_dropout_prob));
-  y.set("model.output_dropout_prob", num(c.output_dropout_prob));
-  y.set("model.layernorm_epsilon", num(c.layernorm_epsilon));
-  y.set("model.initializer_range", num(c.initializer_range));
-  std::string text = "# GPT-2 weights converted by `meshflow convert` from " + source +
+std::string checkpoint_config_yaml(const models::ModelSpec& spec, const Config& c, const std::string& source) {
+  std::string text = "# " + spec.name + " weights converted by `meshflow convert` from " + source +
                      "\n# The model's sizes: a run that starts from these weights (model.pretrained=<this folder>)\n"
                      "# needs the same ones, e.g. with this file as its config's _base_.\nmodel:\n";
-  for (const char* key : {"model.name", "model.num_layers", "model.hidden_size", "model.num_attention_heads",
-                          "model.ffn_hidden_size", "model.max_seq_length", "model.vocab_size", "model.embedding_dropout_prob",
-                          "model.attention_dropout_prob", "model.output_dropout_prob", "model.layernorm_epsilon",
-                          "model.initializer_range"})
-    text += "  " + std::string(key + 6) + ": " + y.get_text(key) + "\n";
+  for (const std::string& key : spec.config_keys) text += "  " + key.substr(6) + ": " + c.get_text(key) + "\n";
   return text;
 }
 
@@ -158,16 +142,16 @@ fs::path normal_path(const std::string& path) {
 
 }  // namespace
 
-ModelWeights read_model_weights(const std::string& path) {
+ModelWeights read_model_weights(const std::string& path, const std::string& expected_model) {
   MF_CHECK(!path.empty(), "no weights path given");
   MF_CHECK(fs::exists(path), path, ": no such file or directory");
   fs::path p = normal_path(path);
   if (!fs::is_directory(p) && fs::exists(p.parent_path() / "metadata.json")) p = p.parent_path();  // a shard file
   if (fs::is_directory(p)) {
     if (auto reader = CheckpointReader::open_latest(p.string()))  // a run's or a conversion's output folder
-      return meshflow_weights(*reader, p / "config.yaml");
+      return meshflow_weights(*reader, p / "config.yaml", expected_model);
     if (fs::exists(p / "metadata.json"))  // one checkpoints/iter_N folder
-      return meshflow_weights(CheckpointReader(p.string()), p.parent_path().parent_path() / "config.yaml");
+      return meshflow_weights(CheckpointReader(p.string()), p.parent_path().parent_path() / "config.yaml", expected_model);
     MF_CHECK(fs::exists(p / "config.json") || fs::exists(p / "model.safetensors"), path,
              ": neither a Hugging Face model (config.json + model.safetensors) nor a meshflow checkpoint "
              "(checkpoints/latest, or an iter_N folder with metadata.json)");
@@ -175,29 +159,33 @@ ModelWeights read_model_weights(const std::string& path) {
   return hf_weights(path);  // needs config.json beside the weights
 }
 
-std::string load_model_weights(models::Gpt2Model& m, const ModelWeights& w) {
-  const models::Gpt2Config& mc = m.config();
+std::string load_model_weights(models::Model& m, const ModelWeights& w) {
+  const Config mc = m.model_config();
+  const std::string name = mc.get_string("model.name");
+  MF_CHECK(w.spec != nullptr && w.spec->name == name, w.source, " holds weights of model.name '",
+           w.spec ? w.spec->name : "?", "', the run's model.name is '", name, "'");
   if (w.has_config)
-    MF_CHECK(w.config.num_attention_heads == mc.num_attention_heads, w.config_source, " gives ",
-             w.hugging_face ? "n_head " : "model.num_attention_heads ", w.config.num_attention_heads,
-             ", the model config model.num_attention_heads ", mc.num_attention_heads);
-  const nn::NamedTensors whole = match_gpt2(w.tensors, mc, w.source, "the model config");
+    for (const std::string& key : w.spec->structure_keys)
+      MF_CHECK(w.config.get_text(key) == mc.get_text(key), w.config_source, " gives ", key_name(w, key), " ",
+               w.config.get_text(key), ", the model config ", key, " ", mc.get_text(key));
+  const nn::NamedTensors whole =
+      match_shapes(w.tensors, m.parameter_shapes(), w.source, "the model config", sizes_str(*w.spec, mc));
   std::unordered_map<std::string, Tensor> by_name(whole.begin(), whole.end());
   std::set<std::string> cast_from;
   nn::NamedTensors mine;  // this stage's tensors, in the model's dtype
-  for (const auto& [name, t] : m.state_dict()) {
-    auto it = by_name.find(name);
-    MF_CHECK(it != by_name.end(), w.source, ": no tensor '", name, "'");
+  for (const auto& [pname, t] : m.state_dict()) {
+    auto it = by_name.find(pname);
+    MF_CHECK(it != by_name.end(), w.source, ": no tensor '", pname, "'");
     Tensor v = it->second;
     if (v.dtype() != t.dtype()) {
       cast_from.insert(dtype_name(v.dtype()));
       v = cast(v, t.dtype());
     }
-    mine.emplace_back(name, v);
+    mine.emplace_back(pname, v);
   }
   m.load_state_dict(nn::slice_local_state(m, mine, m.tensor_parallel()));
-  std::string note = w.hugging_face ? "Hugging Face GPT-2" : "meshflow checkpoint";
-  for (const auto& from : cast_from) note += detail::cat(", ", from, " cast to ", dtype_name(mc.dtype));
+  std::string note = w.hugging_face ? "Hugging Face " + w.spec->hf.architecture : "meshflow checkpoint";
+  for (const auto& from : cast_from) note += detail::cat(", ", from, " cast to ", dtype_name(m.param_dtype()));
   return detail::cat(whole.size(), " tensors from ", w.source, " (", note, ")");
 }
 
@@ -211,27 +199,30 @@ std::string convert_from_hf(const std::string& hf_path, const std::string& out_d
   fs::create_directories(out);
   // The sizes first, the checkpoint (whose `latest` pointer is written last) after: an
   // interrupted conversion leaves no loadable checkpoint rather than one without its sizes.
-  const std::string yaml = checkpoint_config_yaml(w.config, w.source);
+  const std::string yaml = checkpoint_config_yaml(*w.spec, w.config, w.source);
   write_file_atomic((out / "config.yaml").string(), yaml);
   std::vector<ShardPiece> pieces;  // whole tensors, one process; the sizes in metadata.json too
   for (const auto& [name, t] : w.tensors) pieces.push_back({"model/" + name, t, t.shape(), TensorRegion::whole(t.shape())});
   write_checkpoint_shards(nullptr, out_dir, TrainingState{}, yaml, {}, pieces, 0);
   return detail::cat("wrote ", (out / "checkpoints" / "iter_0000000").string(), ": ", w.tensors.size(), " tensors (",
-                     dtypes_str(w.tensors), "), ", model_str(w.config), "; sizes in ", (out / "config.yaml").string());
+                     dtypes_str(w.tensors), "), ", w.spec->describe(w.config), "; sizes in ", (out / "config.yaml").string());
 }
 
 std::string convert_to_hf(const std::string& checkpoint_path, const std::string& out_dir) {
   ModelWeights w = read_model_weights(checkpoint_path);
   MF_CHECK(!w.hugging_face, checkpoint_path, " is already a Hugging Face model (--to-hf reads a meshflow checkpoint)");
   MF_CHECK(w.has_config, checkpoint_path, ": no config.yaml of the run at ", w.config_source,
-           " (the number of attention heads is not in the weights)");
+           " (what the tensors do not show, such as the number of attention heads)");
+  MF_CHECK(!w.spec->hf.model_type.empty(), checkpoint_path, ": model.name '", w.spec->name,
+           "' has no Hugging Face format");
   const fs::path out(out_dir);
   fs::create_directories(out);
   // "format": "pt" is what transformers' loader expects of a safetensors file's metadata.
-  io::save_safetensors((out / "model.safetensors").string(), w.tensors, {{"format", "pt"}});
-  write_file_atomic((out / "config.json").string(), io::gpt2_config_to_hf(w.config, w.tensors.front().second.dtype()));
-  return detail::cat("wrote ", (out / "model.safetensors").string(), " and config.json: ", w.tensors.size(), " tensors (",
-                     dtypes_str(w.tensors), "), ", model_str(w.config));
+  const nn::NamedTensors hf = w.spec->hf.write_tensors ? w.spec->hf.write_tensors(w.tensors) : w.tensors;
+  io::save_safetensors((out / "model.safetensors").string(), hf, {{"format", "pt"}});
+  write_file_atomic((out / "config.json").string(), w.spec->hf.write_config(w.config, w.tensors.front().second.dtype()));
+  return detail::cat("wrote ", (out / "model.safetensors").string(), " and config.json: ", hf.size(), " tensors (",
+                     dtypes_str(hf), "), ", w.spec->describe(w.config));
 }
 
 }  // namespace mf::train

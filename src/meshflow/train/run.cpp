@@ -9,6 +9,7 @@
 #include "meshflow/dist/device_mesh.h"
 #include "meshflow/data/indexed_dataset.h"
 #include "meshflow/data/split.h"
+#include "meshflow/models/registry.h"
 #include "meshflow/train/build.h"
 #include "meshflow/train/checkpoint.h"
 #include "meshflow/train/components.h"
@@ -70,10 +71,6 @@ struct LastStats : HookBase {
   void after_eval(Trainer&, const EvalStats& e) override { val_loss = e.loss; }
 };
 
-std::shared_ptr<models::Gpt2Model> build_model(const Config& c, const Tokenizer& tok, const nn::TensorParallel& tp = {},
-                                               const models::Gpt2Stage& stage = {}) {
-  return model_registry().create(c.get_string("model.name"), c, tok.vocab_size(), tp, stage);
-}
 
 }  // namespace
 
@@ -110,7 +107,7 @@ RunSummary run_training(const Config& c, std::FILE* out, const comm::CommPtr& wo
     tp.comm = mesh->comm_ptr(dist::Axis::kTensor);
     tp.sequence_parallel = c.get_bool("train.dist.sequence_parallel");
   }
-  models::Gpt2Stage stage;
+  models::PipelineStage stage;
   comm::CommPtr stage_group = world;
   if (mesh && mesh->axis_size(dist::Axis::kPipeline) > 1) {  // this rank's stage: its layers
     // Chunk k of pipeline rank s is virtual stage k * pp + s of pp * virtual_pipeline_size.
@@ -124,7 +121,7 @@ RunSummary run_training(const Config& c, std::FILE* out, const comm::CommPtr& wo
     for (int64_t k = 1; k < v; ++k) stage.later_chunks.push_back(layers[static_cast<size_t>(k * pp + s)]);
     stage_group = world->split(static_cast<int>(s), world->rank());  // this stage's dp x tp ranks
   }
-  auto model = build_model(c, *tok, tp, stage);
+  auto model = models::build_model(c, tok->vocab_size(), {tp, stage});
   // model.pretrained replaces the random initialisation, on every rank before the trainer takes
   // the parameters (ZeRO slices them); a run resuming from its own checkpoint does not need it.
   const std::string pretrained = c.get_string("model.pretrained");
@@ -133,7 +130,7 @@ RunSummary run_training(const Config& c, std::FILE* out, const comm::CommPtr& wo
   if (!pretrained.empty() && !resuming) {
     std::string loaded;
     try {
-      loaded = load_model_weights(*model, read_model_weights(pretrained));
+      loaded = load_model_weights(*model, read_model_weights(pretrained, c.get_string("model.name")));
     } catch (const Error& e) {
       throw Error(std::string("model.pretrained: ") + e.what());
     }
@@ -168,11 +165,12 @@ EvalStats run_evaluation(const Config& c, std::FILE* out) {
   RunData d = open_data(c);
   MF_CHECK(d.valid_range.size() > 0, "data.splits '", c.get_string("data.splits"), "' leaves no validation documents");
   GptDataset valid_set(*d.indexed, d.seq_length, opts.seed + 1, opts.eval_iter * opts.eval_micro_batch, d.valid_range);
-  auto model = build_model(c, *tok);
+  auto model = models::build_model(c, tok->vocab_size());
   auto ckpt = read_latest_checkpoint(opts.output_dir);
   MF_CHECK(ckpt.has_value(), "eval: no checkpoint in ", opts.output_dir, "/checkpoints (train first, or set train.output_dir)");
   ModelWeights weights;  // the run's own checkpoint, or a converted one (cast to the model's dtype)
   weights.source = ckpt->dir + "/model.safetensors";
+  weights.spec = &models::model_spec(c.get_string("model.name"));
   weights.tensors = ckpt->model;
   load_model_weights(*model, weights);
   if (run_device.device.type != DeviceType::kCPU) model->to_device(run_device.device);

@@ -1,5 +1,6 @@
 #include "meshflow/train/trainer.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -29,13 +30,13 @@ namespace mf::train {
 namespace fs = std::filesystem;
 
 namespace {
-std::unique_ptr<optim::Optimizer> make_optimizer(const TrainOptions& o, const models::Gpt2Model& m) {
+std::unique_ptr<optim::Optimizer> make_optimizer(const TrainOptions& o, const models::Model& m) {
   return optimizer_registry().create(o.optim, optim::default_param_groups(m, o.weight_decay), o);
 }
 
-LossScalerOptions scaler_options(const TrainOptions& o, const models::Gpt2Model& m) {
+LossScalerOptions scaler_options(const TrainOptions& o, const models::Model& m) {
   LossScalerOptions s = o.loss_scaler;
-  s.enabled = m.config().dtype == DType::kF16;  // bf16 has f32's range: no scaling
+  s.enabled = m.param_dtype() == DType::kF16;  // bf16 has f32's range: no scaling
   return s;
 }
 
@@ -59,7 +60,7 @@ optim::SchedulerConfig scheduler_config(const TrainOptions& o) {
 }
 }  // namespace
 
-Trainer::Trainer(TrainOptions opts, std::shared_ptr<models::Gpt2Model> model, std::unique_ptr<BatchSource> train_data,
+Trainer::Trainer(TrainOptions opts, std::shared_ptr<models::Model> model, std::unique_ptr<BatchSource> train_data,
                  std::function<std::unique_ptr<BatchSource>()> make_valid_data)
     : opts_(std::move(opts)),
       model_(std::move(model)),
@@ -168,14 +169,17 @@ double Trainer::clip_gradients(double grad_scale) {
   // stages' sums added (the last stage's copy of the tied embedding left out). Under ZeRO 2/3
   // each rank holds its dp slice of every gradient: both sums are then also summed over dp.
   NoGradGuard ng;
-  const Tensor tied_copy = pp_ && pp_->rank() == pp_->size() - 1 ? model_->embedding_weight() : Tensor();
+  // The last stage's copies of tied parameters are counted on the first stage.
+  std::vector<const TensorImpl*> tied_copy;
+  if (pp_ && pp_->rank() == pp_->size() - 1)
+    for (const Tensor& t : tied_copies()) tied_copy.push_back(t.impl());
   std::vector<Tensor> grads;  // what is clipped
   Tensor ss = zeros({2}, DType::kF64);  // split, replicated (host)
   std::vector<Tensor> on_device[2];     // a GPU run's gradients of each kind, summed there
   auto add = [&](const Tensor& param, const Tensor& g, size_t index) {
     if (!g.defined()) return;
     grads.push_back(g);
-    if (param.impl() == tied_copy.impl()) return;
+    if (std::find(tied_copy.begin(), tied_copy.end(), param.impl()) != tied_copy.end()) return;
     const int kind = !split_.empty() && split_[index] ? 0 : 1;  // one process: every parameter replicated
     if (device_.type == DeviceType::kCPU)
       ss.data<double>()[kind] += sum_squares(g).item();
@@ -205,9 +209,7 @@ double Trainer::clip_gradients(double grad_scale) {
 }
 
 Tensor Trainer::stage_activation(int64_t rows, int64_t seq_len) const {
-  const nn::TensorParallel& tp = model_->tensor_parallel();
-  const int64_t t = tp.enabled() && tp.sequence_parallel ? dist::split_size(seq_len, tp.size(), tp.rank()) : seq_len;
-  return empty({rows, t, model_->config().hidden_size}, model_->config().activation_dtype(device_), device_);
+  return empty(model_->activation_shape(rows, seq_len), model_->activation_dtype(device_), device_);
 }
 
 double Trainer::mean_over_dp(double local) {
@@ -390,7 +392,7 @@ double Trainer::pipeline_step() {
 double Trainer::device_peak_flops() const {
 #if MESHFLOW_WITH_CUDA
   // The chip's dense peak for the arithmetic the model runs: tensor cores for bf16/f16 models.
-  if (device_.type == DeviceType::kCUDA) return cuda::peak_flops(device_.index, model_->config().dtype);
+  if (device_.type == DeviceType::kCUDA) return cuda::peak_flops(device_.index, model_->param_dtype());
 #endif
   return measured_peak_flops();
 }
@@ -421,21 +423,7 @@ StepStats Trainer::train_step() {
     zero_shards_->finish();
     for (ZeroShard& z : zero_) z.shard.set_grad(zero_shards_->shard_grad(z.index));
   }
-  if (embed_ && zero_shards_) {  // the tied embedding's two copies: their slices' sum on both
-    for (ZeroShard& z : zero_)
-      if (z.param.impl() == model_->embedding_weight().impl()) {
-        Tensor g = z.shard.grad();
-        embed_->all_reduce(g)->wait();
-      }
-  } else if (embed_) {  // the tied embedding's two copies: the sum of their gradients on both
-    NoGradGuard ng;
-    Tensor g = model_->embedding_weight().grad();
-    if (!g.defined())
-      g = zeros(model_->embedding_weight().shape(), model_->embedding_weight().dtype(), model_->embedding_weight().device());
-    g = contiguous(g);
-    embed_->all_reduce(g)->wait();
-    model_->embedding_weight().set_grad(g);
-  }
+  if (embed_) sum_tied_gradients();
   loss_sum = mean_over_dp(sum_over_pp(loss_sum));
   // Mixed precision: gradients with an inf or NaN on any rank skip the update (parameters,
   // optimizer state and its step count unchanged; the iteration and the data advance), as
@@ -553,6 +541,35 @@ TensorRegion tp_box(const nn::ParamLayout& l, const nn::TensorParallel& tp) {
 }
 }  // namespace
 
+std::vector<Tensor> Trainer::tied_copies() const {
+  std::vector<Tensor> out;
+  const std::vector<std::string> names = model_->tied_parameters();
+  for (const auto& [name, t] : model_->named_parameters())
+    if (std::find(names.begin(), names.end(), name) != names.end()) out.push_back(t);
+  return out;
+}
+
+void Trainer::sum_tied_gradients() {
+  // A tied parameter's copies on the first and the last stage: the sum of their gradients (of
+  // their ZeRO slices) on both.
+  NoGradGuard ng;
+  for (const Tensor& w : tied_copies()) {
+    if (zero_shards_) {
+      for (ZeroShard& z : zero_)
+        if (z.param.impl() == w.impl()) {
+          Tensor g = z.shard.grad();
+          embed_->all_reduce(g)->wait();
+        }
+      continue;
+    }
+    Tensor g = w.grad();
+    if (!g.defined()) g = zeros(w.shape(), w.dtype(), w.device());
+    g = contiguous(g);
+    embed_->all_reduce(g)->wait();
+    Tensor(w).set_grad(g);
+  }
+}
+
 comm::Communicator* Trainer::everyone() const {
   return world_ ? world_.get() : all_ ? all_.get() : dp_.get();
 }
@@ -565,6 +582,7 @@ std::vector<Trainer::StateSlot> Trainer::state_slots() {
   const nn::TensorParallel& tp = model_->tensor_parallel();
   const int64_t dpn = dp_size(), dpr = dp_rank();
   const bool tied_copy_here = pp_ && pp_->rank() == pp_->size() - 1 && !model_->stage().first;
+  const std::vector<std::string> tied = model_->tied_parameters();
   const auto named = model_->named_parameters();
   const auto layouts = model_->parameter_layouts();
   std::unordered_map<std::string, size_t> index;
@@ -573,7 +591,7 @@ std::vector<Trainer::StateSlot> Trainer::state_slots() {
   for (const ZeroShard& z : zero_) shard_of[z.index] = &z;
   auto writes = [&](size_t k, bool sliced) {
     const bool tp_writer = layouts[k].replicated() ? tp.rank() == 0 : true;
-    const bool skip = tied_copy_here && named[k].first == "transformer.wte.weight";
+    const bool skip = tied_copy_here && std::find(tied.begin(), tied.end(), named[k].first) != tied.end();
     return tp_writer && !skip && (sliced || static_cast<int64_t>(k) % dpn == dpr);
   };
   auto slice = [&](TensorRegion r, size_t k) {

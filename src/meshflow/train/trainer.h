@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "meshflow/comm/communicator.h"
-#include "meshflow/models/gpt2.h"
+#include "meshflow/models/model.h"
 #include "meshflow/optim/optimizer.h"
 #include "meshflow/optim/scheduler.h"
 #include "meshflow/random/generator.h"
@@ -111,21 +111,21 @@ class HookBase {
 
 class Trainer {
  public:
-  Trainer(TrainOptions opts, std::shared_ptr<models::Gpt2Model> model, std::unique_ptr<BatchSource> train_data,
+  Trainer(TrainOptions opts, std::shared_ptr<models::Model> model, std::unique_ptr<BatchSource> train_data,
           std::function<std::unique_ptr<BatchSource>()> make_valid_data);
   ~Trainer();
 
   // Data and tensor parallelism. `dp`: the data-parallel group (every rank of it runs the same
   // Trainer on the same model and options; the batch sources must already give each rank its
   // slice of the global batch, as GptBatchSource(data, dp->rank(), dp->size()) does). The model's
-  // own tensor-parallel group (Gpt2Model::tensor_parallel()) splits layers; `all` is every rank
+  // own tensor-parallel group (Model::tensor_parallel()) splits layers; `all` is every rank
   // of the run (dp x tp), for barriers and for the gradients of tp-replicated parameters.
   // Gradients are reduced by GradReducers overlapped with backward (mean over dp; replicated
   // parameters' partial gradients also summed over tp); a loss replicated on the tp ranks is
   // divided by tp before backward (boxing's gradient rule); dropout draws by logical position
   // (random/batch_slice.h, the heads' offsets), so any layout reproduces the single-process run.
   // Call before train(). Groups of one rank change nothing.
-  // Pipeline parallelism: the model is this rank's stage (Gpt2Model::stage()), `pp` the ranks
+  // Pipeline parallelism: the model is this rank's stage (Model::stage()), `pp` the ranks
   // holding the other stages (same dp and tp index, ordered by stage), `world` every rank.
   // Micro-batches are the accumulation steps, run in train.dist.pipeline_schedule's order;
   // activations and their gradients move by send/recv on `pp`. `all` is then this stage's
@@ -158,10 +158,10 @@ class Trainer {
 
   int64_t iter() const { return iter_; }
   const TrainOptions& options() const { return opts_; }
-  models::Gpt2Model& model() { return *model_; }
+  models::Model& model() { return *model_; }
   optim::Optimizer& optimizer() { return *optimizer_; }
   // Mixed precision (bf16/f16 parameters, f32 master weights in the optimizer).
-  bool mixed_precision() const { return is_half(model_->config().dtype); }
+  bool mixed_precision() const { return is_half(model_->param_dtype()); }
   const LossScaler& loss_scaler() const { return scaler_; }
   int64_t skipped_iters() const { return skipped_iters_; }
   // Where the model, its gradients and optimizer state, and the batches live.
@@ -194,6 +194,9 @@ class Trainer {
   };
   std::vector<StateSlot> state_slots();
   comm::Communicator* everyone() const;  // every rank of the run (null: one process)
+  // This stage's copies of the model's tied parameters (models::Model::tied_parameters()).
+  std::vector<Tensor> tied_copies() const;
+  void sum_tied_gradients();  // pipeline: over the first and the last stage
   // An empty buffer for the activation between pipeline stages: (rows, T, C), or this rank's
   // (rows, T / tp, C) piece under sequence parallelism.
   Tensor stage_activation(int64_t rows, int64_t seq_len) const;
@@ -201,7 +204,7 @@ class Trainer {
   double device_peak_flops() const;  // one rank's
 
   TrainOptions opts_;
-  std::shared_ptr<models::Gpt2Model> model_;
+  std::shared_ptr<models::Model> model_;
   std::unique_ptr<BatchSource> train_data_;
   std::function<std::unique_ptr<BatchSource>()> make_valid_data_;
   std::unique_ptr<optim::Optimizer> optimizer_;

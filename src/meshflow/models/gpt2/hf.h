@@ -10,36 +10,27 @@
 #include <string>
 #include <vector>
 
-#include "meshflow/models/gpt2.h"
+#include "meshflow/io/hf_files.h"
+#include "meshflow/models/gpt2/config.h"
 #include "meshflow/nn/module.h"
 
-namespace mf::io {
-
-// A Hugging Face model on disk: `path` is a folder holding config.json and model.safetensors
-// (or a sharded model.safetensors.index.json), or a .safetensors file with config.json beside
-// it. Throws naming what is missing (a pytorch_model.bin is not read).
-struct HfModelFiles {
-  std::string config;                // config.json
-  std::vector<std::string> weights;  // the safetensors file(s)
-  std::string source;                // the weights file, or the index of sharded ones (for messages)
-};
-HfModelFiles find_hf_model_files(const std::string& path);
+namespace mf::models {
 
 // config.json -> model sizes; absent keys take GPT2Config's defaults (n_positions 1024, ...).
 // Throws naming the file and the key for a model that meshflow's GPT-2 does not compute the same
 // way (another model_type or activation, unscaled attention, an untied head, cross-attention).
-models::Gpt2Config gpt2_config_from_hf(const std::string& config_json_path);
+Gpt2Config gpt2_config_from_hf(const std::string& config_json_path);
 // config.json text of a GPT2LMHeadModel of these sizes, torch_dtype `dtype`.
-std::string gpt2_config_to_hf(const models::Gpt2Config& c, DType dtype);
+std::string gpt2_config_to_hf(const Gpt2Config& c, DType dtype);
 
 // The tensors of the weight files under meshflow's names, in file order: "transformer." added
 // where missing; the mask buffers dropped; lm_head.weight checked equal (bit for bit) to the
 // token embedding and dropped. Dtypes are kept. Throws naming the file for a tensor that is not
 // a GPT-2 parameter or buffer, and for an lm_head.weight that differs from the embedding.
-nn::NamedTensors read_hf_gpt2_tensors(const HfModelFiles& files);
+nn::NamedTensors read_hf_gpt2_tensors(const io::HfModelFiles& files);
 
 // A GPT-2 parameter name for some layer count ("transformer.h.<N>.<block parameter>", the
 // embeddings, ln_f).
 bool is_gpt2_parameter_name(const std::string& name);
 
-}  // namespace mf::io
+}  // namespace mf::models

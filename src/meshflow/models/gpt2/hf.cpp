@@ -1,18 +1,15 @@
-#include "meshflow/io/hf_gpt2.h"
+#include "meshflow/models/gpt2/hf.h"
 
 #include <cctype>
 #include <cstring>
-#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <type_traits>
 
-#include "meshflow/core/atomic_file.h"
 #include "meshflow/io/safetensors.h"
 
-namespace mf::io {
+namespace mf::models {
 
-namespace fs = std::filesystem;
 using json = nlohmann::ordered_json;
 
 namespace {
@@ -29,14 +26,6 @@ std::string block_suffix(const std::string& name) {
   return name.substr(i + 1);
 }
 
-json parse_json_file(const std::string& path) {
-  try {
-    return json::parse(read_file(path));
-  } catch (const json::exception& e) {
-    MF_THROW(path, ": not valid JSON: ", e.what());
-  }
-}
-
 }  // namespace
 
 bool is_gpt2_parameter_name(const std::string& name) {
@@ -45,53 +34,15 @@ bool is_gpt2_parameter_name(const std::string& name) {
   if (outer.count(name)) return true;
   const std::string rest = block_suffix(name);
   if (rest.empty()) return false;
-  models::Gpt2Config one;
+  Gpt2Config one;
   one.num_layers = 1;
-  for (const auto& [n, shape] : models::gpt2_parameter_shapes(one))
+  for (const auto& [n, shape] : gpt2_parameter_shapes(one))
     if (n == "transformer.h.0." + rest) return true;
   return false;
 }
 
-HfModelFiles find_hf_model_files(const std::string& path) {
-  const fs::path p(path);
-  MF_CHECK(fs::exists(p), path, ": no such file or directory");
-  HfModelFiles f;
-  const fs::path dir = fs::is_directory(p) ? p : p.parent_path().empty() ? fs::path(".") : p.parent_path();
-  f.config = (dir / "config.json").string();
-  MF_CHECK(fs::is_regular_file(f.config), f.config,
-           ": not found (a Hugging Face model needs its config.json beside the weights)");
-  if (!fs::is_directory(p)) {
-    f.weights.push_back(p.string());
-    f.source = p.string();
-    return f;
-  }
-  if (fs::is_regular_file(p / "model.safetensors")) {
-    f.weights.push_back((p / "model.safetensors").string());
-    f.source = f.weights[0];
-    return f;
-  }
-  const fs::path index = p / "model.safetensors.index.json";
-  if (fs::is_regular_file(index)) {  // sharded: {"weight_map": {tensor: file}}
-    json j = parse_json_file(index.string());
-    MF_CHECK(j.contains("weight_map") && j["weight_map"].is_object(), index.string(), ": no \"weight_map\" object");
-    std::set<std::string> seen;
-    for (auto& [tensor, file] : j["weight_map"].items()) {
-      MF_CHECK(file.is_string(), index.string(), ": weight_map entry '", tensor, "' is not a file name");
-      const std::string shard = (p / file.get<std::string>()).string();
-      if (seen.insert(shard).second) f.weights.push_back(shard);
-    }
-    MF_CHECK(!f.weights.empty(), index.string(), ": empty weight_map");
-    f.source = index.string();
-    return f;
-  }
-  MF_THROW(path, ": no model.safetensors (or model.safetensors.index.json)",
-           fs::exists(p / "pytorch_model.bin") ? "; pytorch_model.bin is not read: save the model with "
-                                                 "save_pretrained(..., safe_serialization=True)"
-                                               : "");
-}
-
-models::Gpt2Config gpt2_config_from_hf(const std::string& path) {
-  const json j = parse_json_file(path);
+Gpt2Config gpt2_config_from_hf(const std::string& path) {
+  const json j = io::read_json_file(path);
   MF_CHECK(j.is_object(), path, ": not a JSON object");
   auto get = [&](const char* key, auto fallback) {
     using T = decltype(fallback);
@@ -113,7 +64,7 @@ models::Gpt2Config gpt2_config_from_hf(const std::string& path) {
   MF_CHECK(get("tie_word_embeddings", true), path,
            ": tie_word_embeddings false is not supported (GPT-2's head is the token embedding)");
   MF_CHECK(!get("add_cross_attention", false), path, ": add_cross_attention true is not supported");
-  models::Gpt2Config c;
+  Gpt2Config c;
   c.vocab_size = get("vocab_size", int64_t{50257});
   c.max_seq_length = get("n_positions", get("n_ctx", int64_t{1024}));
   c.hidden_size = get("n_embd", int64_t{768});
@@ -136,7 +87,7 @@ models::Gpt2Config gpt2_config_from_hf(const std::string& path) {
   return c;
 }
 
-std::string gpt2_config_to_hf(const models::Gpt2Config& c, DType dtype) {
+std::string gpt2_config_to_hf(const Gpt2Config& c, DType dtype) {
   const char* torch_dtype = dtype == DType::kBF16  ? "bfloat16"
                             : dtype == DType::kF16 ? "float16"
                             : dtype == DType::kF64 ? "float64"
@@ -169,12 +120,12 @@ std::string gpt2_config_to_hf(const models::Gpt2Config& c, DType dtype) {
   return j.dump(2) + "\n";
 }
 
-nn::NamedTensors read_hf_gpt2_tensors(const HfModelFiles& files) {
+nn::NamedTensors read_hf_gpt2_tensors(const io::HfModelFiles& files) {
   nn::NamedTensors out;
   Tensor lm_head;
   std::string lm_head_file;
   for (const std::string& file : files.weights) {
-    for (auto& [raw, t] : load_safetensors(file).tensors) {
+    for (auto& [raw, t] : io::load_safetensors(file).tensors) {
       if (raw == "lm_head.weight") {
         lm_head = t;
         lm_head_file = file;
@@ -200,4 +151,4 @@ nn::NamedTensors read_hf_gpt2_tensors(const HfModelFiles& files) {
   return out;
 }
 
-}  // namespace mf::io
+}  // namespace mf::models

@@ -1,0 +1,102 @@
+#include "meshflow/models/gpt2/config.h"
+
+#include <algorithm>
+#include <iomanip>
+#include <sstream>
+
+#include "meshflow/ops/ops.h"
+
+namespace mf::models {
+
+DType Gpt2Config::activation_dtype(Device device) const { return native_half(device, dtype) ? dtype : compute_dtype(); }
+
+bool Gpt2Config::checkpointed(int64_t layer) const {
+  const int64_t end = checkpoint_end_layer < 0 ? num_layers : checkpoint_end_layer;
+  return activation_checkpointing && layer >= checkpoint_start_layer && layer < end;
+}
+
+void Gpt2Config::validate() const {
+  MF_CHECK(vocab_size > 0 && max_seq_length > 0 && hidden_size > 0 && num_layers > 0 && num_attention_heads > 0,
+           "gpt2: model sizes must be positive (vocab_size ", vocab_size, ", max_seq_length ", max_seq_length,
+           ", hidden_size ", hidden_size, ", num_layers ", num_layers, ", num_attention_heads ", num_attention_heads, ")");
+  MF_CHECK(hidden_size % num_attention_heads == 0, "gpt2: model.hidden_size ", hidden_size,
+           " is not divisible by model.num_attention_heads ", num_attention_heads);
+  for (double p : {embedding_dropout_prob, attention_dropout_prob, output_dropout_prob})
+    MF_CHECK(p >= 0.0 && p < 1.0, "gpt2: dropout probabilities must be in [0, 1), got ", p);
+  MF_CHECK(checkpoint_start_layer >= 0 && checkpoint_start_layer < num_layers,
+           "gpt2: train.activation_checkpoint.start_layer ", checkpoint_start_layer, " must be in [0, model.num_layers = ",
+           num_layers, ")");
+  MF_CHECK(checkpoint_end_layer == -1 || (checkpoint_end_layer > checkpoint_start_layer && checkpoint_end_layer <= num_layers),
+           "gpt2: train.activation_checkpoint.end_layer ", checkpoint_end_layer, " must be -1 (model.num_layers) or in (",
+           "start_layer = ", checkpoint_start_layer, ", model.num_layers = ", num_layers, "]");
+  MF_CHECK(head_chunk_elements > 0, "gpt2: head_chunk_elements ", head_chunk_elements, " must be positive");
+  MF_CHECK(is_floating(dtype), "gpt2: the parameter dtype must be f32, f64, bf16 or f16, got ", dtype_name(dtype));
+}
+
+Gpt2Config gpt2_config(const Config& c, int64_t tokenizer_vocab_size) {
+  Gpt2Config g;
+  g.vocab_size = std::max(c.get_int("model.vocab_size"), tokenizer_vocab_size);
+  g.max_seq_length = c.get_int("model.max_seq_length");
+  g.hidden_size = c.get_int("model.hidden_size");
+  g.num_layers = c.get_int("model.num_layers");
+  g.num_attention_heads = c.get_int("model.num_attention_heads");
+  g.ffn_hidden_size = c.get_int("model.ffn_hidden_size");
+  g.embedding_dropout_prob = c.get_float("model.embedding_dropout_prob");
+  g.attention_dropout_prob = c.get_float("model.attention_dropout_prob");
+  g.output_dropout_prob = c.get_float("model.output_dropout_prob");
+  g.layernorm_epsilon = c.get_float("model.layernorm_epsilon");
+  g.initializer_range = c.get_float("model.initializer_range");
+  const TrainingSettings s = training_settings(c);
+  g.activation_checkpointing = s.recompute;
+  g.checkpoint_granularity = s.granularity;
+  g.checkpoint_start_layer = s.recompute_start_layer;
+  g.checkpoint_end_layer = s.recompute_end_layer;
+  g.dtype = s.dtype;
+  g.validate();
+  return g;
+}
+
+Config gpt2_model_config(const Gpt2Config& g) {
+  Config y;
+  auto num = [](double v) {
+    std::ostringstream os;
+    os << std::setprecision(17) << v;
+    return os.str();
+  };
+  y.set("model.name", "gpt2");
+  y.set("model.num_layers", std::to_string(g.num_layers));
+  y.set("model.hidden_size", std::to_string(g.hidden_size));
+  y.set("model.num_attention_heads", std::to_string(g.num_attention_heads));
+  y.set("model.ffn_hidden_size", std::to_string(g.ffn_hidden_size));  // 0: 4 * hidden, as n_inner null
+  y.set("model.max_seq_length", std::to_string(g.max_seq_length));
+  y.set("model.vocab_size", std::to_string(g.vocab_size));
+  y.set("model.embedding_dropout_prob", num(g.embedding_dropout_prob));
+  y.set("model.attention_dropout_prob", num(g.attention_dropout_prob));
+  y.set("model.output_dropout_prob", num(g.output_dropout_prob));
+  y.set("model.layernorm_epsilon", num(g.layernorm_epsilon));
+  y.set("model.initializer_range", num(g.initializer_range));
+  return y;
+}
+
+std::string gpt2_describe(const Gpt2Config& g) {
+  return detail::cat("GPT-2: layers ", g.num_layers, ", hidden ", g.hidden_size, ", heads ", g.num_attention_heads,
+                     ", MLP ", g.ffn(), ", vocabulary ", g.vocab_size, ", positions ", g.max_seq_length);
+}
+
+std::vector<std::pair<std::string, Shape>> gpt2_parameter_shapes(const Gpt2Config& c) {
+  const int64_t C = c.hidden_size, F = c.ffn();
+  std::vector<std::pair<std::string, Shape>> out = {{"transformer.wte.weight", {c.vocab_size, C}},
+                                                     {"transformer.wpe.weight", {c.max_seq_length, C}}};
+  const std::pair<const char*, Shape> block[] = {
+      {"ln_1.weight", {C}},         {"ln_1.bias", {C}},         {"attn.c_attn.weight", {C, 3 * C}},
+      {"attn.c_attn.bias", {3 * C}}, {"attn.c_proj.weight", {C, C}}, {"attn.c_proj.bias", {C}},
+      {"ln_2.weight", {C}},         {"ln_2.bias", {C}},         {"mlp.c_fc.weight", {C, F}},
+      {"mlp.c_fc.bias", {F}},       {"mlp.c_proj.weight", {F, C}}, {"mlp.c_proj.bias", {C}}};
+  for (int64_t l = 0; l < c.num_layers; ++l)
+    for (const auto& [name, shape] : block) out.emplace_back("transformer.h." + std::to_string(l) + "." + name, shape);
+  out.emplace_back("transformer.ln_f.weight", Shape{C});
+  out.emplace_back("transformer.ln_f.bias", Shape{C});
+  return out;
+}
+
+}  // namespace mf::models

@@ -1,0 +1,79 @@
+#include "meshflow/models/gpt2/spec.h"
+
+#include "meshflow/models/gpt2/hf.h"
+#include "meshflow/models/gpt2/model.h"
+
+namespace mf::models::gpt2 {
+
+namespace {
+
+const Tensor* find_tensor(const nn::NamedTensors& t, const std::string& name, int64_t ndim) {
+  for (const auto& [n, v] : t)
+    if (n == name && v.ndim() == ndim) return &v;
+  return nullptr;
+}
+
+// The sizes of a run config's model.* keys alone (no training settings).
+Gpt2Config sizes(const Config& c) { return gpt2_config(c, 0); }
+
+Config checkpoint_config(const nn::NamedTensors& tensors, const Config* run, const std::string& source) {
+  const Tensor* wte = find_tensor(tensors, "transformer.wte.weight", 2);
+  MF_CHECK(wte != nullptr, source, ": no 2-D tensor 'transformer.wte.weight' (not a GPT-2 checkpoint)");
+  Gpt2Config g;
+  if (run) {
+    g = sizes(*run);
+  } else {  // the sizes the tensors show; one head (unknown)
+    const Tensor* wpe = find_tensor(tensors, "transformer.wpe.weight", 2);
+    const Tensor* fc = find_tensor(tensors, "transformer.h.0.mlp.c_fc.weight", 2);
+    MF_CHECK(wpe != nullptr && fc != nullptr, source, ": no 2-D tensors 'transformer.wpe.weight' and "
+             "'transformer.h.0.mlp.c_fc.weight' (not a GPT-2 checkpoint)");
+    int64_t layers = 0;
+    while (find_tensor(tensors, "transformer.h." + std::to_string(layers) + ".ln_1.weight", 1)) ++layers;
+    g.hidden_size = wte->shape(1);
+    g.max_seq_length = wpe->shape(0);
+    g.num_layers = layers;
+    g.ffn_hidden_size = fc->shape(1);
+    g.num_attention_heads = 1;
+  }
+  g.vocab_size = wte->shape(0);  // the tokenizer may have padded model.vocab_size
+  return gpt2_model_config(g);
+}
+
+}  // namespace
+
+ModelSpec spec() {
+  ModelSpec s;
+  s.name = "gpt2";
+  s.build = [](const Config& c, int64_t vocab, const ModelContext& ctx) -> std::shared_ptr<Model> {
+    auto m = std::make_shared<Gpt2Model>(gpt2_config(c, vocab), ctx.tp, ctx.stage);
+    m->init_weights(static_cast<uint64_t>(c.get_int("train.seed")));
+    return m;
+  };
+  s.config_keys = {"model.name",
+                   "model.num_layers",
+                   "model.hidden_size",
+                   "model.num_attention_heads",
+                   "model.ffn_hidden_size",
+                   "model.max_seq_length",
+                   "model.vocab_size",
+                   "model.embedding_dropout_prob",
+                   "model.attention_dropout_prob",
+                   "model.output_dropout_prob",
+                   "model.layernorm_epsilon",
+                   "model.initializer_range"};
+  s.structure_keys = {"model.num_attention_heads"};  // the tensors show every other size
+  s.parameter_shapes = [](const Config& c) { return gpt2_parameter_shapes(sizes(c)); };
+  s.describe = [](const Config& c) { return gpt2_describe(sizes(c)); };
+  s.checkpoint_config = checkpoint_config;
+  s.hf.model_type = "gpt2";
+  s.hf.architecture = "GPT2LMHeadModel";
+  s.hf.read_config = [](const std::string& path) { return gpt2_model_config(gpt2_config_from_hf(path)); };
+  s.hf.write_config = [](const Config& c, DType dtype) { return gpt2_config_to_hf(sizes(c), dtype); };
+  s.hf.read_tensors = read_hf_gpt2_tensors;
+  s.hf.key_names = {{"model.num_layers", "n_layer"},          {"model.hidden_size", "n_embd"},
+                    {"model.num_attention_heads", "n_head"}, {"model.ffn_hidden_size", "n_inner"},
+                    {"model.max_seq_length", "n_positions"}, {"model.vocab_size", "vocab_size"}};
+  return s;
+}
+
+}  // namespace mf::models::gpt2

@@ -1,0 +1,90 @@
+// A small test model: a token-embedding language model of residual MLP blocks, the proof that a
+// second model is one folder plus one registry line (the trainer, checkpoints and the CLI know it
+// only through models/model.h). Each position predicts the next token from its own token:
+//
+//   x = dropout(wte[ids])                                  (B, T, C)
+//   x = x + dropout(fc2(gelu(fc1(norm_l(x)))))            per layer l, fc1 (C, F), fc2 (F, C)
+//   loss = cross_entropy(norm(x) · wte^T, labels)         the head tied to the embedding
+//
+// Parameters: "wte.weight" (V, C), "layers.<l>.norm.{weight,bias}", "layers.<l>.fc1.{weight,bias}"
+// (C, F), "layers.<l>.fc2.{weight,bias}" (F, C), "norm.{weight,bias}". Keys: model.num_layers,
+// hidden_size, ffn_hidden_size (0: 4 C), vocab_size, embedding_dropout_prob,
+// output_dropout_prob, layernorm_epsilon, initializer_range.
+#pragma once
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "meshflow/models/model.h"
+#include "meshflow/nn/layers.h"
+#include "meshflow/nn/parallel_layers.h"
+
+namespace mf::models {
+
+struct MlpLmConfig {
+  int64_t vocab_size = 256;
+  int64_t hidden_size = 32;
+  int64_t ffn_hidden_size = 0;  // 0: 4 * hidden_size
+  int64_t num_layers = 2;
+  double embedding_dropout_prob = 0.0;
+  double output_dropout_prob = 0.0;
+  double layernorm_epsilon = 1e-5;
+  double initializer_range = 0.02;
+  TrainingSettings settings;  // dtype, recomputation (full blocks)
+  int64_t ffn() const { return ffn_hidden_size > 0 ? ffn_hidden_size : 4 * hidden_size; }
+};
+
+// The model.* keys (and the training settings) of a run config; vocabulary at least the
+// tokenizer's.
+MlpLmConfig mlp_lm_config(const Config& c, int64_t tokenizer_vocab_size);
+// The whole model's parameters: names and logical shapes, in model order.
+std::vector<std::pair<std::string, Shape>> mlp_lm_parameter_shapes(const MlpLmConfig& c);
+// "MLP LM: layers 2, hidden 32, MLP 128, vocabulary 257".
+std::string mlp_lm_describe(const MlpLmConfig& c);
+
+class MlpLmBlock : public nn::Module {
+ public:
+  MlpLmBlock(const MlpLmConfig& c, const nn::TensorParallel& tp);
+  // (B, T, C) -> (B, T, C); sequence parallel: (B, T / tp, C) pieces of a sequence of seq_len.
+  Tensor forward(const Tensor& x, int64_t seq_len) const;
+
+ private:
+  MlpLmConfig c_;
+  nn::TensorParallel tp_;
+  std::shared_ptr<nn::LayerNorm> norm_;
+  std::shared_ptr<nn::ColumnConv1D> fc1_;
+  std::shared_ptr<nn::RowConv1D> fc2_;
+};
+
+class MlpLmModel : public Model {
+ public:
+  MlpLmModel(const MlpLmConfig& c, const ModelContext& ctx);
+  // Parameter k of the whole model's order draws N(0, initializer_range) from a generator of its
+  // own (fc2 scaled by 1/sqrt(2 L)); biases 0, norms 1/0.
+  void init_weights(uint64_t seed);
+
+  Tensor stage_forward(const Tensor& input, uint64_t stream0, int64_t seq_len, int64_t chunk = 0) const override;
+  Tensor head_loss(const Tensor& hidden, const Tensor& labels) const override;
+  // Stream 0: the embedding dropout; 1 + l: layer l's.
+  uint64_t streams_per_forward() const override { return 1 + static_cast<uint64_t>(c_.num_layers); }
+  Shape activation_shape(int64_t rows, int64_t seq_len) const override;
+  DType activation_dtype(Device device) const override;
+  DType param_dtype() const override { return c_.settings.dtype; }
+  std::vector<std::pair<std::string, Shape>> parameter_shapes() const override { return mlp_lm_parameter_shapes(c_); }
+  std::vector<std::string> tied_parameters() const override { return {"wte.weight"}; }
+  std::vector<nn::ParamUnit> parameter_units() const override;
+  double flops_per_token(int64_t seq_len) const override;
+  Config model_config() const override;
+  std::string describe() const override { return mlp_lm_describe(c_); }
+
+ private:
+  MlpLmConfig c_;
+  std::shared_ptr<nn::VocabParallelEmbedding> wte_;
+  std::vector<std::shared_ptr<MlpLmBlock>> blocks_;        // every chunk's, in layer order
+  std::vector<std::pair<int64_t, int64_t>> chunk_layers_;  // per chunk: its [first, end) layers
+  std::shared_ptr<nn::LayerNorm> norm_;
+  int64_t head_unit() const { return c_.num_layers + 1; }
+};
+
+}  // namespace mf::models

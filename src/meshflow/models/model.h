@@ -1,0 +1,132 @@
+// The model interface: what the trainer, checkpoints, `model.pretrained`, `meshflow convert` and
+// the benchmarks know of a model. A model is an nn::Module built from its config section
+// (models/registry.h) that runs its pipeline stage's forward, computes its loss, names its
+// parameters as Hugging Face does with their logical (unsplit) shapes, says which parameters are
+// tied across pipeline stages, and counts its FLOPs per token.
+//
+// The parallel layout reaches a model only as a ModelContext, which it hands to its layers: the
+// tensor-parallel group the split layers use and the layers of its pipeline stage. Gradient
+// synchronisation, ZeRO and the pipeline schedule are the trainer's (train/trainer.h); ZeRO-3 sees
+// the model only through parameter_units() and the use hooks it installs.
+#pragma once
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "meshflow/config/config.h"
+#include "meshflow/nn/module.h"
+#include "meshflow/nn/param_use_hooks.h"
+
+namespace mf::models {
+
+// Activation checkpointing granularity (train.activation_checkpoint.granularity). kFull recomputes
+// whole blocks (and the loss head's logits); kSelective only each block's attention core, from
+// q, k, v to the attention output (Megatron-LM's --recompute-granularity selective).
+enum class CheckpointGranularity { kFull, kSelective };
+// "full" or "selective"; throws naming the config key and the allowed values.
+CheckpointGranularity parse_checkpoint_granularity(const std::string& name);
+
+// The settings a run gives every model beside its model.* section, read from the config once
+// (training_settings()): the parameter dtype (train.amp) and activation recomputation
+// (train.activation_checkpoint).
+struct TrainingSettings {
+  // f32, or bf16/f16 with train.amp.enabled (train.amp.dtype).
+  DType dtype = DType::kF32;
+  bool recompute = false;
+  CheckpointGranularity granularity = CheckpointGranularity::kFull;
+  int64_t recompute_start_layer = 0;
+  int64_t recompute_end_layer = -1;  // -1: every layer from the start
+};
+TrainingSettings training_settings(const Config& c);
+
+// A pipeline stage's share of a layered model: layers [first_layer, end_layer); the first stage
+// also runs the input embedding, the last the head. Interleaved pipelines: `later_chunks` holds
+// the layers of this rank's chunks 1, 2, ... (chunk 0 is [first_layer, end_layer)).
+struct PipelineStage {
+  int64_t first_layer = 0;
+  int64_t end_layer = -1;  // -1: every layer
+  bool first = true, last = true;
+  std::vector<std::pair<int64_t, int64_t>> later_chunks;
+  int64_t num_chunks() const { return 1 + static_cast<int64_t>(later_chunks.size()); }
+  bool whole() const { return first && last && later_chunks.empty(); }
+  // Every chunk's [first, end) layers, chunk 0 first; throws unless they are increasing ranges
+  // inside [0, num_layers).
+  std::vector<std::pair<int64_t, int64_t>> chunk_layers(int64_t num_layers) const;
+};
+
+// Where a model is built in the parallel layout: the tensor-parallel group of its split layers and
+// its pipeline stage. The model passes `tp` to its layers and never reads it.
+struct ModelContext {
+  nn::TensorParallel tp;
+  PipelineStage stage;
+};
+
+// What batches a model trains on. Causal language models take (ids, labels) of (B, T).
+enum class BatchKind { kCausalLM };
+
+class Model : public nn::Module {
+ public:
+  explicit Model(ModelContext ctx) : ctx_(std::move(ctx)) {}
+
+  // ---- forward, by pipeline stage
+  // `input`: ids (B, T) on the first stage's chunk 0, else the previous virtual stage's output.
+  // Returns the activation for the next virtual stage, or on the last one the input of
+  // head_loss(). Random streams: it draws streams [stream0, stream0 + streams_per_forward()) of
+  // the default generator at fixed places, so a stage draws what the whole model draws there, and
+  // leaves the generator at stream0 + streams_per_forward(); in eval mode it draws none.
+  // seq_len: the logical sequence length T. chunk: which of this rank's chunks.
+  virtual Tensor stage_forward(const Tensor& input, uint64_t stream0, int64_t seq_len, int64_t chunk = 0) const = 0;
+  // Last stage: the mean loss of the final activation against labels (B, T) (-100: ignored).
+  virtual Tensor head_loss(const Tensor& hidden, const Tensor& labels) const = 0;
+  virtual uint64_t streams_per_forward() const = 0;
+  // The whole model's loss (one stage holding every layer).
+  Tensor loss(const Tensor& ids, const Tensor& labels) const;
+
+  // ---- the messages between pipeline stages
+  // This rank's piece of the activation a stage sends (B = rows, logical sequence seq_len).
+  virtual Shape activation_shape(int64_t rows, int64_t seq_len) const = 0;
+  // Its dtype on `device`.
+  virtual DType activation_dtype(Device device) const = 0;
+
+  // ---- parameters
+  virtual DType param_dtype() const = 0;
+  // The whole model's parameters (every stage's), Hugging Face names and logical shapes, in
+  // model order: what a weights file for this model must hold.
+  virtual std::vector<std::pair<std::string, Shape>> parameter_shapes() const = 0;
+  // Parameters a stage other than the first holds a copy of (a tied output embedding on the last
+  // stage): the trainer keeps the copies' gradients summed and checkpoints the first stage's.
+  virtual std::vector<std::string> tied_parameters() const { return {}; }
+  // The units of this stage's forward, in order, with the parameters each uses (ZeRO-3 gathers
+  // and releases by unit), and the hooks called around each unit (null: none).
+  virtual std::vector<nn::ParamUnit> parameter_units() const = 0;
+  void set_param_use_hooks(nn::ParamUseHooks* hooks) { hooks_ = hooks; }
+  // Elements of the whole model's logical parameters.
+  int64_t num_logical_parameters() const;
+
+  // ---- description
+  // FLOPs per token of a training step (forward + backward) of the whole model.
+  virtual double flops_per_token(int64_t seq_len) const = 0;
+  virtual BatchKind batch_kind() const { return BatchKind::kCausalLM; }
+  // Its model.* keys as a run config writes them (name included); what a converted checkpoint's
+  // config.yaml holds.
+  virtual Config model_config() const = 0;
+  // One line: "GPT-2: layers 4, hidden 32, ...".
+  virtual std::string describe() const = 0;
+
+  const PipelineStage& stage() const { return ctx_.stage; }
+  const nn::TensorParallel& tensor_parallel() const { return ctx_.tp; }
+
+ protected:
+  void enter(int64_t unit) const {
+    if (hooks_) hooks_->enter(unit);
+  }
+  Tensor leave(int64_t unit, const Tensor& out) const { return hooks_ ? hooks_->leave(unit, out) : out; }
+  const ModelContext& context() const { return ctx_; }
+
+ private:
+  ModelContext ctx_;
+  nn::ParamUseHooks* hooks_ = nullptr;
+};
+
+}  // namespace mf::models

@@ -1,0 +1,68 @@
+// The model zoo: one ModelSpec per `model.name`, each model in its own folder (models/<name>/).
+// Adding a model is its folder plus one line in registry.cpp; the trainer, checkpoints,
+// `model.pretrained` and `meshflow convert` use only the spec and the Model interface.
+#pragma once
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "meshflow/config/config.h"
+#include "meshflow/io/hf_files.h"
+#include "meshflow/models/model.h"
+
+namespace mf::models {
+
+// A model's Hugging Face mapping. config.json <-> its model.* keys; the safetensors tensors
+// under its parameter names (as stored: checks and renames only, dtypes kept).
+struct HfMapping {
+  std::string model_type;    // config.json "model_type", e.g. "gpt2"
+  std::string architecture;  // what --to-hf writes as "architectures", e.g. "GPT2LMHeadModel"
+  // config.json -> a Config with its model.* keys (model.name set); throws naming the file and
+  // the key for a model this one does not compute the same way.
+  std::function<Config(const std::string& config_json_path)> read_config;
+  // The model.* keys of `c` -> config.json text, torch_dtype `dtype`.
+  std::function<std::string(const Config& c, DType dtype)> write_config;
+  // The weight files' tensors under the model's parameter names (buffers dropped, tied copies
+  // checked and dropped); throws naming the file for a tensor that is not the model's.
+  std::function<nn::NamedTensors(const io::HfModelFiles&)> read_tensors;
+  // config.json's names of model.* keys, for messages ({"model.num_attention_heads", "n_head"}).
+  std::vector<std::pair<std::string, std::string>> key_names;
+  // The model's tensors under the names a Hugging Face loader reads (identity if null).
+  std::function<nn::NamedTensors(const nn::NamedTensors&)> write_tensors;
+};
+
+struct ModelSpec {
+  std::string name;  // model.name
+  // (run config, tokenizer vocabulary size, parallel context) -> the model of this rank,
+  // initialised from train.seed. The model's config section is model.*; training_settings(c)
+  // gives its dtype and recomputation.
+  std::function<std::shared_ptr<Model>(const Config&, int64_t, const ModelContext&)> build;
+  // The model.* keys that describe its structure: a converted checkpoint's config.yaml holds them,
+  // and weights that come with a config must agree with the run's on those the tensors' shapes do
+  // not show (e.g. the number of attention heads).
+  std::vector<std::string> config_keys;
+  std::vector<std::string> structure_keys;
+  // The whole model's parameters for the model.* keys of `c`: names and logical shapes, in model
+  // order (Model::parameter_shapes() of the model those keys build).
+  std::function<std::vector<std::pair<std::string, Shape>>(const Config& c)> parameter_shapes;
+  // One line for messages: "GPT-2: layers 4, hidden 32, ..." (Model::describe()).
+  std::function<std::string(const Config& c)> describe;
+  // A checkpoint's model.* keys: those of the run's config.yaml (`run`) where there is one, with
+  // the sizes the tensors show where they may differ (a vocabulary padded for the tokenizer);
+  // without one (`run` null), the sizes the tensors show, or a throw naming `source` when they do
+  // not show enough.
+  std::function<Config(const nn::NamedTensors& tensors, const Config* run, const std::string& source)> checkpoint_config;
+  // Hugging Face interop; model_type empty: none.
+  HfMapping hf;
+};
+
+// The registered models; get() throws "unknown model.name `x` (registered: a, b)".
+const ModelSpec& model_spec(const std::string& name);
+std::vector<std::string> model_names();
+// The spec whose Hugging Face model_type is `type`, or null.
+const ModelSpec* model_spec_for_hf_type(const std::string& type);
+// model_spec(c.get_string("model.name")).build(c, tokenizer_vocab_size, ctx).
+std::shared_ptr<Model> build_model(const Config& c, int64_t tokenizer_vocab_size, const ModelContext& ctx = {});
+
+}  // namespace mf::models
