@@ -78,6 +78,7 @@ std::shared_ptr<models::Gpt2Model> build_model(const Config& c, const Tokenizer&
 }  // namespace
 
 RunSummary run_training(const Config& c, std::FILE* out, const comm::CommPtr& world) {
+  apply_thread_count(c);  // train.threads, before any op runs
   // train.dist.device_type first: a missing backend or GPU fails before any work; cuda makes
   // this rank's GPU the current device.
   const RunDevice run_device = select_run_device(c);
@@ -162,6 +163,7 @@ RunSummary run_training(const Config& c, std::FILE* out, const comm::CommPtr& wo
 }
 
 EvalStats run_evaluation(const Config& c, std::FILE* out) {
+  apply_thread_count(c);
   const RunDevice run_device = select_run_device(c);
   TrainOptions opts = train_options(c);
   auto tok = tokenizer_from_config(c);
