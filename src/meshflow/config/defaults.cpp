@@ -108,7 +108,9 @@ tokenization:
   tokenizer: gpt2_bpe           # gpt2_bpe | byte
   vocab_file: ""
   merges_file: ""
-  append_eod: true
+  append_eod: true              # `meshflow preprocess`: append the end-of-document token to every document (Megatron's
+                                #   --append-eod); its default, read from --config, overridden by --append-eod / --no-eod.
+                                #   Training reads the dataset as it was written and does not use this key.
 )YAML";
 }
 
