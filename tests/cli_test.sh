@@ -14,6 +14,24 @@ fail=0
 printf 'the cat sat on the mat.\n%%\na dog ran far away.\n%%\n' > "$work/corpus.txt"
 for i in $(seq 1 40); do printf 'line %d of the tiny corpus, with some words.\n%%\n' "$i" >> "$work/corpus.txt"; done
 "$bin" preprocess --input "$work/corpus.txt" --output-prefix "$work/c" --tokenizer byte > /dev/null || { echo "preprocess failed"; exit 1; }
+# tokenization.append_eod is preprocess's default (from --config); --append-eod / --no-eod win.
+# 42 documents: without the end-of-document token the dataset is 42 tokens shorter.
+printf 'tokenization:\n  tokenizer: byte\n  append_eod: false\n' > "$work/no_eod.yaml"
+tokens() {  # output name, flags...: the token count preprocess reports
+  "$bin" preprocess --input "$work/corpus.txt" --output-prefix "$work/$1" "${@:2}" | grep -o '[0-9]* tokens' | cut -d' ' -f1
+}
+with_eod=$(tokens e1 --tokenizer byte)
+config_no_eod=$(tokens e2 --config "$work/no_eod.yaml")
+flag_no_eod=$(tokens e3 --tokenizer byte --no-eod)
+flag_over_config=$(tokens e4 --config "$work/no_eod.yaml" --append-eod)
+if [ -n "$with_eod" ] && [ "$config_no_eod" = "$((with_eod - 42))" ] && [ "$flag_no_eod" = "$config_no_eod" ] &&
+   [ "$flag_over_config" = "$with_eod" ]; then
+  pass=$((pass + 1))
+else
+  fail=$((fail + 1))
+  echo "FAIL: append_eod: tokens $with_eod (default), $config_no_eod (config false), $flag_no_eod (--no-eod)," \
+       "$flag_over_config (config false, --append-eod)"
+fi
 good=(configs/gpt2/tiny.yaml tokenization.tokenizer=byte model.vocab_size=257 "data.data_prefix=$work/c_text_document"
       model.num_layers=1 model.hidden_size=16 model.num_attention_heads=2 model.max_seq_length=16 data.seq_length=16
       train.train_iter=2
@@ -77,6 +95,10 @@ expect_error "pretrained of other sizes" "tensor 'transformer.wte.weight' is (25
   "$bin" train "${good[@]}" model.hidden_size=32 "model.pretrained=$work/hf" "train.output_dir=$work/o7"
 expect_error "missing pretrained" "model.pretrained: $work/none: no such file or directory" \
   "$bin" train "${good[@]}" "model.pretrained=$work/none" "train.output_dir=$work/o8"
+printf 'tokenization:\n  append_eodd: false\n' > "$work/bad_key.yaml"
+expect_error "preprocess config with a typo" "unknown config key \`tokenization.append_eodd\`" \
+  "$bin" preprocess --input "$work/corpus.txt" --output-prefix "$work/o9" --config "$work/bad_key.yaml"
+[ -e "$work/o9_text_document.bin" ] && { echo "FAIL: o9 written after an error"; fail=$((fail + 1)); }
 for o in o5 o6 o7 o8; do [ -e "$work/$o" ] && { echo "FAIL: $o written after an error"; fail=$((fail + 1)); }; done
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -67,7 +67,13 @@ TEST(Config, DefaultsHaveTypesAndValues) {
   EXPECT_EQ(c.type_of("data.splits"), ConfigType::kString);
   EXPECT_EQ(c.type_of("optim.betas"), ConfigType::kFloatList);
   EXPECT_EQ(c.type_of("optim.clip_grad_max_norm"), ConfigType::kFloat);
-  EXPECT_EQ(c.type_of("train.dist.timeout"), ConfigType::kInt);
+  // A float: fractions of a second are valid timeouts (the key is read with get_float).
+  EXPECT_EQ(c.type_of("train.dist.timeout"), ConfigType::kFloat);
+  EXPECT_EQ(c.get_float("train.dist.timeout"), 300.0);
+  c.apply_override("train.dist.timeout=0.5");
+  EXPECT_EQ(c.get_float("train.dist.timeout"), 0.5);
+  c.apply_override("train.dist.timeout=300");  // an integer text is a valid float too
+  EXPECT_EQ(c.get_float("train.dist.timeout"), 300.0);
 
   // Every key the trainer relies on exists.
   for (const char* k :

@@ -1,5 +1,6 @@
 // Optimizers against naive f64 update loops; clipping; learning-rate schedules.
 #include <cmath>
+#include <limits>
 
 #include "meshflow/optim/optimizer.h"
 #include "meshflow/optim/scheduler.h"
@@ -65,6 +66,47 @@ TEST(Optim, ClipGradNorm) {
   EXPECT_DOUBLE_EQ(mf::optim::clip_grad_norm({a, b}, 1.0), 5.0);
   EXPECT_NEAR(to_f64(a.grad())[0], 0.6, 1e-6);
   EXPECT_NEAR(to_f64(b.grad())[1], 0.8, 1e-6);
+}
+
+// norm_type = infinity: the largest |g| over all gradients (a negative element may be it), by hand.
+TEST(Optim, ClipGradNormInfinityIsTheLargestAbsoluteElement) {
+  const double inf = std::numeric_limits<double>::infinity();
+  Tensor a = mf::zeros({3}), b = mf::zeros({2, 2}), unused = mf::zeros({2});
+  for (Tensor* t : {&a, &b, &unused}) t->set_requires_grad(true);
+  a.set_grad(mf::from_vector<float>({0.5f, -2.0f, 1.0f}, {3}));
+  b.set_grad(mf::from_vector<float>({1.5f, -0.25f, 0.0f, -4.0f}, {2, 2}));  // |-4| is the largest
+  EXPECT_DOUBLE_EQ(mf::optim::clip_grad_norm({a, b, unused}, 10.0, 1.0, inf), 4.0);
+  EXPECT_EQ(to_f64(b.grad())[3], -4.0);  // under the limit: untouched
+  // Over the limit: every gradient times max_norm / (norm + 1e-6) = 2 / (4 + 1e-6).
+  EXPECT_DOUBLE_EQ(mf::optim::clip_grad_norm({a, b, unused}, 2.0, 1.0, inf), 4.0);
+  const double s = 2.0 / (4.0 + 1e-6);
+  const std::vector<double> ga = to_f64(a.grad()), gb = to_f64(b.grad());
+  const std::vector<double> want_a = {0.5 * s, -2.0 * s, 1.0 * s}, want_b = {1.5 * s, -0.25 * s, 0.0, -4.0 * s};
+  for (size_t i = 0; i < 3; ++i) EXPECT_NEAR(ga[i], want_a[i], 1e-6);
+  for (size_t i = 0; i < 4; ++i) EXPECT_NEAR(gb[i], want_b[i], 1e-6);
+  // A loss scale: the gradients hold 8 x the true ones; the true norm is returned.
+  a.set_grad(mf::from_vector<float>({8.0f, -24.0f, 0.0f}, {3}));
+  b.set_grad(Tensor());
+  EXPECT_DOUBLE_EQ(mf::optim::clip_grad_norm({a, b}, 0.0, 8.0, inf), 3.0);
+  // Non-finite gradients: +inf gives inf, NaN gives NaN (an fp16 overflow must not look finite);
+  // the gradients are left alone.
+  a.set_grad(mf::from_vector<float>({1.0f, -std::numeric_limits<float>::infinity(), 0.0f}, {3}));
+  EXPECT_EQ(mf::optim::clip_grad_norm({a}, 1.0, 1.0, inf), inf);
+  a.set_grad(mf::from_vector<float>({5.0f, std::nanf(""), 1.0f}, {3}));
+  EXPECT_TRUE(std::isnan(mf::optim::clip_grad_norm({a}, 1.0, 1.0, inf)));
+  EXPECT_EQ(to_f64(a.grad())[0], 5.0);
+  // bf16 gradients (mixed precision) are widened; f64 ones read as they are.
+  EXPECT_DOUBLE_EQ(mf::optim::max_abs({mf::cast(mf::from_vector<float>({0.5f, -3.0f, 2.0f}, {3}), mf::DType::kBF16)}), 3.0);
+  EXPECT_DOUBLE_EQ(mf::optim::max_abs({mf::from_vector<double>({-1e-300, 0.0}, {2})}), 1e-300);
+  EXPECT_EQ(mf::optim::max_abs({}), 0.0);
+}
+
+TEST(Optim, ClipGradNormRejectsOtherNormTypes) {
+  Tensor a = mf::zeros({2});
+  a.set_requires_grad(true);
+  a.set_grad(mf::ones({2}));
+  MFT_EXPECT_ERROR(mf::optim::clip_grad_norm({a}, 1.0, 1.0, 1.0), "must be 2.0 (the L2 norm) or .inf");
+  MFT_EXPECT_ERROR(mf::optim::check_clip_norm_type(3.0, "optim.clip_grad_norm_type"), "optim.clip_grad_norm_type must be");
 }
 
 TEST(Optim, ParamGroupsSkipDecayOnBiasesAndNorms) {

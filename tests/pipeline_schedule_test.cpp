@@ -155,4 +155,17 @@ TEST(PipelineSchedule, Gpt2SmallStagesBalanceComputeAndMemory) {
   EXPECT_EQ(mf::train::pipeline_layers(custom, 2), (std::vector<std::pair<int64_t, int64_t>>{{0, 6}, {6, 12}}));
 }
 
+// train.dist.pipeline_num_layers (LiBai's) may only restate model.num_layers, with or without a
+// pipeline: the stages always hold every layer.
+TEST(PipelineSchedule, PipelineNumLayersMustBeTheModelsLayers) {
+  const std::string small = std::string(MESHFLOW_SOURCE_DIR) + "/configs/gpt2/small.yaml";
+  for (const char* ok : {"train.dist.pipeline_num_layers=0", "train.dist.pipeline_num_layers=12"}) {
+    mf::train::train_options(mf::Config::load(small, {ok}));
+    mf::train::train_options(mf::Config::load(small, {ok, "train.dist.pipeline_parallel_size=2"}), 2);
+  }
+  for (const char* pp : {"train.dist.pipeline_parallel_size=1", "train.dist.pipeline_parallel_size=2"})
+    MFT_EXPECT_ERROR(mf::train::train_options(mf::Config::load(small, {"train.dist.pipeline_num_layers=6", pp}), 2),
+                     "train.dist.pipeline_num_layers 6 must be 0 or model.num_layers (12)");
+}
+
 }  // namespace

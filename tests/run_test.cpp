@@ -1,6 +1,7 @@
 // Whole runs through the config, data and trainer layers: re-running from the dumped
 // config.yaml reproduces the run bit for bit; an interrupted run resumed from its checkpoint
 // ends with the same weights as an uninterrupted one.
+#include <omp.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -8,6 +9,7 @@
 
 #include "meshflow/core/atomic_file.h"
 #include "meshflow/data/preprocess.h"
+#include "meshflow/train/build.h"
 #include "meshflow/train/run.h"
 #include "testing.h"
 
@@ -85,6 +87,25 @@ TEST_F(RunTest, InterruptedRunResumesToTheSameWeights) {
   std::fclose(quiet);
   EXPECT_EQ(final_weights("straight"), final_weights("resumed"));
   EXPECT_EQ(loss_lines("straight"), loss_lines("resumed"));
+}
+
+// train.threads is the run's OpenMP thread count; 0 leaves OpenMP's default alone.
+TEST_F(RunTest, TrainThreadsSetsTheOpenMpThreadCount) {
+  const int before = omp_get_max_threads();
+  const int want = before == 1 ? 2 : 1;
+  mf::Config c = config("threads");
+  c.set("train.threads", std::to_string(want));
+  c.set("train.train_iter", "1");
+  c.set("train.evaluation.enabled", "false");
+  std::FILE* quiet = std::fopen("/dev/null", "w");
+  mf::train::run_training(c, quiet);
+  std::fclose(quiet);
+  EXPECT_EQ(omp_get_max_threads(), want);
+  c.set("train.threads", "0");
+  EXPECT_EQ(mf::train::apply_thread_count(c), want);  // unchanged
+  c.set("train.threads", "-1");
+  MFT_EXPECT_ERROR(mf::train::apply_thread_count(c), "train.threads must be 0");
+  omp_set_num_threads(before);
 }
 
 }  // namespace

@@ -34,17 +34,21 @@ namespace {
 
 struct PreprocessArgs {
   std::vector<std::string> inputs;
-  std::string output_prefix, tokenizer = "gpt2_bpe", vocab_file, merges_file, format = "auto", json_key = "text",
+  std::string config;  // its tokenization.* keys are the defaults of the flags below
+  std::string output_prefix, tokenizer, vocab_file, merges_file, format = "auto", json_key = "text",
                              split = "separator", separator = "%";
-  bool no_eod = false;
+  bool append_eod = false, no_eod = false;
   int64_t shuffle_seed = -1;
 };
 
 int run_preprocess(const PreprocessArgs& a) {
-  mf::Config c;
-  c.set("tokenization.tokenizer", a.tokenizer, "--tokenizer");
-  c.set("tokenization.vocab_file", a.vocab_file, "--vocab-file");
-  c.set("tokenization.merges_file", a.merges_file, "--merges-file");
+  // The tokenization section (of --config, else the defaults document), then the flags given.
+  mf::Config c = a.config.empty() ? mf::Config::defaults() : mf::Config::load(a.config);
+  if (!a.tokenizer.empty()) c.set("tokenization.tokenizer", a.tokenizer, "--tokenizer");
+  if (!a.vocab_file.empty()) c.set("tokenization.vocab_file", a.vocab_file, "--vocab-file");
+  if (!a.merges_file.empty()) c.set("tokenization.merges_file", a.merges_file, "--merges-file");
+  if (a.append_eod) c.set("tokenization.append_eod", "true", "--append-eod");
+  if (a.no_eod) c.set("tokenization.append_eod", "false", "--no-eod");
   auto tok = mf::train::tokenizer_from_config(c);
   mf::PreprocessOptions o;
   o.format = a.format == "jsonl" ? mf::InputFormat::kJsonl : a.format == "text" ? mf::InputFormat::kText : mf::InputFormat::kAuto;
@@ -53,7 +57,7 @@ int run_preprocess(const PreprocessArgs& a) {
                  : a.split == "file" ? mf::TextSplit::kWholeFile
                                      : mf::TextSplit::kSeparatorLine;
   o.separator = a.separator;
-  o.append_eod = !a.no_eod;
+  o.append_eod = c.get_bool("tokenization.append_eod");
   if (a.shuffle_seed >= 0) o.shuffle_seed = static_cast<uint64_t>(a.shuffle_seed);
   mf::PreprocessResult r = mf::preprocess(a.inputs, a.output_prefix, *tok, o);
   std::printf("wrote %s.bin/.idx: %lld documents, %lld tokens (%s tokenizer, %lld bytes of text)\n", r.prefix.c_str(),
@@ -166,15 +170,20 @@ int main(int argc, char** argv) {
   auto* pre = app.add_subcommand("preprocess", "Tokenize jsonl or text into a Megatron indexed dataset (.bin/.idx)");
   pre->add_option("--input", pa.inputs, "input files (jsonl, or text)")->required();
   pre->add_option("--output-prefix", pa.output_prefix, "writes <prefix>_<json-key>_document.bin/.idx")->required();
-  pre->add_option("--tokenizer", pa.tokenizer, "gpt2_bpe or byte")->capture_default_str();
-  pre->add_option("--vocab-file", pa.vocab_file, "GPT-2 vocab.json or encoder.json");
-  pre->add_option("--merges-file", pa.merges_file, "GPT-2 merges.txt or vocab.bpe");
+  pre->add_option("--config", pa.config,
+                  "a run's YAML config: its tokenization.* keys (tokenizer, vocab_file, merges_file, append_eod) are "
+                  "the defaults of the flags below");
+  pre->add_option("--tokenizer", pa.tokenizer, "gpt2_bpe or byte (default: tokenization.tokenizer, gpt2_bpe)");
+  pre->add_option("--vocab-file", pa.vocab_file, "GPT-2 vocab.json or encoder.json (default: tokenization.vocab_file)");
+  pre->add_option("--merges-file", pa.merges_file, "GPT-2 merges.txt or vocab.bpe (default: tokenization.merges_file)");
   pre->add_option("--format", pa.format, "auto (by extension), jsonl or text")->capture_default_str();
   pre->add_option("--json-key", pa.json_key, "jsonl key holding the document text")->capture_default_str();
   pre->add_option("--split", pa.split, "text documents: separator (a line equal to --separator), blank, or file")
       ->capture_default_str();
   pre->add_option("--separator", pa.separator, "document separator line for --split separator")->capture_default_str();
-  pre->add_flag("--no-eod", pa.no_eod, "do not append the end-of-document token");
+  auto* eod = pre->add_flag("--append-eod", pa.append_eod,
+                            "append the end-of-document token to every document (default: tokenization.append_eod, true)");
+  pre->add_flag("--no-eod", pa.no_eod, "do not append the end-of-document token")->excludes(eod);
   pre->add_option("--shuffle-seed", pa.shuffle_seed,
                   "write documents in a seeded random order, so that data.splits ranges mix all inputs");
 

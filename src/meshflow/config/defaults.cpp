@@ -72,11 +72,12 @@ train:
     tensor_parallel_size: 1
     pipeline_parallel_size: 1
     sequence_parallel: false
-    pipeline_num_layers: 0      # 0 = model.num_layers (the layers spread over the stages)
+    pipeline_num_layers: 0      # LiBai's: the layers placed over the stages — always all of them here, so only
+                                #   0 or model.num_layers is valid (any other value is an error, pipeline or not)
     custom_pipeline_stage_id: []  # the stage of every layer; [] = balanced (the head counts as layers)
     pipeline_schedule: 1f1b     # gpipe | 1f1b | interleaved_1f1b: the order of micro-batch forwards and backwards
     virtual_pipeline_size: 1    # interleaved_1f1b: model chunks per pipeline rank
-    timeout: 300                # seconds a collective may wait before the run fails
+    timeout: 300.0              # seconds (a float: 0.5 is valid) a collective may wait before the run fails
     grad_bucket_mb: 25.0        # data parallel: gradients are all-reduced in buckets of this size
   scheduler:
     name: cosine                # cosine | linear | constant | multistep
@@ -85,7 +86,8 @@ train:
     alpha: 0.1                  # final lr = lr * alpha (cosine, linear)
     milestones: []              # multistep: iterations where lr *= gamma
     gamma: 0.1
-  threads: 0                    # 0 = OpenMP default (OMP_NUM_THREADS)
+  threads: 0                    # OpenMP threads of each process (omp_set_num_threads); 0 = OpenMP's default
+                                #   (OMP_NUM_THREADS, else one per core)
 
 optim:
   name: adamw                   # adamw | sgd
@@ -95,7 +97,7 @@ optim:
   eps: 1.0e-8
   momentum: 0.9                 # sgd
   clip_grad_max_norm: 1.0       # <= 0 disables clipping
-  clip_grad_norm_type: 2.0
+  clip_grad_norm_type: 2.0      # 2.0: the L2 norm of all gradients | .inf: their largest |element|
 
 data:
   data_prefix: ""               # <prefix>.bin / <prefix>.idx
@@ -106,7 +108,9 @@ tokenization:
   tokenizer: gpt2_bpe           # gpt2_bpe | byte
   vocab_file: ""
   merges_file: ""
-  append_eod: true
+  append_eod: true              # `meshflow preprocess`: append the end-of-document token to every document (Megatron's
+                                #   --append-eod); its default, read from --config, overridden by --append-eod / --no-eod.
+                                #   Training reads the dataset as it was written and does not use this key.
 )YAML";
 }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "meshflow/autograd/grad_mode.h"
 #include "meshflow/ops/ops.h"
@@ -161,12 +162,45 @@ nn::NamedTensors Sgd::slot_tensors() {
   return r;
 }
 
-double clip_grad_norm(const std::vector<Tensor>& params, double max_norm, double grad_scale) {
+void check_clip_norm_type(double norm_type, const char* key) {
+  MF_CHECK(norm_type == 2.0 || norm_type == std::numeric_limits<double>::infinity(), key, " must be 2.0 (the L2 norm) or ",
+           ".inf (the largest |gradient element|), got ", norm_type);
+}
+
+double max_abs(const std::vector<Tensor>& tensors) {
   NoGradGuard ng;
-  double ss = 0.0;
-  for (const auto& p : params)
-    if (p.grad().defined()) ss += sum_squares(p.grad()).item();
-  double norm = std::sqrt(ss) / grad_scale;
+  // Per tensor max(x) and max(-x) (exact, any device), gathered and reduced once. A max skips
+  // NaN, so NaN is found through the sum of squares (NaN exactly when an element is).
+  std::vector<Tensor> peaks;
+  Tensor squares;
+  for (const Tensor& t : tensors) {
+    if (!t.defined() || t.numel() == 0) continue;
+    Tensor flat = reshape(contiguous(t.detach()), {t.numel()});
+    if (is_half(flat.dtype())) flat = cast(flat, DType::kF32);
+    peaks.push_back(reshape(cast(max(flat, 0), DType::kF64), {1}));
+    peaks.push_back(reshape(cast(max(neg(flat), 0), DType::kF64), {1}));
+    Tensor s = cast(sum_squares(flat), DType::kF64);
+    squares = squares.defined() ? add(squares, s) : s;
+  }
+  if (peaks.empty()) return 0.0;
+  if (std::isnan(squares.item())) return std::numeric_limits<double>::quiet_NaN();
+  return max(cat(peaks, 0), 0).item();
+}
+
+double clip_grad_norm(const std::vector<Tensor>& params, double max_norm, double grad_scale, double norm_type) {
+  check_clip_norm_type(norm_type);
+  NoGradGuard ng;
+  double norm = 0.0;
+  if (norm_type == 2.0) {
+    double ss = 0.0;
+    for (const auto& p : params)
+      if (p.grad().defined()) ss += sum_squares(p.grad()).item();
+    norm = std::sqrt(ss) / grad_scale;
+  } else {
+    std::vector<Tensor> grads;
+    for (const auto& p : params) grads.push_back(p.grad());
+    norm = max_abs(grads) / grad_scale;
+  }
   if (max_norm > 0 && std::isfinite(norm) && norm > max_norm) {
     double s = max_norm / (norm + 1e-6);
     for (const auto& p : params) {

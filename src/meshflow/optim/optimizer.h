@@ -99,11 +99,18 @@ class Sgd final : public Optimizer {
   std::vector<std::vector<Tensor>> buf_;
 };
 
-// Scales all gradients so that their global L2 norm is at most max_norm (no-op when
-// max_norm <= 0); returns the norm before clipping (f64). Non-finite norms are returned as is
-// and leave gradients untouched. bf16/f16 gradients are summed in f32 (f64 accumulation).
-// `grad_scale`: the gradients hold grad_scale x the true ones (a loss scale): the norm returned
-// and compared with max_norm is the true one (the gradients stay scaled).
-double clip_grad_norm(const std::vector<Tensor>& params, double max_norm, double grad_scale = 1.0);
+// Scales all gradients so that their global norm is at most max_norm (no-op when max_norm <= 0);
+// returns the norm before clipping (f64). `norm_type`: 2.0, the L2 norm (bf16/f16 gradients
+// squared in f32, summed in f64), or +infinity, the largest |element| (PyTorch's and Megatron's
+// norm_type=inf); anything else throws. Non-finite norms are returned as is and leave gradients
+// untouched. `grad_scale`: the gradients hold grad_scale x the true ones (a loss scale): the norm
+// returned and compared with max_norm is the true one (the gradients stay scaled).
+double clip_grad_norm(const std::vector<Tensor>& params, double max_norm, double grad_scale = 1.0,
+                      double norm_type = 2.0);
+// Throws unless norm_type is 2.0 or +infinity, naming `key` (the config key it came from).
+void check_clip_norm_type(double norm_type, const char* key = "norm_type");
+// The largest |element| of the tensors (f64; 0 for none), NaN when any element is NaN (infinite
+// elements give +infinity). On a GPU the tensors are reduced there and read once.
+double max_abs(const std::vector<Tensor>& tensors);
 
 }  // namespace mf::optim

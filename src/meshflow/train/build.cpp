@@ -1,5 +1,7 @@
 #include "meshflow/train/build.h"
 
+#include <omp.h>
+
 #include <algorithm>
 
 #include "meshflow/dist/device_mesh.h"
@@ -16,10 +18,16 @@ int64_t sequence_length(const Config& c) {
   return s;
 }
 
+int apply_thread_count(const Config& c) {
+  const int64_t threads = c.get_int("train.threads");
+  MF_CHECK(threads >= 0 && threads <= 1 << 16, "train.threads must be 0 (OpenMP's default) or a thread count, got ",
+           threads);
+  if (threads > 0) omp_set_num_threads(static_cast<int>(threads));
+  return omp_get_max_threads();
+}
+
 std::vector<std::pair<int64_t, int64_t>> pipeline_layers(const Config& c, int64_t virtual_stages) {
-  const int64_t layers = c.get_int("model.num_layers"), spread = c.get_int("train.dist.pipeline_num_layers");
-  MF_CHECK(spread == 0 || spread == layers, "train.dist.pipeline_num_layers ", spread,
-           " must be 0 or model.num_layers (", layers, ")");
+  const int64_t layers = c.get_int("model.num_layers");
   std::vector<double> custom = c.get_float_list("train.dist.custom_pipeline_stage_id");
   if (!custom.empty()) {
     MF_CHECK(c.get_int("train.dist.virtual_pipeline_size") == 1,
@@ -64,6 +72,12 @@ TrainOptions train_options(const Config& c, int world_size) {
   const dist::MeshSizes mesh = dist::resolve_mesh_sizes(dist::MeshSizes::from_config(c), world_size);
   o.pipeline_schedule = c.get_string("train.dist.pipeline_schedule");
   o.virtual_pipeline_size = c.get_int("train.dist.virtual_pipeline_size");
+  // LiBai's train.dist.pipeline_num_layers: the layers placed over the stages. Every layer of the
+  // model is placed here (custom_pipeline_stage_id or the balanced split), so the key can only
+  // restate model.num_layers; another value is a config meant for another model.
+  const int64_t layers = c.get_int("model.num_layers"), placed = c.get_int("train.dist.pipeline_num_layers");
+  MF_CHECK(placed == 0 || placed == layers, "train.dist.pipeline_num_layers ", placed,
+           " must be 0 or model.num_layers (", layers, "): the pipeline places all of the model's layers");
   const int64_t dp = mesh.data;
   int64_t accum = c.get_int("train.num_accumulation_steps"), global = c.get_int("train.global_batch_size");
   if (accum == 0) {
@@ -98,7 +112,8 @@ TrainOptions train_options(const Config& c, int world_size) {
   o.eval_iter = c.get_int("train.evaluation.eval_iter");
   o.eval_micro_batch = c.get_int("train.test_micro_batch_size");
   o.clip_grad_max_norm = c.get_float("optim.clip_grad_max_norm");
-  MF_CHECK(c.get_float("optim.clip_grad_norm_type") == 2.0, "optim.clip_grad_norm_type: only the L2 norm (2.0) is supported");
+  o.clip_grad_norm_type = c.get_float("optim.clip_grad_norm_type");
+  optim::check_clip_norm_type(o.clip_grad_norm_type, "optim.clip_grad_norm_type");
   o.optim = c.get_string("optim.name");
   o.lr = c.get_float("optim.lr");
   o.weight_decay = c.get_float("optim.weight_decay");

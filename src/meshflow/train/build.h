@@ -19,5 +19,8 @@ TrainOptions train_options(const Config& c, int world_size = 1);
 std::vector<std::pair<int64_t, int64_t>> pipeline_layers(const Config& c, int64_t virtual_stages);
 // data.seq_length, or model.max_seq_length when 0.
 int64_t sequence_length(const Config& c);
+// train.threads: > 0 sets this process's OpenMP thread count (omp_set_num_threads), 0 leaves
+// OpenMP's default (OMP_NUM_THREADS); negative throws. Returns the count ops will now use.
+int apply_thread_count(const Config& c);
 
 }  // namespace mf::train

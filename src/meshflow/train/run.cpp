@@ -75,6 +75,7 @@ struct LastStats : HookBase {
 }  // namespace
 
 RunSummary run_training(const Config& c, std::FILE* out, const comm::CommPtr& world) {
+  apply_thread_count(c);  // train.threads, before any op runs
   // train.dist.device_type first: a missing backend or GPU fails before any work; cuda makes
   // this rank's GPU the current device.
   const RunDevice run_device = select_run_device(c);
@@ -159,6 +160,7 @@ RunSummary run_training(const Config& c, std::FILE* out, const comm::CommPtr& wo
 }
 
 EvalStats run_evaluation(const Config& c, std::FILE* out) {
+  apply_thread_count(c);
   const RunDevice run_device = select_run_device(c);
   TrainOptions opts = train_options(c);
   auto tok = tokenizer_from_config(c);

@@ -163,23 +163,32 @@ uint64_t Trainer::comm_bytes() const {
 
 double Trainer::clip_gradients(double grad_scale) {
   const nn::TensorParallel& tp = model_->tensor_parallel();
+  const double norm_type = opts_.clip_grad_norm_type;
   if (!zero_shards_ && !tp.enabled() && !pp_ && device_.type == DeviceType::kCPU)
-    return optim::clip_grad_norm(model_->parameters(), opts_.clip_grad_max_norm, grad_scale);
-  // The logical norm: split pieces' squares summed over tp, replicated ones counted once, the
+    return optim::clip_grad_norm(model_->parameters(), opts_.clip_grad_max_norm, grad_scale, norm_type);
+  optim::check_clip_norm_type(norm_type, "optim.clip_grad_norm_type");
+  const bool inf_norm = norm_type != 2.0;
+  // The logical norm. L2: split pieces' squares summed over tp, replicated ones counted once, the
   // stages' sums added (the last stage's copy of the tied embedding left out). Under ZeRO 2/3
   // each rank holds its dp slice of every gradient: both sums are then also summed over dp.
+  // Infinity: the largest |element| of the same gradients, the max over tp, pp and dp instead.
   NoGradGuard ng;
   // The last stage's copies of tied parameters are counted on the first stage.
   std::vector<const TensorImpl*> tied_copy;
   if (pp_ && pp_->rank() == pp_->size() - 1)
     for (const Tensor& t : tied_copies()) tied_copy.push_back(t.impl());
   std::vector<Tensor> grads;  // what is clipped
+  std::vector<Tensor> counted;  // infinity norm: what the max runs over
   Tensor ss = zeros({2}, DType::kF64);  // split, replicated (host)
   std::vector<Tensor> on_device[2];     // a GPU run's gradients of each kind, summed there
   auto add = [&](const Tensor& param, const Tensor& g, size_t index) {
     if (!g.defined()) return;
     grads.push_back(g);
     if (std::find(tied_copy.begin(), tied_copy.end(), param.impl()) != tied_copy.end()) return;
+    if (inf_norm) {
+      counted.push_back(g);
+      return;
+    }
     const int kind = !split_.empty() && split_[index] ? 0 : 1;  // one process: every parameter replicated
     if (device_.type == DeviceType::kCPU)
       ss.data<double>()[kind] += sum_squares(g).item();
@@ -192,16 +201,28 @@ double Trainer::clip_gradients(double grad_scale) {
     const std::vector<Tensor> params = model_->parameters();
     for (size_t i = 0; i < params.size(); ++i) add(params[i], params[i].grad(), i);
   }
-  if (device_.type != DeviceType::kCPU)
-    for (int kind = 0; kind < 2; ++kind) ss.data<double>()[kind] = sum_of_squares_on_device(on_device[kind]);
-  if (zero_shards_) dp_->all_reduce(ss)->wait();
-  double split_ss = ss.data<double>()[0];
-  if (tp.enabled()) {
-    Tensor t = full({1}, split_ss, DType::kF64);
-    tp.comm->all_reduce(t)->wait();
-    split_ss = t.data<double>()[0];
+  double norm = 0;
+  if (inf_norm) {
+    // Copies held alike (over dp, tp-replicated, the tied embedding's stages) are equal, so one
+    // max over every rank of the run is the logical one. NaN goes as a flag: MPI's max may drop it.
+    const double local = optim::max_abs(counted);
+    Tensor m = zeros({2}, DType::kF64);
+    m.data<double>()[0] = std::isnan(local) ? 0.0 : local;
+    m.data<double>()[1] = std::isnan(local) ? 1.0 : 0.0;
+    if (comm::Communicator* c = everyone()) c->all_reduce(m, comm::ReduceOp::kMax)->wait();
+    norm = m.data<double>()[1] > 0 ? std::nan("") : m.data<double>()[0] / grad_scale;
+  } else {
+    if (device_.type != DeviceType::kCPU)
+      for (int kind = 0; kind < 2; ++kind) ss.data<double>()[kind] = sum_of_squares_on_device(on_device[kind]);
+    if (zero_shards_) dp_->all_reduce(ss)->wait();
+    double split_ss = ss.data<double>()[0];
+    if (tp.enabled()) {
+      Tensor t = full({1}, split_ss, DType::kF64);
+      tp.comm->all_reduce(t)->wait();
+      split_ss = t.data<double>()[0];
+    }
+    norm = std::sqrt(sum_over_pp(split_ss + ss.data<double>()[1])) / grad_scale;
   }
-  const double norm = std::sqrt(sum_over_pp(split_ss + ss.data<double>()[1])) / grad_scale;
   const double max_norm = opts_.clip_grad_max_norm;
   if (max_norm > 0 && std::isfinite(norm) && norm > max_norm)
     for (Tensor& g : grads) scale_(g, max_norm / (norm + 1e-6));

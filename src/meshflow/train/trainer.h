@@ -46,6 +46,7 @@ struct TrainOptions {
   int64_t eval_iter = 10;
   int64_t eval_micro_batch = 4;
   double clip_grad_max_norm = 1.0;
+  double clip_grad_norm_type = 2.0;  // 2.0 (L2) or +infinity (the largest |element|)
   std::string optim = "adamw";
   double lr = 6e-4, weight_decay = 0.1, beta1 = 0.9, beta2 = 0.95, eps = 1e-8, momentum = 0.9;
   optim::SchedulerConfig scheduler;
