@@ -4,23 +4,23 @@
 #include <algorithm>
 #include <vector>
 
-#include "meshflow/train/pipeline_schedule.h"
+#include "meshflow/parallel/pipeline_schedule.h"
 #include "testing.h"
 
 namespace {
 
-using mf::train::PipelineAction;
-using mf::train::PipelineSchedule;
-using mf::train::pipeline_actions;
+using mf::parallel::PipelineAction;
+using mf::parallel::PipelineSchedule;
+using mf::parallel::pipeline_actions;
 
 TEST(PipelineSchedule, GpipeRunsAllForwardsThenAllBackwards) {
   for (int64_t s = 0; s < 4; ++s)
-    EXPECT_EQ(mf::train::actions_str(pipeline_actions(PipelineSchedule::kGpipe, 4, s, 3)), "F0 F1 F2 B0 B1 B2");
+    EXPECT_EQ(mf::parallel::actions_str(pipeline_actions(PipelineSchedule::kGpipe, 4, s, 3)), "F0 F1 F2 B0 B1 B2");
 }
 
 TEST(PipelineSchedule, OneFOneBWarmsUpAlternatesAndDrains) {
   auto str = [](int64_t stages, int64_t stage, int64_t m) {
-    return mf::train::actions_str(pipeline_actions(PipelineSchedule::k1F1B, stages, stage, m));
+    return mf::parallel::actions_str(pipeline_actions(PipelineSchedule::k1F1B, stages, stage, m));
   };
   EXPECT_EQ(str(4, 0, 6), "F0 F1 F2 F3 B0 F4 B1 F5 B2 B3 B4 B5");
   EXPECT_EQ(str(4, 1, 6), "F0 F1 F2 B0 F3 B1 F4 B2 F5 B3 B4 B5");
@@ -32,8 +32,8 @@ TEST(PipelineSchedule, InFlightBounds) {
   for (int64_t p : {1, 2, 4})
     for (int64_t m : {1, 3, 8})
       for (int64_t s = 0; s < p; ++s) {
-        EXPECT_EQ(mf::train::max_in_flight(pipeline_actions(PipelineSchedule::k1F1B, p, s, m)), std::min(p - s, m));
-        EXPECT_EQ(mf::train::max_in_flight(pipeline_actions(PipelineSchedule::kGpipe, p, s, m)), m);
+        EXPECT_EQ(mf::parallel::max_in_flight(pipeline_actions(PipelineSchedule::k1F1B, p, s, m)), std::min(p - s, m));
+        EXPECT_EQ(mf::parallel::max_in_flight(pipeline_actions(PipelineSchedule::kGpipe, p, s, m)), m);
         auto a = pipeline_actions(PipelineSchedule::k1F1B, p, s, m);
         EXPECT_EQ(a.back(), (PipelineAction{false, m - 1}));  // gradients final in the last action
       }
@@ -79,7 +79,7 @@ TEST(PipelineSchedule, SimulatedBubbleMatchesTheory) {
       for (int64_t m : {1, 4, 8}) {
         const double span = simulate(sched, p, m, 1.0, 2.0), work = 3.0 * static_cast<double>(m);
         const double bubble = (span - work) / span, theory = static_cast<double>(p - 1) / static_cast<double>(m + p - 1);
-        EXPECT_NEAR(bubble, theory, 1e-12) << mf::train::pipeline_schedule_name(sched) << " p=" << p << " m=" << m;
+        EXPECT_NEAR(bubble, theory, 1e-12) << mf::parallel::pipeline_schedule_name(sched) << " p=" << p << " m=" << m;
       }
 }
 
@@ -98,17 +98,17 @@ TEST(PipelineSchedule, InterleavedBubbleShrinksWithChunks) {
           EXPECT_EQ(a.back(), (PipelineAction{false, m - 1, 0}));
         }
       }
-  EXPECT_EQ(mf::train::actions_str(pipeline_actions(PipelineSchedule::kInterleaved1F1B, 2, 1, 2, 2)),
+  EXPECT_EQ(mf::parallel::actions_str(pipeline_actions(PipelineSchedule::kInterleaved1F1B, 2, 1, 2, 2)),
             "F0 F1 F0.1 B0.1 F1.1 B1.1 B0 B1");
   MFT_EXPECT_ERROR(pipeline_actions(PipelineSchedule::kInterleaved1F1B, 4, 0, 6, 2), "multiple of",
                    "train.dist.pipeline_parallel_size 4");
 }
 
 TEST(PipelineSchedule, SplitLayersAndBadInput) {
-  auto r = mf::train::split_layers(10, 4);
+  auto r = mf::parallel::split_layers(10, 4);
   EXPECT_EQ(r, (std::vector<std::pair<int64_t, int64_t>>{{0, 3}, {3, 6}, {6, 8}, {8, 10}}));
-  MFT_EXPECT_ERROR(mf::train::split_layers(3, 4), "model.num_layers 3", "4 stages");
-  MFT_EXPECT_ERROR(mf::train::parse_pipeline_schedule("zigzag"), "train.dist.pipeline_schedule", "gpipe, 1f1b, interleaved_1f1b");
+  MFT_EXPECT_ERROR(mf::parallel::split_layers(3, 4), "model.num_layers 3", "4 stages");
+  MFT_EXPECT_ERROR(mf::parallel::parse_pipeline_schedule("zigzag"), "train.dist.pipeline_schedule", "gpipe, 1f1b, interleaved_1f1b");
 }
 
 }  // namespace
@@ -119,16 +119,16 @@ namespace {
 // layer each; ties put more layers on earlier stages.
 TEST(PipelineSchedule, BalancedSplitCountsTheHead) {
   using V = std::vector<std::pair<int64_t, int64_t>>;
-  EXPECT_EQ(mf::train::balanced_split_layers(12, 2, 0.0, 0.0), (V{{0, 6}, {6, 12}}));
-  EXPECT_EQ(mf::train::balanced_split_layers(12, 2, 0.0, 5.4), (V{{0, 9}, {9, 12}}));  // GPT-2 small's head
-  EXPECT_EQ(mf::train::balanced_split_layers(12, 4, 0.0, 5.4), (V{{0, 4}, {4, 8}, {8, 11}, {11, 12}}));
-  EXPECT_EQ(mf::train::balanced_split_layers(5, 2, 0.0, 0.0), (V{{0, 3}, {3, 5}}));
-  EXPECT_EQ(mf::train::balanced_split_layers(4, 4, 0.0, 100.0), (V{{0, 1}, {1, 2}, {2, 3}, {3, 4}}));
-  EXPECT_EQ(mf::train::custom_split_layers({0, 0, 0, 1, 1, 2}, 6, 3), (V{{0, 3}, {3, 5}, {5, 6}}));
-  MFT_EXPECT_ERROR(mf::train::custom_split_layers({0, 2, 2}, 3, 3), "custom_pipeline_stage_id", "layer 1 is on stage 2");
-  MFT_EXPECT_ERROR(mf::train::custom_split_layers({0, 1}, 3, 2), "custom_pipeline_stage_id has 2 entries");
-  MFT_EXPECT_ERROR(mf::train::custom_split_layers({0, 0, 0}, 3, 2), "names 1 stages");
-  MFT_EXPECT_ERROR(mf::train::balanced_split_layers(3, 4, 0.0, 1.0), "model.num_layers 3");
+  EXPECT_EQ(mf::parallel::balanced_split_layers(12, 2, 0.0, 0.0), (V{{0, 6}, {6, 12}}));
+  EXPECT_EQ(mf::parallel::balanced_split_layers(12, 2, 0.0, 5.4), (V{{0, 9}, {9, 12}}));  // GPT-2 small's head
+  EXPECT_EQ(mf::parallel::balanced_split_layers(12, 4, 0.0, 5.4), (V{{0, 4}, {4, 8}, {8, 11}, {11, 12}}));
+  EXPECT_EQ(mf::parallel::balanced_split_layers(5, 2, 0.0, 0.0), (V{{0, 3}, {3, 5}}));
+  EXPECT_EQ(mf::parallel::balanced_split_layers(4, 4, 0.0, 100.0), (V{{0, 1}, {1, 2}, {2, 3}, {3, 4}}));
+  EXPECT_EQ(mf::parallel::custom_split_layers({0, 0, 0, 1, 1, 2}, 6, 3), (V{{0, 3}, {3, 5}, {5, 6}}));
+  MFT_EXPECT_ERROR(mf::parallel::custom_split_layers({0, 2, 2}, 3, 3), "custom_pipeline_stage_id", "layer 1 is on stage 2");
+  MFT_EXPECT_ERROR(mf::parallel::custom_split_layers({0, 1}, 3, 2), "custom_pipeline_stage_id has 2 entries");
+  MFT_EXPECT_ERROR(mf::parallel::custom_split_layers({0, 0, 0}, 3, 2), "names 1 stages");
+  MFT_EXPECT_ERROR(mf::parallel::balanced_split_layers(3, 4, 0.0, 1.0), "model.num_layers 3");
 }
 
 }  // namespace

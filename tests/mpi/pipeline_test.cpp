@@ -26,7 +26,7 @@ std::string shared_tmp_dir(mf::comm::Communicator& world, const char* what) {
 }
 
 struct PipelineRun {
-  mf::train::Trainer::PipelineStats stats;
+  mf::train::PipelineStats stats;
   int64_t stage = 0, stages = 1;
 };
 

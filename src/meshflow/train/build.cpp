@@ -6,7 +6,7 @@
 
 #include "meshflow/dist/device_mesh.h"
 #include "meshflow/models/model.h"
-#include "meshflow/train/pipeline_schedule.h"
+#include "meshflow/parallel/pipeline_schedule.h"
 
 namespace mf::train {
 
@@ -33,7 +33,7 @@ std::vector<std::pair<int64_t, int64_t>> pipeline_layers(const Config& c, int64_
     MF_CHECK(c.get_int("train.dist.virtual_pipeline_size") == 1,
              "train.dist.custom_pipeline_stage_id cannot be combined with train.dist.virtual_pipeline_size > 1");
     std::vector<int64_t> ids(custom.begin(), custom.end());
-    return custom_split_layers(ids, layers, virtual_stages);
+    return parallel::custom_split_layers(ids, layers, virtual_stages);
   }
   // A stage's cost is the larger of its shares of the compute and of the memory, each relative
   // to an even split. Compute: a layer is 12 C² + 2 T C multiply-adds per token, the head
@@ -58,7 +58,7 @@ std::vector<std::pair<int64_t, int64_t>> pipeline_layers(const Config& c, int64_
     compute_total += compute(k, 0, 1) * static_cast<double>(layers) / static_cast<double>(p);
     memory_total += memory(k, 0, 1) * static_cast<double>(layers) / static_cast<double>(p);
   }
-  return balanced_split_layers(layers, p, [&](int64_t k, int64_t a, int64_t b) {
+  return parallel::balanced_split_layers(layers, p, [&](int64_t k, int64_t a, int64_t b) {
     return std::max(compute(k, a, b) / compute_total, memory(k, a, b) / memory_total);
   });
 }
@@ -98,9 +98,9 @@ TrainOptions train_options(const Config& c, int world_size) {
   MF_CHECK(o.virtual_pipeline_size >= 1, "train.dist.virtual_pipeline_size must be >= 1, got ", o.virtual_pipeline_size);
   if (mesh.pipeline > 1) {
     pipeline_layers(c, mesh.pipeline * o.virtual_pipeline_size);
-    pipeline_actions(parse_pipeline_schedule(o.pipeline_schedule), mesh.pipeline, 0, accum, o.virtual_pipeline_size);
+    parallel::pipeline_actions(parallel::parse_pipeline_schedule(o.pipeline_schedule), mesh.pipeline, 0, accum, o.virtual_pipeline_size);
   } else {
-    parse_pipeline_schedule(o.pipeline_schedule);
+    parallel::parse_pipeline_schedule(o.pipeline_schedule);
   }
   o.log_period = c.get_int("train.log_period");
   o.seed = static_cast<uint64_t>(c.get_int("train.seed"));

@@ -16,7 +16,7 @@
 #include "meshflow/train/device_select.h"
 #include "meshflow/train/gpt_batches.h"
 #include "meshflow/train/log_hook.h"
-#include "meshflow/train/pipeline_schedule.h"
+#include "meshflow/parallel/pipeline_schedule.h"
 #include "meshflow/train/pretrained.h"
 
 namespace mf::train {

@@ -13,10 +13,12 @@
 #include "meshflow/random/generator.h"
 #include "meshflow/train/checkpoint.h"
 #include "meshflow/train/loss_scaler.h"
+#include "meshflow/train/pipeline_executor.h"
+#include "meshflow/parallel/grad_sync.h"
+#include "meshflow/parallel/groups.h"
 
 namespace mf::dist {
 class GradReducer;
-class ZeroShards;
 }
 
 namespace mf::train {
@@ -116,40 +118,28 @@ class Trainer {
           std::function<std::unique_ptr<BatchSource>()> make_valid_data);
   ~Trainer();
 
-  // Data and tensor parallelism. `dp`: the data-parallel group (every rank of it runs the same
-  // Trainer on the same model and options; the batch sources must already give each rank its
-  // slice of the global batch, as GptBatchSource(data, dp->rank(), dp->size()) does). The model's
-  // own tensor-parallel group (Model::tensor_parallel()) splits layers; `all` is every rank
-  // of the run (dp x tp), for barriers and for the gradients of tp-replicated parameters.
-  // Gradients are reduced by GradReducers overlapped with backward (mean over dp; replicated
-  // parameters' partial gradients also summed over tp); a loss replicated on the tp ranks is
-  // divided by tp before backward (boxing's gradient rule); dropout draws by logical position
-  // (random/batch_slice.h, the heads' offsets), so any layout reproduces the single-process run.
-  // Call before train(). Groups of one rank change nothing.
-  // Pipeline parallelism: the model is this rank's stage (Model::stage()), `pp` the ranks
-  // holding the other stages (same dp and tp index, ordered by stage), `world` every rank.
-  // Micro-batches are the accumulation steps, run in train.dist.pipeline_schedule's order;
-  // activations and their gradients move by send/recv on `pp`. `all` is then this stage's
-  // dp x tp group.
+  // The parallel layout (call once, before train(); groups of one rank change nothing). `dp`: the
+  // data-parallel group (every rank of it runs the same Trainer on the same model and options;
+  // the batch sources must already give each rank its slice of the global batch, as
+  // GptBatchSource(data, dp->rank(), dp->size()) does). The model's own tensor-parallel group
+  // (Model::tensor_parallel()) splits its layers; `all` is this stage's dp x tp ranks. Pipeline
+  // parallelism: the model is this rank's stage (Model::stage()), `pp` the ranks holding the
+  // other stages (same dp and tp index, ordered by stage), `world` every rank. Gradients are
+  // synchronised by parallel::GradSync (data-parallel buckets overlapped with backward, ZeRO,
+  // tied parameters); a loss replicated on the tp ranks is divided by tp before backward
+  // (boxing's gradient rule); dropout draws by logical position, so any layout reproduces the
+  // single-process run.
   void set_parallel(std::shared_ptr<comm::Communicator> dp, std::shared_ptr<comm::Communicator> all,
                     std::shared_ptr<comm::Communicator> pp = nullptr, std::shared_ptr<comm::Communicator> world = nullptr);
-  int64_t dp_size() const { return dp_ ? dp_->size() : 1; }
-  int64_t dp_rank() const { return dp_ ? dp_->rank() : 0; }
+  int64_t dp_size() const { return groups_.dp_size(); }
+  int64_t dp_rank() const { return groups_.dp_rank(); }
   int64_t tp_size() const { return model_->tensor_parallel().size(); }
-  bool is_main_rank() const { return world_ ? world_->rank() == 0 : (!all_ || all_->rank() == 0); }
-  int64_t pp_size() const { return pp_ ? pp_->size() : 1; }
-  // Pipeline, this stage, the last step: the most micro-batches whose activations were held at
-  // once (from the schedule); from the allocator: the bytes one micro-batch's forward kept and
-  // the peak of the kept activations (gradient buffers excluded); seconds spent waiting for
-  // the neighbours' activations and gradients (the bubble, as this stage sees it) and in all.
-  struct PipelineStats {
-    int64_t max_in_flight = 0;
-    int64_t micro_activation_bytes = 0, peak_activation_bytes = 0;
-    double wait_seconds = 0, step_seconds = 0;
-  };
-  const PipelineStats& last_pipeline_stats() const { return pipe_stats_; }
+  int64_t pp_size() const { return groups_.pp_size(); }
+  bool is_main_rank() const { return groups_.main_rank(); }
+  // Pipeline statistics of the last step (this stage).
+  const PipelineStats& last_pipeline_stats() const { return executor_.last_stats(); }
   // The reducer of the data-parallel gradients (of every parameter when tp == 1), or null.
-  const dist::GradReducer* grad_reducer() const { return reducer_.get(); }
+  const dist::GradReducer* grad_reducer() const { return sync_->grad_reducer(); }
 
   void add_hook(std::unique_ptr<HookBase> hook) { hooks_.push_back(std::move(hook)); }
   void train();
@@ -175,32 +165,9 @@ class Trainer {
 
  private:
   StepStats train_step();
-  double pipeline_step();             // one step's forwards and backwards (any pp); returns the loss sum
-  double sum_over_pp(double local);
-  double mean_over_dp(double local);  // the mean of a per-rank value over the dp group
   MemoryReport memory_report(int64_t peak) const;
-  // The logical gradient norm (before clipping) of gradients that hold grad_scale x the true ones.
-  double clip_gradients(double grad_scale = 1.0);
-  bool any_rank(bool local);          // true on every rank when `local` is true on one (all ranks)
-  uint64_t comm_bytes() const;        // bytes sent so far by this rank's groups
-  void barrier();
-  // Checkpoint entries: "model/<param>" and "optimizer/<param>.<slot>", each this rank's tensor
-  // and the region of the logical tensor it holds; `writer`: this rank saves it.
-  struct StateSlot {
-    std::string name;
-    Tensor local;
-    Shape logical;
-    TensorRegion region;
-    bool writer = false;
-  };
-  std::vector<StateSlot> state_slots();
-  comm::Communicator* everyone() const;  // every rank of the run (null: one process)
-  // This stage's copies of the model's tied parameters (models::Model::tied_parameters()).
-  std::vector<Tensor> tied_copies() const;
-  void sum_tied_gradients();  // pipeline: over the first and the last stage
-  // An empty buffer for the activation between pipeline stages: (rows, T, C), or this rank's
-  // (rows, T / tp, C) piece under sequence parallelism.
-  Tensor stage_activation(int64_t rows, int64_t seq_len) const;
+  // Builds the gradient synchronisation for groups_ and the optimizer over what it shards.
+  void build_sync();
   void run_hooks(const std::function<void(HookBase&)>& f);
   double device_peak_flops() const;  // one rank's
 
@@ -208,6 +175,9 @@ class Trainer {
   std::shared_ptr<models::Model> model_;
   std::unique_ptr<BatchSource> train_data_;
   std::function<std::unique_ptr<BatchSource>()> make_valid_data_;
+  parallel::Groups groups_;
+  std::unique_ptr<parallel::GradSync> sync_;
+  PipelineExecutor executor_;
   std::unique_ptr<optim::Optimizer> optimizer_;
   optim::LrScheduler scheduler_;
   std::vector<std::unique_ptr<HookBase>> hooks_;
@@ -216,22 +186,6 @@ class Trainer {
   Device device_ = cpu_device();
   LossScaler scaler_;
   int64_t skipped_iters_ = 0;
-  std::shared_ptr<comm::Communicator> dp_, all_, pp_, world_, embed_;
-  PipelineStats pipe_stats_;
-  std::unique_ptr<dist::GradReducer> reducer_, replicated_reducer_;
-  std::vector<bool> split_;  // per parameter: split over tp
-  // ZeRO: per parameter, the flat slice this dp rank updates (the optimizer holds these: a view
-  // of the parameter, or at stage 3 of the parameter segment), its start and length, and the
-  // parameter's index in model_->parameters().
-  struct ZeroShard {
-    Tensor param, shard;
-    int64_t start = 0, numel = 0;
-    size_t index = 0;
-  };
-  std::vector<ZeroShard> zero_;
-  std::unique_ptr<dist::ZeroShards> zero_shards_;                // stages 2 and 3
-  void set_zero(const std::vector<Tensor>& params);
-  void zero_step();                                              // the sharded update + all-gather
 };
 
 }  // namespace mf::train

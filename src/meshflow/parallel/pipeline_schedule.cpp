@@ -1,10 +1,10 @@
-#include "meshflow/train/pipeline_schedule.h"
+#include "meshflow/parallel/pipeline_schedule.h"
 
 #include <algorithm>
 
 #include "meshflow/core/error.h"
 
-namespace mf::train {
+namespace mf::parallel {
 
 PipelineSchedule parse_pipeline_schedule(const std::string& name) {
   if (name == "gpipe") return PipelineSchedule::kGpipe;
@@ -161,4 +161,4 @@ std::vector<std::pair<int64_t, int64_t>> custom_split_layers(const std::vector<i
   return r;
 }
 
-}  // namespace mf::train
+}  // namespace mf::parallel

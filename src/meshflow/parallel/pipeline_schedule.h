@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-namespace mf::train {
+namespace mf::parallel {
 
 enum class PipelineSchedule { kGpipe, k1F1B, kInterleaved1F1B };
 
@@ -59,4 +59,4 @@ std::vector<std::pair<int64_t, int64_t>> balanced_split_layers(int64_t layers, i
 std::vector<std::pair<int64_t, int64_t>> custom_split_layers(const std::vector<int64_t>& stage_of_layer, int64_t layers,
                                                              int64_t stages);
 
-}  // namespace mf::train
+}  // namespace mf::parallel

@@ -1,0 +1,249 @@
+#include "meshflow/parallel/grad_sync.h"
+
+#include <algorithm>
+#include <cmath>
+#include <unordered_map>
+
+#include "meshflow/autograd/grad_mode.h"
+#include "meshflow/dist/boxing.h"
+#include "meshflow/dist/grad_reducer.h"
+#include "meshflow/dist/sbp.h"
+#include "meshflow/dist/zero_shards.h"
+#include "meshflow/ops/ops.h"
+
+namespace mf::parallel {
+
+namespace {
+// The sum of the gradients' squares, as a double, on a GPU: each gradient's sum widened to f64 and
+// added there in order (as the host path adds their item()s), then read once — one
+// synchronisation instead of one per parameter.
+double sum_of_squares_on_device(const std::vector<Tensor>& grads) {
+  Tensor acc;
+  for (const Tensor& g : grads) {
+    Tensor s = cast(sum_squares(g), DType::kF64);
+    acc = acc.defined() ? add(acc, s) : s;
+  }
+  return acc.defined() ? acc.item() : 0.0;
+}
+}  // namespace
+
+GradSync::GradSync(nn::NamedTensors named, std::vector<bool> split, std::vector<nn::ParamUnit> units,
+                   std::vector<std::string> tied, Groups groups, GradSyncOptions opts)
+    : named_(std::move(named)), split_(std::move(split)), units_(std::move(units)), g_(std::move(groups)), opts_(opts) {
+  MF_CHECK(split_.size() == named_.size(), "GradSync: ", split_.size(), " split flags for ", named_.size(), " parameters");
+  optim::check_clip_norm_type(opts_.norm_type, "optim.clip_grad_norm_type");
+  tied_.assign(named_.size(), false);
+  tied_copy_.assign(named_.size(), false);
+  for (size_t k = 0; k < named_.size(); ++k) {
+    tied_[k] = std::find(tied.begin(), tied.end(), named_[k].first) != tied.end();
+    tied_copy_[k] = tied_[k] && g_.pp && g_.last_stage();
+  }
+  MF_CHECK(!g_.tp || (g_.all != nullptr && g_.all->size() == g_.dp_size() * g_.tp_size()), "GradSync: the group of all ",
+           "ranks (", g_.all ? g_.all->size() : 1, ") must be data_parallel_size x tensor_parallel_size = ",
+           g_.dp_size() * g_.tp_size());
+  const std::vector<Tensor> ps = params();
+  if (opts_.zero_stage >= 2 && g_.dp) {
+    dist::ZeroShards::Options o;
+    o.stage = opts_.zero_stage;
+    o.dp = g_.dp;
+    o.tp = g_.tp;
+    o.grad_scale = 1.0 / static_cast<double>(g_.dp_size());  // the mean over dp (replicated ones: then summed over tp)
+    std::vector<bool> replicated(ps.size());
+    for (size_t k = 0; k < ps.size(); ++k) replicated[k] = g_.tp && !split_[k];
+    zero_shards_ = std::make_unique<dist::ZeroShards>(ps, replicated, units_, o);
+    return;  // ZeRO 2 and 3 reduce the gradients themselves
+  }
+  if (!g_.tp) {
+    if (g_.dp) reducer_ = std::make_unique<dist::GradReducer>(ps, g_.dp, opts_.bucket_bytes);
+    return;
+  }
+  // Split parameters: exact local gradients, averaged over dp. Replicated ones: partial sums over
+  // tp (each tp rank saw loss / tp), so summed over dp x tp and divided by dp.
+  std::vector<Tensor> s, r;
+  for (size_t k = 0; k < ps.size(); ++k) (split_[k] ? s : r).push_back(ps[k]);
+  const double mean = 1.0 / static_cast<double>(g_.dp_size());
+  if (g_.dp && !s.empty()) reducer_ = std::make_unique<dist::GradReducer>(s, g_.dp, opts_.bucket_bytes, mean);
+  if (!r.empty()) replicated_reducer_ = std::make_unique<dist::GradReducer>(r, g_.all, opts_.bucket_bytes, mean);
+}
+
+GradSync::~GradSync() = default;
+
+std::vector<Tensor> GradSync::params() const {
+  std::vector<Tensor> out;
+  for (const auto& [name, t] : named_) out.push_back(t);
+  return out;
+}
+
+nn::ParamUseHooks* GradSync::param_use_hooks() const { return params_sliced() ? zero_shards_.get() : nullptr; }
+
+std::vector<optim::ParamGroup> GradSync::optimizer_groups(std::vector<optim::ParamGroup> groups) {
+  if (opts_.zero_stage < 1 || !g_.dp) return groups;
+  MF_CHECK(zero_.empty(), "GradSync: optimizer_groups() is called once");
+  // The optimizer sees this rank's flat slice of every parameter, under the parameter's name.
+  NoGradGuard ng;
+  const int n = g_.dp_size(), r = g_.dp_rank();
+  std::unordered_map<const TensorImpl*, size_t> index;
+  for (size_t k = 0; k < named_.size(); ++k) index[named_[k].second.impl()] = k;
+  for (auto& group : groups)
+    for (auto& [name, p] : group.params) {
+      const int64_t numel = p.numel();
+      MF_CHECK(numel >= n, "ZeRO: parameter '", name, "' has ", numel, " elements, fewer than the ", n,
+               " data-parallel ranks it is sharded over");
+      const size_t k = index.at(p.impl());
+      ParamShard z{p, Tensor(), dist::split_start(numel, n, r), dist::split_size(numel, n, r), k};
+      z.shard = zero_shards_ ? zero_shards_->shard(k) : narrow(reshape(p, {numel}), 0, z.start, z.numel);
+      zero_.push_back(z);
+      p = z.shard;
+    }
+  return groups;
+}
+
+void GradSync::prepare() {
+  for (auto* r : {reducer_.get(), replicated_reducer_.get()})
+    if (r) r->prepare();
+  if (zero_shards_) zero_shards_->prepare();
+}
+
+double GradSync::finish() {
+  double exposed = 0;
+  for (auto* r : {reducer_.get(), replicated_reducer_.get()})
+    if (r) {
+      r->finish();
+      exposed += r->last_timeline().exposed_s();
+    }
+  if (zero_shards_) {
+    zero_shards_->finish();
+    for (ParamShard& z : zero_) z.shard.set_grad(zero_shards_->shard_grad(z.index));
+  }
+  if (g_.tied) sum_tied_gradients();
+  return exposed;
+}
+
+void GradSync::sum_tied_gradients() {
+  // A tied parameter's copies on the first and the last stage: the sum of their gradients (of
+  // their ZeRO slices) on both.
+  NoGradGuard ng;
+  for (size_t k = 0; k < named_.size(); ++k) {
+    if (!tied_[k]) continue;
+    Tensor w = named_[k].second;
+    if (zero_shards_) {
+      for (ParamShard& z : zero_)
+        if (z.index == k) {
+          Tensor g = z.shard.grad();
+          g_.tied->all_reduce(g)->wait();
+        }
+      continue;
+    }
+    Tensor g = w.grad();
+    if (!g.defined()) g = zeros(w.shape(), w.dtype(), w.device());
+    g = contiguous(g);
+    g_.tied->all_reduce(g)->wait();
+    w.set_grad(g);
+  }
+}
+
+double GradSync::clip(double max_norm, double grad_scale) {
+  const double norm_type = opts_.norm_type;
+  const bool cpu = opts_.device.type == DeviceType::kCPU;
+  if (!zero_shards_ && !g_.tp && !g_.pp && cpu) return optim::clip_grad_norm(params(), max_norm, grad_scale, norm_type);
+  const bool inf_norm = norm_type != 2.0;
+  // The logical norm. L2: split pieces' squares summed over tp, replicated ones counted once, the
+  // stages' sums added (the last stage's copies of tied parameters left out). Under ZeRO 2/3 each
+  // rank holds its dp slice of every gradient: both sums are then also summed over dp. Infinity:
+  // the largest |element| of the same gradients, the max over tp, pp and dp instead.
+  NoGradGuard ng;
+  std::vector<Tensor> grads;    // what is clipped
+  std::vector<Tensor> counted;  // infinity norm: what the max runs over
+  Tensor ss = zeros({2}, DType::kF64);  // split, replicated (host)
+  std::vector<Tensor> on_device[2];     // a GPU run's gradients of each kind, summed there
+  auto add_grad = [&](const Tensor& g, size_t index) {
+    if (!g.defined()) return;
+    grads.push_back(g);
+    if (tied_copy_[index]) return;
+    if (inf_norm) {
+      counted.push_back(g);
+      return;
+    }
+    const int kind = g_.tp && split_[index] ? 0 : 1;  // without tp every parameter counts as replicated
+    if (cpu)
+      ss.data<double>()[kind] += sum_squares(g).item();
+    else
+      on_device[kind].push_back(g);
+  };
+  if (zero_shards_) {
+    for (const ParamShard& z : zero_) add_grad(z.shard.grad(), z.index);
+  } else {
+    for (size_t k = 0; k < named_.size(); ++k) add_grad(named_[k].second.grad(), k);
+  }
+  double norm = 0;
+  if (inf_norm) {
+    // Copies held alike (over dp, tp-replicated, the tied parameters' stages) are equal, so one
+    // max over every rank of the run is the logical one. NaN goes as a flag: MPI's max may drop it.
+    const double local = optim::max_abs(counted);
+    Tensor m = zeros({2}, DType::kF64);
+    m.data<double>()[0] = std::isnan(local) ? 0.0 : local;
+    m.data<double>()[1] = std::isnan(local) ? 1.0 : 0.0;
+    if (comm::Communicator* c = g_.everyone()) c->all_reduce(m, comm::ReduceOp::kMax)->wait();
+    norm = m.data<double>()[1] > 0 ? std::nan("") : m.data<double>()[0] / grad_scale;
+  } else {
+    if (!cpu)
+      for (int kind = 0; kind < 2; ++kind) ss.data<double>()[kind] = sum_of_squares_on_device(on_device[kind]);
+    if (zero_shards_) g_.dp->all_reduce(ss)->wait();
+    const double split_ss = sum_over(g_.tp.get(), ss.data<double>()[0]);
+    norm = std::sqrt(sum_over(g_.pp.get(), split_ss + ss.data<double>()[1])) / grad_scale;
+  }
+  if (max_norm > 0 && std::isfinite(norm) && norm > max_norm)
+    for (Tensor& g : grads) scale_(g, max_norm / (norm + 1e-6));
+  return norm;
+}
+
+void GradSync::update(optim::Optimizer& opt) {
+  if (zero_.empty()) return opt.step();
+  NoGradGuard ng;
+  if (!zero_shards_)  // ZeRO-1: the slices of the reduced gradients (ZeRO 2, 3: already sliced)
+    for (ParamShard& z : zero_) {
+      Tensor g = z.param.grad();
+      z.shard.set_grad(g.defined() ? narrow(reshape(contiguous(g), {z.param.numel()}), 0, z.start, z.numel) : Tensor());
+    }
+  opt.step();
+  for (ParamShard& z : zero_) z.shard.zero_grad();
+  if (opts_.zero_stage >= 3) return;  // the slices are the parameters
+  for (ParamShard& z : zero_) {  // every rank's updated slice to everyone: S(0) -> B
+    Tensor whole =
+        dist::box_axis(contiguous(z.shard), dist::Sbp::split(0), dist::Sbp::broadcast(), {z.param.numel()}, *g_.dp);
+    Tensor flat = reshape(z.param, {z.param.numel()});
+    copy_(flat, whole);
+  }
+}
+
+void GradSync::count_memory(const std::function<void(const Tensor&, int64_t&)>& count, int64_t& params_bytes,
+                            int64_t& grad_bytes) const {
+  for (const auto& [name, p] : named_) count(p, params_bytes);
+  for (const ParamShard& z : zero_) count(z.shard, params_bytes);
+  for (const auto& [name, p] : named_) count(p.grad(), grad_bytes);
+  if (zero_shards_)
+    grad_bytes += zero_shards_->grad_segment_bytes();  // ZeRO 2, 3: the reduced slices' buffers
+  else
+    for (const ParamShard& z : zero_) count(z.shard.grad(), grad_bytes);
+}
+
+int64_t GradSync::buffer_peak_bytes() const { return zero_shards_ ? zero_shards_->buffer_peak_bytes() : 0; }
+
+void GradSync::reset_buffer_peak() {
+  if (zero_shards_) zero_shards_->reset_buffer_peak();
+}
+
+uint64_t GradSync::comm_bytes() const {
+  uint64_t n = 0;
+  for (const auto* c : {g_.dp.get(), g_.all.get(), g_.tp.get()})
+    if (c) n += c->stats().total_bytes();
+  return n;
+}
+
+const ParamShard* GradSync::shard_of(size_t k) const {
+  for (const ParamShard& z : zero_)
+    if (z.index == k) return &z;
+  return nullptr;
+}
+
+}  // namespace mf::parallel

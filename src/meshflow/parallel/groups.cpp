@@ -1,0 +1,51 @@
+#include "meshflow/parallel/groups.h"
+
+#include "meshflow/ops/ops.h"
+
+namespace mf::parallel {
+
+Groups make_groups(comm::CommPtr dp, comm::CommPtr tp, comm::CommPtr all, comm::CommPtr pp, comm::CommPtr world,
+                   double timeout_seconds) {
+  Groups g;
+  auto keep = [&](comm::CommPtr c) -> comm::CommPtr {
+    if (!c) return nullptr;
+    c->set_timeout_seconds(timeout_seconds);
+    return c->size() > 1 ? std::move(c) : nullptr;
+  };
+  // The tp group's timeout is set even with one rank: the model's layers hold it.
+  if (tp) tp->set_timeout_seconds(timeout_seconds);
+  g.dp = keep(std::move(dp));
+  g.tp = tp && tp->size() > 1 ? std::move(tp) : nullptr;
+  g.all = keep(std::move(all));
+  g.pp = keep(std::move(pp));
+  g.world = keep(std::move(world));
+  if (g.pp) {
+    MF_CHECK(g.world != nullptr, "parallel groups: pipeline parallelism needs the world group");
+    g.tied = g.pp->sub_group({0, g.pp->size() - 1});
+  }
+  return g;
+}
+
+double sum_over(comm::Communicator* group, double local) {
+  if (!group) return local;
+  Tensor t = full({1}, local, DType::kF64);
+  group->all_reduce(t)->wait();
+  return t.data<double>()[0];
+}
+
+double mean_over(comm::Communicator* group, double local) {
+  return group ? sum_over(group, local) / static_cast<double>(group->size()) : local;
+}
+
+bool any_over(comm::Communicator* group, bool local) {
+  if (!group) return local;
+  Tensor t = full({1}, local ? 1.0 : 0.0, DType::kF64);
+  group->all_reduce(t, comm::ReduceOp::kMax)->wait();
+  return t.data<double>()[0] > 0;
+}
+
+void barrier(comm::Communicator* group) {
+  if (group) group->barrier()->wait();
+}
+
+}  // namespace mf::parallel

@@ -1,0 +1,152 @@
+#include "meshflow/train/pipeline_executor.h"
+
+#include <algorithm>
+#include <chrono>
+#include <optional>
+
+#include "meshflow/autograd/grad_mode.h"
+#include "meshflow/ops/ops.h"
+#include "meshflow/random/batch_slice.h"
+#include "meshflow/random/generator.h"
+#include "meshflow/tensor/allocator.h"
+
+namespace mf::train {
+
+namespace {
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+}  // namespace
+
+// The state of one pass over a step's actions. Virtual stage j = chunk * p + stage; its
+// neighbours are j - 1 and j + 1 (rank and chunk). A message's tag names the receiving chunk,
+// the micro-batch and the direction.
+struct PipelineExecutor::Run {
+  PipelineExecutor& ex;
+  const std::vector<Batch>& batches;
+  int64_t p, stage, v, T, rows;
+  bool training;
+  uint64_t stream0, streams_per_forward;
+  struct InFlight {
+    Tensor input, output;  // output: the loss on the last virtual stage
+  };
+  std::vector<InFlight> held;
+  std::vector<comm::WorkPtr> sends;
+  double loss_sum = 0;
+  Tensor loss_on_device;  // a GPU run's losses, summed there in f64 and read once at the end
+
+  int rank_of(int64_t j) const { return static_cast<int>(j % p); }
+  int tag(int64_t micro, int64_t chunk, int kind) const { return static_cast<int>((2 * (micro * v + chunk) + kind) % 32768); }
+  void timed_wait(const comm::WorkPtr& w) {
+    const auto t0 = std::chrono::steady_clock::now();
+    w->wait();
+    ex.stats_.wait_seconds += seconds_since(t0);
+  }
+
+  void forward(int64_t micro, int64_t chunk) {
+    const int64_t j = chunk * p + stage;
+    InFlight& f = held[static_cast<size_t>(micro * v + chunk)];
+    if (j == 0) {
+      f.input = batches[static_cast<size_t>(micro)].first;  // host ids: the embedding checks and uploads them
+    } else {
+      f.input = ex.stage_buffer(rows, T);
+      timed_wait(ex.g_.pp->recv(f.input, rank_of(j - 1), tag(micro, chunk, 0)));
+      if (training) f.input.set_requires_grad(true);
+    }
+    Tensor out = ex.model_->stage_forward(f.input, stream0 + static_cast<uint64_t>(micro) * streams_per_forward, T, chunk);
+    if (j + 1 < p * v) {
+      f.output = out;
+      sends.push_back(ex.g_.pp->send(contiguous(out.detach()), rank_of(j + 1), tag(micro, (j + 1) / p, 0)));
+      return;
+    }
+    f.output = ex.model_->head_loss(out, batches[static_cast<size_t>(micro)].second);
+    if (ex.device_.type == DeviceType::kCPU) {
+      loss_sum += f.output.item();
+    } else {  // no synchronisation per micro-batch: the host keeps queueing work
+      Tensor l = cast(f.output.detach(), DType::kF64);
+      loss_on_device = loss_on_device.defined() ? add(loss_on_device, l) : l;
+    }
+  }
+
+  void backward(int64_t micro, int64_t chunk, double backward_scale) {
+    const int64_t j = chunk * p + stage;
+    InFlight& f = held[static_cast<size_t>(micro * v + chunk)];
+    if (j + 1 == p * v) {
+      scale(f.output, backward_scale).backward();
+    } else {
+      Tensor g = ex.stage_buffer(rows, T);
+      timed_wait(ex.g_.pp->recv(g, rank_of(j + 1), tag(micro, chunk, 1)));
+      f.output.backward(g);
+    }
+    if (j > 0) sends.push_back(ex.g_.pp->send(contiguous(f.input.grad()), rank_of(j - 1), tag(micro, (j - 1) / p, 1)));
+    f = InFlight{};
+  }
+};
+
+PipelineExecutor::PipelineExecutor(models::Model& model, const parallel::Groups& groups, Device device)
+    : model_(&model), g_(groups), device_(device) {}
+
+Tensor PipelineExecutor::stage_buffer(int64_t rows, int64_t seq_len) const {
+  return empty(model_->activation_shape(rows, seq_len), model_->activation_dtype(device_), device_);
+}
+
+double PipelineExecutor::run(const std::vector<parallel::PipelineAction>& actions, const std::vector<Batch>& batches,
+                             int64_t seq_len, bool training, double backward_scale,
+                             const std::function<void()>& before_last_backward) {
+  Generator& gen = default_generator();
+  const int64_t v = model_->stage().num_chunks(), rows = batches.front().first.shape(0);
+  Run r{*this, batches, g_.pp_size(), g_.pp_rank(), v, seq_len, rows, training, gen.state().next_stream,
+        model_->streams_per_forward(), {}, {}, 0, {}};
+  r.held.resize(batches.size() * static_cast<size_t>(v));
+  auto& alloc = allocator_for(device_);
+  const std::vector<Tensor> params = model_->parameters();
+  auto activation_bytes = [&, base = alloc.stats().current_bytes] {
+    int64_t grads = 0;
+    for (const Tensor& t : params)
+      if (t.grad().defined()) grads += static_cast<int64_t>(t.grad().nbytes());
+    return alloc.stats().current_bytes - base - grads;
+  };
+  for (size_t n = 0; n < actions.size(); ++n) {
+    const parallel::PipelineAction& a = actions[n];
+    // This rank's rows [r * rows, (r + 1) * rows) of the global micro-batch: dropout draws theirs.
+    std::optional<BatchSliceGuard> slice;
+    if (training && g_.dp) slice.emplace(g_.dp_rank() * rows, g_.dp_size() * rows);
+    if (a.forward) {
+      r.forward(a.micro, a.chunk);
+      if (!training) continue;
+      const int64_t held_bytes = activation_bytes();
+      if (stats_.micro_activation_bytes == 0) stats_.micro_activation_bytes = held_bytes;
+      stats_.peak_activation_bytes = std::max(stats_.peak_activation_bytes, held_bytes);
+    } else {
+      // The stage's last backward makes its gradients final (interleaved: chunks other than 0
+      // finished earlier; their buckets are reduced after the step).
+      if (n + 1 == actions.size() && before_last_backward) before_last_backward();
+      r.backward(a.micro, a.chunk, backward_scale);
+    }
+  }
+  for (auto& w : r.sends) r.timed_wait(w);
+  if (training) gen.set_state({gen.seed(), r.stream0 + static_cast<uint64_t>(batches.size()) * r.streams_per_forward});
+  return r.loss_on_device.defined() ? r.loss_on_device.item() : r.loss_sum;
+}
+
+double PipelineExecutor::train(const std::vector<Batch>& batches, parallel::PipelineSchedule schedule, int64_t seq_len,
+                               double backward_scale, const std::function<void()>& before_last_backward) {
+  const int64_t m = static_cast<int64_t>(batches.size()), v = model_->stage().num_chunks();
+  const auto actions =
+      parallel::pipeline_actions(g_.pp ? schedule : parallel::PipelineSchedule::k1F1B, g_.pp_size(), g_.pp_rank(), m, v);
+  stats_ = PipelineStats{};
+  stats_.max_in_flight = parallel::max_in_flight(actions);
+  const auto t0 = std::chrono::steady_clock::now();
+  const double loss = run(actions, batches, seq_len, true, backward_scale, before_last_backward);
+  stats_.step_seconds = seconds_since(t0);
+  return loss;
+}
+
+double PipelineExecutor::evaluate(const Batch& batch) {
+  NoGradGuard ng;
+  std::vector<parallel::PipelineAction> forwards;  // every chunk's forward, in order
+  for (int64_t chunk = 0; chunk < model_->stage().num_chunks(); ++chunk) forwards.push_back({true, 0, chunk});
+  return run(forwards, {batch}, batch.first.shape(1), false, 1.0, nullptr);
+}
+
+}  // namespace mf::train

@@ -1,0 +1,59 @@
+// The pipeline executor: runs a step's micro-batches through this rank's pipeline stage(s) in the
+// schedule's order (GPipe, 1F1B, interleaved 1F1B; parallel/pipeline_schedule.h), moving
+// activations and their gradients between stages by send/recv on the pipeline group. Without
+// pipeline parallelism it is one stage running 1F1B: forward and backward of each micro-batch in
+// turn. Training and evaluation run through the same loop (evaluation: forwards only).
+#pragma once
+#include <functional>
+#include <utility>
+#include <vector>
+
+#include "meshflow/models/model.h"
+#include "meshflow/parallel/groups.h"
+#include "meshflow/parallel/pipeline_schedule.h"
+
+namespace mf::train {
+
+// This stage, the last step: the most micro-batches whose activations were held at once (from
+// the schedule); from the allocator: the bytes one micro-batch's forward kept and the peak of the
+// kept activations (gradient buffers excluded); seconds spent waiting for the neighbours'
+// activations and gradients (the bubble, as this stage sees it) and in all.
+struct PipelineStats {
+  int64_t max_in_flight = 0;
+  int64_t micro_activation_bytes = 0, peak_activation_bytes = 0;
+  double wait_seconds = 0, step_seconds = 0;
+};
+
+class PipelineExecutor {
+ public:
+  using Batch = std::pair<Tensor, Tensor>;  // (ids, labels), (B, T) host tensors
+  // `model` is this rank's stage; `groups.pp` its pipeline group (null: one stage), `groups.dp`
+  // the data-parallel group whose batch slice this rank's rows are.
+  PipelineExecutor(models::Model& model, const parallel::Groups& groups, Device device);
+
+  // One step's forwards and backwards of `batches` (the micro-batches, each `rows` rows of this
+  // data-parallel rank) in `schedule`'s order. The losses are multiplied by backward_scale before
+  // backward; `before_last_backward` runs before this stage's last backward (the gradients it
+  // makes are final). Random streams: micro-batch i draws streams from the default generator's
+  // next stream + i x the model's streams per forward, which the generator is left past.
+  // Returns the sum of the micro-batch losses (0 on a stage without the head).
+  double train(const std::vector<Batch>& batches, parallel::PipelineSchedule schedule, int64_t seq_len,
+               double backward_scale, const std::function<void()>& before_last_backward);
+  // The loss of one batch, forwards only, in eval mode without gradients (0 on a stage without
+  // the head).
+  double evaluate(const Batch& batch);
+  const PipelineStats& last_stats() const { return stats_; }
+
+ private:
+  struct Run;
+  double run(const std::vector<parallel::PipelineAction>& actions, const std::vector<Batch>& batches, int64_t seq_len,
+             bool training, double backward_scale, const std::function<void()>& before_last_backward);
+  Tensor stage_buffer(int64_t rows, int64_t seq_len) const;
+
+  models::Model* model_;
+  parallel::Groups g_;
+  Device device_;
+  PipelineStats stats_;
+};
+
+}  // namespace mf::train
