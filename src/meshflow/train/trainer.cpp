@@ -155,9 +155,13 @@ void Trainer::set_zero(const std::vector<Tensor>& params) {
 }
 
 uint64_t Trainer::comm_bytes() const {
+  // Every group this rank communicates on, each once: gradients (dp, dp x tp), the layers' tp
+  // collectives, pipeline sends, the tied embedding's stages, the run-wide checks.
+  const comm::Communicator* groups[] = {dp_.get(),   all_.get(),   model_->tensor_parallel().comm.get(),
+                                        pp_.get(),   embed_.get(), world_.get()};
   uint64_t n = 0;
-  for (const auto* c : {dp_.get(), all_.get(), model_->tensor_parallel().comm.get()})
-    if (c) n += c->stats().total_bytes();
+  for (size_t i = 0; i < std::size(groups); ++i)
+    if (groups[i] && std::find(groups, groups + i, groups[i]) == groups + i) n += groups[i]->stats().total_bytes();
   return n;
 }
 
@@ -442,9 +446,14 @@ StepStats Trainer::train_step() {
     }
   if (zero_shards_) {
     zero_shards_->finish();
+    exposed += zero_shards_->last_exposed_s();
     for (ZeroShard& z : zero_) z.shard.set_grad(zero_shards_->shard_grad(z.index));
   }
-  if (embed_) sum_tied_gradients();
+  if (embed_) {  // the tied embedding's sum over the first and last stage: after backward, all exposed
+    const auto t_embed = std::chrono::steady_clock::now();
+    sum_tied_gradients();
+    exposed += std::chrono::duration<double>(std::chrono::steady_clock::now() - t_embed).count();
+  }
   loss_sum = mean_over_dp(sum_over_pp(loss_sum));
   // Mixed precision: gradients with an inf or NaN on any rank skip the update (parameters,
   // optimizer state and its step count unchanged; the iteration and the data advance), as
@@ -473,7 +482,7 @@ StepStats Trainer::train_step() {
   s.mfu = peak_flops_ > 0 ? s.tokens_per_sec * model_->flops_per_token(opts_.seq_length) / peak_flops_ : 0.0;
   s.peak_bytes = allocator_for(device_).stats().peak_bytes;
   s.memory = memory_report(s.peak_bytes);
-  s.comm_bytes = static_cast<int64_t>(comm_bytes() - comm_bytes0);
+  s.comm_bytes_est = static_cast<int64_t>(comm_bytes() - comm_bytes0);
   s.exposed_comm_s = exposed;
   s.loss_scale = loss_scale;
   s.skipped = skip;
