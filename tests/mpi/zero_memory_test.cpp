@@ -2,7 +2,8 @@
 // allocator holds after a training step follow the ZeRO paper's formulas for Ψ parameters and
 // N ranks (f32 with AdamW: stage 0 16Ψ, 1 4Ψ + 4Ψ + 8Ψ/N, 2 4Ψ + 12Ψ/N, 3 16Ψ/N), within 5%,
 // and the trainer's memory report splits them the same way; with bf16 and f32 master weights the
-// K = 12 forms. Saving and loading a checkpoint allocate nothing beyond the state.
+// K = 12 forms; every stage reports the gradient reduction's exposed time (StepStats). Saving
+// and loading a checkpoint allocate nothing beyond the state.
 #include <unistd.h>
 
 #include <filesystem>
@@ -24,15 +25,19 @@ struct Bytes {
   double total = 0;  // allocator: bytes held after the step, over those held before the model
   mf::train::MemoryReport report;
   double psi = 0;    // parameters of the model
+  double exposed_comm_s = -1;  // the step's gradient reduction not hidden behind backward
 };
 
 class LastStep final : public mf::train::HookBase {
  public:
-  explicit LastStep(mf::train::MemoryReport* out) : out_(out) {}
-  void after_step(mf::train::Trainer&, const mf::train::StepStats& s) override { *out_ = s.memory; }
+  explicit LastStep(Bytes* out) : out_(out) {}
+  void after_step(mf::train::Trainer&, const mf::train::StepStats& s) override {
+    out_->report = s.memory;
+    out_->exposed_comm_s = s.exposed_comm_s;
+  }
 
  private:
-  mf::train::MemoryReport* out_;
+  Bytes* out_;
 };
 
 struct Peaks {
@@ -70,7 +75,7 @@ Bytes model_state_bytes(int stage, Peaks* checkpoint_peaks = nullptr, DType dtyp
     o.zero_stage = stage;
     mf::train::Trainer t(o, model, std::make_unique<mf::train::SyntheticBatchSource>(c.vocab_size, 8),
                          [&] { return std::make_unique<mf::train::SyntheticBatchSource>(c.vocab_size, 8); });
-    t.add_hook(std::make_unique<LastStep>(&b.report));
+    t.add_hook(std::make_unique<LastStep>(&b));
     t.set_parallel(world, world);
     t.train();
     b.total = static_cast<double>(alloc.stats().current_bytes - base);
@@ -109,6 +114,10 @@ void check_formulas(DType dtype, double param_bytes, double grad_bytes, double o
     expect_near_rel(static_cast<double>(b.report.parameters), p * psi, "parameters", stage);
     expect_near_rel(static_cast<double>(b.report.gradients), g * psi, "gradients", stage);
     expect_near_rel(static_cast<double>(b.report.optimizer_state), os * psi, "optimizer state", stage);
+    // Every stage reduces gradients after backward (buckets, or ZeRO 2/3's reduce-scatters) and
+    // reports the wait: some time, less than the whole test.
+    EXPECT_GT(b.exposed_comm_s, 0.0) << "ZeRO stage " << stage;
+    EXPECT_LT(b.exposed_comm_s, 60.0) << "ZeRO stage " << stage;
     if (mf::comm::mpi_world()->rank() == 0)
       std::printf("%s ZeRO stage %d, N=%d: model states %.0f bytes = %.3f x 16 psi (formula %.3f)\n",
                   mf::dtype_name(dtype), stage, static_cast<int>(n), b.total, b.total / (16 * psi), (p + g + os) / 16);

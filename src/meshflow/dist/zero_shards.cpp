@@ -1,6 +1,7 @@
 #include "meshflow/dist/zero_shards.h"
 
 #include <algorithm>
+#include <chrono>
 
 #include "meshflow/autograd/grad_mode.h"
 #include "meshflow/autograd/node.h"
@@ -37,6 +38,7 @@ struct ZeroShards::State {
   std::vector<std::vector<int>> unit_groups;  // per unit (position in `units`): the groups it uses
   bool armed = false;
   int64_t buffer_bytes = 0, buffer_peak = 0;  // pack and gather buffers alive now / at most
+  double exposed_s = 0;                       // the last finish(): packing what was left and waiting
 
   void hold(Tensor& slot, Tensor t) {
     drop(slot);
@@ -282,6 +284,7 @@ void ZeroShards::prepare() {
 void ZeroShards::finish() {
   State& s = *state_;
   MF_CHECK(s.armed, "ZeroShards::finish without prepare()");
+  const auto t0 = std::chrono::steady_clock::now();
   for (size_t k = 0; k < s.params.size(); ++k)  // parameters without a gradient count as zeros
     if (!s.filled[k]) s.fill(k);
   for (auto& G : s.groups) {
@@ -293,6 +296,7 @@ void ZeroShards::finish() {
       s.opts.tp->all_reduce(tail)->wait();
     }
   }
+  s.exposed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (s.opts.stage == 3) release_all();
   s.armed = false;
 }
@@ -322,6 +326,8 @@ void ZeroShards::release_all() {
   if (state_->opts.stage != 3) return;
   for (int g = 0; g < num_groups(); ++g) state_->release(g);
 }
+
+double ZeroShards::last_exposed_s() const { return state_->exposed_s; }
 
 int ZeroShards::num_groups() const { return static_cast<int>(state_->groups.size()); }
 

@@ -65,6 +65,9 @@ class ZeroShards final : public nn::ParamUseHooks {
 
   void prepare();  // arms the gradient reduction for the step's last backward pass
   void finish();   // reduces what is left, waits; every dp (and tp) rank must call it
+  // Seconds the last finish() took to pack what was left and wait for the reductions: the
+  // gradient communication not hidden behind backward (as GradReducer's exposed_s()).
+  double last_exposed_s() const;
 
   // ParamUseHooks (stage 3; no-ops at stage 2).
   void enter(int64_t unit) override;

@@ -1,6 +1,8 @@
 #include "meshflow/parallel/grad_sync.h"
 
 #include <algorithm>
+#include <chrono>
+#include <iterator>
 #include <cmath>
 #include <unordered_map>
 
@@ -113,9 +115,14 @@ double GradSync::finish() {
     }
   if (zero_shards_) {
     zero_shards_->finish();
+    exposed += zero_shards_->last_exposed_s();
     for (ParamShard& z : zero_) z.shard.set_grad(zero_shards_->shard_grad(z.index));
   }
-  if (g_.tied) sum_tied_gradients();
+  if (g_.tied) {  // the tied parameters' sum over the first and last stage: after backward, all exposed
+    const auto t0 = std::chrono::steady_clock::now();
+    sum_tied_gradients();
+    exposed += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
   return exposed;
 }
 
@@ -234,9 +241,13 @@ void GradSync::reset_buffer_peak() {
 }
 
 uint64_t GradSync::comm_bytes() const {
+  // Every group this rank communicates on, each once: gradients (dp, dp x tp), the layers' tp
+  // collectives, pipeline sends, the tied parameters' stages, the run-wide checks.
+  const comm::Communicator* groups[] = {g_.dp.get(), g_.all.get(), g_.tp.get(),
+                                        g_.pp.get(), g_.tied.get(), g_.world.get()};
   uint64_t n = 0;
-  for (const auto* c : {g_.dp.get(), g_.all.get(), g_.tp.get()})
-    if (c) n += c->stats().total_bytes();
+  for (size_t i = 0; i < std::size(groups); ++i)
+    if (groups[i] && std::find(groups, groups + i, groups[i]) == groups + i) n += groups[i]->stats().total_bytes();
   return n;
 }
 

@@ -68,7 +68,8 @@ class GradSync {
 
   void prepare();  // before the step's last backward: arms the overlapped reductions
   // After backward: completes the reductions, sums the tied copies. Returns the seconds of
-  // reduction that backward did not hide.
+  // gradient communication that backward did not hide (the buckets' and ZeRO's waits after
+  // backward, and the tied sum, which runs after it).
   double finish();
   // The logical gradient norm of gradients that hold grad_scale x the true ones (before
   // clipping), and the clipping of every gradient to max_norm (<= 0: none).
@@ -82,8 +83,8 @@ class GradSync {
   void count_memory(const std::function<void(const Tensor&, int64_t&)>& count, int64_t& params, int64_t& grads) const;
   int64_t buffer_peak_bytes() const;
   void reset_buffer_peak();
-  // Bytes of this rank's collectives so far, counted by the communicators from the message sizes
-  // (CommStats).
+  // Bytes a ring algorithm sends for this rank's collectives and sends so far, over every group
+  // it uses (each once), estimated from the message sizes (CommStats).
   uint64_t comm_bytes() const;
 
   // Checkpoint layout: parameter k's ZeRO slice, or null without ZeRO; whether ZeRO-3 holds the

@@ -71,8 +71,10 @@ void LoggingHook::after_step(Trainer& t, const StepStats& s) {
     fields["loss_scale"] = s.loss_scale;
     fields["skipped_iters"] = s.skipped_iters;
   }
-  if (t.dp_size() * t.tp_size() > 1) {  // the last step's gradient reduction: bytes sent, time not hidden by backward
-    fields["comm_bytes"] = s.comm_bytes;
+  if (t.dp_size() * t.tp_size() * t.pp_size() > 1) {
+    // The last step: bytes a ring algorithm sends for this rank's communication (estimated from
+    // tensor sizes), and the gradient-reduction time not hidden behind backward.
+    fields["comm_bytes_est"] = s.comm_bytes_est;
     fields["exposed_comm_time"] = s.exposed_comm_s;
   }
   metrics_->write(fields);

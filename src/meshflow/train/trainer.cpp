@@ -165,7 +165,7 @@ StepStats Trainer::train_step() {
   s.mfu = peak_flops_ > 0 ? s.tokens_per_sec * model_->flops_per_token(opts_.seq_length) / peak_flops_ : 0.0;
   s.peak_bytes = allocator_for(device_).stats().peak_bytes;
   s.memory = memory_report(s.peak_bytes);
-  s.comm_bytes = static_cast<int64_t>(sync_->comm_bytes() - comm_bytes0);
+  s.comm_bytes_est = static_cast<int64_t>(sync_->comm_bytes() - comm_bytes0);
   s.exposed_comm_s = exposed;
   s.loss_scale = loss_scale;
   s.skipped = skip;

@@ -86,9 +86,14 @@ struct StepStats {
   double loss = 0, lr = 0, grad_norm = 0;
   double step_seconds = 0, tokens_per_sec = 0, mfu = 0;
   int64_t peak_bytes = 0;
-  int64_t comm_bytes = 0;       // bytes this rank sent in the step's collectives (ring accounting)
+  // Bytes a ring algorithm sends for this rank's collectives and sends of the step (every group:
+  // dp, tp, pp): estimated from the tensors' sizes (comm::CommStats), not measured on the wire.
+  int64_t comm_bytes_est = 0;
   MemoryReport memory;
-  double exposed_comm_s = 0;    // gradient reduction time not hidden behind backward
+  // Seconds the step waited for its gradient reductions after backward (data-parallel buckets,
+  // ZeRO 2/3 reduce-scatters, the tied parameters' sum over the first and last pipeline stage):
+  // the gradient communication not hidden behind backward.
+  double exposed_comm_s = 0;
   // Mixed precision: the loss scale the step ran with (1 without fp16 scaling), whether its
   // gradients overflowed so that the update was skipped, and the skipped steps so far.
   double loss_scale = 1;
