@@ -13,11 +13,11 @@
 #include <string>
 
 #include "meshflow/comm/mpi/mpi_communicator.h"
-#include "meshflow/dist/sbp.h"
+#include "meshflow/global/sbp.h"
 #include "meshflow/models/gpt2/model.h"
 #include "meshflow/ops/ops.h"
 #include "meshflow/tensor/allocator.h"
-#include "meshflow/train/checkpoint.h"
+#include "meshflow/io/checkpoint.h"
 
 namespace {
 double seconds_since(std::chrono::steady_clock::time_point t0) {
@@ -41,14 +41,14 @@ int main(int argc, char** argv) {
   model.init_weights(1);
   auto& alloc = mf::allocator_for(mf::cpu_device());
   // Every tensor's flat slice r (parameter, exp_avg, exp_avg_sq), as ZeRO holds them.
-  std::vector<mf::train::ShardPiece> mine;
+  std::vector<mf::io::ShardPiece> mine;
   int64_t total_bytes = 0;
   for (const auto& [name, p] : model.named_parameters()) {
     const int64_t numel = p.numel();
     total_bytes += 3 * static_cast<int64_t>(p.nbytes());
-    mf::train::TensorRegion region = mf::train::TensorRegion::whole(p.shape());
-    region.flat_start = mf::dist::split_start(numel, n, r);
-    region.flat_length = mf::dist::split_size(numel, n, r);
+    mf::io::TensorRegion region = mf::io::TensorRegion::whole(p.shape());
+    region.flat_start = mf::global::split_start(numel, n, r);
+    region.flat_length = mf::global::split_size(numel, n, r);
     mf::Tensor flat = mf::reshape(p.detach(), {numel});
     for (const char* slot : {"", ".exp_avg", ".exp_avg_sq"})
       mine.push_back({std::string(*slot ? "optimizer/" : "model/") + name + slot,
@@ -60,10 +60,10 @@ int main(int argc, char** argv) {
   int64_t base = alloc.stats().current_bytes;
   alloc.reset_peak();
   auto t0 = std::chrono::steady_clock::now();
-  mf::train::write_checkpoint_shards(world.get(), dir, {}, "", {{"dp", n}}, mine, 1);
+  mf::io::write_checkpoint_shards(world.get(), dir, {}, "", {{"dp", n}}, mine, 1);
   const double save_s = seconds_since(t0);
   const double save_extra_mb = static_cast<double>(alloc.stats().peak_bytes - base) / 1e6;
-  auto reader = mf::train::CheckpointReader::open_latest(dir);
+  auto reader = mf::io::CheckpointReader::open_latest(dir);
   t0 = std::chrono::steady_clock::now();
   reader->verify(world.get());
   if (world) world->barrier()->wait();
@@ -75,9 +75,9 @@ int main(int argc, char** argv) {
   t0 = std::chrono::steady_clock::now();
   for (auto& piece : mine) {
     const int64_t numel = mf::shape_numel(piece.logical);
-    mf::train::TensorRegion region = mf::train::TensorRegion::whole(piece.logical);
-    region.flat_start = mf::dist::split_start(numel, n, other);
-    region.flat_length = mf::dist::split_size(numel, n, other);
+    mf::io::TensorRegion region = mf::io::TensorRegion::whole(piece.logical);
+    region.flat_start = mf::global::split_start(numel, n, other);
+    region.flat_length = mf::global::split_size(numel, n, other);
     mf::Tensor into = region.flat_length == piece.data.numel() ? piece.data : mf::empty({region.flat_length});
     reader->read(piece.name, region, into);
   }

@@ -14,7 +14,7 @@
 #include <cstdlib>
 
 #include "meshflow/comm/mpi/mpi_communicator.h"
-#include "meshflow/dist/grad_reducer.h"
+#include "meshflow/parallel/grad_reducer.h"
 #include "meshflow/models/gpt2/model.h"
 #include "meshflow/optim/optimizer.h"
 #include "meshflow/random/philox.h"
@@ -47,7 +47,7 @@ int main(int argc, char** argv) {
   mf::models::Gpt2Model model(c);
   model.init_weights(1);
   mf::optim::AdamW opt(mf::optim::default_param_groups(model, 0.1), 6e-4, 0.9, 0.95, 1e-8);
-  mf::dist::GradReducer reducer(model.parameters(), world, static_cast<int64_t>(bucket_mb * (1 << 20)));
+  mf::parallel::GradReducer reducer(model.parameters(), world, static_cast<int64_t>(bucket_mb * (1 << 20)));
   std::vector<int64_t> ids(static_cast<size_t>(B * T)), labels(ids.size());
   for (size_t i = 0; i < ids.size(); ++i) {  // each rank its own rows
     ids[i] = static_cast<int64_t>(mf::philox_uniform(1, static_cast<uint64_t>(2 * rank), i) * c.vocab_size);
@@ -77,7 +77,7 @@ int main(int argc, char** argv) {
       const double exposed_s = elapsed(t0) - bwd_end;  // reduction still running after backward returned
       opt.step();
       const double step_s = elapsed(t0), bwd_s = bwd_end - fwd_s;
-      const mf::dist::ReduceTimeline& tl = reducer.last_timeline();
+      const mf::parallel::ReduceTimeline& tl = reducer.last_timeline();
       if (rank == 0) {
         std::printf("[%s] step %d: forward %.3f s, backward %.3f s, step %.3f s; exposed communication %.4f s = %.2f%% "
                     "of the step\n",

@@ -12,7 +12,7 @@
 #include "meshflow/nn/layers.h"
 #include "meshflow/optim/optimizer.h"
 #include "meshflow/random/philox.h"
-#include "meshflow/train/loss_scaler.h"
+#include "meshflow/optim/loss_scaler.h"
 #include "meshflow/train/build.h"
 #include "meshflow/train/trainer.h"
 #include "testing.h"
@@ -210,13 +210,13 @@ TEST(Amp, Bf16GptGradientsMatchF64) {
 }
 
 TEST(Amp, LossScalerBacksOffWithHysteresisAndGrows) {
-  mf::train::LossScalerOptions o;
+  mf::optim::LossScalerOptions o;
   o.enabled = true;
   o.initial_scale = 1024;
   o.window = 3;
   o.hysteresis = 2;
   o.min_scale = 256;
-  mf::train::LossScaler s(o);
+  mf::optim::LossScaler s(o);
   EXPECT_EQ(s.scale(), 1024);
   s.update(true);  // first overflow: tolerated
   EXPECT_EQ(s.scale(), 1024);
@@ -238,11 +238,11 @@ TEST(Amp, LossScalerBacksOffWithHysteresisAndGrows) {
   s.update(false);
   EXPECT_EQ(s.scale(), 512);
   o.fixed_scale = 128;
-  mf::train::LossScaler fixed(o);
+  mf::optim::LossScaler fixed(o);
   fixed.update(true);
   fixed.update(true);
   EXPECT_EQ(fixed.scale(), 128);
-  MFT_EXPECT_ERROR(mf::train::LossScaler([&] { auto b = o; b.hysteresis = 0; return b; }()), "train.amp.hysteresis");
+  MFT_EXPECT_ERROR(mf::optim::LossScaler([&] { auto b = o; b.hysteresis = 0; return b; }()), "train.amp.hysteresis");
 }
 
 TEST(Amp, ConfigKeysSelectTheParameterDtypeAndTheScaler) {

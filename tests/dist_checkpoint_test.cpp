@@ -10,9 +10,9 @@
 
 #include "data_testing.h"
 #include "meshflow/core/atomic_file.h"
-#include "meshflow/dist/sbp.h"
+#include "meshflow/global/sbp.h"
 #include "meshflow/tensor/allocator.h"
-#include "meshflow/train/checkpoint.h"
+#include "meshflow/io/checkpoint.h"
 #include "testing.h"
 
 namespace {
@@ -21,8 +21,8 @@ namespace fs = std::filesystem;
 using mf::DType;
 using mf::Shape;
 using mf::Tensor;
-using mf::train::ShardPiece;
-using mf::train::TensorRegion;
+using mf::io::ShardPiece;
+using mf::io::TensorRegion;
 
 // A tensor whose element i is i (exact in f64 and, for small i, in f32).
 Tensor iota(const Shape& s) {
@@ -57,14 +57,14 @@ std::vector<TensorRegion> layout(const Shape& view, int64_t axis, int tp, int dp
     TensorRegion box = TensorRegion::whole(view);
     if (axis >= 0) {
       box.axis = axis;
-      box.start = mf::dist::split_start(view[static_cast<size_t>(axis)], tp, t);
-      box.length = mf::dist::split_size(view[static_cast<size_t>(axis)], tp, t);
+      box.start = mf::global::split_start(view[static_cast<size_t>(axis)], tp, t);
+      box.length = mf::global::split_size(view[static_cast<size_t>(axis)], tp, t);
     }
     const int64_t n = box.box_numel();
     for (int d = 0; d < dp; ++d) {
       TensorRegion r = box;
-      r.flat_start = mf::dist::split_start(n, dp, d);
-      r.flat_length = mf::dist::split_size(n, dp, d);
+      r.flat_start = mf::global::split_start(n, dp, d);
+      r.flat_length = mf::global::split_size(n, dp, d);
       out.push_back(r);
     }
   }
@@ -91,8 +91,8 @@ TEST(CheckpointFormat, RegionsWrittenUnderOneLayoutReadUnderAnother) {
       layout(grouped, 1, 3, 1), layout(logical, -1, 1, 5)};
   for (size_t src = 0; src < layouts.size(); ++src) {
     mft::TempDir dir;
-    mf::train::write_checkpoint_shards(nullptr, dir.path().string(), {}, "", {}, pieces_of("w", w, layouts[src]), 1);
-    auto reader = mf::train::CheckpointReader::open_latest(dir.path().string());
+    mf::io::write_checkpoint_shards(nullptr, dir.path().string(), {}, "", {}, pieces_of("w", w, layouts[src]), 1);
+    auto reader = mf::io::CheckpointReader::open_latest(dir.path().string());
     ASSERT_TRUE(reader.has_value());
     reader->verify(nullptr);
     EXPECT_EQ(reader->shape("w"), logical);
@@ -113,8 +113,8 @@ TEST(CheckpointFormat, RegionsWrittenUnderOneLayoutReadUnderAnother) {
       std::vector<ShardPiece> some = pieces_of("w", w, layouts[src]);
       some.pop_back();
       mft::TempDir d2;
-      mf::train::write_checkpoint_shards(nullptr, d2.path().string(), {}, "", {}, some, 1);
-      auto r2 = mf::train::CheckpointReader::open_latest(d2.path().string());
+      mf::io::write_checkpoint_shards(nullptr, d2.path().string(), {}, "", {}, some, 1);
+      auto r2 = mf::io::CheckpointReader::open_latest(d2.path().string());
       Tensor all = mf::empty(logical, DType::kF64);
       MFT_EXPECT_ERROR(r2->read("w", TensorRegion::whole(logical), all), "tensor 'w'", "cover");
     }
@@ -123,10 +123,10 @@ TEST(CheckpointFormat, RegionsWrittenUnderOneLayoutReadUnderAnother) {
 
 // A one-process checkpoint of two tensors at iteration `iter`.
 void save(const std::string& dir, int64_t iter, double offset = 0) {
-  mf::train::TrainingState st;
+  mf::io::TrainingState st;
   st.iter = iter;
   Tensor a = mf::add_scalar(iota({64, 16}), offset), b = iota({5});
-  mf::train::write_checkpoint(dir, st, {{"a", a}}, {{"a.exp_avg", b}}, 2);
+  mf::io::write_checkpoint(dir, st, {{"a", a}}, {{"a.exp_avg", b}}, 2);
 }
 
 std::string shard_path(const std::string& dir, int64_t iter) {
@@ -139,7 +139,7 @@ TEST(CheckpointFormat, DamageIsAnErrorNamingTheFile) {
   {
     mft::TempDir d;
     save(d.path().string(), 1);
-    auto loaded = mf::train::read_latest_checkpoint(d.path().string());
+    auto loaded = mf::io::read_latest_checkpoint(d.path().string());
     ASSERT_TRUE(loaded.has_value());
     EXPECT_EQ(loaded->state.iter, 1);
     ASSERT_EQ(loaded->model.size(), 1u);
@@ -156,19 +156,19 @@ TEST(CheckpointFormat, DamageIsAnErrorNamingTheFile) {
     f.seekp(-100, std::ios::end);
     f.write(&c, 1);
     f.close();
-    MFT_EXPECT_ERROR(mf::train::read_latest_checkpoint(d.path().string()), "shard_00000.safetensors", "checksum");
+    MFT_EXPECT_ERROR(mf::io::read_latest_checkpoint(d.path().string()), "shard_00000.safetensors", "checksum");
   }
   {  // truncated
     mft::TempDir d;
     save(d.path().string(), 1);
     fs::resize_file(shard_path(d.path().string(), 1), 200);
-    MFT_EXPECT_ERROR(mf::train::read_latest_checkpoint(d.path().string()), "shard_00000.safetensors", "truncated");
+    MFT_EXPECT_ERROR(mf::io::read_latest_checkpoint(d.path().string()), "shard_00000.safetensors", "truncated");
   }
   {  // missing
     mft::TempDir d;
     save(d.path().string(), 1);
     fs::remove(shard_path(d.path().string(), 1));
-    MFT_EXPECT_ERROR(mf::train::read_latest_checkpoint(d.path().string()), "shard_00000.safetensors", "missing");
+    MFT_EXPECT_ERROR(mf::io::read_latest_checkpoint(d.path().string()), "shard_00000.safetensors", "missing");
   }
   {  // from a future meshflow
     mft::TempDir d;
@@ -179,7 +179,7 @@ TEST(CheckpointFormat, DamageIsAnErrorNamingTheFile) {
     ASSERT_NE(text.find(key), std::string::npos) << text.substr(0, 200);
     text.replace(text.find(key), key.size(), "\"format_version\": 99");
     mf::write_file_atomic(meta, text);
-    MFT_EXPECT_ERROR(mf::train::read_latest_checkpoint(d.path().string()), "metadata.json", "version 99", "newer");
+    MFT_EXPECT_ERROR(mf::io::read_latest_checkpoint(d.path().string()), "metadata.json", "version 99", "newer");
   }
 }
 
@@ -190,7 +190,7 @@ TEST(CheckpointFormat, AWriterKilledMidSaveLeavesThePreviousCheckpoint) {
   const pid_t child = ::fork();
   ASSERT_GE(child, 0);
   if (child == 0) {
-    mf::train::crash_in_next_checkpoint_for_testing();
+    mf::io::crash_in_next_checkpoint_for_testing();
     save(dir, 2, 1000.0);
     std::_Exit(0);  // not reached
   }
@@ -200,13 +200,13 @@ TEST(CheckpointFormat, AWriterKilledMidSaveLeavesThePreviousCheckpoint) {
   EXPECT_EQ(WTERMSIG(status), SIGKILL);
   EXPECT_TRUE(fs::exists(d.path() / "checkpoints/iter_0000002.tmp"));  // the half-written one
   EXPECT_FALSE(fs::exists(d.path() / "checkpoints/iter_0000002"));
-  auto loaded = mf::train::read_latest_checkpoint(dir);
+  auto loaded = mf::io::read_latest_checkpoint(dir);
   ASSERT_TRUE(loaded.has_value());
   EXPECT_EQ(loaded->state.iter, 1);
   EXPECT_EQ(loaded->model[0].second.to_vector<double>(), iota({64, 16}).to_vector<double>());
   save(dir, 3);  // the next save clears what the crash left
   EXPECT_FALSE(fs::exists(d.path() / "checkpoints/iter_0000002.tmp"));
-  EXPECT_EQ(mf::train::read_latest_checkpoint(dir)->state.iter, 3);
+  EXPECT_EQ(mf::io::read_latest_checkpoint(dir)->state.iter, 3);
 }
 
 TEST(CheckpointFormat, SaveAndLoadHoldOnlyTheirTensors) {
@@ -219,9 +219,9 @@ TEST(CheckpointFormat, SaveAndLoadHoldOnlyTheirTensors) {
   for (auto& p : pieces_of("b", b, layout({1024, 512}, 1, 2, 2))) pieces.push_back(p);
   const int64_t before = alloc.stats().current_bytes;
   alloc.reset_peak();
-  mf::train::write_checkpoint_shards(nullptr, d.path().string(), {}, "", {}, pieces, 1);
+  mf::io::write_checkpoint_shards(nullptr, d.path().string(), {}, "", {}, pieces, 1);
   EXPECT_LE(alloc.stats().peak_bytes - before, 4096) << "save";
-  auto reader = mf::train::CheckpointReader::open_latest(d.path().string());
+  auto reader = mf::io::CheckpointReader::open_latest(d.path().string());
   Tensor into = mf::empty({1024, 512}, DType::kF64);
   const int64_t before_read = alloc.stats().current_bytes;
   alloc.reset_peak();

@@ -2,12 +2,12 @@
 #include <gtest/gtest.h>
 
 #include "meshflow/core/error.h"
-#include "meshflow/dist/placement.h"
+#include "meshflow/global/placement.h"
 
 namespace {
 
 using mf::DeviceType;
-using mf::dist::placement;
+using mf::global::placement;
 
 TEST(DistPlacement, PrintingAndInterning) {
   const auto* p = placement(DeviceType::kCPU, {2, 2}, {0, 1, 2, 3});

@@ -6,13 +6,13 @@
 #include <vector>
 
 #include "meshflow/core/error.h"
-#include "meshflow/dist/sbp.h"
+#include "meshflow/global/sbp.h"
 
 namespace {
 
 using mf::Shape;
-using mf::dist::nd_sbp;
-using mf::dist::Sbp;
+using mf::global::nd_sbp;
+using mf::global::Sbp;
 
 const Sbp S0 = Sbp::split(0), S1 = Sbp::split(1), B = Sbp::broadcast(), P = Sbp::partial_sum();
 
@@ -50,7 +50,7 @@ TEST(DistSbp, InterningGivesOnePointerPerValue) {
 
 TEST(DistSbp, InterningIsThreadSafe) {
   constexpr int kThreads = 8;
-  std::vector<std::vector<const mf::dist::NdSbp*>> got(kThreads);
+  std::vector<std::vector<const mf::global::NdSbp*>> got(kThreads);
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; ++t)
     threads.emplace_back([&got, t] {
@@ -72,13 +72,13 @@ TEST(DistSbp, UnevenSplitsMatchNaiveOn2To4Ranks) {
           if (owner[row] == r) count++, first = first < 0 ? row : first;
         const std::string what = "n=" + std::to_string(n) + " p=" + std::to_string(p) + " r=" + std::to_string(r);
         // Tensor (5, n) split on axis 1; axis 0 untouched.
-        EXPECT_EQ(mf::dist::local_shape({5, n}, *nd_sbp({S1}), {p}, {r}), (Shape{5, count})) << what;
-        mf::LogicalSlice sl = mf::dist::local_slice({5, n}, *nd_sbp({S1}), {p}, {r});
+        EXPECT_EQ(mf::global::local_shape({5, n}, *nd_sbp({S1}), {p}, {r}), (Shape{5, count})) << what;
+        mf::LogicalSlice sl = mf::global::local_slice({5, n}, *nd_sbp({S1}), {p}, {r});
         EXPECT_EQ(sl.logical_shape, (Shape{5, n})) << what;
         EXPECT_EQ(sl.start, (Shape{0, first})) << what;
         // B and P: every rank holds the full shape at offset 0.
-        EXPECT_EQ(mf::dist::local_shape({5, n}, *nd_sbp({B}), {p}, {r}), (Shape{5, n}));
-        EXPECT_EQ(mf::dist::local_slice({5, n}, *nd_sbp({P}), {p}, {r}).start, (Shape{0, 0}));
+        EXPECT_EQ(mf::global::local_shape({5, n}, *nd_sbp({B}), {p}, {r}), (Shape{5, n}));
+        EXPECT_EQ(mf::global::local_slice({5, n}, *nd_sbp({P}), {p}, {r}).start, (Shape{0, 0}));
       }
     }
   }
@@ -89,11 +89,11 @@ TEST(DistSbp, TwoDMeshPieces) {
   // (S(0), S(1)) on (7, 5): rows 4/3 by mesh axis 0, columns 3/2 by mesh axis 1.
   for (int64_t i = 0; i < 2; ++i)
     for (int64_t j = 0; j < 2; ++j) {
-      mf::LogicalSlice sl = mf::dist::local_slice({7, 5}, *nd_sbp({S0, S1}), mesh, {i, j});
+      mf::LogicalSlice sl = mf::global::local_slice({7, 5}, *nd_sbp({S0, S1}), mesh, {i, j});
       EXPECT_EQ(sl.start, (Shape{i * 4, j * 3}));
-      EXPECT_EQ(mf::dist::local_shape({7, 5}, *nd_sbp({S0, S1}), mesh, {i, j}), (Shape{i ? 3 : 4, j ? 2 : 3}));
-      EXPECT_EQ(mf::dist::local_shape({7, 5}, *nd_sbp({S0, B}), mesh, {i, j}), (Shape{i ? 3 : 4, 5}));
-      EXPECT_EQ(mf::dist::local_shape({7, 5}, *nd_sbp({P, S1}), mesh, {i, j}), (Shape{7, j ? 2 : 3}));
+      EXPECT_EQ(mf::global::local_shape({7, 5}, *nd_sbp({S0, S1}), mesh, {i, j}), (Shape{i ? 3 : 4, j ? 2 : 3}));
+      EXPECT_EQ(mf::global::local_shape({7, 5}, *nd_sbp({S0, B}), mesh, {i, j}), (Shape{i ? 3 : 4, 5}));
+      EXPECT_EQ(mf::global::local_shape({7, 5}, *nd_sbp({P, S1}), mesh, {i, j}), (Shape{7, j ? 2 : 3}));
     }
   // (S(0), S(0)) nests: each mesh-axis-0 piece is split again, and the pieces cover every row
   // exactly once, in row-major rank order.
@@ -101,8 +101,8 @@ TEST(DistSbp, TwoDMeshPieces) {
     int64_t next = 0;
     for (int64_t i = 0; i < 2; ++i)
       for (int64_t j = 0; j < 2; ++j) {
-        mf::LogicalSlice sl = mf::dist::local_slice({n, 3}, *nd_sbp({S0, S0}), mesh, {i, j});
-        Shape shape = mf::dist::local_shape({n, 3}, *nd_sbp({S0, S0}), mesh, {i, j});
+        mf::LogicalSlice sl = mf::global::local_slice({n, 3}, *nd_sbp({S0, S0}), mesh, {i, j});
+        Shape shape = mf::global::local_shape({n, 3}, *nd_sbp({S0, S0}), mesh, {i, j});
         const int64_t outer = n / 2 + (i < n % 2 ? 1 : 0);
         EXPECT_EQ(shape[0], outer / 2 + (j < outer % 2 ? 1 : 0)) << n;
         EXPECT_EQ(sl.start[0], next) << n;
@@ -123,28 +123,28 @@ TEST(DistSbp, Errors) {
     return "no error";
   };
   // An axis shorter than the mesh axis.
-  std::string m = message([] { mf::dist::check_sbp({3, 2}, *nd_sbp({S1}), {4}); });
+  std::string m = message([] { mf::global::check_sbp({3, 2}, *nd_sbp({S1}), {4}); });
   EXPECT_NE(m.find("S(1) on mesh axis 0"), std::string::npos) << m;
   EXPECT_NE(m.find("has 2 elements, fewer than the 4 ranks"), std::string::npos) << m;
   EXPECT_NE(m.find("(3, 2)"), std::string::npos) << m;
   // Nested: 3 rows over 2 x 2 ranks.
-  m = message([] { mf::dist::local_shape({3}, *nd_sbp({S0, S0}), {2, 2}, {0, 0}); });
+  m = message([] { mf::global::local_shape({3}, *nd_sbp({S0, S0}), {2, 2}, {0, 0}); });
   EXPECT_NE(m.find("fewer than the 4 ranks"), std::string::npos) << m;
   // A split axis outside the tensor.
-  m = message([] { mf::dist::local_shape({3, 4}, *nd_sbp({Sbp::split(2)}), {2}, {0}); });
+  m = message([] { mf::global::local_shape({3, 4}, *nd_sbp({Sbp::split(2)}), {2}, {0}); });
   EXPECT_NE(m.find("tensor axis 2 out of range for logical shape (3, 4)"), std::string::npos) << m;
-  m = message([] { mf::dist::check_sbp({}, *nd_sbp({S0}), {2}); });
+  m = message([] { mf::global::check_sbp({}, *nd_sbp({S0}), {2}); });
   EXPECT_NE(m.find("out of range"), std::string::npos) << m;
   // Mesh and NdSbp disagree; coordinate out of range; negative split axis.
-  m = message([] { mf::dist::check_sbp({4}, *nd_sbp({S0, B}), {4}); });
+  m = message([] { mf::global::check_sbp({4}, *nd_sbp({S0, B}), {4}); });
   EXPECT_NE(m.find("has 2 entries for a mesh (4,)"), std::string::npos) << m;
-  EXPECT_THROW(mf::dist::local_shape({4}, *nd_sbp({S0}), {2}, {2}), mf::Error);
-  EXPECT_THROW(mf::dist::local_shape({4}, *nd_sbp({S0}), {2}, {}), mf::Error);
+  EXPECT_THROW(mf::global::local_shape({4}, *nd_sbp({S0}), {2}, {2}), mf::Error);
+  EXPECT_THROW(mf::global::local_shape({4}, *nd_sbp({S0}), {2}, {}), mf::Error);
   EXPECT_THROW(Sbp::split(-1), mf::Error);
   EXPECT_THROW(nd_sbp(std::vector<Sbp>{}), mf::Error);
   // Fine: exactly as many rows as ranks; B/P never constrain.
-  EXPECT_NO_THROW(mf::dist::check_sbp({4}, *nd_sbp({S0}), {4}));
-  EXPECT_NO_THROW(mf::dist::check_sbp({1}, *nd_sbp({B, P}), {4, 4}));
+  EXPECT_NO_THROW(mf::global::check_sbp({4}, *nd_sbp({S0}), {4}));
+  EXPECT_NO_THROW(mf::global::check_sbp({1}, *nd_sbp({B, P}), {4, 4}));
 }
 
 }  // namespace

@@ -7,15 +7,15 @@
 #include <vector>
 
 #include "meshflow/core/error.h"
-#include "meshflow/dist/boxing.h"
-#include "meshflow/dist/global_ops.h"
-#include "meshflow/dist/signature.h"
+#include "meshflow/global/boxing.h"
+#include "meshflow/global/global_ops.h"
+#include "meshflow/global/signature.h"
 #include "testing.h"
 
 namespace {
 
 using mf::Shape;
-using namespace mf::dist;  // NOLINT
+using namespace mf::global;  // NOLINT
 
 const Sbp S0 = Sbp::split(0), S1 = Sbp::split(1), B = Sbp::broadcast(), P = Sbp::partial_sum();
 

@@ -17,7 +17,7 @@
 #include "meshflow/models/gpt2/hf.h"
 #include "meshflow/models/gpt2/model.h"
 #include "meshflow/io/safetensors.h"
-#include "meshflow/train/checkpoint.h"
+#include "meshflow/io/checkpoint.h"
 #include "meshflow/train/pretrained.h"
 #include "meshflow/train/run.h"
 #include "testing.h"
@@ -189,9 +189,9 @@ class HfConvert : public ::testing::Test {
                               std::to_string(c.num_attention_heads) + "\n  ffn_hidden_size: " +
                               std::to_string(c.ffn_hidden_size) + "\n  max_seq_length: " + std::to_string(c.max_seq_length) +
                               "\n  vocab_size: 50\n  layernorm_epsilon: 1.0e-6\ntokenization:\n  tokenizer: byte\n");
-    mf::train::TrainingState st;
+    mf::io::TrainingState st;
     st.iter = 7;
-    mf::train::write_checkpoint(d, st, w, {{"transformer.wte.weight.exp_avg", mf::zeros({2}, DType::kF32)}}, 0);
+    mf::io::write_checkpoint(d, st, w, {{"transformer.wte.weight.exp_avg", mf::zeros({2}, DType::kF32)}}, 0);
     return d;
   }
   std::string hf_dir(const std::string& name, const std::vector<RawTensor>& ts, const std::string& config) const {
@@ -255,7 +255,7 @@ TEST_F(HfConvert, ExportImportRoundTripIsBitIdentical) {
     EXPECT_EQ(cfg["torch_dtype"], dt == DType::kF32 ? "float32" : dt == DType::kBF16 ? "bfloat16" : "float16");
 
     mf::train::convert_from_hf(hf, back);
-    auto ckpt = mf::train::read_latest_checkpoint(back);
+    auto ckpt = mf::io::read_latest_checkpoint(back);
     ASSERT_TRUE(ckpt.has_value());
     EXPECT_EQ(ckpt->state.iter, 0);
     EXPECT_TRUE(ckpt->optimizer.empty());
@@ -293,7 +293,7 @@ TEST_F(HfConvert, ImportsAnOriginalStyleFileAndLoadsIntoAModel) {
     const std::string hf = hf_dir("orig_" + tag, original_style(w, c.max_seq_length), config_json(c));
     const std::string ck = path("ck_" + tag);
     mf::train::convert_from_hf(hf, ck);
-    auto ckpt = mf::train::read_latest_checkpoint(ck);
+    auto ckpt = mf::io::read_latest_checkpoint(ck);
     ASSERT_EQ(ckpt->model.size(), w.size());
     const auto got = by_name(ckpt->model);
     for (const auto& [name, t] : w) {
@@ -361,7 +361,7 @@ TEST_F(HfConvert, TrainingStartsFromPretrainedWeights) {
   ASSERT_NE(std::fgets(line, sizeof line, log), nullptr);
   std::fclose(log);
   EXPECT_NE(std::string(line).find("model.pretrained: 28 tensors"), std::string::npos) << line;
-  auto ckpt = mf::train::read_latest_checkpoint(path("out"));
+  auto ckpt = mf::io::read_latest_checkpoint(path("out"));
   ASSERT_TRUE(ckpt.has_value());
   ASSERT_EQ(ckpt->model.size(), w.size());
   const auto got = by_name(ckpt->model);

@@ -7,14 +7,14 @@
 
 #include "meshflow/comm/mpi/mpi_communicator.h"
 #include "meshflow/config/config.h"
-#include "meshflow/dist/device_mesh.h"
+#include "meshflow/global/device_mesh.h"
 #include "testing.h"
 
 namespace {
 
-using mf::dist::Axis;
-using mf::dist::DeviceMesh;
-using mf::dist::MeshSizes;
+using mf::global::Axis;
+using mf::global::DeviceMesh;
+using mf::global::MeshSizes;
 
 const Axis kAxes[] = {Axis::kPipeline, Axis::kData, Axis::kTensor};
 
@@ -51,7 +51,7 @@ void check_mesh(const DeviceMesh& mesh, const std::vector<int64_t>& shape, mf::c
         if (same) group.push_back(r);
       }
     mf::comm::Communicator& c = mesh.comm(axis);
-    EXPECT_EQ(c.world_ranks(), group) << what << " axis " << mf::dist::axis_name(axis);
+    EXPECT_EQ(c.world_ranks(), group) << what << " axis " << mf::global::axis_name(axis);
     EXPECT_EQ(c.rank(), me[a]) << what;
     // Sum of (world rank + 1) and of 1 over exactly that group.
     mf::Tensor t = mf::from_vector(std::vector<double>{rank + 1.0, 1.0}, {2});
@@ -59,12 +59,12 @@ void check_mesh(const DeviceMesh& mesh, const std::vector<int64_t>& shape, mf::c
     double want = 0;
     for (int r : group) want += r + 1.0;
     std::vector<double> got = mft::to_f64(t);
-    EXPECT_EQ(got[0], want) << what << " axis " << mf::dist::axis_name(axis);
+    EXPECT_EQ(got[0], want) << what << " axis " << mf::global::axis_name(axis);
     EXPECT_EQ(got[1], static_cast<double>(group.size())) << what;
   }
   // Stage placements: (dp, tp) blocks of consecutive ranks.
   for (int64_t s = 0; s < shape[0]; ++s) {
-    const mf::dist::Placement* st = mesh.stage_placement(s);
+    const mf::global::Placement* st = mesh.stage_placement(s);
     EXPECT_EQ(st->mesh_shape(), (std::vector<int64_t>{shape[1], shape[2]})) << what;
     const int per = static_cast<int>(shape[1] * shape[2]);
     for (int i = 0; i < per; ++i) EXPECT_EQ(st->ranks()[i], s * per + i) << what;

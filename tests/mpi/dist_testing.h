@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "meshflow/comm/communicator.h"
-#include "meshflow/dist/sbp.h"
+#include "meshflow/global/sbp.h"
 #include "testing.h"
 
 namespace mft {
@@ -20,10 +20,10 @@ inline Tensor formula(const Shape& shape, double a, double b, int mod, DType dty
 }
 
 // The piece of the logical `t` that `sbp` gives the rank at `coord` (P axes: the whole).
-inline Tensor piece(const Tensor& t, const mf::dist::NdSbp& sbp, const std::vector<int64_t>& mesh,
+inline Tensor piece(const Tensor& t, const mf::global::NdSbp& sbp, const std::vector<int64_t>& mesh,
                     const std::vector<int64_t>& coord) {
-  mf::LogicalSlice s = mf::dist::local_slice(t.shape(), sbp, mesh, coord);
-  Shape sh = mf::dist::local_shape(t.shape(), sbp, mesh, coord);
+  mf::LogicalSlice s = mf::global::local_slice(t.shape(), sbp, mesh, coord);
+  Shape sh = mf::global::local_shape(t.shape(), sbp, mesh, coord);
   Tensor r = t;
   for (size_t k = 0; k < sh.size(); ++k) r = mf::narrow(r, static_cast<int64_t>(k), s.start[k], sh[k]);
   return mf::contiguous(r);

@@ -19,9 +19,9 @@
 #include <vector>
 
 #include "meshflow/comm/mpi/mpi_communicator.h"
-#include "meshflow/dist/boxing.h"
-#include "meshflow/dist/device_mesh.h"
-#include "meshflow/dist/global_ops.h"
+#include "meshflow/global/boxing.h"
+#include "meshflow/global/device_mesh.h"
+#include "meshflow/global/global_ops.h"
 #include "mpi/dist_testing.h"
 
 namespace {
@@ -29,7 +29,7 @@ namespace {
 using mf::Shape;
 using mf::Tensor;
 using mf::comm::Communicator;
-using namespace mf::dist;  // NOLINT
+using namespace mf::global;  // NOLINT
 
 using GlobalFn = std::function<GlobalTensor(const GlobalContext&, const std::vector<GlobalTensor>&)>;
 using LocalRef = std::function<Tensor(const std::vector<Tensor>&)>;

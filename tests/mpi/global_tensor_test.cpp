@@ -11,9 +11,9 @@
 #include <vector>
 
 #include "meshflow/comm/mpi/mpi_communicator.h"
-#include "meshflow/dist/boxing.h"
-#include "meshflow/dist/device_mesh.h"
-#include "meshflow/dist/global_tensor.h"
+#include "meshflow/global/boxing.h"
+#include "meshflow/global/device_mesh.h"
+#include "meshflow/global/global_tensor.h"
 #include "mpi/dist_testing.h"
 
 namespace {
@@ -21,7 +21,7 @@ namespace {
 using mf::Shape;
 using mf::Tensor;
 using mf::comm::Communicator;
-using namespace mf::dist;  // NOLINT
+using namespace mf::global;  // NOLINT
 
 // Boxes X from `src` to `dst` and checks forward and backward (see the file comment).
 void check_box(const Placement* pl, const std::vector<Communicator*>& comms, const Shape& shape, const NdSbp* src,

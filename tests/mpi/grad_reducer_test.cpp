@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "meshflow/comm/mpi/mpi_communicator.h"
-#include "meshflow/dist/grad_reducer.h"
+#include "meshflow/parallel/grad_reducer.h"
 #include "meshflow/models/gpt2/model.h"
 #include "meshflow/ops/ops.h"
 #include "meshflow/random/batch_slice.h"
@@ -60,7 +60,7 @@ TEST(GradReducer, AveragesGradientsOverlapsBackwardAndSendsRingBytes) {
   mf::models::Gpt2Model dp(cfg);
   dp.init_weights(11);
   const int64_t bucket_bytes = 8 << 10;
-  mf::dist::GradReducer reducer(dp.parameters(), world, bucket_bytes);
+  mf::parallel::GradReducer reducer(dp.parameters(), world, bucket_bytes);
   ASSERT_GT(reducer.num_buckets(), 3);
   world->reset_stats();
   mf::manual_seed(5);
@@ -115,7 +115,7 @@ TEST(GradReducer, AveragesGradientsOverlapsBackwardAndSendsRingBytes) {
   // Overlap: the first bucket was launched (from a grad-ready hook) before backward returned, and
   // buckets launch in bucket order. (Whether it also finished in time depends on timing: that
   // is the benchmark's business.)
-  const mf::dist::ReduceTimeline& tl = reducer.last_timeline();
+  const mf::parallel::ReduceTimeline& tl = reducer.last_timeline();
   EXPECT_LT(tl.buckets.front().launch_s, tl.backward_s);
   for (size_t b = 1; b < tl.buckets.size(); ++b) EXPECT_LE(tl.buckets[b - 1].launch_s, tl.buckets[b].launch_s);
   for (const auto& b : tl.buckets) EXPECT_LE(b.launch_s, b.done_s);
@@ -137,7 +137,7 @@ TEST(GradReducer, ReducesOnlyTheLastMicroBatch) {
     auto [ids, labels] = batch_rows(m * n, n, 12, cfg.vocab_size);
     mf::scale(ref.loss(ids, labels), 0.5).backward();
   }
-  mf::dist::GradReducer reducer(dp.parameters(), world, 1 << 20);
+  mf::parallel::GradReducer reducer(dp.parameters(), world, 1 << 20);
   for (int m = 0; m < 2; ++m) {
     auto [ids, labels] = batch_rows(m * n + r, 1, 12, cfg.vocab_size);
     Tensor loss = mf::scale(dp.loss(ids, labels), 0.5);

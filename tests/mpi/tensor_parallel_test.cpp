@@ -7,7 +7,7 @@
 
 #include "meshflow/autograd/grad_mode.h"
 #include "meshflow/comm/mpi/mpi_communicator.h"
-#include "meshflow/dist/sbp.h"
+#include "meshflow/global/sbp.h"
 #include "meshflow/models/gpt2/model.h"
 #include "meshflow/ops/ops.h"
 #include "meshflow/random/generator.h"
@@ -174,7 +174,7 @@ TEST(TensorParallel, SequenceParallelLayerUsesGatherAndReduceScatter) {
   for (size_t i = 0; i < xv.size(); ++i) xv[i] = std::sin(0.37 * static_cast<double>(i));
   Tensor x = mf::from_vector(xv, {2, T, C});
   Tensor y_whole = whole.forward(x);
-  const int64_t t0 = mf::dist::split_start(T, n, tp.rank()), tl = mf::dist::split_size(T, n, tp.rank());
+  const int64_t t0 = mf::global::split_start(T, n, tp.rank()), tl = mf::global::split_size(T, n, tp.rank());
   Tensor x_piece = mf::contiguous(mf::narrow(x, 1, t0, tl)).set_requires_grad(true);
   tp.comm->reset_stats();
   Tensor y = sp.forward(x_piece, T);

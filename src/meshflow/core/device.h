@@ -19,7 +19,8 @@ struct Device {
 inline Device cpu_device() { return Device{DeviceType::kCPU, 0}; }
 inline Device cuda_device(int index = 0) { return Device{DeviceType::kCUDA, index}; }
 
-// Whether this build has the CUDA backend (MESHFLOW_WITH_CUDA).
+// Whether this build has the CUDA backend (MESHFLOW_WITH_CUDA). Both are defined by the backend
+// layer (ops/backends.cpp), so core includes no backend.
 bool cuda_backend_compiled();
 // The GPUs this process sees: 0 without the backend, a driver or a GPU (never throws).
 int cuda_device_count();

@@ -2,8 +2,8 @@
 
 #include "meshflow/autograd/grad_mode.h"
 #include "meshflow/core/error.h"
-#include "meshflow/dist/boxing.h"
-#include "meshflow/dist/sbp.h"
+#include "meshflow/global/boxing.h"
+#include "meshflow/global/sbp.h"
 #include "meshflow/nn/module.h"
 #include "meshflow/ops/ops.h"
 
@@ -11,7 +11,7 @@ namespace mf::nn {
 
 Shape ParamLayout::local_view_shape(int tp_size, int tp_rank) const {
   Shape s = view();
-  if (!replicated()) s[static_cast<size_t>(split_axis)] = dist::split_size(s[static_cast<size_t>(split_axis)], tp_size, tp_rank);
+  if (!replicated()) s[static_cast<size_t>(split_axis)] = global::split_size(s[static_cast<size_t>(split_axis)], tp_size, tp_rank);
   return s;
 }
 
@@ -21,7 +21,7 @@ LogicalSlice ParamLayout::local_slice(int tp_size, int tp_rank) const {
   sl.start.assign(sl.logical_shape.size(), 0);
   if (!replicated())
     sl.start[static_cast<size_t>(split_axis)] =
-        dist::split_start(sl.logical_shape[static_cast<size_t>(split_axis)], tp_size, tp_rank);
+        global::split_start(sl.logical_shape[static_cast<size_t>(split_axis)], tp_size, tp_rank);
   return sl;
 }
 
@@ -66,7 +66,7 @@ Tensor gather_logical(const Tensor& local, const ParamLayout& layout, const Tens
   NoGradGuard ng;
   if (layout.replicated() || !tp.enabled()) return contiguous(local);
   Tensor piece = reshape(contiguous(local), layout.local_view_shape(tp.size(), tp.rank()));
-  Tensor full = dist::box_axis(piece, dist::Sbp::split(layout.split_axis), dist::Sbp::broadcast(), layout.view(), *tp.comm);
+  Tensor full = global::box_axis(piece, global::Sbp::split(layout.split_axis), global::Sbp::broadcast(), layout.view(), *tp.comm);
   return reshape(full, layout.logical);
 }
 

@@ -7,10 +7,10 @@
 #include <unordered_map>
 
 #include "meshflow/autograd/grad_mode.h"
-#include "meshflow/dist/boxing.h"
-#include "meshflow/dist/grad_reducer.h"
-#include "meshflow/dist/sbp.h"
-#include "meshflow/dist/zero_shards.h"
+#include "meshflow/global/boxing.h"
+#include "meshflow/parallel/grad_reducer.h"
+#include "meshflow/global/sbp.h"
+#include "meshflow/parallel/zero_shards.h"
 #include "meshflow/ops/ops.h"
 
 namespace mf::parallel {
@@ -45,18 +45,18 @@ GradSync::GradSync(nn::NamedTensors named, std::vector<bool> split, std::vector<
            g_.dp_size() * g_.tp_size());
   const std::vector<Tensor> ps = params();
   if (opts_.zero_stage >= 2 && g_.dp) {
-    dist::ZeroShards::Options o;
+    parallel::ZeroShards::Options o;
     o.stage = opts_.zero_stage;
     o.dp = g_.dp;
     o.tp = g_.tp;
     o.grad_scale = 1.0 / static_cast<double>(g_.dp_size());  // the mean over dp (replicated ones: then summed over tp)
     std::vector<bool> replicated(ps.size());
     for (size_t k = 0; k < ps.size(); ++k) replicated[k] = g_.tp && !split_[k];
-    zero_shards_ = std::make_unique<dist::ZeroShards>(ps, replicated, units_, o);
+    zero_shards_ = std::make_unique<parallel::ZeroShards>(ps, replicated, units_, o);
     return;  // ZeRO 2 and 3 reduce the gradients themselves
   }
   if (!g_.tp) {
-    if (g_.dp) reducer_ = std::make_unique<dist::GradReducer>(ps, g_.dp, opts_.bucket_bytes);
+    if (g_.dp) reducer_ = std::make_unique<parallel::GradReducer>(ps, g_.dp, opts_.bucket_bytes);
     return;
   }
   // Split parameters: exact local gradients, averaged over dp. Replicated ones: partial sums over
@@ -64,8 +64,8 @@ GradSync::GradSync(nn::NamedTensors named, std::vector<bool> split, std::vector<
   std::vector<Tensor> s, r;
   for (size_t k = 0; k < ps.size(); ++k) (split_[k] ? s : r).push_back(ps[k]);
   const double mean = 1.0 / static_cast<double>(g_.dp_size());
-  if (g_.dp && !s.empty()) reducer_ = std::make_unique<dist::GradReducer>(s, g_.dp, opts_.bucket_bytes, mean);
-  if (!r.empty()) replicated_reducer_ = std::make_unique<dist::GradReducer>(r, g_.all, opts_.bucket_bytes, mean);
+  if (g_.dp && !s.empty()) reducer_ = std::make_unique<parallel::GradReducer>(s, g_.dp, opts_.bucket_bytes, mean);
+  if (!r.empty()) replicated_reducer_ = std::make_unique<parallel::GradReducer>(r, g_.all, opts_.bucket_bytes, mean);
 }
 
 GradSync::~GradSync() = default;
@@ -92,7 +92,7 @@ std::vector<optim::ParamGroup> GradSync::optimizer_groups(std::vector<optim::Par
       MF_CHECK(numel >= n, "ZeRO: parameter '", name, "' has ", numel, " elements, fewer than the ", n,
                " data-parallel ranks it is sharded over");
       const size_t k = index.at(p.impl());
-      ParamShard z{p, Tensor(), dist::split_start(numel, n, r), dist::split_size(numel, n, r), k};
+      ParamShard z{p, Tensor(), global::split_start(numel, n, r), global::split_size(numel, n, r), k};
       z.shard = zero_shards_ ? zero_shards_->shard(k) : narrow(reshape(p, {numel}), 0, z.start, z.numel);
       zero_.push_back(z);
       p = z.shard;
@@ -217,7 +217,7 @@ void GradSync::update(optim::Optimizer& opt) {
   if (opts_.zero_stage >= 3) return;  // the slices are the parameters
   for (ParamShard& z : zero_) {  // every rank's updated slice to everyone: S(0) -> B
     Tensor whole =
-        dist::box_axis(contiguous(z.shard), dist::Sbp::split(0), dist::Sbp::broadcast(), {z.param.numel()}, *g_.dp);
+        global::box_axis(contiguous(z.shard), global::Sbp::split(0), global::Sbp::broadcast(), {z.param.numel()}, *g_.dp);
     Tensor flat = reshape(z.param, {z.param.numel()});
     copy_(flat, whole);
   }

@@ -24,12 +24,10 @@
 #include "meshflow/optim/optimizer.h"
 #include "meshflow/parallel/groups.h"
 
-namespace mf::dist {
+namespace mf::parallel {
+
 class GradReducer;
 class ZeroShards;
-}  // namespace mf::dist
-
-namespace mf::parallel {
 
 struct GradSyncOptions {
   int64_t bucket_bytes = int64_t{25} << 20;  // data-parallel gradient buckets
@@ -97,7 +95,7 @@ class GradSync {
   bool tied_copy(size_t k) const { return tied_copy_[k]; }
   const Groups& groups() const { return g_; }
   // The reducer of the data-parallel gradients (of every parameter when tp == 1), or null.
-  const dist::GradReducer* grad_reducer() const { return reducer_.get(); }
+  const parallel::GradReducer* grad_reducer() const { return reducer_.get(); }
 
  private:
   void set_zero();
@@ -109,9 +107,9 @@ class GradSync {
   std::vector<nn::ParamUnit> units_;
   Groups g_;
   GradSyncOptions opts_;
-  std::unique_ptr<dist::GradReducer> reducer_, replicated_reducer_;
+  std::unique_ptr<parallel::GradReducer> reducer_, replicated_reducer_;
   std::vector<ParamShard> zero_;
-  std::unique_ptr<dist::ZeroShards> zero_shards_;  // stages 2 and 3
+  std::unique_ptr<parallel::ZeroShards> zero_shards_;  // stages 2 and 3
 };
 
 }  // namespace mf::parallel

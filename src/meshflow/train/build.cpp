@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "meshflow/dist/device_mesh.h"
+#include "meshflow/global/device_mesh.h"
 #include "meshflow/models/model.h"
 #include "meshflow/parallel/pipeline_schedule.h"
 
@@ -69,7 +69,7 @@ TrainOptions train_options(const Config& c, int world_size) {
   o.train_iter = c.get_int("train.train_iter");
   o.exit_iter = c.get_int("train.exit_iter");
   o.micro_batch = c.get_int("train.train_micro_batch_size");
-  const dist::MeshSizes mesh = dist::resolve_mesh_sizes(dist::MeshSizes::from_config(c), world_size);
+  const global::MeshSizes mesh = global::resolve_mesh_sizes(global::MeshSizes::from_config(c), world_size);
   o.pipeline_schedule = c.get_string("train.dist.pipeline_schedule");
   o.virtual_pipeline_size = c.get_int("train.dist.virtual_pipeline_size");
   // LiBai's train.dist.pipeline_num_layers: the layers placed over the stages. Every layer of the
@@ -137,9 +137,9 @@ TrainOptions train_options(const Config& c, int world_size) {
   o.loss_scaler.window = c.get_int("train.amp.loss_scale_window");
   o.loss_scaler.hysteresis = c.get_int("train.amp.hysteresis");
   if (dtype == DType::kF16) {  // validates the scaling keys before any work
-    LossScalerOptions check = o.loss_scaler;
+    optim::LossScalerOptions check = o.loss_scaler;
     check.enabled = true;
-    LossScaler{check};
+    optim::LossScaler{check};
   }
   if (c.get_bool("train.zero_optimization.enabled")) {
     o.zero_stage = c.get_int("train.zero_optimization.stage");

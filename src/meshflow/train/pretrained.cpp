@@ -11,7 +11,7 @@
 #include "meshflow/io/hf_files.h"
 #include "meshflow/io/safetensors.h"
 #include "meshflow/ops/ops.h"
-#include "meshflow/train/checkpoint.h"
+#include "meshflow/io/checkpoint.h"
 
 namespace mf::train {
 
@@ -71,7 +71,7 @@ std::string key_name(const ModelWeights& w, const std::string& key) {
 
 // A meshflow checkpoint's model tensors (verified, read whole, stored dtypes), of the model its
 // config.yaml names (else `expected_model`'s), with that config's keys where it is there.
-ModelWeights meshflow_weights(const CheckpointReader& reader, const fs::path& config_yaml, const std::string& expected_model) {
+ModelWeights meshflow_weights(const io::CheckpointReader& reader, const fs::path& config_yaml, const std::string& expected_model) {
   reader.verify(nullptr);
   nn::NamedTensors tensors;
   for (const std::string& n : reader.names())
@@ -148,10 +148,10 @@ ModelWeights read_model_weights(const std::string& path, const std::string& expe
   fs::path p = normal_path(path);
   if (!fs::is_directory(p) && fs::exists(p.parent_path() / "metadata.json")) p = p.parent_path();  // a shard file
   if (fs::is_directory(p)) {
-    if (auto reader = CheckpointReader::open_latest(p.string()))  // a run's or a conversion's output folder
+    if (auto reader = io::CheckpointReader::open_latest(p.string()))  // a run's or a conversion's output folder
       return meshflow_weights(*reader, p / "config.yaml", expected_model);
     if (fs::exists(p / "metadata.json"))  // one checkpoints/iter_N folder
-      return meshflow_weights(CheckpointReader(p.string()), p.parent_path().parent_path() / "config.yaml", expected_model);
+      return meshflow_weights(io::CheckpointReader(p.string()), p.parent_path().parent_path() / "config.yaml", expected_model);
     MF_CHECK(fs::exists(p / "config.json") || fs::exists(p / "model.safetensors"), path,
              ": neither a Hugging Face model (config.json + model.safetensors) nor a meshflow checkpoint "
              "(checkpoints/latest, or an iter_N folder with metadata.json)");
@@ -201,9 +201,9 @@ std::string convert_from_hf(const std::string& hf_path, const std::string& out_d
   // interrupted conversion leaves no loadable checkpoint rather than one without its sizes.
   const std::string yaml = checkpoint_config_yaml(*w.spec, w.config, w.source);
   write_file_atomic((out / "config.yaml").string(), yaml);
-  std::vector<ShardPiece> pieces;  // whole tensors, one process; the sizes in metadata.json too
-  for (const auto& [name, t] : w.tensors) pieces.push_back({"model/" + name, t, t.shape(), TensorRegion::whole(t.shape())});
-  write_checkpoint_shards(nullptr, out_dir, TrainingState{}, yaml, {}, pieces, 0);
+  std::vector<io::ShardPiece> pieces;  // whole tensors, one process; the sizes in metadata.json too
+  for (const auto& [name, t] : w.tensors) pieces.push_back({"model/" + name, t, t.shape(), io::TensorRegion::whole(t.shape())});
+  io::write_checkpoint_shards(nullptr, out_dir, io::TrainingState{}, yaml, {}, pieces, 0);
   return detail::cat("wrote ", (out / "checkpoints" / "iter_0000000").string(), ": ", w.tensors.size(), " tensors (",
                      dtypes_str(w.tensors), "), ", w.spec->describe(w.config), "; sizes in ", (out / "config.yaml").string());
 }

@@ -6,12 +6,12 @@
 #include <unordered_map>
 
 #include "meshflow/data/gpt_dataset.h"
-#include "meshflow/dist/device_mesh.h"
+#include "meshflow/global/device_mesh.h"
 #include "meshflow/data/indexed_dataset.h"
 #include "meshflow/data/split.h"
 #include "meshflow/models/registry.h"
 #include "meshflow/train/build.h"
-#include "meshflow/train/checkpoint.h"
+#include "meshflow/io/checkpoint.h"
 #include "meshflow/train/components.h"
 #include "meshflow/train/device_select.h"
 #include "meshflow/train/gpt_batches.h"
@@ -85,13 +85,13 @@ RunSummary run_training(const Config& c, std::FILE* out, const comm::CommPtr& wo
            " processes needs the NCCL communicator, and this build has none (configure with CUDA, MPI and NCCL)");
   const bool gpu = run_device.device.type != DeviceType::kCPU;
   if (gpu && (!world || world->rank() == 0)) std::fprintf(out, "device: %s\n", run_device.how.c_str());
-  std::unique_ptr<dist::DeviceMesh> mesh;
+  std::unique_ptr<global::DeviceMesh> mesh;
   if (world_size > 1) {
     world->set_timeout_seconds(opts.dist_timeout_seconds);
-    mesh = std::make_unique<dist::DeviceMesh>(dist::DeviceMesh::from_config(c, *world));
+    mesh = std::make_unique<global::DeviceMesh>(global::DeviceMesh::from_config(c, *world));
   }
-  const int64_t dp = mesh ? mesh->axis_size(dist::Axis::kData) : 1;
-  const int64_t dp_rank = mesh ? mesh->index(dist::Axis::kData) : 0;
+  const int64_t dp = mesh ? mesh->axis_size(global::Axis::kData) : 1;
+  const int64_t dp_rank = mesh ? mesh->index(global::Axis::kData) : 0;
   auto tok = tokenizer_from_config(c);
   RunData d = open_data(c);
   int64_t train_samples = opts.train_iter * opts.micro_batch * opts.accumulation_steps * dp;
@@ -105,14 +105,14 @@ RunSummary run_training(const Config& c, std::FILE* out, const comm::CommPtr& wo
   }
   nn::TensorParallel tp;
   if (mesh) {
-    tp.comm = mesh->comm_ptr(dist::Axis::kTensor);
+    tp.comm = mesh->comm_ptr(global::Axis::kTensor);
     tp.sequence_parallel = c.get_bool("train.dist.sequence_parallel");
   }
   models::PipelineStage stage;
   comm::CommPtr stage_group = world;
-  if (mesh && mesh->axis_size(dist::Axis::kPipeline) > 1) {  // this rank's stage: its layers
+  if (mesh && mesh->axis_size(global::Axis::kPipeline) > 1) {  // this rank's stage: its layers
     // Chunk k of pipeline rank s is virtual stage k * pp + s of pp * virtual_pipeline_size.
-    const int64_t pp = mesh->axis_size(dist::Axis::kPipeline), s = mesh->index(dist::Axis::kPipeline);
+    const int64_t pp = mesh->axis_size(global::Axis::kPipeline), s = mesh->index(global::Axis::kPipeline);
     const int64_t v = opts.virtual_pipeline_size;
     const auto layers = pipeline_layers(c, pp * v);
     stage.first_layer = layers[static_cast<size_t>(s)].first;
@@ -142,7 +142,7 @@ RunSummary run_training(const Config& c, std::FILE* out, const comm::CommPtr& wo
   Trainer trainer(opts, model, std::make_unique<GptBatchSource>(*train_set, dp_rank, dp),
                   [valid_set, dp_rank, dp] { return std::make_unique<GptBatchSource>(*valid_set, dp_rank, dp); });
   if (mesh)
-    trainer.set_parallel(mesh->comm_ptr(dist::Axis::kData), stage_group, mesh->comm_ptr(dist::Axis::kPipeline), world);
+    trainer.set_parallel(mesh->comm_ptr(global::Axis::kData), stage_group, mesh->comm_ptr(global::Axis::kPipeline), world);
   if (trainer.is_main_rank()) trainer.add_hook(std::make_unique<LoggingHook>(out));
   auto last = std::make_unique<LastStats>();
   LastStats* last_ptr = last.get();
@@ -168,7 +168,7 @@ EvalStats run_evaluation(const Config& c, std::FILE* out) {
   MF_CHECK(d.valid_range.size() > 0, "data.splits '", c.get_string("data.splits"), "' leaves no validation documents");
   GptDataset valid_set(*d.indexed, d.seq_length, opts.seed + 1, opts.eval_iter * opts.eval_micro_batch, d.valid_range);
   auto model = models::build_model(c, tok->vocab_size());
-  auto ckpt = read_latest_checkpoint(opts.output_dir);
+  auto ckpt = io::read_latest_checkpoint(opts.output_dir);
   MF_CHECK(ckpt.has_value(), "eval: no checkpoint in ", opts.output_dir, "/checkpoints (train first, or set train.output_dir)");
   ModelWeights weights;  // the run's own checkpoint, or a converted one (cast to the model's dtype)
   weights.source = ckpt->dir + "/model.safetensors";

@@ -2,24 +2,24 @@
 
 #include <unordered_map>
 
-#include "meshflow/dist/sbp.h"
+#include "meshflow/global/sbp.h"
 
 namespace mf::train {
 
 namespace {
 // This rank's tensor-parallel box of a parameter's logical tensor (all of it when not split).
-TensorRegion tp_box(const nn::ParamLayout& l, const nn::TensorParallel& tp) {
-  TensorRegion r = TensorRegion::whole(l.logical);
+io::TensorRegion tp_box(const nn::ParamLayout& l, const nn::TensorParallel& tp) {
+  io::TensorRegion r = io::TensorRegion::whole(l.logical);
   if (!tp.enabled() || l.replicated()) return r;
   r.view = l.view();
   r.axis = l.split_axis;
   const int64_t n = r.view[static_cast<size_t>(r.axis)];
-  r.start = dist::split_start(n, tp.size(), tp.rank());
-  r.length = dist::split_size(n, tp.size(), tp.rank());
+  r.start = global::split_start(n, tp.size(), tp.rank());
+  r.length = global::split_size(n, tp.size(), tp.rank());
   return r;
 }
 
-TensorRegion slice_of(TensorRegion r, const parallel::ParamShard& z) {
+io::TensorRegion slice_of(io::TensorRegion r, const parallel::ParamShard& z) {
   r.flat_start = z.start;
   r.flat_length = z.numel;
   return r;
@@ -40,7 +40,7 @@ std::vector<StateSlot> state_slots(const models::Model& model, const parallel::G
   };
   std::vector<StateSlot> slots;
   for (size_t k = 0; k < named.size(); ++k) {
-    const TensorRegion box = tp_box(layouts[k], tp);
+    const io::TensorRegion box = tp_box(layouts[k], tp);
     const parallel::ParamShard* z = sync.shard_of(k);
     if (sync.params_sliced())
       slots.push_back({"model/" + named[k].first, z->shard, layouts[k].logical, slice_of(box, *z), writes(k, true)});
@@ -52,7 +52,7 @@ std::vector<StateSlot> state_slots(const models::Model& model, const parallel::G
     auto it = dot == std::string::npos ? index.end() : index.find(name.substr(0, dot));
     MF_CHECK(it != index.end(), "checkpoint: optimizer state '", name, "' belongs to no parameter");
     const size_t k = it->second;
-    const TensorRegion box = tp_box(layouts[k], tp);
+    const io::TensorRegion box = tp_box(layouts[k], tp);
     const parallel::ParamShard* z = sync.shard_of(k);
     slots.push_back({"optimizer/" + name, t, layouts[k].logical, z ? slice_of(box, *z) : box, writes(k, z != nullptr)});
   }

@@ -9,7 +9,7 @@
 #include "meshflow/models/model.h"
 #include "meshflow/optim/optimizer.h"
 #include "meshflow/parallel/grad_sync.h"
-#include "meshflow/train/checkpoint.h"
+#include "meshflow/io/checkpoint.h"
 
 namespace mf::train {
 
@@ -17,7 +17,7 @@ struct StateSlot {
   std::string name;
   Tensor local;
   Shape logical;
-  TensorRegion region;
+  io::TensorRegion region;
   bool writer = false;
 };
 

@@ -10,7 +10,7 @@
 #include "meshflow/ops/ops.h"
 #include "meshflow/tensor/allocator.h"
 #include "meshflow/tensor/storage.h"
-#include "meshflow/train/checkpoint.h"
+#include "meshflow/io/checkpoint.h"
 #include "meshflow/train/components.h"
 #include "meshflow/train/peak_flops.h"
 #include "meshflow/train/state_slots.h"
@@ -23,8 +23,8 @@ namespace mf::train {
 namespace fs = std::filesystem;
 
 namespace {
-LossScalerOptions scaler_options(const TrainOptions& o, const models::Model& m) {
-  LossScalerOptions s = o.loss_scaler;
+optim::LossScalerOptions scaler_options(const TrainOptions& o, const models::Model& m) {
+  optim::LossScalerOptions s = o.loss_scaler;
   s.enabled = m.param_dtype() == DType::kF16;  // bf16 has f32's range: no scaling
   return s;
 }
@@ -220,10 +220,10 @@ void Trainer::train() {
 
 void Trainer::save_checkpoint() {
   // Every rank writes its own pieces, in parallel; nothing is gathered (train/checkpoint.h).
-  std::vector<ShardPiece> mine;
+  std::vector<io::ShardPiece> mine;
   for (const StateSlot& s : state_slots(*model_, *sync_, *optimizer_))
     if (s.writer) mine.push_back({s.name, s.local, s.logical, s.region});
-  TrainingState st;
+  io::TrainingState st;
   st.iter = iter_;
   st.optimizer_steps = optimizer_->step_count();
   st.data_position = train_data_->position();
@@ -235,11 +235,11 @@ void Trainer::save_checkpoint() {
                                                  {"pp", pp_size()},
                                                  {"virtual_pp", model_->stage().num_chunks()},
                                                  {"zero_stage", sync_->zero_stage()}};
-  write_checkpoint_shards(groups_.everyone(), opts_.output_dir, st, opts_.config_yaml, layout, mine, opts_.max_to_keep);
+  io::write_checkpoint_shards(groups_.everyone(), opts_.output_dir, st, opts_.config_yaml, layout, mine, opts_.max_to_keep);
 }
 
 bool Trainer::load_latest_checkpoint() {
-  auto reader = CheckpointReader::open_latest(opts_.output_dir);
+  auto reader = io::CheckpointReader::open_latest(opts_.output_dir);
   if (!reader) {
     manual_seed(opts_.seed);
     return false;
@@ -254,7 +254,7 @@ bool Trainer::load_latest_checkpoint() {
              shape_str(reader->shape(s.name)), ", this model's is ", shape_str(s.logical));
     reader->read(s.name, s.region, s.local);
   }
-  const TrainingState& st = reader->state();
+  const io::TrainingState& st = reader->state();
   optimizer_->set_step_count(st.optimizer_steps);
   iter_ = st.iter;
   train_data_->set_position(st.data_position);

@@ -11,15 +11,11 @@
 #include "meshflow/optim/optimizer.h"
 #include "meshflow/optim/scheduler.h"
 #include "meshflow/random/generator.h"
-#include "meshflow/train/checkpoint.h"
-#include "meshflow/train/loss_scaler.h"
+#include "meshflow/io/checkpoint.h"
+#include "meshflow/optim/loss_scaler.h"
 #include "meshflow/train/pipeline_executor.h"
 #include "meshflow/parallel/grad_sync.h"
 #include "meshflow/parallel/groups.h"
-
-namespace mf::dist {
-class GradReducer;
-}
 
 namespace mf::train {
 
@@ -65,7 +61,7 @@ struct TrainOptions {
   int64_t zero_stage = 0;
   // Mixed precision is on when the model's parameters are bf16/f16 (train.amp); fp16 then scales
   // the loss (loss_scaler.h; `enabled` is set from the model's dtype).
-  LossScalerOptions loss_scaler;
+  optim::LossScalerOptions loss_scaler;
   std::string config_yaml;  // resolved config, written to <output_dir>/config.yaml
 };
 
@@ -144,7 +140,7 @@ class Trainer {
   // Pipeline statistics of the last step (this stage).
   const PipelineStats& last_pipeline_stats() const { return executor_.last_stats(); }
   // The reducer of the data-parallel gradients (of every parameter when tp == 1), or null.
-  const dist::GradReducer* grad_reducer() const { return sync_->grad_reducer(); }
+  const parallel::GradReducer* grad_reducer() const { return sync_->grad_reducer(); }
 
   void add_hook(std::unique_ptr<HookBase> hook) { hooks_.push_back(std::move(hook)); }
   void train();
@@ -158,7 +154,7 @@ class Trainer {
   optim::Optimizer& optimizer() { return *optimizer_; }
   // Mixed precision (bf16/f16 parameters, f32 master weights in the optimizer).
   bool mixed_precision() const { return is_half(model_->param_dtype()); }
-  const LossScaler& loss_scaler() const { return scaler_; }
+  const optim::LossScaler& loss_scaler() const { return scaler_; }
   int64_t skipped_iters() const { return skipped_iters_; }
   // Where the model, its gradients and optimizer state, and the batches live.
   Device device() const { return device_; }
@@ -189,7 +185,7 @@ class Trainer {
   int64_t iter_ = 0;
   double peak_flops_ = 0;
   Device device_ = cpu_device();
-  LossScaler scaler_;
+  optim::LossScaler scaler_;
   int64_t skipped_iters_ = 0;
 };
 

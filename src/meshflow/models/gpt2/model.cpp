@@ -7,7 +7,7 @@
 #include "meshflow/autograd/checkpoint.h"
 #include "meshflow/autograd/grad_mode.h"
 #include "meshflow/nn/init.h"
-#include "meshflow/nn/lm_head.h"
+#include "meshflow/parallel/lm_head.h"
 #include "meshflow/random/batch_slice.h"
 
 namespace mf::models {
@@ -16,19 +16,19 @@ Gpt2Block::Gpt2Block(const Gpt2Config& c, const nn::TensorParallel& tp) : c_(c),
   int64_t C = c.hidden_size;
   ln_1_ = register_module("ln_1", std::make_shared<nn::LayerNorm>(C, c.layernorm_epsilon, c.dtype));
   auto attn = register_module("attn", std::make_shared<nn::ModuleGroup>());
-  c_attn_ = attn->add("c_attn", std::make_shared<nn::ColumnConv1D>(C, 3 * C, tp, 3, c.dtype));  // by heads
-  attn_proj_ = attn->add("c_proj", std::make_shared<nn::RowConv1D>(C, C, tp, c.dtype));
+  c_attn_ = attn->add("c_attn", std::make_shared<parallel::ColumnConv1D>(C, 3 * C, tp, 3, c.dtype));  // by heads
+  attn_proj_ = attn->add("c_proj", std::make_shared<parallel::RowConv1D>(C, C, tp, c.dtype));
   ln_2_ = register_module("ln_2", std::make_shared<nn::LayerNorm>(C, c.layernorm_epsilon, c.dtype));
   auto mlp = register_module("mlp", std::make_shared<nn::ModuleGroup>());
-  c_fc_ = mlp->add("c_fc", std::make_shared<nn::ColumnConv1D>(C, c.ffn(), tp, 1, c.dtype));
-  mlp_proj_ = mlp->add("c_proj", std::make_shared<nn::RowConv1D>(c.ffn(), C, tp, c.dtype));
+  c_fc_ = mlp->add("c_fc", std::make_shared<parallel::ColumnConv1D>(C, c.ffn(), tp, 1, c.dtype));
+  mlp_proj_ = mlp->add("c_proj", std::make_shared<parallel::RowConv1D>(c.ffn(), C, tp, c.dtype));
 }
 
 
 Tensor Gpt2Block::forward(const Tensor& x, int64_t seq_len, bool recompute_attention) const {
   // x (B, T, C); sequence parallel: (B, T / tp, C), this rank's positions of seq_len.
   // Under tensor parallelism this rank computes heads [h0, h0 + H) of the logical num_attention_heads.
-  const int64_t T = nn::logical_sequence_length(x, seq_len, tp_);
+  const int64_t T = parallel::logical_sequence_length(x, seq_len, tp_);
   const int64_t B = x.shape(0), C = c_.hidden_size, D = C / c_.num_attention_heads;
   const int64_t H = c_attn_->local_out() / (3 * D), h0 = c_attn_->local_group_start() / D;
   double p_out = training() ? c_.output_dropout_prob : 0.0;
@@ -51,9 +51,9 @@ Tensor Gpt2Block::forward(const Tensor& x, int64_t seq_len, bool recompute_atten
   // kernels, already are in it (nn/mixed_precision.h).
   const DType st = c_.dtype;
   y = nn::round_to(reshape(transpose(y, 1, 2), {B, T, H * D}), st);  // a view: the output is stored (B, T, H, D)
-  Tensor h = nn::round_to(add(x, nn::sequence_dropout(attn_proj_->forward(y, T), p_out, T, tp_)), st);
+  Tensor h = nn::round_to(add(x, parallel::sequence_dropout(attn_proj_->forward(y, T), p_out, T, tp_)), st);
   Tensor m = mlp_proj_->forward(nn::round_to(gelu(c_fc_->forward(ln_2_->forward(h), T), true), st), T);
-  return nn::round_to(add(h, nn::sequence_dropout(m, p_out, T, tp_)), st);
+  return nn::round_to(add(h, parallel::sequence_dropout(m, p_out, T, tp_)), st);
 }
 
 namespace {
@@ -74,7 +74,7 @@ Gpt2Model::Gpt2Model(const Gpt2Config& c, const nn::TensorParallel& tp, const Pi
   auto tr = register_module("transformer", std::make_shared<nn::ModuleGroup>());
   transformer_ = tr;
   if (st.first || st.last)
-    wte_ = tr->add("wte", std::make_shared<nn::VocabParallelEmbedding>(c.vocab_size, c.hidden_size, tp, c.dtype));
+    wte_ = tr->add("wte", std::make_shared<parallel::VocabParallelEmbedding>(c.vocab_size, c.hidden_size, tp, c.dtype));
   if (st.first) wpe_ = tr->add("wpe", std::make_shared<nn::Embedding>(c.max_seq_length, c.hidden_size, c.dtype));
   auto h = tr->add("h", std::make_shared<nn::ModuleGroup>());
   for (const auto& [a, b] : chunk_layers_)
@@ -133,7 +133,7 @@ Tensor Gpt2Model::stage_forward(const Tensor& input, uint64_t stream0, int64_t T
     x = leave(0, dropout(x, training() ? c_.embedding_dropout_prob : 0.0));
     // Sequence parallel: between the blocks each rank keeps its part of the sequence (a local
     // slice; ln_f's output is gathered back for the vocabulary-parallel head).
-    x = nn::scatter_to_sequence_parallel(x, tp_);
+    x = parallel::scatter_to_sequence_parallel(x, tp_);
   } else {
     x = input;
   }
@@ -157,7 +157,7 @@ Tensor Gpt2Model::stage_forward(const Tensor& input, uint64_t stream0, int64_t T
   if (!head) return x;
   enter(head_unit());  // left in head_loss() / logits(), after the tied head
   x = ln_f_->forward(x);
-  x = nn::gather_from_sequence_parallel(x, T, tp_);
+  x = parallel::gather_from_sequence_parallel(x, T, tp_);
   return x;
 }
 
@@ -169,7 +169,7 @@ Tensor Gpt2Model::logits(const Tensor& ids) const {
 }
 
 Shape Gpt2Model::activation_shape(int64_t rows, int64_t seq_len) const {
-  return {rows, nn::sequence_piece_length(seq_len, tp_), c_.hidden_size};
+  return {rows, parallel::sequence_piece_length(seq_len, tp_), c_.hidden_size};
 }
 
 std::string Gpt2Model::describe() const { return gpt2_describe(c_); }
@@ -181,11 +181,11 @@ Tensor Gpt2Model::head_loss(const Tensor& hidden, const Tensor& labels) const {
   // The tied embedding is the output projection. Full checkpointing recomputes each chunk's
   // logits in backward: the (N, V) logits and their gradient, the largest activation of a GPT-2
   // step, are never held whole.
-  nn::LmLossOptions o;
+  parallel::LmLossOptions o;
   o.chunk_elements = c_.head_chunk_elements;
   o.recompute = c_.activation_checkpointing && c_.checkpoint_granularity == CheckpointGranularity::kFull && training();
   o.storage = c_.dtype;
-  return leave(head_unit(), nn::lm_head_loss(hidden, labels, wte_, o));
+  return leave(head_unit(), parallel::lm_head_loss(hidden, labels, wte_, o));
 }
 
 std::vector<nn::ParamUnit> Gpt2Model::parameter_units() const {

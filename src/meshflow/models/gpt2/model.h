@@ -16,7 +16,7 @@
 #include "meshflow/models/gpt2/config.h"
 #include "meshflow/models/model.h"
 #include "meshflow/nn/layers.h"
-#include "meshflow/nn/parallel_layers.h"
+#include "meshflow/parallel/layers.h"
 
 namespace mf::models {
 
@@ -32,8 +32,8 @@ class Gpt2Block : public nn::Module {
   Gpt2Config c_;
   nn::TensorParallel tp_;
   std::shared_ptr<nn::LayerNorm> ln_1_, ln_2_;
-  std::shared_ptr<nn::ColumnConv1D> c_attn_, c_fc_;
-  std::shared_ptr<nn::RowConv1D> attn_proj_, mlp_proj_;
+  std::shared_ptr<parallel::ColumnConv1D> c_attn_, c_fc_;
+  std::shared_ptr<parallel::RowConv1D> attn_proj_, mlp_proj_;
 };
 
 // A pipeline stage of GPT-2 holds blocks [first_layer, end_layer); the first stage also holds
@@ -90,7 +90,7 @@ class Gpt2Model : public Model {
   Gpt2Config c_;
   nn::TensorParallel tp_;
   std::shared_ptr<nn::Module> transformer_;
-  std::shared_ptr<nn::VocabParallelEmbedding> wte_;
+  std::shared_ptr<parallel::VocabParallelEmbedding> wte_;
   std::shared_ptr<nn::Embedding> wpe_;
   std::vector<std::shared_ptr<Gpt2Block>> blocks_;       // every chunk's, in layer order
   std::vector<std::pair<int64_t, int64_t>> chunk_layers_;  // per chunk: its [first, end) layers

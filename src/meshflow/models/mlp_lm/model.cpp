@@ -7,7 +7,7 @@
 #include "meshflow/autograd/checkpoint.h"
 #include "meshflow/autograd/grad_mode.h"
 #include "meshflow/nn/init.h"
-#include "meshflow/nn/lm_head.h"
+#include "meshflow/parallel/lm_head.h"
 
 namespace mf::models {
 
@@ -33,15 +33,15 @@ MlpLmConfig mlp_lm_config(const Config& c, int64_t tokenizer_vocab_size) {
 MlpLmBlock::MlpLmBlock(const MlpLmConfig& c, const nn::TensorParallel& tp) : c_(c), tp_(tp) {
   const DType dt = c.settings.dtype;
   norm_ = register_module("norm", std::make_shared<nn::LayerNorm>(c.hidden_size, c.layernorm_epsilon, dt));
-  fc1_ = register_module("fc1", std::make_shared<nn::ColumnConv1D>(c.hidden_size, c.ffn(), tp, 1, dt));
-  fc2_ = register_module("fc2", std::make_shared<nn::RowConv1D>(c.ffn(), c.hidden_size, tp, dt));
+  fc1_ = register_module("fc1", std::make_shared<parallel::ColumnConv1D>(c.hidden_size, c.ffn(), tp, 1, dt));
+  fc2_ = register_module("fc2", std::make_shared<parallel::RowConv1D>(c.ffn(), c.hidden_size, tp, dt));
 }
 
 Tensor MlpLmBlock::forward(const Tensor& x, int64_t seq_len) const {
-  const int64_t T = nn::logical_sequence_length(x, seq_len, tp_);
+  const int64_t T = parallel::logical_sequence_length(x, seq_len, tp_);
   const DType st = c_.settings.dtype;
   Tensor h = fc2_->forward(nn::round_to(gelu(fc1_->forward(norm_->forward(x), T), true), st), T);
-  return nn::round_to(add(x, nn::sequence_dropout(h, training() ? c_.output_dropout_prob : 0.0, T, tp_)), st);
+  return nn::round_to(add(x, parallel::sequence_dropout(h, training() ? c_.output_dropout_prob : 0.0, T, tp_)), st);
 }
 
 MlpLmModel::MlpLmModel(const MlpLmConfig& c, const ModelContext& ctx) : Model(ctx), c_(c) {
@@ -49,7 +49,7 @@ MlpLmModel::MlpLmModel(const MlpLmConfig& c, const ModelContext& ctx) : Model(ct
   const DType dt = c.settings.dtype;
   const nn::TensorParallel& tp = ctx.tp;
   if (stage().first || stage().last)
-    wte_ = register_module("wte", std::make_shared<nn::VocabParallelEmbedding>(c.vocab_size, c.hidden_size, tp, dt));
+    wte_ = register_module("wte", std::make_shared<parallel::VocabParallelEmbedding>(c.vocab_size, c.hidden_size, tp, dt));
   auto layers = register_module("layers", std::make_shared<nn::ModuleGroup>());
   for (const auto& [a, b] : chunk_layers_)
     for (int64_t i = a; i < b; ++i) blocks_.push_back(layers->add(std::to_string(i), std::make_shared<MlpLmBlock>(c, tp)));
@@ -90,7 +90,7 @@ Tensor MlpLmModel::stage_forward(const Tensor& input, uint64_t stream0, int64_t 
     enter(0);
     use_stream(0);
     x = dropout(wte_->forward(input), training() ? c_.embedding_dropout_prob : 0.0);  // (B, T, C)
-    x = leave(0, nn::scatter_to_sequence_parallel(nn::round_to(x, c_.settings.dtype), tp));
+    x = leave(0, parallel::scatter_to_sequence_parallel(nn::round_to(x, c_.settings.dtype), tp));
   }
   int64_t offset = 0;  // index in blocks_ of this chunk's first block
   for (int64_t k = 0; k < chunk; ++k) offset += chunk_layers_[static_cast<size_t>(k)].second - chunk_layers_[static_cast<size_t>(k)].first;
@@ -110,20 +110,20 @@ Tensor MlpLmModel::stage_forward(const Tensor& input, uint64_t stream0, int64_t 
   use_stream(streams_per_forward());
   if (!(st.last && chunk + 1 == st.num_chunks())) return x;
   enter(head_unit());  // left in head_loss()
-  return nn::gather_from_sequence_parallel(norm_->forward(x), T, tp);
+  return parallel::gather_from_sequence_parallel(norm_->forward(x), T, tp);
 }
 
 Tensor MlpLmModel::head_loss(const Tensor& hidden, const Tensor& labels) const {
   MF_CHECK(stage().last, "mlp_lm: the loss is computed on the last pipeline stage");
   MF_CHECK(hidden.ndim() == 3 && labels.shape() == Shape({hidden.shape(0), hidden.shape(1)}), "mlp_lm: labels ",
            labels.str(), " must be (batch, seq) of the hidden state ", hidden.str());
-  nn::LmLossOptions o;
+  parallel::LmLossOptions o;
   o.storage = c_.settings.dtype;
-  return leave(head_unit(), nn::lm_head_loss(hidden, labels, wte_, o));
+  return leave(head_unit(), parallel::lm_head_loss(hidden, labels, wte_, o));
 }
 
 Shape MlpLmModel::activation_shape(int64_t rows, int64_t seq_len) const {
-  return {rows, nn::sequence_piece_length(seq_len, tensor_parallel()), c_.hidden_size};
+  return {rows, parallel::sequence_piece_length(seq_len, tensor_parallel()), c_.hidden_size};
 }
 
 DType MlpLmModel::activation_dtype(Device device) const {

@@ -18,7 +18,7 @@
 
 #include "meshflow/models/model.h"
 #include "meshflow/nn/layers.h"
-#include "meshflow/nn/parallel_layers.h"
+#include "meshflow/parallel/layers.h"
 
 namespace mf::models {
 
@@ -53,8 +53,8 @@ class MlpLmBlock : public nn::Module {
   MlpLmConfig c_;
   nn::TensorParallel tp_;
   std::shared_ptr<nn::LayerNorm> norm_;
-  std::shared_ptr<nn::ColumnConv1D> fc1_;
-  std::shared_ptr<nn::RowConv1D> fc2_;
+  std::shared_ptr<parallel::ColumnConv1D> fc1_;
+  std::shared_ptr<parallel::RowConv1D> fc2_;
 };
 
 class MlpLmModel : public Model {
@@ -80,7 +80,7 @@ class MlpLmModel : public Model {
 
  private:
   MlpLmConfig c_;
-  std::shared_ptr<nn::VocabParallelEmbedding> wte_;
+  std::shared_ptr<parallel::VocabParallelEmbedding> wte_;
   std::vector<std::shared_ptr<MlpLmBlock>> blocks_;        // every chunk's, in layer order
   std::vector<std::pair<int64_t, int64_t>> chunk_layers_;  // per chunk: its [first, end) layers
   std::shared_ptr<nn::LayerNorm> norm_;

@@ -1,0 +1,51 @@
+// The common path of every global op: check the inputs share a placement, infer the signature
+// (cached), box the inputs, run the local op, wrap the outputs (see global_ops.h).
+#include <utility>
+
+#include "meshflow/core/error.h"
+#include "meshflow/global/boxing.h"
+#include "meshflow/global/global_ops.h"
+
+namespace mf::global {
+
+GlobalContext global_context(const DeviceMesh& mesh, int world_rank) { return {axis_comms(mesh), world_rank}; }
+
+std::vector<GlobalTensor> apply_global(const GlobalContext& ctx, const std::string& op,
+                                       const std::vector<GlobalTensor>& inputs,
+                                       const std::vector<Shape>& output_shapes, const SignatureFn& candidates,
+                                       const LocalFn& local) {
+  MF_CHECK(!inputs.empty(), "global ", op, ": no inputs (rank ", ctx.world_rank, ")");
+  const Placement* pl = inputs[0].placement;
+  SignatureQuery q;
+  q.op = op;
+  q.output_shapes = output_shapes;
+  q.placement = pl;
+  q.world_rank = ctx.world_rank;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const GlobalTensor& x = inputs[i];
+    MF_CHECK(x.placement != nullptr && x.nd_sbp != nullptr && x.local.defined(), "global ", op, ": input ", i,
+             " is not a global tensor (rank ", ctx.world_rank, ")");
+    MF_CHECK(x.placement == pl, "global ", op, ": input ", i, " is on ", x.placement->str(), ", input 0 on ",
+             pl->str(), "; box to one placement first (rank ", ctx.world_rank, ")");
+    q.inputs.push_back(x.nd_sbp);
+    q.input_shapes.push_back(x.logical_shape);
+    q.input_elem_nbytes.push_back(static_cast<int64_t>(dtype_nbytes(x.local.dtype())));
+  }
+  MF_CHECK(static_cast<int>(ctx.axis_comms.size()) == pl->ndim(), "global ", op, ": ", ctx.axis_comms.size(),
+           " axis communicators for placement ", pl->str(), " (rank ", ctx.world_rank, ")");
+  const NdSignature sig = infer_signature(q, candidates);
+
+  std::vector<Tensor> pieces;
+  pieces.reserve(inputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i) pieces.push_back(box_to(inputs[i], sig.inputs[i], ctx.axis_comms).local);
+  std::vector<Tensor> outs = local(pieces);
+  MF_CHECK(outs.size() == output_shapes.size(), "global ", op, ": the local op gave ", outs.size(), " outputs, ",
+           output_shapes.size(), " expected");
+  std::vector<GlobalTensor> r;
+  r.reserve(outs.size());
+  for (size_t o = 0; o < outs.size(); ++o)
+    r.push_back(to_global(outs[o], pl, sig.outputs[o], output_shapes[o], ctx.world_rank));
+  return r;
+}
+
+}  // namespace mf::global

@@ -1,0 +1,565 @@
+#include "meshflow/io/checkpoint.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <csignal>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "meshflow/autograd/grad_mode.h"
+#include "meshflow/core/atomic_file.h"
+#include "meshflow/io/safetensors.h"
+#include "meshflow/ops/ops.h"
+
+namespace mf::io {
+
+namespace fs = std::filesystem;
+using json = nlohmann::ordered_json;
+
+namespace {
+constexpr int kFormatVersion = 2;
+constexpr int64_t kCastChunkElems = int64_t{1} << 20;  // the bounded buffer of a dtype-converting read
+std::atomic<bool> g_crash_in_next_save{false};
+
+std::string iter_name(int64_t iter) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "iter_%07lld", static_cast<long long>(iter));
+  return buf;
+}
+
+std::string shard_name(int rank) {
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "shard_%05d.safetensors", rank);
+  return buf;
+}
+
+std::string errno_str() { return std::strerror(errno); }
+
+// A region as periodic runs of the tensor's row-major (logical) element index L: `outer`
+// segments [o * period + seg_start, +seg_len); box element e sits at
+// L = (e / seg_len) * period + seg_start + e % seg_len.
+struct Geometry {
+  int64_t period = 0, seg_start = 0, seg_len = 0, outer = 1;
+};
+
+Geometry geometry(const TensorRegion& r) {
+  const int64_t numel = shape_numel(r.view);
+  if (r.axis < 0) return {numel, 0, numel, 1};
+  int64_t inner = 1, outer = 1;
+  for (size_t k = 0; k < r.view.size(); ++k) {
+    if (static_cast<int64_t>(k) < r.axis) outer *= r.view[k];
+    if (static_cast<int64_t>(k) > r.axis) inner *= r.view[k];
+  }
+  return {r.view[static_cast<size_t>(r.axis)] * inner, r.start * inner, r.length * inner, outer};
+}
+
+void check_region(const TensorRegion& r, const Shape& logical, const std::string& what) {
+  MF_CHECK(shape_numel(r.view) == shape_numel(logical), what, ": region view ", shape_str(r.view),
+           " is not a view of the tensor's shape ", shape_str(logical));
+  MF_CHECK(r.axis < static_cast<int64_t>(r.view.size()), what, ": region axis ", r.axis, " outside view ",
+           shape_str(r.view));
+  if (r.axis >= 0)
+    MF_CHECK(r.start >= 0 && r.length >= 0 && r.start + r.length <= r.view[static_cast<size_t>(r.axis)], what,
+             ": region [", r.start, ", +", r.length, ") outside axis ", r.axis, " of ", shape_str(r.view));
+  MF_CHECK(r.flat_start >= 0 && (r.flat_length < 0 || r.flat_start + r.flat_length <= r.box_numel()), what,
+           ": flat range [", r.flat_start, ", +", r.flat_length, ") outside the box of ", r.box_numel(), " elements");
+}
+
+json region_json(const TensorRegion& r) {
+  return {{"view", r.view},           {"axis", r.axis},           {"start", r.start},
+          {"length", r.length},       {"flat_start", r.flat_start}, {"flat_length", r.numel()}};
+}
+
+TensorRegion region_from_json(const json& j) {
+  TensorRegion r;
+  r.view = j.at("view").get<Shape>();
+  r.axis = j.at("axis").get<int64_t>();
+  r.start = j.at("start").get<int64_t>();
+  r.length = j.at("length").get<int64_t>();
+  r.flat_start = j.at("flat_start").get<int64_t>();
+  r.flat_length = j.at("flat_length").get<int64_t>();
+  return r;
+}
+
+// A file opened for positioned reads (shard headers and data, checksums).
+class Fd {
+ public:
+  explicit Fd(const std::string& path) : path_(path), fd_(::open(path.c_str(), O_RDONLY | O_CLOEXEC)) {
+    MF_CHECK(fd_ >= 0, "cannot open ", path, ": ", errno_str());
+  }
+  ~Fd() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  void read_at(void* dst, size_t nbytes, int64_t offset) const {
+    char* p = static_cast<char*>(dst);
+    while (nbytes > 0) {
+      ssize_t n = ::pread(fd_, p, nbytes, offset);
+      if (n < 0 && errno == EINTR) continue;
+      MF_CHECK(n > 0, path_, ": short read at byte ", offset, " (", n < 0 ? errno_str() : "end of file", ")");
+      p += n;
+      offset += n;
+      nbytes -= static_cast<size_t>(n);
+    }
+  }
+
+ private:
+  std::string path_;
+  int fd_;
+};
+
+void fsync_dir(const fs::path& dir) {
+  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd >= 0) {
+    ::fsync(fd);
+    ::close(fd);
+  }
+}
+
+void barrier(comm::Communicator* world) {
+  if (world) world->barrier()->wait();
+}
+
+// Writes this rank's pieces as one safetensors file (flat tensors; the regions in the header's
+// metadata) and returns its size and CRC-32.
+std::pair<int64_t, uint32_t> write_shard(const fs::path& path, int rank, const std::vector<ShardPiece>& mine) {
+  json regions = json::object();
+  json header = json::object();
+  uint64_t offset = 0;
+  std::vector<Tensor> data;
+  for (const ShardPiece& p : mine) {
+    check_region(p.region, p.logical, "checkpoint piece '" + p.name + "'");
+    MF_CHECK(p.data.numel() == p.region.numel(), "checkpoint piece '", p.name, "' holds ", p.data.numel(),
+             " elements for a region of ", p.region.numel());
+    // A second piece of the same tensor (possible, e.g. a test writing several ranks' pieces
+    // from one process) gets its own key.
+    std::string key = p.name;
+    for (int k = 1; regions.contains(key); ++k) key = p.name + "@" + std::to_string(k);
+    Tensor c = contiguous(p.data.detach());
+    if (c.device().type != DeviceType::kCPU) c = to(c, cpu_device());  // GPU state: written from a host copy
+    json r = region_json(p.region);
+    r["tensor"] = p.name;
+    r["shape"] = p.logical;
+    regions[key] = r;
+    header[key] = {{"dtype", io::safetensors_dtype(c.dtype())},
+                      {"shape", {c.numel()}},
+                      {"data_offsets", {offset, offset + c.nbytes()}}};
+    offset += c.nbytes();
+    data.push_back(c);
+  }
+  json full = json::object();
+  full["__metadata__"] = {{"format", "meshflow-shard"}, {"rank", std::to_string(rank)}, {"regions", regions.dump()}};
+  for (auto& [k, v] : header.items()) full[k] = v;
+  std::string h = full.dump();
+  h.append((8 - h.size() % 8) % 8, ' ');
+  const uint64_t hlen = h.size();
+  AtomicFile f(path.string());
+  uLong crc = crc32(0L, Z_NULL, 0);
+  auto put = [&](const void* p, size_t n) {
+    f.write(p, n);
+    const auto* b = static_cast<const Bytef*>(p);
+    while (n > 0) {  // crc32 takes a uInt length
+      const uInt k = static_cast<uInt>(std::min<size_t>(n, size_t{1} << 30));
+      crc = crc32(crc, b, k);
+      b += k;
+      n -= k;
+    }
+  };
+  put(&hlen, 8);
+  put(h.data(), h.size());
+  for (const Tensor& c : data) put(c.raw_data(), c.nbytes());
+  f.commit();
+  return {static_cast<int64_t>(8 + hlen + offset), static_cast<uint32_t>(crc)};
+}
+
+void prune(const fs::path& root, int64_t max_to_keep) {
+  std::vector<std::string> dirs;
+  for (auto& e : fs::directory_iterator(root)) {
+    std::string n = e.path().filename().string();
+    if (e.is_directory() && n.rfind("iter_", 0) == 0 && n.find(".tmp") == std::string::npos) dirs.push_back(n);
+  }
+  std::sort(dirs.begin(), dirs.end());
+  if (max_to_keep > 0)
+    for (size_t i = 0; i + static_cast<size_t>(max_to_keep) < dirs.size(); ++i) fs::remove_all(root / dirs[i]);
+}
+}  // namespace
+
+int64_t TensorRegion::box_numel() const {
+  const Geometry g = geometry(*this);
+  return g.outer * g.seg_len;
+}
+
+TensorRegion TensorRegion::whole(const Shape& shape) {
+  TensorRegion r;
+  r.view = shape;
+  return r;
+}
+
+void crash_in_next_checkpoint_for_testing() { g_crash_in_next_save = true; }
+
+void write_checkpoint_shards(comm::Communicator* world, const std::string& output_dir, const TrainingState& st,
+                             const std::string& config_yaml, const std::map<std::string, int64_t>& layout,
+                             const std::vector<ShardPiece>& mine, int64_t max_to_keep) {
+  const int rank = world ? world->rank() : 0, size = world ? world->size() : 1;
+  const fs::path root = fs::path(output_dir) / "checkpoints";
+  const std::string name = iter_name(st.iter);
+  const fs::path tmp = root / (name + ".tmp"), final_dir = root / name;
+  if (rank == 0) {
+    fs::create_directories(root);
+    for (auto& e : fs::directory_iterator(root))  // what a crashed save left
+      if (e.is_directory() && e.path().filename().string().find(".tmp") != std::string::npos) fs::remove_all(e.path());
+    fs::create_directories(tmp);
+  }
+  barrier(world);
+  int64_t nbytes = 0;
+  uint32_t crc = 0;
+  if (!mine.empty()) std::tie(nbytes, crc) = write_shard(tmp / shard_name(rank), rank, mine);
+  if (g_crash_in_next_save.exchange(false)) ::raise(SIGKILL);
+  Tensor info = full({2}, 0.0, DType::kI64);
+  info.data<int64_t>()[0] = nbytes;
+  info.data<int64_t>()[1] = crc;
+  Tensor all = empty({2 * static_cast<int64_t>(size)}, DType::kI64);
+  if (world)
+    world->all_gather(info, all)->wait();
+  else
+    all = info;
+  if (rank == 0) {
+    json files = json::array();
+    json tensors = json::object();
+    for (int q = 0; q < size; ++q) {
+      const int64_t bytes = all.data<int64_t>()[2 * q];
+      if (bytes == 0) continue;
+      const std::string file = shard_name(q);
+      const fs::path path = tmp / file;
+      Fd f(path.string());
+      uint64_t hlen = 0;
+      f.read_at(&hlen, 8, 0);
+      std::string h(hlen, ' ');
+      f.read_at(h.data(), hlen, 8);
+      const json header = json::parse(h);
+      const json regions = json::parse(header.at("__metadata__").at("regions").get<std::string>());
+      const int file_index = static_cast<int>(files.size());
+      files.push_back({{"name", file}, {"bytes", bytes}, {"crc32", all.data<int64_t>()[2 * q + 1]}});
+      for (auto& [key, entry] : header.items()) {
+        if (key == "__metadata__") continue;
+        const auto off = entry.at("data_offsets").get<std::vector<int64_t>>();
+        const json& r = regions.at(key);
+        const std::string tensor = r.at("tensor").get<std::string>();
+        json& t = tensors[tensor];
+        if (t.is_null()) t = {{"shape", r.at("shape")}, {"dtype", entry.at("dtype")}, {"pieces", json::array()}};
+        MF_CHECK(t.at("shape") == r.at("shape") && t.at("dtype") == entry.at("dtype"), "checkpoint: tensor '", tensor,
+                 "' has pieces of different shapes or dtypes (", file, ")");
+        json piece = region_json(region_from_json(r));
+        piece["file"] = file_index;
+        piece["offset"] = static_cast<int64_t>(8 + hlen) + off[0];
+        piece["bytes"] = off[1] - off[0];
+        t["pieces"].push_back(piece);
+      }
+    }
+    json lay = json::object();
+    for (const auto& [k, v] : layout) lay[k] = v;
+    json meta = {{"format", "meshflow-checkpoint"},
+                 {"format_version", kFormatVersion},
+                 {"iter", st.iter},
+                 {"optimizer_steps", st.optimizer_steps},
+                 {"data_position", st.data_position},
+                 {"rng", {{"seed", st.rng.seed}, {"next_stream", st.rng.next_stream}}},
+                 {"skipped_iters", st.skipped_iters},
+                 {"layout", lay},
+                 {"files", files},
+                 {"tensors", tensors},
+                 {"config", config_yaml}};
+    if (st.loss_scaler)
+      meta["loss_scaler"] = {{"scale", st.loss_scaler->scale},
+                             {"growth_tracker", st.loss_scaler->growth_tracker},
+                             {"hysteresis_tracker", st.loss_scaler->hysteresis_tracker}};
+    write_file_atomic((tmp / "metadata.json").string(), meta.dump(1) + "\n");
+    fsync_dir(tmp);
+    fs::remove_all(final_dir);
+    fs::rename(tmp, final_dir);
+    fsync_dir(root);
+    write_file_atomic((root / "latest").string(), name + "\n");
+    prune(root, max_to_keep);
+  }
+  barrier(world);
+}
+
+// ---- reading
+
+struct CheckpointReader::Impl {
+  struct Piece {
+    int file = 0;
+    int64_t offset = 0;
+    TensorRegion region;
+    Geometry g;
+  };
+  struct Entry {
+    Shape shape;
+    DType dtype = DType::kF32;
+    std::vector<Piece> pieces;
+  };
+  std::string dir;
+  TrainingState state;
+  std::map<std::string, int64_t> layout;
+  std::vector<std::string> files;
+  std::vector<int64_t> file_bytes;
+  std::vector<uint32_t> file_crc;
+  std::map<std::string, Entry> tensors;
+  mutable std::vector<std::unique_ptr<Fd>> fds;
+
+  std::string path(int file) const { return (fs::path(dir) / files[static_cast<size_t>(file)]).string(); }
+  const Fd& fd(int file) const {
+    auto& f = fds[static_cast<size_t>(file)];
+    if (!f) f = std::make_unique<Fd>(path(file));
+    return *f;
+  }
+  const Entry& entry(const std::string& name) const {
+    auto it = tensors.find(name);
+    MF_CHECK(it != tensors.end(), "checkpoint ", dir, ": no tensor '", name, "'");
+    return it->second;
+  }
+};
+
+CheckpointReader::CheckpointReader(const std::string& dir) : impl_(std::make_unique<Impl>()) {
+  Impl& m = *impl_;
+  m.dir = dir;
+  const fs::path meta_path = fs::path(dir) / "metadata.json";
+  if (!fs::exists(meta_path) && fs::exists(fs::path(dir) / "state.json"))
+    MF_THROW(dir, ": a format-1 checkpoint (one model.safetensors); this meshflow reads format ", kFormatVersion);
+  MF_CHECK(fs::exists(meta_path), meta_path.string(), ": missing (not a meshflow checkpoint, or an incomplete one)");
+  try {
+    const json j = json::parse(read_file(meta_path.string()));
+    const int version = j.at("format_version").get<int>();
+    MF_CHECK(version <= kFormatVersion, meta_path.string(), ": checkpoint format version ", version,
+             " is newer than this meshflow supports (", kFormatVersion, ")");
+    MF_CHECK(version == kFormatVersion, meta_path.string(), ": checkpoint format version ", version,
+             " is older than this meshflow reads (", kFormatVersion, ")");
+    m.state.iter = j.at("iter").get<int64_t>();
+    m.state.optimizer_steps = j.at("optimizer_steps").get<int64_t>();
+    m.state.data_position = j.at("data_position").get<uint64_t>();
+    m.state.rng.seed = j.at("rng").at("seed").get<uint64_t>();
+    m.state.rng.next_stream = j.at("rng").at("next_stream").get<uint64_t>();
+    m.state.skipped_iters = j.value("skipped_iters", int64_t{0});
+    if (j.contains("loss_scaler")) {
+      const json& ls = j.at("loss_scaler");
+      m.state.loss_scaler = optim::LossScalerState{ls.at("scale").get<double>(), ls.at("growth_tracker").get<int64_t>(),
+                                            ls.at("hysteresis_tracker").get<int64_t>()};
+    }
+    for (auto& [k, v] : j.at("layout").items()) m.layout[k] = v.get<int64_t>();
+    for (const json& f : j.at("files")) {
+      m.files.push_back(f.at("name").get<std::string>());
+      m.file_bytes.push_back(f.at("bytes").get<int64_t>());
+      m.file_crc.push_back(static_cast<uint32_t>(f.at("crc32").get<int64_t>()));
+    }
+    for (auto& [name, t] : j.at("tensors").items()) {
+      Impl::Entry e;
+      e.shape = t.at("shape").get<Shape>();
+      e.dtype = io::dtype_from_safetensors(t.at("dtype").get<std::string>(), meta_path.string());
+      for (const json& p : t.at("pieces")) {
+        Impl::Piece piece;
+        piece.file = p.at("file").get<int>();
+        piece.offset = p.at("offset").get<int64_t>();
+        piece.region = region_from_json(p);
+        MF_CHECK(piece.file >= 0 && piece.file < static_cast<int>(m.files.size()), meta_path.string(), ": tensor '",
+                 name, "' names file ", piece.file, " of ", m.files.size());
+        check_region(piece.region, e.shape, meta_path.string() + ": tensor '" + name + "'");
+        const int64_t nbytes = piece.region.numel() * static_cast<int64_t>(dtype_nbytes(e.dtype));
+        MF_CHECK(p.at("bytes").get<int64_t>() == nbytes && piece.offset >= 8 &&
+                     piece.offset + nbytes <= m.file_bytes[static_cast<size_t>(piece.file)],
+                 meta_path.string(), ": tensor '", name, "' has a piece outside ", m.files[static_cast<size_t>(piece.file)]);
+        piece.g = geometry(piece.region);
+        e.pieces.push_back(piece);
+      }
+      m.tensors.emplace(name, std::move(e));
+    }
+  } catch (const nlohmann::json::exception& e) {
+    MF_THROW(meta_path.string(), ": corrupt checkpoint metadata: ", e.what());
+  }
+  m.fds.resize(m.files.size());
+  for (size_t f = 0; f < m.files.size(); ++f) {
+    const std::string p = m.path(static_cast<int>(f));
+    MF_CHECK(fs::exists(p), p, ": shard file missing from the checkpoint");
+    const auto bytes = static_cast<int64_t>(fs::file_size(p));
+    MF_CHECK(bytes == m.file_bytes[f], p, ": ", bytes, " bytes, the checkpoint recorded ", m.file_bytes[f],
+             " (truncated or overwritten)");
+  }
+}
+
+CheckpointReader::~CheckpointReader() = default;
+CheckpointReader::CheckpointReader(CheckpointReader&&) noexcept = default;
+
+std::optional<CheckpointReader> CheckpointReader::open_latest(const std::string& output_dir) {
+  const fs::path root = fs::path(output_dir) / "checkpoints";
+  const fs::path latest = root / "latest";
+  if (!fs::exists(latest)) return std::nullopt;
+  std::string name = read_file(latest.string());
+  while (!name.empty() && (name.back() == '\n' || name.back() == ' ')) name.pop_back();
+  const fs::path dir = root / name;
+  MF_CHECK(fs::is_directory(dir), latest.string(), " names '", name, "', which does not exist");
+  return CheckpointReader(dir.string());
+}
+
+void CheckpointReader::verify(comm::Communicator* world) const {
+  const Impl& m = *impl_;
+  const int rank = world ? world->rank() : 0, size = world ? world->size() : 1;
+  int64_t bad = 0;  // 1 + the first file this rank found bad
+  std::vector<char> buf(size_t{4} << 20);
+  for (size_t f = static_cast<size_t>(rank); f < m.files.size() && bad == 0; f += static_cast<size_t>(size)) {
+    const Fd& fd = m.fd(static_cast<int>(f));
+    uLong crc = crc32(0L, Z_NULL, 0);
+    for (int64_t at = 0; at < m.file_bytes[f];) {
+      const auto n = static_cast<size_t>(std::min<int64_t>(static_cast<int64_t>(buf.size()), m.file_bytes[f] - at));
+      fd.read_at(buf.data(), n, at);
+      crc = crc32(crc, reinterpret_cast<const Bytef*>(buf.data()), static_cast<uInt>(n));
+      at += static_cast<int64_t>(n);
+    }
+    if (static_cast<uint32_t>(crc) != m.file_crc[f]) bad = static_cast<int64_t>(f) + 1;
+  }
+  Tensor t = full({1}, static_cast<double>(bad == 0 ? 0 : static_cast<int64_t>(m.files.size()) + 1 - bad), DType::kI64);
+  if (world) world->all_reduce(t, comm::ReduceOp::kMax)->wait();  // the lowest bad index wins
+  const int64_t v = t.data<int64_t>()[0];
+  MF_CHECK(v == 0, m.path(static_cast<int>(static_cast<int64_t>(m.files.size()) + 1 - v - 1)),
+           ": checksum mismatch (the file was corrupted after it was written)");
+}
+
+const std::string& CheckpointReader::dir() const { return impl_->dir; }
+const TrainingState& CheckpointReader::state() const { return impl_->state; }
+const std::map<std::string, int64_t>& CheckpointReader::layout() const { return impl_->layout; }
+bool CheckpointReader::has(const std::string& name) const { return impl_->tensors.count(name) > 0; }
+std::vector<std::string> CheckpointReader::names() const {
+  std::vector<std::string> r;
+  for (const auto& [n, e] : impl_->tensors) r.push_back(n);
+  return r;
+}
+Shape CheckpointReader::shape(const std::string& name) const { return impl_->entry(name).shape; }
+DType CheckpointReader::dtype(const std::string& name) const { return impl_->entry(name).dtype; }
+
+void CheckpointReader::read(const std::string& name, const TensorRegion& region, Tensor& out) const {
+  const Impl& m = *impl_;
+  const Impl::Entry& e = m.entry(name);
+  const std::string what = "checkpoint " + m.dir + ": tensor '" + name + "'";
+  check_region(region, e.shape, what);
+  MF_CHECK(out.is_contiguous() && out.numel() == region.numel(), what, ": destination ", out.str(),
+           " does not hold the region's ", region.numel(), " elements contiguously");
+  if (out.device().type != DeviceType::kCPU) {  // a GPU destination: read on the host, then one copy up
+    NoGradGuard ng;
+    Tensor host = empty(out.shape(), out.dtype());
+    read(name, region, host);
+    copy_(out, to(host, out.device()));
+    return;
+  }
+  const size_t src_size = dtype_nbytes(e.dtype), dst_size = dtype_nbytes(out.dtype());
+  const bool same = e.dtype == out.dtype();
+  char* dst = static_cast<char*>(out.raw_data());
+  // Reads src elements [src_elem, +n) of a piece into destination elements [dst_elem, +n);
+  // consecutive ranges of the same file that continue each other are read as one.
+  struct Pending {
+    int file = -1;
+    int64_t file_off = 0, dst_elem = 0, n = 0;
+  } pending;
+  auto flush = [&] {
+    if (pending.n == 0) return;
+    const Fd& fd = m.fd(pending.file);
+    if (same) {
+      fd.read_at(dst + pending.dst_elem * static_cast<int64_t>(dst_size), static_cast<size_t>(pending.n) * src_size,
+                 pending.file_off);
+    } else {
+      NoGradGuard ng;
+      for (int64_t done = 0; done < pending.n; done += kCastChunkElems) {
+        const int64_t k = std::min(kCastChunkElems, pending.n - done);
+        Tensor tmp = empty({k}, e.dtype);
+        fd.read_at(tmp.raw_data(), static_cast<size_t>(k) * src_size, pending.file_off + done * static_cast<int64_t>(src_size));
+        Tensor c = cast(tmp, out.dtype());
+        std::memcpy(dst + (pending.dst_elem + done) * static_cast<int64_t>(dst_size), c.raw_data(),
+                    static_cast<size_t>(k) * dst_size);
+      }
+    }
+    pending.n = 0;
+  };
+  auto emit = [&](int file, int64_t file_off, int64_t dst_elem, int64_t n) {
+    if (pending.n > 0 && pending.file == file &&
+        pending.file_off + pending.n * static_cast<int64_t>(src_size) == file_off && pending.dst_elem + pending.n == dst_elem) {
+      pending.n += n;
+      return;
+    }
+    flush();
+    pending = {file, file_off, dst_elem, n};
+  };
+  const Geometry gt = geometry(region);
+  const int64_t total = region.numel();
+  int64_t filled = 0;
+  for (int64_t j = 0; j < total;) {
+    const int64_t e_box = region.flat_start + j, seg_off = e_box % gt.seg_len;
+    const int64_t run = std::min(gt.seg_len - seg_off, total - j);
+    const int64_t l0 = (e_box / gt.seg_len) * gt.period + gt.seg_start + seg_off;
+    for (const Impl::Piece& p : e.pieces) {
+      const Geometry& g = p.g;
+      const int64_t fs0 = p.region.flat_start, fl = p.region.numel();
+      for (int64_t pos = l0; pos < l0 + run;) {
+        const int64_t o = pos / g.period, w = pos % g.period;
+        if (o >= g.outer) break;
+        if (w < g.seg_start) {
+          pos = o * g.period + g.seg_start;
+          continue;
+        }
+        if (w >= g.seg_start + g.seg_len) {
+          pos = (o + 1) * g.period + g.seg_start;
+          continue;
+        }
+        const int64_t eb = o * g.seg_len + (w - g.seg_start);
+        const int64_t c = std::min(g.seg_start + g.seg_len - w, l0 + run - pos);
+        const int64_t a = std::max(eb, fs0), b = std::min(eb + c, fs0 + fl);
+        if (a < b) {
+          emit(p.file, p.offset + (a - fs0) * static_cast<int64_t>(src_size), j + (pos - l0) + (a - eb), b - a);
+          filled += b - a;
+        }
+        pos += c;
+      }
+    }
+    j += run;
+  }
+  flush();
+  MF_CHECK(filled == total, what, ": its pieces cover ", filled, " of the ", total, " elements requested");
+}
+
+Tensor CheckpointReader::read_whole(const std::string& name) const {
+  const Shape s = shape(name);
+  Tensor t = empty(s, dtype(name));
+  read(name, TensorRegion::whole(s), t);
+  return t;
+}
+
+// ---- one process, whole tensors
+
+void write_checkpoint(const std::string& output_dir, const TrainingState& state, const nn::NamedTensors& model,
+                      const nn::NamedTensors& optimizer, int64_t max_to_keep) {
+  std::vector<ShardPiece> pieces;
+  for (const auto& [prefix, set] : {std::pair{"model/", &model}, std::pair{"optimizer/", &optimizer}})
+    for (const auto& [name, t] : *set) pieces.push_back({prefix + name, t, t.shape(), TensorRegion::whole(t.shape())});
+  write_checkpoint_shards(nullptr, output_dir, state, "", {}, pieces, max_to_keep);
+}
+
+std::optional<LoadedCheckpoint> read_latest_checkpoint(const std::string& output_dir) {
+  auto reader = CheckpointReader::open_latest(output_dir);
+  if (!reader) return std::nullopt;
+  reader->verify(nullptr);
+  LoadedCheckpoint out;
+  out.dir = reader->dir();
+  out.state = reader->state();
+  for (const std::string& n : reader->names()) {
+    if (n.rfind("model/", 0) == 0) out.model.emplace_back(n.substr(6), reader->read_whole(n));
+    if (n.rfind("optimizer/", 0) == 0) out.optimizer.emplace_back(n.substr(10), reader->read_whole(n));
+  }
+  return out;
+}
+
+}  // namespace mf::io

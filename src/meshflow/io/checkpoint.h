@@ -1,0 +1,119 @@
+// Training checkpoints, written by every rank in parallel and loadable into any layout.
+//
+//   <output_dir>/checkpoints/iter_0000100/
+//     metadata.json             format version, training state, the resolved config, the layout
+//                               it was saved under; per shard file its size and CRC-32; per
+//                               tensor its logical shape, dtype and where its pieces are
+//     shard_00000.safetensors   one per rank that holds something to save: its pieces, flat
+//   <output_dir>/checkpoints/latest   the name of the newest complete checkpoint
+//
+// Tensors are named "model/<parameter>" and "optimizer/<parameter>.<slot>" and keep their
+// logical (unsplit, Hugging Face) shape. A piece is a TensorRegion of one: the tensor-parallel
+// box a rank holds, and of that the flat range ZeRO gives it. No rank gathers anything: each
+// writes its own pieces (a piece replicated over ranks is written by one of them, spread by
+// parameter index), then rank 0 collects the sizes and checksums and writes metadata.json.
+// Everything goes into `iter_XXXXXXX.tmp` first, fsynced; the directory is renamed into place and
+// `latest` replaced last, so a crash mid-save leaves the previous checkpoint intact and named.
+// Reading maps the regions a rank wants onto the pieces that hold them and reads only those
+// byte ranges, straight into the destination tensors (through a bounded buffer when the dtype
+// differs): a checkpoint saved under any (dp, tp, pp, ZeRO stage) loads under any other.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "meshflow/comm/communicator.h"
+#include "meshflow/nn/module.h"
+#include "meshflow/random/generator.h"
+#include "meshflow/optim/loss_scaler.h"
+
+namespace mf::io {
+
+struct TrainingState {
+  int64_t iter = 0;
+  int64_t optimizer_steps = 0;
+  uint64_t data_position = 0;
+  GeneratorState rng;
+  // Mixed precision: the loss scaler's state (absent in checkpoints of runs without fp16
+  // scaling) and the updates skipped on overflow.
+  std::optional<optim::LossScalerState> loss_scaler;
+  int64_t skipped_iters = 0;
+};
+
+// A part of a logical tensor, in its row-major element order: the box [start, start + length)
+// along `axis` of `view` (a row-major view of the tensor, e.g. the tensor-parallel grouping;
+// axis -1: the whole tensor), and of that box's row-major elements [flat_start, +flat_length)
+// (flat_length -1: all of them).
+struct TensorRegion {
+  Shape view;
+  int64_t axis = -1, start = 0, length = 0;
+  int64_t flat_start = 0, flat_length = -1;
+  int64_t box_numel() const;
+  int64_t numel() const { return flat_length < 0 ? box_numel() - flat_start : flat_length; }
+  static TensorRegion whole(const Shape& shape);
+};
+
+struct ShardPiece {
+  std::string name;  // "model/<param>" or "optimizer/<param>.<slot>"
+  Tensor data;       // the region's elements, in order (any shape with region.numel() elements)
+  Shape logical;     // the whole tensor's shape
+  TensorRegion region;
+};
+
+// Collective over `world` (null: one process; every rank passes its own pieces, maybe none).
+// `layout`: recorded as is (e.g. {"dp": 2, "tp": 2, "pp": 2, "zero_stage": 1}).
+void write_checkpoint_shards(comm::Communicator* world, const std::string& output_dir, const TrainingState& state,
+                             const std::string& config_yaml, const std::map<std::string, int64_t>& layout,
+                             const std::vector<ShardPiece>& mine, int64_t max_to_keep);
+
+class CheckpointReader {
+ public:
+  // Parses `dir`/metadata.json; checks the format version and that every shard file is there
+  // with its recorded size. Errors name the file.
+  explicit CheckpointReader(const std::string& dir);
+  ~CheckpointReader();
+  CheckpointReader(CheckpointReader&&) noexcept;
+  // The checkpoint `<output_dir>/checkpoints/latest` names, or nullopt when there is none.
+  static std::optional<CheckpointReader> open_latest(const std::string& output_dir);
+
+  // Verifies the shard files' CRC-32s, each file by one rank of `world` (null: all here); on a
+  // mismatch every rank throws naming the file. Collective.
+  void verify(comm::Communicator* world) const;
+  const std::string& dir() const;
+  const TrainingState& state() const;
+  const std::map<std::string, int64_t>& layout() const;
+  bool has(const std::string& name) const;
+  std::vector<std::string> names() const;  // every tensor, sorted
+  Shape shape(const std::string& name) const;
+  DType dtype(const std::string& name) const;
+  // Fills `out` (region.numel() elements, contiguous) with `region` of tensor `name`, reading only
+  // the byte ranges that hold it; casts to out's dtype if the stored one differs.
+  void read(const std::string& name, const TensorRegion& region, Tensor& out) const;
+  Tensor read_whole(const std::string& name) const;  // the logical tensor, stored dtype
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// Testing: the next write_checkpoint_shards kills its own process (SIGKILL) after the shard
+// files are written, before metadata.json and the rename — a writer killed mid-save.
+void crash_in_next_checkpoint_for_testing();
+
+// One process, whole tensors (tools, tests): `model` and `optimizer` entries by their plain
+// names (prefixed "model/" / "optimizer/" in the file).
+void write_checkpoint(const std::string& output_dir, const TrainingState& state, const nn::NamedTensors& model,
+                      const nn::NamedTensors& optimizer, int64_t max_to_keep);
+
+struct LoadedCheckpoint {
+  std::string dir;
+  TrainingState state;
+  nn::NamedTensors model, optimizer;  // whole logical tensors, plain names
+};
+// The checkpoint `latest` points to, verified and read whole, or nullopt when there is none.
+std::optional<LoadedCheckpoint> read_latest_checkpoint(const std::string& output_dir);
+
+}  // namespace mf::io
