@@ -17,6 +17,7 @@
 #include "meshflow/config/config.h"
 #include "meshflow/data/preprocess.h"
 #include "meshflow/core/device.h"
+#include "meshflow/global/device_mesh.h"
 #include "meshflow/train/device_select.h"
 #include "meshflow/train/pretrained.h"
 #include "meshflow/train/run.h"
@@ -90,7 +91,7 @@ int run_devices() {
 // A GPU run of several processes talks through NCCL (host tensors through its MPI group). Picks
 // this rank's GPU first: the NCCL communicator lives on the current device.
 mf::comm::CommPtr device_world(const mf::Config& c, const mf::comm::CommPtr& world) {
-  if (!world || world->size() == 1 || c.get_string("train.dist.device_type") != "cuda") return world;
+  if (!world || world->size() == 1 || mf::global::device_type_from_config(c) != mf::DeviceType::kCUDA) return world;
   mf::train::select_run_device(c);  // fails with the one-line device errors
 #if MESHFLOW_WITH_NCCL
   auto mpi = std::dynamic_pointer_cast<mf::comm::MpiCommunicator>(world);
@@ -130,6 +131,48 @@ void install_termination_handler(int rank, int size) {
   sigaction(SIGTERM, &sa, nullptr);
 }
 
+CLI::App* add_preprocess_command(CLI::App& app, PreprocessArgs& pa) {
+  auto* pre = app.add_subcommand("preprocess", "Tokenize jsonl or text into a Megatron indexed dataset (.bin/.idx)");
+  pre->add_option("--input", pa.inputs, "input files (jsonl, or text)")->required();
+  pre->add_option("--output-prefix", pa.output_prefix, "writes <prefix>_<json-key>_document.bin/.idx")->required();
+  pre->add_option("--config", pa.config,
+                  "a run's YAML config: its tokenization.* keys (tokenizer, vocab_file, merges_file, append_eod) are "
+                  "the defaults of the flags below");
+  pre->add_option("--tokenizer", pa.tokenizer, "gpt2_bpe or byte (default: tokenization.tokenizer, gpt2_bpe)");
+  pre->add_option("--vocab-file", pa.vocab_file, "GPT-2 vocab.json or encoder.json (default: tokenization.vocab_file)");
+  pre->add_option("--merges-file", pa.merges_file, "GPT-2 merges.txt or vocab.bpe (default: tokenization.merges_file)");
+  pre->add_option("--format", pa.format, "auto (by extension), jsonl or text")->capture_default_str();
+  pre->add_option("--json-key", pa.json_key, "jsonl key holding the document text")->capture_default_str();
+  pre->add_option("--split", pa.split, "text documents: separator (a line equal to --separator), blank, or file")
+      ->capture_default_str();
+  pre->add_option("--separator", pa.separator, "document separator line for --split separator")->capture_default_str();
+  auto* eod = pre->add_flag("--append-eod", pa.append_eod,
+                            "append the end-of-document token to every document (default: tokenization.append_eod, true)");
+  pre->add_flag("--no-eod", pa.no_eod, "do not append the end-of-document token")->excludes(eod);
+  pre->add_option("--shuffle-seed", pa.shuffle_seed,
+                  "write documents in a seeded random order, so that data.splits ranges mix all inputs");
+  return pre;
+}
+
+struct ConvertArgs {
+  std::string from_hf, to_hf, output;
+};
+
+CLI::App* add_convert_command(CLI::App& app, ConvertArgs& ca) {
+  auto* conv = app.add_subcommand("convert", "Convert model weights between Hugging Face and meshflow checkpoints");
+  conv->add_option("--from-hf", ca.from_hf,
+                   "Hugging Face model to import (a registered model_type, e.g. gpt2): a folder with config.json and "
+                   "model.safetensors, or the .safetensors file");
+  conv->add_option("--to-hf", ca.to_hf,
+                   "meshflow checkpoint to export: a run's output_dir, a converted checkpoint, or a checkpoints/iter_N folder");
+  conv->add_option("--output", ca.output,
+                   "folder to write: a meshflow checkpoint (--from-hf), or config.json + model.safetensors (--to-hf)")
+      ->required();
+  conv->footer("Examples:\n  meshflow convert --from-hf gpt2/ --output ckpt/gpt2   # then: meshflow train CONFIG model.pretrained=ckpt/gpt2\n"
+               "  meshflow convert --to-hf output/gpt2_tiny --output hf/gpt2_tiny");
+  return conv;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -167,38 +210,9 @@ int main(int argc, char** argv) {
   eval->add_option("overrides", overrides, "key=value overrides");
 
   PreprocessArgs pa;
-  auto* pre = app.add_subcommand("preprocess", "Tokenize jsonl or text into a Megatron indexed dataset (.bin/.idx)");
-  pre->add_option("--input", pa.inputs, "input files (jsonl, or text)")->required();
-  pre->add_option("--output-prefix", pa.output_prefix, "writes <prefix>_<json-key>_document.bin/.idx")->required();
-  pre->add_option("--config", pa.config,
-                  "a run's YAML config: its tokenization.* keys (tokenizer, vocab_file, merges_file, append_eod) are "
-                  "the defaults of the flags below");
-  pre->add_option("--tokenizer", pa.tokenizer, "gpt2_bpe or byte (default: tokenization.tokenizer, gpt2_bpe)");
-  pre->add_option("--vocab-file", pa.vocab_file, "GPT-2 vocab.json or encoder.json (default: tokenization.vocab_file)");
-  pre->add_option("--merges-file", pa.merges_file, "GPT-2 merges.txt or vocab.bpe (default: tokenization.merges_file)");
-  pre->add_option("--format", pa.format, "auto (by extension), jsonl or text")->capture_default_str();
-  pre->add_option("--json-key", pa.json_key, "jsonl key holding the document text")->capture_default_str();
-  pre->add_option("--split", pa.split, "text documents: separator (a line equal to --separator), blank, or file")
-      ->capture_default_str();
-  pre->add_option("--separator", pa.separator, "document separator line for --split separator")->capture_default_str();
-  auto* eod = pre->add_flag("--append-eod", pa.append_eod,
-                            "append the end-of-document token to every document (default: tokenization.append_eod, true)");
-  pre->add_flag("--no-eod", pa.no_eod, "do not append the end-of-document token")->excludes(eod);
-  pre->add_option("--shuffle-seed", pa.shuffle_seed,
-                  "write documents in a seeded random order, so that data.splits ranges mix all inputs");
-
-  std::string from_hf, to_hf, convert_output;
-  auto* conv = app.add_subcommand("convert", "Convert GPT-2 weights between Hugging Face and meshflow checkpoints");
-  conv->add_option("--from-hf", from_hf,
-                   "Hugging Face GPT-2 to import: a folder with config.json and model.safetensors, or the .safetensors file");
-  conv->add_option("--to-hf", to_hf,
-                   "meshflow checkpoint to export: a run's output_dir, a converted checkpoint, or a checkpoints/iter_N folder");
-  conv->add_option("--output", convert_output,
-                   "folder to write: a meshflow checkpoint (--from-hf), or config.json + model.safetensors (--to-hf)")
-      ->required();
-  conv->footer("Examples:\n  meshflow convert --from-hf gpt2/ --output ckpt/gpt2   # then: meshflow train CONFIG model.pretrained=ckpt/gpt2\n"
-               "  meshflow convert --to-hf output/gpt2_tiny --output hf/gpt2_tiny");
-
+  auto* pre = add_preprocess_command(app, pa);
+  ConvertArgs ca;
+  auto* conv = add_convert_command(app, ca);
   auto* devices = app.add_subcommand("devices", "Print the CUDA devices this process sees (first line: cuda_devices N)");
 
   try {
@@ -218,9 +232,9 @@ int main(int argc, char** argv) {
     } else if (*pre) {
       return run_preprocess(pa);
     } else if (*conv) {
-      MF_CHECK(from_hf.empty() != to_hf.empty(), "convert: give one of --from-hf and --to-hf");
-      const std::string done = from_hf.empty() ? mf::train::convert_to_hf(to_hf, convert_output)
-                                               : mf::train::convert_from_hf(from_hf, convert_output);
+      MF_CHECK(ca.from_hf.empty() != ca.to_hf.empty(), "convert: give one of --from-hf and --to-hf");
+      const std::string done = ca.from_hf.empty() ? mf::train::convert_to_hf(ca.to_hf, ca.output)
+                                                  : mf::train::convert_from_hf(ca.from_hf, ca.output);
       std::printf("%s\n", done.c_str());
     }
   } catch (const std::exception& e) {

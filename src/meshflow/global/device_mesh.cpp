@@ -56,10 +56,14 @@ MeshSizes MeshSizes::from_config(const Config& config) {
   return s;
 }
 
-DeviceMesh DeviceMesh::from_config(const Config& config, comm::Communicator& world) {
+DeviceType device_type_from_config(const Config& config) {
   const std::string type = config.get_string("train.dist.device_type");
   MF_CHECK(type == "cpu" || type == "cuda", "train.dist.device_type must be cpu or cuda, got '", type, "'");
-  return DeviceMesh(MeshSizes::from_config(config), world, type == "cuda" ? DeviceType::kCUDA : DeviceType::kCPU);
+  return type == "cuda" ? DeviceType::kCUDA : DeviceType::kCPU;
+}
+
+DeviceMesh DeviceMesh::from_config(const Config& config, comm::Communicator& world) {
+  return DeviceMesh(MeshSizes::from_config(config), world, device_type_from_config(config));
 }
 
 DeviceMesh::DeviceMesh(const MeshSizes& sizes, comm::Communicator& world, DeviceType device_type) {

@@ -36,6 +36,9 @@ struct MeshSizes {
   static MeshSizes from_config(const Config& config);
 };
 
+// train.dist.device_type (cpu | cuda), the one place it is parsed; throws naming the key.
+DeviceType device_type_from_config(const Config& config);
+
 // The sizes with a 0 resolved, checked against the world size: pure arithmetic, identical on every
 // rank. Throws mf::Error naming all three sizes and the world size.
 MeshSizes resolve_mesh_sizes(const MeshSizes& requested, int world_size);

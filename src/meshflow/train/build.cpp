@@ -63,13 +63,30 @@ std::vector<std::pair<int64_t, int64_t>> pipeline_layers(const Config& c, int64_
   });
 }
 
-TrainOptions train_options(const Config& c, int world_size) {
-  TrainOptions o;
-  o.output_dir = c.get_string("train.output_dir");
-  o.train_iter = c.get_int("train.train_iter");
-  o.exit_iter = c.get_int("train.exit_iter");
-  o.micro_batch = c.get_int("train.train_micro_batch_size");
-  const global::MeshSizes mesh = global::resolve_mesh_sizes(global::MeshSizes::from_config(c), world_size);
+namespace {
+
+// The batch: micro-batches per step from train.num_accumulation_steps or train.global_batch_size.
+int64_t accumulation_steps(const Config& c, int64_t micro_batch, int64_t dp) {
+  int64_t accum = c.get_int("train.num_accumulation_steps"), global = c.get_int("train.global_batch_size");
+  if (accum == 0) {
+    if (global == 0) {
+      accum = 1;
+    } else {
+      MF_CHECK(global % (micro_batch * dp) == 0, "train.global_batch_size ", global,
+               " is not a multiple of train.train_micro_batch_size ", micro_batch, " x data_parallel_size ", dp);
+      accum = global / (micro_batch * dp);
+    }
+  }
+  if (global != 0)
+    MF_CHECK(global == micro_batch * accum * dp, "train.global_batch_size ", global, " != train_micro_batch_size ",
+             micro_batch, " x num_accumulation_steps ", accum, " x data_parallel_size ", dp);
+  return accum;
+}
+
+// train.dist.* beyond the mesh sizes. Pipeline set-ups that cannot run fail here, before any
+// work: a bad schedule name, fewer layers than (virtual) stages, interleaving with micro-batches
+// not a multiple of the stages.
+void parallel_options(const Config& c, const global::MeshSizes& mesh, TrainOptions& o) {
   o.pipeline_schedule = c.get_string("train.dist.pipeline_schedule");
   o.virtual_pipeline_size = c.get_int("train.dist.virtual_pipeline_size");
   // LiBai's train.dist.pipeline_num_layers: the layers placed over the stages. Every layer of the
@@ -78,39 +95,25 @@ TrainOptions train_options(const Config& c, int world_size) {
   const int64_t layers = c.get_int("model.num_layers"), placed = c.get_int("train.dist.pipeline_num_layers");
   MF_CHECK(placed == 0 || placed == layers, "train.dist.pipeline_num_layers ", placed,
            " must be 0 or model.num_layers (", layers, "): the pipeline places all of the model's layers");
-  const int64_t dp = mesh.data;
-  int64_t accum = c.get_int("train.num_accumulation_steps"), global = c.get_int("train.global_batch_size");
-  if (accum == 0) {
-    if (global == 0) {
-      accum = 1;
-    } else {
-      MF_CHECK(global % (o.micro_batch * dp) == 0, "train.global_batch_size ", global,
-               " is not a multiple of train.train_micro_batch_size ", o.micro_batch, " x data_parallel_size ", dp);
-      accum = global / (o.micro_batch * dp);
-    }
-  }
-  if (global != 0)
-    MF_CHECK(global == o.micro_batch * accum * dp, "train.global_batch_size ", global, " != train_micro_batch_size ",
-             o.micro_batch, " x num_accumulation_steps ", accum, " x data_parallel_size ", dp);
-  o.accumulation_steps = accum;
-  // Pipeline set-ups that cannot run fail here, before any work: a bad schedule name, fewer
-  // layers than (virtual) stages, interleaving with micro-batches not a multiple of the stages.
   MF_CHECK(o.virtual_pipeline_size >= 1, "train.dist.virtual_pipeline_size must be >= 1, got ", o.virtual_pipeline_size);
+  const auto schedule = parallel::parse_pipeline_schedule(o.pipeline_schedule);
   if (mesh.pipeline > 1) {
     pipeline_layers(c, mesh.pipeline * o.virtual_pipeline_size);
-    parallel::pipeline_actions(parallel::parse_pipeline_schedule(o.pipeline_schedule), mesh.pipeline, 0, accum, o.virtual_pipeline_size);
-  } else {
-    parallel::parse_pipeline_schedule(o.pipeline_schedule);
+    parallel::pipeline_actions(schedule, mesh.pipeline, 0, o.accumulation_steps, o.virtual_pipeline_size);
   }
-  o.log_period = c.get_int("train.log_period");
-  o.seed = static_cast<uint64_t>(c.get_int("train.seed"));
-  o.checkpoint_period = c.get_int("train.checkpointer.period");
-  o.max_to_keep = c.get_int("train.checkpointer.max_to_keep");
-  o.resume = c.get_bool("train.resume");
-  o.eval_enabled = c.get_bool("train.evaluation.enabled");
-  o.eval_period = c.get_int("train.evaluation.eval_period");
-  o.eval_iter = c.get_int("train.evaluation.eval_iter");
-  o.eval_micro_batch = c.get_int("train.test_micro_batch_size");
+  if (c.get_bool("train.zero_optimization.enabled")) {
+    o.zero_stage = c.get_int("train.zero_optimization.stage");
+    MF_CHECK(o.zero_stage >= 0 && o.zero_stage <= 3, "train.zero_optimization.stage must be 0 to 3, got ", o.zero_stage);
+  }
+  o.dist_timeout_seconds = c.get_float("train.dist.timeout");
+  MF_CHECK(o.dist_timeout_seconds > 0, "train.dist.timeout must be positive (seconds), got ", o.dist_timeout_seconds);
+  const double bucket_mb = c.get_float("train.dist.grad_bucket_mb");
+  MF_CHECK(bucket_mb > 0, "train.dist.grad_bucket_mb must be positive, got ", bucket_mb);
+  o.grad_bucket_bytes = std::max<int64_t>(1, static_cast<int64_t>(bucket_mb * 1024 * 1024));
+}
+
+// optim.*, train.scheduler.* and the fp16 loss scaling (train.amp.*).
+void optimizer_options(const Config& c, TrainOptions& o) {
   o.clip_grad_max_norm = c.get_float("optim.clip_grad_max_norm");
   o.clip_grad_norm_type = c.get_float("optim.clip_grad_norm_type");
   optim::check_clip_norm_type(o.clip_grad_norm_type, "optim.clip_grad_norm_type");
@@ -129,7 +132,6 @@ TrainOptions train_options(const Config& c, int world_size) {
   o.scheduler.alpha = c.get_float("train.scheduler.alpha");
   for (double m : c.get_float_list("train.scheduler.milestones")) o.scheduler.milestones.push_back(static_cast<int64_t>(m));
   o.scheduler.gamma = c.get_float("train.scheduler.gamma");
-  o.seq_length = sequence_length(c);
   const DType dtype = models::training_settings(c).dtype;  // a bad train.amp.dtype fails here, before any work
   o.loss_scaler.fixed_scale = c.get_float("train.amp.loss_scale");
   o.loss_scaler.initial_scale = c.get_float("train.amp.initial_loss_scale");
@@ -141,15 +143,30 @@ TrainOptions train_options(const Config& c, int world_size) {
     check.enabled = true;
     optim::LossScaler{check};
   }
-  if (c.get_bool("train.zero_optimization.enabled")) {
-    o.zero_stage = c.get_int("train.zero_optimization.stage");
-    MF_CHECK(o.zero_stage >= 0 && o.zero_stage <= 3, "train.zero_optimization.stage must be 0 to 3, got ", o.zero_stage);
-  }
-  o.dist_timeout_seconds = c.get_float("train.dist.timeout");
-  MF_CHECK(o.dist_timeout_seconds > 0, "train.dist.timeout must be positive (seconds), got ", o.dist_timeout_seconds);
-  const double bucket_mb = c.get_float("train.dist.grad_bucket_mb");
-  MF_CHECK(bucket_mb > 0, "train.dist.grad_bucket_mb must be positive, got ", bucket_mb);
-  o.grad_bucket_bytes = std::max<int64_t>(1, static_cast<int64_t>(bucket_mb * 1024 * 1024));
+}
+
+}  // namespace
+
+TrainOptions train_options(const Config& c, int world_size) {
+  TrainOptions o;
+  o.output_dir = c.get_string("train.output_dir");
+  o.train_iter = c.get_int("train.train_iter");
+  o.exit_iter = c.get_int("train.exit_iter");
+  o.micro_batch = c.get_int("train.train_micro_batch_size");
+  const global::MeshSizes mesh = global::resolve_mesh_sizes(global::MeshSizes::from_config(c), world_size);
+  o.accumulation_steps = accumulation_steps(c, o.micro_batch, mesh.data);
+  parallel_options(c, mesh, o);
+  o.log_period = c.get_int("train.log_period");
+  o.seed = static_cast<uint64_t>(c.get_int("train.seed"));
+  o.checkpoint_period = c.get_int("train.checkpointer.period");
+  o.max_to_keep = c.get_int("train.checkpointer.max_to_keep");
+  o.resume = c.get_bool("train.resume");
+  o.eval_enabled = c.get_bool("train.evaluation.enabled");
+  o.eval_period = c.get_int("train.evaluation.eval_period");
+  o.eval_iter = c.get_int("train.evaluation.eval_iter");
+  o.eval_micro_batch = c.get_int("train.test_micro_batch_size");
+  o.seq_length = sequence_length(c);
+  optimizer_options(c, o);
   o.config_yaml = c.dump();
   return o;
 }

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "meshflow/core/error.h"
+#include "meshflow/global/device_mesh.h"
 
 #if MESHFLOW_WITH_CUDA
 #include "meshflow/cuda/device_info.h"
@@ -28,9 +29,7 @@ int local_rank_from_env(std::string* source) {
 }
 
 RunDevice select_run_device(const Config& c) {
-  const std::string type = c.get_string("train.dist.device_type");
-  if (type == "cpu") return {cpu_device(), "cpu"};
-  MF_CHECK(type == "cuda", "train.dist.device_type must be cpu or cuda, got '", type, "'");
+  if (global::device_type_from_config(c) == DeviceType::kCPU) return {cpu_device(), "cpu"};
   MF_CHECK(cuda_backend_compiled(),
            "train.dist.device_type=cuda: this build has no CUDA backend (configure with the CUDA toolkit)");
   const int visible = cuda_device_count();

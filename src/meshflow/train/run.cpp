@@ -6,7 +6,7 @@
 #include <unordered_map>
 
 #include "meshflow/data/gpt_dataset.h"
-#include "meshflow/global/device_mesh.h"
+#include "meshflow/parallel/context.h"
 #include "meshflow/data/indexed_dataset.h"
 #include "meshflow/data/split.h"
 #include "meshflow/models/registry.h"
@@ -85,13 +85,8 @@ RunSummary run_training(const Config& c, std::FILE* out, const comm::CommPtr& wo
            " processes needs the NCCL communicator, and this build has none (configure with CUDA, MPI and NCCL)");
   const bool gpu = run_device.device.type != DeviceType::kCPU;
   if (gpu && (!world || world->rank() == 0)) std::fprintf(out, "device: %s\n", run_device.how.c_str());
-  std::unique_ptr<global::DeviceMesh> mesh;
-  if (world_size > 1) {
-    world->set_timeout_seconds(opts.dist_timeout_seconds);
-    mesh = std::make_unique<global::DeviceMesh>(global::DeviceMesh::from_config(c, *world));
-  }
-  const int64_t dp = mesh ? mesh->axis_size(global::Axis::kData) : 1;
-  const int64_t dp_rank = mesh ? mesh->index(global::Axis::kData) : 0;
+  const parallel::ParallelContext ctx = parallel::ParallelContext::from_config(c, world, opts.dist_timeout_seconds);
+  const int64_t dp = ctx.groups.dp_size(), dp_rank = ctx.groups.dp_rank();
   auto tok = tokenizer_from_config(c);
   RunData d = open_data(c);
   int64_t train_samples = opts.train_iter * opts.micro_batch * opts.accumulation_steps * dp;
@@ -103,26 +98,18 @@ RunSummary run_training(const Config& c, std::FILE* out, const comm::CommPtr& wo
     valid_set = std::make_shared<GptDataset>(*d.indexed, d.seq_length, opts.seed + 1,
                                              opts.eval_iter * opts.eval_micro_batch * dp, d.valid_range);
   }
-  nn::TensorParallel tp;
-  if (mesh) {
-    tp.comm = mesh->comm_ptr(global::Axis::kTensor);
-    tp.sequence_parallel = c.get_bool("train.dist.sequence_parallel");
-  }
   models::PipelineStage stage;
-  comm::CommPtr stage_group = world;
-  if (mesh && mesh->axis_size(global::Axis::kPipeline) > 1) {  // this rank's stage: its layers
+  if (ctx.pipeline_size() > 1) {  // this rank's stage: its layers
     // Chunk k of pipeline rank s is virtual stage k * pp + s of pp * virtual_pipeline_size.
-    const int64_t pp = mesh->axis_size(global::Axis::kPipeline), s = mesh->index(global::Axis::kPipeline);
-    const int64_t v = opts.virtual_pipeline_size;
+    const int64_t pp = ctx.pipeline_size(), s = ctx.pipeline_stage(), v = opts.virtual_pipeline_size;
     const auto layers = pipeline_layers(c, pp * v);
     stage.first_layer = layers[static_cast<size_t>(s)].first;
     stage.end_layer = layers[static_cast<size_t>(s)].second;
     stage.first = s == 0;
     stage.last = s == pp - 1;
     for (int64_t k = 1; k < v; ++k) stage.later_chunks.push_back(layers[static_cast<size_t>(k * pp + s)]);
-    stage_group = world->split(static_cast<int>(s), world->rank());  // this stage's dp x tp ranks
   }
-  auto model = models::build_model(c, tok->vocab_size(), {tp, stage});
+  auto model = models::build_model(c, tok->vocab_size(), {ctx.tensor_parallel(), stage});
   // model.pretrained replaces the random initialisation, on every rank before the trainer takes
   // the parameters (ZeRO slices them); a run resuming from its own checkpoint does not need it.
   const std::string pretrained = c.get_string("model.pretrained");
@@ -141,8 +128,7 @@ RunSummary run_training(const Config& c, std::FILE* out, const comm::CommPtr& wo
   if (gpu) model->to_device(run_device.device);
   Trainer trainer(opts, model, std::make_unique<GptBatchSource>(*train_set, dp_rank, dp),
                   [valid_set, dp_rank, dp] { return std::make_unique<GptBatchSource>(*valid_set, dp_rank, dp); });
-  if (mesh)
-    trainer.set_parallel(mesh->comm_ptr(global::Axis::kData), stage_group, mesh->comm_ptr(global::Axis::kPipeline), world);
+  if (ctx.mesh) trainer.set_groups(ctx.groups);
   if (trainer.is_main_rank()) trainer.add_hook(std::make_unique<LoggingHook>(out));
   auto last = std::make_unique<LastStats>();
   LastStats* last_ptr = last.get();

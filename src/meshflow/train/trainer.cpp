@@ -84,9 +84,15 @@ void Trainer::build_sync() {
 
 void Trainer::set_parallel(std::shared_ptr<comm::Communicator> dp, std::shared_ptr<comm::Communicator> all,
                            std::shared_ptr<comm::Communicator> pp, std::shared_ptr<comm::Communicator> world) {
-  MF_CHECK(iter_ == 0 && !groups_.everyone(), "trainer: set_parallel must be called once, before train()");
-  groups_ = parallel::make_groups(std::move(dp), model_->tensor_parallel().comm, std::move(all), std::move(pp),
-                                  std::move(world), opts_.dist_timeout_seconds);
+  set_groups(parallel::make_groups(std::move(dp), model_->tensor_parallel().comm, std::move(all), std::move(pp),
+                                   std::move(world), opts_.dist_timeout_seconds));
+}
+
+void Trainer::set_groups(parallel::Groups groups) {
+  MF_CHECK(iter_ == 0 && !groups_.everyone(), "trainer: the parallel groups are set once, before train()");
+  MF_CHECK(groups.tp == (model_->tensor_parallel().enabled() ? model_->tensor_parallel().comm : nullptr),
+           "trainer: the groups' tensor-parallel group is not the model's");
+  groups_ = std::move(groups);
   build_sync();
 }
 

@@ -132,6 +132,8 @@ class Trainer {
   // single-process run.
   void set_parallel(std::shared_ptr<comm::Communicator> dp, std::shared_ptr<comm::Communicator> all,
                     std::shared_ptr<comm::Communicator> pp = nullptr, std::shared_ptr<comm::Communicator> world = nullptr);
+  // The same from groups made once (parallel::ParallelContext); groups.tp must be the model's.
+  void set_groups(parallel::Groups groups);
   int64_t dp_size() const { return groups_.dp_size(); }
   int64_t dp_rank() const { return groups_.dp_rank(); }
   int64_t tp_size() const { return model_->tensor_parallel().size(); }
