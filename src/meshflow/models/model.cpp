@@ -46,6 +46,28 @@ Tensor Model::loss(const Tensor& ids, const Tensor& labels) const {
   return head_loss(stage_forward(ids, default_generator().state().next_stream, ids.shape(1)), labels);
 }
 
+std::vector<nn::ParamUnit> Model::layered_units(const std::vector<std::string>& embedding_prefixes,
+                                                const std::string& layer_prefix,
+                                                const std::vector<std::string>& head_prefixes,
+                                                const std::vector<std::pair<int64_t, int64_t>>& chunk_layers,
+                                                int64_t num_layers) const {
+  const auto named = named_parameters();
+  auto with_prefix = [&](const std::vector<std::string>& prefixes) {
+    std::vector<size_t> r;
+    for (size_t k = 0; k < named.size(); ++k)
+      for (const std::string& pre : prefixes)
+        if (named[k].first.compare(0, pre.size(), pre) == 0) r.push_back(k);
+    return r;
+  };
+  std::vector<nn::ParamUnit> units;
+  if (stage().first) units.push_back({0, 0, with_prefix(embedding_prefixes)});
+  for (size_t k = 0; k < chunk_layers.size(); ++k)
+    for (int64_t l = chunk_layers[k].first; l < chunk_layers[k].second; ++l)
+      units.push_back({1 + l, static_cast<int64_t>(k), with_prefix({layer_prefix + std::to_string(l) + "."})});
+  if (stage().last) units.push_back({num_layers + 1, stage().num_chunks() - 1, with_prefix(head_prefixes)});
+  return units;
+}
+
 int64_t Model::num_logical_parameters() const {
   int64_t n = 0;
   for (const auto& [name, shape] : parameter_shapes()) n += shape_numel(shape);

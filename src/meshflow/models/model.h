@@ -6,8 +6,9 @@
 //
 // The parallel layout reaches a model only as a ModelContext, which it hands to its layers: the
 // tensor-parallel group the split layers use and the layers of its pipeline stage. Gradient
-// synchronisation, ZeRO and the pipeline schedule are the trainer's (train/trainer.h); ZeRO-3 sees
-// the model only through parameter_units() and the use hooks it installs.
+// synchronisation and ZeRO are the parallel runtime's (parallel/grad_sync.h), the schedule the
+// pipeline executor's (train/pipeline_executor.h); ZeRO-3 sees the model only through
+// parameter_units() and the use hooks it installs.
 #pragma once
 #include <memory>
 #include <string>
@@ -118,6 +119,13 @@ class Model : public nn::Module {
   const nn::TensorParallel& tensor_parallel() const { return ctx_.tp; }
 
  protected:
+  // The units of a layered model: the embedding (id 0, the first stage's chunk 0), layer l
+  // (id 1 + l, in its chunk), the head (id num_layers + 1, the last stage's last chunk); each
+  // holds the parameters whose names start with one of its prefixes.
+  std::vector<nn::ParamUnit> layered_units(const std::vector<std::string>& embedding_prefixes,
+                                           const std::string& layer_prefix, const std::vector<std::string>& head_prefixes,
+                                           const std::vector<std::pair<int64_t, int64_t>>& chunk_layers,
+                                           int64_t num_layers) const;
   void enter(int64_t unit) const {
     if (hooks_) hooks_->enter(unit);
   }

@@ -1,5 +1,5 @@
 // Hooks around the use of a model's parameters, unit by unit (ZeRO-3 gathers a unit's sharded
-// parameters just before it runs and releases them after; dist/zero_shards.h).
+// parameters just before it runs and releases them after; parallel/zero_shards.h).
 #pragma once
 #include <cstdint>
 #include <vector>

@@ -6,7 +6,7 @@
 // piece) — the same slices ZeRO-1 gives the optimizer, so checkpoints do not depend on the stage.
 //
 // Parameters are organised in *groups*: the parameters one unit of the model's forward uses
-// first (the embeddings, one block, the head; Gpt2Model::parameter_units()). A group's slices
+// first (the embeddings, one block, the head; models::Model::parameter_units()). A group's slices
 // are laid out rank-major — segment q of a group holds slice q of each of its parameters, the
 // same order on every rank, padded to a common length S — so each group needs one collective
 // of equal blocks:
@@ -48,7 +48,7 @@ class ZeroShards final : public nn::ParamUseHooks {
   };
   // `params`: the model's parameters (contiguous leaves that require grad); `tp_replicated[k]`:
   // parameter k is replicated over tp (its gradient a partial sum there); `units`: the model's
-  // forward units in order (Gpt2Model::parameter_units()); every parameter must be in one.
+  // forward units in order (models::Model::parameter_units()); every parameter must be in one.
   // Stage 3 releases the parameters' storage here (after copying this rank's slices).
   ZeroShards(std::vector<Tensor> params, std::vector<bool> tp_replicated, std::vector<nn::ParamUnit> units,
              Options opts);

@@ -13,9 +13,9 @@ void LoggingHook::before_train(Trainer& t) {
   bar_ = std::make_unique<ProgressBar>(o.train_iter, out_);
   first_iter_ = t.iter();
   start_ = std::chrono::steady_clock::now();
-  std::fprintf(out_, "training GPT-2: %.2fM parameters, %lld iterations of %lld tokens (micro batch %lld x %lld accumulation x %lld "
+  std::fprintf(out_, "training %s: %.2fM parameters, %lld iterations of %lld tokens (micro batch %lld x %lld accumulation x %lld "
                "tokens), from iteration %lld; peak %.1f GFLOP/s (measured FMA rate)\n",
-               static_cast<double>(t.model().num_logical_parameters()) / 1e6,
+               t.model().describe().c_str(), static_cast<double>(t.model().num_logical_parameters()) / 1e6,
                static_cast<long long>(o.train_iter), static_cast<long long>(t.tokens_per_step()),
                static_cast<long long>(o.micro_batch), static_cast<long long>(o.accumulation_steps),
                static_cast<long long>(o.seq_length), static_cast<long long>(t.iter()), t.peak_flops() / 1e9);

@@ -225,7 +225,7 @@ void Trainer::train() {
 }
 
 void Trainer::save_checkpoint() {
-  // Every rank writes its own pieces, in parallel; nothing is gathered (train/checkpoint.h).
+  // Every rank writes its own pieces, in parallel; nothing is gathered (io/checkpoint.h).
   std::vector<io::ShardPiece> mine;
   for (const StateSlot& s : state_slots(*model_, *sync_, *optimizer_))
     if (s.writer) mine.push_back({s.name, s.local, s.logical, s.region});

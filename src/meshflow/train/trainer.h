@@ -57,7 +57,7 @@ struct TrainOptions {
   // ZeRO (train.zero_optimization), over the data-parallel group: 1 = each dp rank keeps and
   // updates 1/dp of every parameter's optimizer state (a flat S(0) slice), then the parameters
   // are all-gathered; 2 = also the gradients are reduce-scattered into those slices; 3 = also
-  // the parameters are kept as slices and gathered unit by unit (dist/zero_shards.h).
+  // the parameters are kept as slices and gathered unit by unit (parallel/zero_shards.h).
   int64_t zero_stage = 0;
   // Mixed precision is on when the model's parameters are bf16/f16 (train.amp); fp16 then scales
   // the loss (loss_scaler.h; `enabled` is set from the model's dtype).

@@ -189,23 +189,8 @@ Tensor Gpt2Model::head_loss(const Tensor& hidden, const Tensor& labels) const {
 }
 
 std::vector<nn::ParamUnit> Gpt2Model::parameter_units() const {
-  const PipelineStage& st = stage();
-  const auto named = named_parameters();
-  auto with_prefix = [&](std::initializer_list<std::string> prefixes) {
-    std::vector<size_t> r;
-    for (size_t k = 0; k < named.size(); ++k)
-      for (const std::string& pre : prefixes)
-        if (named[k].first.compare(0, pre.size(), pre) == 0) r.push_back(k);
-    return r;
-  };
-  std::vector<nn::ParamUnit> units;
-  if (st.first) units.push_back({0, 0, with_prefix({"transformer.wte.", "transformer.wpe."})});
-  for (size_t k = 0; k < chunk_layers_.size(); ++k)
-    for (int64_t l = chunk_layers_[k].first; l < chunk_layers_[k].second; ++l)
-      units.push_back({1 + l, static_cast<int64_t>(k), with_prefix({"transformer.h." + std::to_string(l) + "."})});
-  if (st.last)
-    units.push_back({head_unit(), st.num_chunks() - 1, with_prefix({"transformer.ln_f.", "transformer.wte."})});
-  return units;
+  return layered_units({"transformer.wte.", "transformer.wpe."}, "transformer.h.", {"transformer.ln_f.", "transformer.wte."},
+                       chunk_layers_, c_.num_layers);
 }
 
 double Gpt2Model::flops_per_token(int64_t seq_len) const {

@@ -2,7 +2,7 @@
 // Parameter names and shapes follow Hugging Face's GPT2LMHeadModel
 // ("transformer.h.0.attn.c_attn.weight" is (C, 3C)), so import/export is a plain mapping.
 //
-// Tensor parallelism (nn/parallel_layers.h) is a constructor argument, not another model: the
+// Tensor parallelism (parallel/layers.h) is a constructor argument, not another model: the
 // attention's fused QKV projection is column-parallel by heads (each rank computes H / tp whole
 // heads), its output projection row-parallel; the MLP is column then row; the tied embedding is
 // vocabulary-parallel and the loss a vocabulary-parallel cross-entropy, so the full logits never

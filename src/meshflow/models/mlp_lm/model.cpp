@@ -147,21 +147,7 @@ std::vector<std::pair<std::string, Shape>> mlp_lm_parameter_shapes(const MlpLmCo
 }
 
 std::vector<nn::ParamUnit> MlpLmModel::parameter_units() const {
-  const auto named = named_parameters();
-  auto with_prefix = [&](std::initializer_list<std::string> prefixes) {
-    std::vector<size_t> r;
-    for (size_t k = 0; k < named.size(); ++k)
-      for (const std::string& pre : prefixes)
-        if (named[k].first.compare(0, pre.size(), pre) == 0) r.push_back(k);
-    return r;
-  };
-  std::vector<nn::ParamUnit> units;
-  if (stage().first) units.push_back({0, 0, with_prefix({"wte."})});
-  for (size_t k = 0; k < chunk_layers_.size(); ++k)
-    for (int64_t l = chunk_layers_[k].first; l < chunk_layers_[k].second; ++l)
-      units.push_back({1 + l, static_cast<int64_t>(k), with_prefix({"layers." + std::to_string(l) + "."})});
-  if (stage().last) units.push_back({head_unit(), stage().num_chunks() - 1, with_prefix({"norm.", "wte."})});
-  return units;
+  return layered_units({"wte."}, "layers.", {"norm.", "wte."}, chunk_layers_, c_.num_layers);
 }
 
 double MlpLmModel::flops_per_token(int64_t) const {

@@ -1,0 +1,83 @@
+// The model zoo (models/registry.h) against the models it builds: for every registered model, the
+// spec's parameter list for a config is the built model's (names, order, logical shapes), a
+// pipeline stage holds its layers' parameters under the whole model's names, the ZeRO units cover
+// every parameter once, tied parameters exist on the stages that hold them, the stages' forward
+// units chain, and a stage's activation shape is what its forward returns.
+#include <set>
+
+#include "meshflow/models/registry.h"
+#include "testing.h"
+
+namespace {
+using namespace mft;
+
+mf::Config small_config(const std::string& name) {
+  return mf::Config::from_yaml("model: {name: " + name +
+                               ", num_layers: 4, hidden_size: 16, num_attention_heads: 2, ffn_hidden_size: 32, "
+                               "max_seq_length: 8, vocab_size: 50, embedding_dropout_prob: 0.0, "
+                               "attention_dropout_prob: 0.0, output_dropout_prob: 0.0}");
+}
+
+TEST(ModelZoo, SpecsDescribeTheModelsTheyBuild) {
+  for (const std::string& name : mf::models::model_names()) {
+    const mf::models::ModelSpec& spec = mf::models::model_spec(name);
+    const mf::Config c = small_config(name);
+    auto whole = spec.build(c, 0, {});
+    const auto shapes = spec.parameter_shapes(c);
+    EXPECT_EQ(shapes, whole->parameter_shapes()) << name;
+    // One process: the parameters are the whole model's, in the spec's order, of its shapes.
+    const auto named = whole->named_parameters();
+    const auto layouts = whole->parameter_layouts();
+    ASSERT_EQ(named.size(), shapes.size()) << name;
+    for (size_t k = 0; k < named.size(); ++k) {
+      EXPECT_EQ(named[k].first, shapes[k].first) << name;
+      EXPECT_EQ(layouts[k].logical, shapes[k].second) << name << " " << named[k].first;
+    }
+    EXPECT_EQ(whole->model_config().get_string("model.name"), name);
+    EXPECT_EQ(whole->describe(), spec.describe(c)) << name;
+    // Two pipeline stages: each parameter on the stage(s) holding it, under its whole-model name.
+    std::set<std::string> seen;
+    for (int s = 0; s < 2; ++s) {
+      mf::models::PipelineStage st{2 * s, 2 * s + 2, s == 0, s == 1, {}};
+      auto stage = spec.build(c, 0, {{}, st});
+      std::set<size_t> in_units;
+      for (const auto& u : stage->parameter_units())
+        for (size_t k : u.params) EXPECT_TRUE(in_units.insert(k).second) << name << ": parameter " << k << " in two units";
+      EXPECT_EQ(in_units.size(), stage->parameters().size()) << name << ": every parameter in one unit";
+      for (const auto& [pname, t] : stage->named_parameters()) seen.insert(pname);
+      for (const std::string& tied : stage->tied_parameters()) {
+        bool here = false;
+        for (const auto& [pname, t] : stage->named_parameters()) here = here || pname == tied;
+        EXPECT_TRUE(here) << name << ": tied parameter " << tied << " missing on stage " << s;
+      }
+      // The first stage's output is what the second stage receives.
+      if (s == 0) {
+        stage->eval();
+        mf::Tensor ids = mf::from_vector(std::vector<int64_t>{1, 2, 3, 4, 5, 6}, {2, 3});
+        mf::Tensor out = stage->stage_forward(ids, 0, 3);
+        EXPECT_EQ(out.shape(), stage->activation_shape(2, 3)) << name;
+        EXPECT_EQ(out.dtype(), stage->activation_dtype(mf::cpu_device())) << name;
+      }
+    }
+    EXPECT_EQ(seen.size(), shapes.size()) << name << ": the stages hold every parameter";
+  }
+}
+
+TEST(ModelZoo, TheWholeModelsLossIsItsStagesLoss) {
+  for (const std::string& name : mf::models::model_names()) {
+    const mf::Config c = small_config(name);
+    const mf::models::ModelSpec& spec = mf::models::model_spec(name);
+    auto whole = spec.build(c, 0, {});
+    auto first = spec.build(c, 0, {{}, {0, 2, true, false, {}}});
+    auto last = spec.build(c, 0, {{}, {2, 4, false, true, {}}});
+    for (auto* m : {whole.get(), first.get(), last.get()}) m->eval();
+    mf::Tensor ids = mf::from_vector(std::vector<int64_t>{1, 2, 3, 4, 5, 6}, {2, 3});
+    mf::Tensor labels = mf::from_vector(std::vector<int64_t>{2, 3, 4, 5, 6, -100}, {2, 3});
+    const double l = whole->loss(ids, labels).item();
+    const double piped = last->head_loss(last->stage_forward(first->stage_forward(ids, 0, 3), 0, 3), labels).item();
+    EXPECT_EQ(l, piped) << name << ": same seed, same initial values, same loss";
+    EXPECT_GT(l, 0.0) << name;
+  }
+}
+
+}  // namespace
