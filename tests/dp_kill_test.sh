@@ -21,8 +21,9 @@ for i in $(seq 1 100); do printf 'line %d of the small corpus, with some words.\
   train.checkpointer.period=0 "train.output_dir=$work/run" > "$work/out" 2> "$work/err" &
 job=$!
 
-# Wait for training to be under way (a few steps logged), then kill rank 1.
-for _ in $(seq 1 600); do
+# Wait for training to be under way (a few steps logged; up to 180 s: three sanitizer-built ranks
+# start slowly on a loaded machine), then kill rank 1.
+for _ in $(seq 1 1800); do
   [ "$(cat "$work/run/metrics.jsonl" 2> /dev/null | wc -l)" -ge 3 ] && break
   sleep 0.1
 done

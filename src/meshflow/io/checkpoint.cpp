@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <nlohmann/json.hpp>
 
 #include "meshflow/autograd/grad_mode.h"
@@ -206,6 +207,62 @@ TensorRegion TensorRegion::whole(const Shape& shape) {
 
 void crash_in_next_checkpoint_for_testing() { g_crash_in_next_save = true; }
 
+namespace {
+
+// Adds shard file `file` (index files.size(), of `bytes` bytes and CRC-32 `crc`, in `dir`) to the
+// metadata's file list and each of its pieces to its tensor's entry.
+void index_shard_file(const fs::path& dir, const std::string& file, int64_t bytes, int64_t crc, json& files,
+                      json& tensors) {
+  Fd f((dir / file).string());
+  uint64_t hlen = 0;
+  f.read_at(&hlen, 8, 0);
+  std::string h(hlen, ' ');
+  f.read_at(h.data(), hlen, 8);
+  const json header = json::parse(h);
+  const json regions = json::parse(header.at("__metadata__").at("regions").get<std::string>());
+  const int file_index = static_cast<int>(files.size());
+  files.push_back({{"name", file}, {"bytes", bytes}, {"crc32", crc}});
+  for (auto& [key, entry] : header.items()) {
+    if (key == "__metadata__") continue;
+    const auto off = entry.at("data_offsets").get<std::vector<int64_t>>();
+    const json& r = regions.at(key);
+    const std::string tensor = r.at("tensor").get<std::string>();
+    json& t = tensors[tensor];
+    if (t.is_null()) t = {{"shape", r.at("shape")}, {"dtype", entry.at("dtype")}, {"pieces", json::array()}};
+    MF_CHECK(t.at("shape") == r.at("shape") && t.at("dtype") == entry.at("dtype"), "checkpoint: tensor '", tensor,
+             "' has pieces of different shapes or dtypes (", file, ")");
+    json piece = region_json(region_from_json(r));
+    piece["file"] = file_index;
+    piece["offset"] = static_cast<int64_t>(8 + hlen) + off[0];
+    piece["bytes"] = off[1] - off[0];
+    t["pieces"].push_back(piece);
+  }
+}
+
+json metadata_json(const TrainingState& st, const std::string& config_yaml, const std::map<std::string, int64_t>& layout,
+                   json files, json tensors) {
+  json lay = json::object();
+  for (const auto& [k, v] : layout) lay[k] = v;
+  json meta = {{"format", "meshflow-checkpoint"},
+               {"format_version", kFormatVersion},
+               {"iter", st.iter},
+               {"optimizer_steps", st.optimizer_steps},
+               {"data_position", st.data_position},
+               {"rng", {{"seed", st.rng.seed}, {"next_stream", st.rng.next_stream}}},
+               {"skipped_iters", st.skipped_iters},
+               {"layout", lay},
+               {"files", std::move(files)},
+               {"tensors", std::move(tensors)},
+               {"config", config_yaml}};
+  if (st.loss_scaler)
+    meta["loss_scaler"] = {{"scale", st.loss_scaler->scale},
+                           {"growth_tracker", st.loss_scaler->growth_tracker},
+                           {"hysteresis_tracker", st.loss_scaler->hysteresis_tracker}};
+  return meta;
+}
+
+}  // namespace
+
 void write_checkpoint_shards(comm::Communicator* world, const std::string& output_dir, const TrainingState& st,
                              const std::string& config_yaml, const std::map<std::string, int64_t>& layout,
                              const std::vector<ShardPiece>& mine, int64_t max_to_keep) {
@@ -237,51 +294,9 @@ void write_checkpoint_shards(comm::Communicator* world, const std::string& outpu
     json tensors = json::object();
     for (int q = 0; q < size; ++q) {
       const int64_t bytes = all.data<int64_t>()[2 * q];
-      if (bytes == 0) continue;
-      const std::string file = shard_name(q);
-      const fs::path path = tmp / file;
-      Fd f(path.string());
-      uint64_t hlen = 0;
-      f.read_at(&hlen, 8, 0);
-      std::string h(hlen, ' ');
-      f.read_at(h.data(), hlen, 8);
-      const json header = json::parse(h);
-      const json regions = json::parse(header.at("__metadata__").at("regions").get<std::string>());
-      const int file_index = static_cast<int>(files.size());
-      files.push_back({{"name", file}, {"bytes", bytes}, {"crc32", all.data<int64_t>()[2 * q + 1]}});
-      for (auto& [key, entry] : header.items()) {
-        if (key == "__metadata__") continue;
-        const auto off = entry.at("data_offsets").get<std::vector<int64_t>>();
-        const json& r = regions.at(key);
-        const std::string tensor = r.at("tensor").get<std::string>();
-        json& t = tensors[tensor];
-        if (t.is_null()) t = {{"shape", r.at("shape")}, {"dtype", entry.at("dtype")}, {"pieces", json::array()}};
-        MF_CHECK(t.at("shape") == r.at("shape") && t.at("dtype") == entry.at("dtype"), "checkpoint: tensor '", tensor,
-                 "' has pieces of different shapes or dtypes (", file, ")");
-        json piece = region_json(region_from_json(r));
-        piece["file"] = file_index;
-        piece["offset"] = static_cast<int64_t>(8 + hlen) + off[0];
-        piece["bytes"] = off[1] - off[0];
-        t["pieces"].push_back(piece);
-      }
+      if (bytes > 0) index_shard_file(tmp, shard_name(q), bytes, all.data<int64_t>()[2 * q + 1], files, tensors);
     }
-    json lay = json::object();
-    for (const auto& [k, v] : layout) lay[k] = v;
-    json meta = {{"format", "meshflow-checkpoint"},
-                 {"format_version", kFormatVersion},
-                 {"iter", st.iter},
-                 {"optimizer_steps", st.optimizer_steps},
-                 {"data_position", st.data_position},
-                 {"rng", {{"seed", st.rng.seed}, {"next_stream", st.rng.next_stream}}},
-                 {"skipped_iters", st.skipped_iters},
-                 {"layout", lay},
-                 {"files", files},
-                 {"tensors", tensors},
-                 {"config", config_yaml}};
-    if (st.loss_scaler)
-      meta["loss_scaler"] = {{"scale", st.loss_scaler->scale},
-                             {"growth_tracker", st.loss_scaler->growth_tracker},
-                             {"hysteresis_tracker", st.loss_scaler->hysteresis_tracker}};
+    const json meta = metadata_json(st, config_yaml, layout, std::move(files), std::move(tensors));
     write_file_atomic((tmp / "metadata.json").string(), meta.dump(1) + "\n");
     fsync_dir(tmp);
     fs::remove_all(final_dir);
@@ -443,6 +458,57 @@ std::vector<std::string> CheckpointReader::names() const {
 Shape CheckpointReader::shape(const std::string& name) const { return impl_->entry(name).shape; }
 DType CheckpointReader::dtype(const std::string& name) const { return impl_->entry(name).dtype; }
 
+namespace {
+
+// Reads runs of a file's elements (dtype `src`) into a contiguous host tensor, runs of the same file
+// that continue each other as one read; a dtype change goes through bounded buffers.
+class RunReader {
+ public:
+  RunReader(std::function<const Fd&(int)> fd, DType src, Tensor& out)
+      : fd_(std::move(fd)), src_(src), out_(out), dst_(static_cast<char*>(out.raw_data())),
+        src_size_(static_cast<int64_t>(dtype_nbytes(src))), dst_size_(static_cast<int64_t>(dtype_nbytes(out.dtype()))) {}
+  // Source elements at byte `file_off` of `file` into destination elements [dst_elem, +n).
+  void add(int file, int64_t file_off, int64_t dst_elem, int64_t n) {
+    if (n_ > 0 && file_ == file && off_ + n_ * src_size_ == file_off && dst_elem_ + n_ == dst_elem) {
+      n_ += n;
+      return;
+    }
+    flush();
+    file_ = file;
+    off_ = file_off;
+    dst_elem_ = dst_elem;
+    n_ = n;
+  }
+  void flush() {
+    if (n_ == 0) return;
+    const Fd& fd = fd_(file_);
+    if (src_ == out_.dtype()) {
+      fd.read_at(dst_ + dst_elem_ * dst_size_, static_cast<size_t>(n_ * src_size_), off_);
+    } else {
+      NoGradGuard ng;
+      for (int64_t done = 0; done < n_; done += kCastChunkElems) {
+        const int64_t k = std::min(kCastChunkElems, n_ - done);
+        Tensor tmp = empty({k}, src_);
+        fd.read_at(tmp.raw_data(), static_cast<size_t>(k * src_size_), off_ + done * src_size_);
+        Tensor c = cast(tmp, out_.dtype());
+        std::memcpy(dst_ + (dst_elem_ + done) * dst_size_, c.raw_data(), static_cast<size_t>(k * dst_size_));
+      }
+    }
+    n_ = 0;
+  }
+
+ private:
+  std::function<const Fd&(int)> fd_;
+  DType src_;
+  Tensor& out_;
+  char* dst_;
+  int64_t src_size_, dst_size_;
+  int file_ = -1;
+  int64_t off_ = 0, dst_elem_ = 0, n_ = 0;
+};
+
+}  // namespace
+
 void CheckpointReader::read(const std::string& name, const TensorRegion& region, Tensor& out) const {
   const Impl& m = *impl_;
   const Impl::Entry& e = m.entry(name);
@@ -457,43 +523,8 @@ void CheckpointReader::read(const std::string& name, const TensorRegion& region,
     copy_(out, to(host, out.device()));
     return;
   }
-  const size_t src_size = dtype_nbytes(e.dtype), dst_size = dtype_nbytes(out.dtype());
-  const bool same = e.dtype == out.dtype();
-  char* dst = static_cast<char*>(out.raw_data());
-  // Reads src elements [src_elem, +n) of a piece into destination elements [dst_elem, +n);
-  // consecutive ranges of the same file that continue each other are read as one.
-  struct Pending {
-    int file = -1;
-    int64_t file_off = 0, dst_elem = 0, n = 0;
-  } pending;
-  auto flush = [&] {
-    if (pending.n == 0) return;
-    const Fd& fd = m.fd(pending.file);
-    if (same) {
-      fd.read_at(dst + pending.dst_elem * static_cast<int64_t>(dst_size), static_cast<size_t>(pending.n) * src_size,
-                 pending.file_off);
-    } else {
-      NoGradGuard ng;
-      for (int64_t done = 0; done < pending.n; done += kCastChunkElems) {
-        const int64_t k = std::min(kCastChunkElems, pending.n - done);
-        Tensor tmp = empty({k}, e.dtype);
-        fd.read_at(tmp.raw_data(), static_cast<size_t>(k) * src_size, pending.file_off + done * static_cast<int64_t>(src_size));
-        Tensor c = cast(tmp, out.dtype());
-        std::memcpy(dst + (pending.dst_elem + done) * static_cast<int64_t>(dst_size), c.raw_data(),
-                    static_cast<size_t>(k) * dst_size);
-      }
-    }
-    pending.n = 0;
-  };
-  auto emit = [&](int file, int64_t file_off, int64_t dst_elem, int64_t n) {
-    if (pending.n > 0 && pending.file == file &&
-        pending.file_off + pending.n * static_cast<int64_t>(src_size) == file_off && pending.dst_elem + pending.n == dst_elem) {
-      pending.n += n;
-      return;
-    }
-    flush();
-    pending = {file, file_off, dst_elem, n};
-  };
+  const int64_t src_size = static_cast<int64_t>(dtype_nbytes(e.dtype));
+  RunReader reader([&m](int file) -> const Fd& { return m.fd(file); }, e.dtype, out);
   const Geometry gt = geometry(region);
   const int64_t total = region.numel();
   int64_t filled = 0;
@@ -519,7 +550,7 @@ void CheckpointReader::read(const std::string& name, const TensorRegion& region,
         const int64_t c = std::min(g.seg_start + g.seg_len - w, l0 + run - pos);
         const int64_t a = std::max(eb, fs0), b = std::min(eb + c, fs0 + fl);
         if (a < b) {
-          emit(p.file, p.offset + (a - fs0) * static_cast<int64_t>(src_size), j + (pos - l0) + (a - eb), b - a);
+          reader.add(p.file, p.offset + (a - fs0) * src_size, j + (pos - l0) + (a - eb), b - a);
           filled += b - a;
         }
         pos += c;
@@ -527,7 +558,7 @@ void CheckpointReader::read(const std::string& name, const TensorRegion& region,
     }
     j += run;
   }
-  flush();
+  reader.flush();
   MF_CHECK(filled == total, what, ": its pieces cover ", filled, " of the ", total, " elements requested");
 }
 

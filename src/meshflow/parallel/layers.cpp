@@ -15,10 +15,17 @@ Tensor local_zeros(const nn::ParamLayout& l, const nn::TensorParallel& tp, DType
 }
 }  // namespace
 
-ColumnConv1D::ColumnConv1D(int64_t in, int64_t out, const nn::TensorParallel& tp, int64_t groups, DType dt)
+ColumnConv1D::ColumnConv1D(int64_t in, int64_t out, const nn::TensorParallel& tp, int64_t groups, DType dt,
+                           SplitUnits units)
     : tp_(tp), groups_(groups) {
   MF_CHECK(groups >= 1 && out % groups == 0, "ColumnConv1D: ", out, " output features do not form ", groups, " groups");
-  MF_CHECK((out / groups) % tp.size() == 0, "ColumnConv1D: ", out / groups,
+  MF_CHECK(units.features >= 1 && (out / groups) % units.features == 0, "ColumnConv1D: ", out / groups,
+           " output features per group are not whole units of ", units.features);
+  const int64_t n_units = out / groups / units.features;
+  if (units.key)
+    MF_CHECK(n_units % tp.size() == 0, "train.dist.tensor_parallel_size ", tp.size(), " must divide ", units.key, " (",
+             n_units, ")");
+  MF_CHECK(n_units % tp.size() == 0, "ColumnConv1D: ", n_units, " units of ", units.features,
            " output features per group are not divisible by the tensor-parallel size ", tp.size());
   nn::ParamLayout w = groups == 1 ? nn::split_layout({in, out}, 1) : nn::grouped_split_layout({in, out}, {in, groups, out / groups}, 2);
   nn::ParamLayout b = groups == 1 ? nn::split_layout({out}, 0) : nn::grouped_split_layout({out}, {groups, out / groups}, 1);

@@ -25,9 +25,18 @@
 
 namespace mf::parallel {
 
+// The output features of a column-parallel layer split over tp in whole units of `features`
+// (attention heads of head_dim features), which the model config counts as `key` (named in the
+// error when tp does not divide them).
+struct SplitUnits {
+  int64_t features = 1;
+  const char* key = nullptr;
+};
+
 class ColumnConv1D : public nn::Module {
  public:
-  ColumnConv1D(int64_t in, int64_t out, const nn::TensorParallel& tp, int64_t groups = 1, DType dt = DType::kF32);
+  ColumnConv1D(int64_t in, int64_t out, const nn::TensorParallel& tp, int64_t groups = 1, DType dt = DType::kF32,
+               SplitUnits units = {});
   // x (B, T, in) B -> (B, T, out / tp) S(-1); sequence parallel: x (B, T / tp, in) S(1).
   Tensor forward(const Tensor& x, int64_t seq_len = 0) const;
   int64_t local_out() const { return weight.shape(1); }

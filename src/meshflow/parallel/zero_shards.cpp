@@ -150,34 +150,16 @@ struct ZeroShards::State {
     }
     poll();
   }
+  // Groups: each parameter belongs to the first unit that uses it, tp-replicated ones last.
+  void build_groups(const std::vector<bool>& tp_replicated);
+  // Every rank's slice offsets in each group's segments; the gradient (and at stage 3 the
+  // parameter) segments, this rank's slices copied in.
+  void lay_out_segments(const std::vector<bool>& tp_replicated);
 };
 
-ZeroShards::ZeroShards(std::vector<Tensor> params, std::vector<bool> tp_replicated, std::vector<nn::ParamUnit> units,
-                       Options opts)
-    : state_(std::make_shared<State>()) {
-  State& s = *state_;
-  MF_CHECK(opts.stage == 2 || opts.stage == 3, "ZeRO: ZeroShards serves stages 2 and 3, got ", opts.stage);
-  MF_CHECK(opts.dp != nullptr, "ZeRO: no data-parallel group");
-  MF_CHECK(tp_replicated.size() == params.size(), "ZeRO: ", tp_replicated.size(), " replication flags for ",
-           params.size(), " parameters");
-  s.opts = std::move(opts);
-  s.n = s.opts.dp->size();
-  s.r = s.opts.dp->rank();
-  s.params = std::move(params);
-  s.units = std::move(units);
+void ZeroShards::State::build_groups(const std::vector<bool>& tp_replicated) {
+  State& s = *this;
   const size_t np = s.params.size();
-  s.group_of.assign(np, -1);
-  s.index_of.assign(np, -1);
-  s.filled.assign(np, false);
-  for (size_t k = 0; k < np; ++k) {
-    const Tensor& p = s.params[k];
-    MF_CHECK(p.requires_grad() && p.is_leaf() && p.is_contiguous() && p.offset() == 0 &&
-                 p.impl()->storage->nbytes() == p.nbytes(),
-             "ZeRO: parameter ", k, " ", p.str(), " must be a contiguous leaf owning its whole storage");
-    MF_CHECK(p.dtype() == s.params[0].dtype(), "ZeRO: parameters of mixed dtypes (", dtype_name(p.dtype()), ", ",
-             dtype_name(s.params[0].dtype()), ")");
-  }
-  // Groups: each parameter belongs to the first unit that uses it.
   s.unit_groups.resize(s.units.size());
   for (size_t u = 0; u < s.units.size(); ++u) {
     std::vector<size_t> mine;
@@ -204,6 +186,10 @@ ZeroShards::ZeroShards(std::vector<Tensor> params, std::vector<bool> tp_replicat
   }
   for (size_t k = 0; k < np; ++k)
     MF_CHECK(s.group_of[k] >= 0, "ZeRO: parameter ", k, " ", s.params[k].str(), " is used by no unit of the model");
+}
+
+void ZeroShards::State::lay_out_segments(const std::vector<bool>& tp_replicated) {
+  State& s = *this;
   const DType dt = s.params[0].dtype();
   const Device dev = s.params[0].device();  // the segments live with the parameters (a GPU run's on the GPU)
   for (State::Group& G : s.groups) {
@@ -231,6 +217,35 @@ ZeroShards::ZeroShards(std::vector<Tensor> params, std::vector<bool> tp_replicat
       }
     }
   }
+}
+
+ZeroShards::ZeroShards(std::vector<Tensor> params, std::vector<bool> tp_replicated, std::vector<nn::ParamUnit> units,
+                       Options opts)
+    : state_(std::make_shared<State>()) {
+  State& s = *state_;
+  MF_CHECK(opts.stage == 2 || opts.stage == 3, "ZeRO: ZeroShards serves stages 2 and 3, got ", opts.stage);
+  MF_CHECK(opts.dp != nullptr, "ZeRO: no data-parallel group");
+  MF_CHECK(tp_replicated.size() == params.size(), "ZeRO: ", tp_replicated.size(), " replication flags for ",
+           params.size(), " parameters");
+  s.opts = std::move(opts);
+  s.n = s.opts.dp->size();
+  s.r = s.opts.dp->rank();
+  s.params = std::move(params);
+  s.units = std::move(units);
+  const size_t np = s.params.size();
+  s.group_of.assign(np, -1);
+  s.index_of.assign(np, -1);
+  s.filled.assign(np, false);
+  for (size_t k = 0; k < np; ++k) {
+    const Tensor& p = s.params[k];
+    MF_CHECK(p.requires_grad() && p.is_leaf() && p.is_contiguous() && p.offset() == 0 &&
+                 p.impl()->storage->nbytes() == p.nbytes(),
+             "ZeRO: parameter ", k, " ", p.str(), " must be a contiguous leaf owning its whole storage");
+    MF_CHECK(p.dtype() == s.params[0].dtype(), "ZeRO: parameters of mixed dtypes (", dtype_name(p.dtype()), ", ",
+             dtype_name(s.params[0].dtype()), ")");
+  }
+  s.build_groups(tp_replicated);
+  s.lay_out_segments(tp_replicated);
   if (s.opts.stage == 3)
     for (int g = 0; g < static_cast<int>(s.groups.size()); ++g) s.release(g);
   std::weak_ptr<State> weak = state_;

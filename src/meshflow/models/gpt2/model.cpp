@@ -16,11 +16,14 @@ Gpt2Block::Gpt2Block(const Gpt2Config& c, const nn::TensorParallel& tp) : c_(c),
   int64_t C = c.hidden_size;
   ln_1_ = register_module("ln_1", std::make_shared<nn::LayerNorm>(C, c.layernorm_epsilon, c.dtype));
   auto attn = register_module("attn", std::make_shared<nn::ModuleGroup>());
-  c_attn_ = attn->add("c_attn", std::make_shared<parallel::ColumnConv1D>(C, 3 * C, tp, 3, c.dtype));  // by heads
+  const int64_t D = C / c.num_attention_heads;  // q|k|v split by whole heads
+  c_attn_ = attn->add("c_attn", std::make_shared<parallel::ColumnConv1D>(C, 3 * C, tp, 3, c.dtype,
+                                                                         parallel::SplitUnits{D, "model.num_attention_heads"}));
   attn_proj_ = attn->add("c_proj", std::make_shared<parallel::RowConv1D>(C, C, tp, c.dtype));
   ln_2_ = register_module("ln_2", std::make_shared<nn::LayerNorm>(C, c.layernorm_epsilon, c.dtype));
   auto mlp = register_module("mlp", std::make_shared<nn::ModuleGroup>());
-  c_fc_ = mlp->add("c_fc", std::make_shared<parallel::ColumnConv1D>(C, c.ffn(), tp, 1, c.dtype));
+  c_fc_ = mlp->add("c_fc", std::make_shared<parallel::ColumnConv1D>(C, c.ffn(), tp, 1, c.dtype,
+                                                                    parallel::SplitUnits{1, "model.ffn_hidden_size"}));
   mlp_proj_ = mlp->add("c_proj", std::make_shared<parallel::RowConv1D>(c.ffn(), C, tp, c.dtype));
 }
 
@@ -68,9 +71,6 @@ Gpt2Model::Gpt2Model(const Gpt2Config& c, const nn::TensorParallel& tp, const Pi
   const PipelineStage& st = this->stage();
   chunk_layers_ = st.chunk_layers(c.num_layers);
   c.validate();
-  MF_CHECK(c.num_attention_heads % tp.size() == 0 && c.ffn() % tp.size() == 0, "train.dist.tensor_parallel_size ",
-           tp.size(), " must divide model.num_attention_heads (", c.num_attention_heads, ") and model.ffn_hidden_size (",
-           c.ffn(), ")");
   auto tr = register_module("transformer", std::make_shared<nn::ModuleGroup>());
   transformer_ = tr;
   if (st.first || st.last)

@@ -47,8 +47,8 @@ class Gpt2Model : public Model {
   // so a pipeline stage running some blocks draws exactly what the whole model draws there.
   static constexpr uint64_t kStreamsPerBlock = 3;
 
-  // Throws before allocating when tp does not divide the heads or the MLP width, or the stage's
-  // layers are out of range.
+  // Throws when the stage's layers are out of range, and (its split layers' check) when tp does
+  // not divide the heads or the MLP width, naming the config keys.
   explicit Gpt2Model(const Gpt2Config& c, const nn::TensorParallel& tp = {}, const PipelineStage& stage = {});
   // GPT-2 initialisation: N(0, initializer_range), output projections scaled by
   // 1/sqrt(2 * num_layers), biases 0, LayerNorm 1/0. Parameter i draws from stream i of a

@@ -33,7 +33,8 @@ MlpLmConfig mlp_lm_config(const Config& c, int64_t tokenizer_vocab_size) {
 MlpLmBlock::MlpLmBlock(const MlpLmConfig& c, const nn::TensorParallel& tp) : c_(c), tp_(tp) {
   const DType dt = c.settings.dtype;
   norm_ = register_module("norm", std::make_shared<nn::LayerNorm>(c.hidden_size, c.layernorm_epsilon, dt));
-  fc1_ = register_module("fc1", std::make_shared<parallel::ColumnConv1D>(c.hidden_size, c.ffn(), tp, 1, dt));
+  fc1_ = register_module("fc1", std::make_shared<parallel::ColumnConv1D>(c.hidden_size, c.ffn(), tp, 1, dt,
+                                                                         parallel::SplitUnits{1, "model.ffn_hidden_size"}));
   fc2_ = register_module("fc2", std::make_shared<parallel::RowConv1D>(c.ffn(), c.hidden_size, tp, dt));
 }
 
