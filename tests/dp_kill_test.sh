@@ -27,11 +27,22 @@ for _ in $(seq 1 1800); do
   [ "$(cat "$work/run/metrics.jsonl" 2> /dev/null | wc -l)" -ge 3 ] && break
   sleep 0.1
 done
+# Rank 1: the process of this run (its command line names the output dir) whose environment says
+# so; looked for again for up to 30 s (the launcher's children, not its own process).
 victim=""
-for pid in $(pgrep -P "$job"); do
-  if tr '\0' '\n' < "/proc/$pid/environ" 2> /dev/null | grep -qx "OMPI_COMM_WORLD_RANK=1"; then victim=$pid; fi
+for _ in $(seq 1 300); do
+  for pid in $(pgrep -f "train.output_dir=$work/run"); do
+    [ "$pid" = "$job" ] && continue
+    if tr '\0' '\n' < "/proc/$pid/environ" 2> /dev/null | grep -qx "OMPI_COMM_WORLD_RANK=1"; then victim=$pid; fi
+  done
+  [ -n "$victim" ] && break
+  sleep 0.1
 done
-[ -n "$victim" ] || { echo "FAIL: training did not start, or rank 1 not found"; cat "$work/err"; exit 1; }
+if [ -z "$victim" ]; then
+  echo "FAIL: training did not start, or rank 1 not found ($(wc -l < "$work/run/metrics.jsonl" 2> /dev/null || echo 0)"\
+       "steps logged; processes of the run: $(pgrep -f "train.output_dir=$work/run" | tr '\n' ' '))"
+  cat "$work/err"; exit 1
+fi
 kill -9 "$victim"
 start=$(date +%s)
 while kill -0 "$job" 2> /dev/null && [ $(($(date +%s) - start)) -lt 60 ]; do sleep 0.2; done
