@@ -38,6 +38,11 @@ struct TrainingSettings {
   CheckpointGranularity granularity = CheckpointGranularity::kFull;
   int64_t recompute_start_layer = 0;
   int64_t recompute_end_layer = -1;  // -1: every layer from the start
+  // Whether layer `layer` (a whole-model index) of `num_layers` is recomputed.
+  bool recomputes(int64_t layer, int64_t num_layers) const {
+    const int64_t end = recompute_end_layer < 0 ? num_layers : recompute_end_layer;
+    return recompute && layer >= recompute_start_layer && layer < end;
+  }
 };
 TrainingSettings training_settings(const Config& c);
 

@@ -101,8 +101,7 @@ Tensor MlpLmModel::stage_forward(const Tensor& input, uint64_t stream0, int64_t 
     use_stream(1 + static_cast<uint64_t>(layer));
     auto blk = blocks_[static_cast<size_t>(offset + layer - layer0)];
     enter(1 + layer);
-    const int64_t end = s.recompute_end_layer < 0 ? c_.num_layers : s.recompute_end_layer;
-    if (s.recompute && layer >= s.recompute_start_layer && layer < end && training() && grad_enabled())
+    if (s.recomputes(layer, c_.num_layers) && training() && grad_enabled())
       x = checkpoint([blk, T](const std::vector<Tensor>& in) { return std::vector<Tensor>{blk->forward(in[0], T)}; }, {x})[0];
     else
       x = blk->forward(x, T);
