@@ -51,7 +51,7 @@ int main(int argc, char** argv) {
     const int64_t v = il ? 2 : 1, layers = per / v;  // interleaved: 2 chunks of per / 2 layers
     mf::models::PipelineStage stage{s * layers, (s + 1) * layers, s == 0, s == p - 1, {}};
     if (il) stage.later_chunks.push_back({(p + s) * layers, (p + s + 1) * layers});
-    auto model = std::make_shared<mf::models::Gpt2Model>(c, mf::nn::TensorParallel{}, stage);
+    auto model = std::make_shared<mf::models::Gpt2Model>(c, mf::models::ModelContext{{}, stage});
     model->init_weights(1);
     mf::train::TrainOptions o;
     o.output_dir = (std::filesystem::temp_directory_path() / ("meshflow_bubble_" + std::to_string(getppid()) + "_" + schedule)).string();

@@ -9,7 +9,7 @@
 #include <limits>
 
 #include "meshflow/models/gpt2/model.h"
-#include "meshflow/nn/layers.h"
+#include "meshflow/layers/layers.h"
 #include "meshflow/optim/optimizer.h"
 #include "meshflow/random/philox.h"
 #include "meshflow/optim/loss_scaler.h"
@@ -130,7 +130,9 @@ TEST(Amp, MasterWeightsFollowTheF32UpdateExactly) {
 // A Conv1D with bf16 weights computes in f32 and rounds its output to bf16; its gradients (into
 // the bf16 .grad) match the f64 derivative at the same weight values to bf16 precision.
 TEST(Amp, Bf16LayerGradientsMatchF64) {
-  mf::nn::Conv1D layer(12, 9, DType::kBF16), ref(12, 9, DType::kF64);
+  const mf::layers::Place one;  // a single process
+  mf::layers::Conv1D layer(12, 9, one, mf::layers::WeightSplit::kNone, DType::kBF16),
+      ref(12, 9, one, mf::layers::WeightSplit::kNone, DType::kF64);
   {
     mf::NoGradGuard ng;
     Tensor w = mf::cast(randn({12, 9}, 5, DType::kF32), DType::kBF16), bias = mf::cast(randn({9}, 6, DType::kF32), DType::kBF16);
@@ -143,11 +145,11 @@ TEST(Amp, Bf16LayerGradientsMatchF64) {
   Tensor x64 = mf::cast(x, DType::kF64);
   x.set_requires_grad(true);
   x64.set_requires_grad(true);
-  Tensor y = layer.forward(x);
+  Tensor y = layer.forward(one.wrap(x)).local;
   EXPECT_EQ(y.dtype(), DType::kF32);
   EXPECT_EQ(bytes_of(y), bytes_of(round_bf16(y)));  // bf16 values
   mf::sum(mf::mul(mf::cast(y, DType::kF64), r)).backward();
-  Tensor y64 = ref.forward(x64);
+  Tensor y64 = ref.forward(one.wrap(x64)).local;
   mf::sum(mf::mul(y64, r)).backward();
   expect_close(y, to_f64(y64), 8e-3, 1e-2, "y");
   EXPECT_EQ(layer.weight.grad().dtype(), DType::kBF16);

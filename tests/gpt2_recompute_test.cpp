@@ -95,7 +95,7 @@ TEST(Gpt2Recompute, BitIdenticalLossesAndGradients) {
 TEST(Gpt2Recompute, PipelineStagesCheckpointTheirShareOfTheRange) {
   const Result plain = run({});
   const Recompute r{true, CheckpointGranularity::kFull, 1, 3};
-  mf::models::Gpt2Model s0(tiny_config(r), {}, {0, 2, true, false, {}}), s1(tiny_config(r), {}, {2, 4, false, true, {}});
+  mf::models::Gpt2Model s0(tiny_config(r), {{}, {0, 2, true, false, {}}}), s1(tiny_config(r), {{}, {2, 4, false, true, {}}});
   for (auto* m : {&s0, &s1}) {
     m->init_weights(3);
     m->train();

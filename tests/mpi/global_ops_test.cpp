@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <cstdio>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -229,6 +230,15 @@ std::vector<OpCase> all_ops() {
                  [](C c, G g) { return sum(c, g[0], 1); }, {}});
   ops.push_back({"transpose(0,2)", {{5, 3, 6}}, [](V t) { return mf::transpose(t[0], 0, 2); },
                  [](C c, G g) { return transpose(c, g[0], 0, 2); }, {}});
+  // Layout ops, on their inputs' bound context (their signatures are checked through the results).
+  ops.push_back({"reshape split axis", {{5, 12, 3}}, [](V t) { return mf::reshape(t[0], {5, 4, 9}); },
+                 [](C, G g) { return reshape(g[0], {5, 4, 9}); }, {}});
+  ops.push_back({"reshape merge axes", {{5, 4, 6}}, [](V t) { return mf::reshape(t[0], {5, 24}); },
+                 [](C, G g) { return reshape(g[0], {5, -1}); }, {}});
+  ops.push_back({"select", {{5, 3, 6}}, [](V t) { return mf::squeeze(mf::narrow(t[0], 1, 2, 1), 1); },
+                 [](C, G g) { return select(g[0], 1, 2); }, {}});
+  ops.push_back({"permute", {{5, 3, 6}}, [](V t) { return mf::permute(t[0], {2, 0, 1}); },
+                 [](C, G g) { return permute(g[0], {2, 0, 1}); }, {}});
   for (OpCase& op : ops) {
     const std::vector<Shape>& sh = op.shapes;
     const std::string& n = op.name;
@@ -243,6 +253,7 @@ std::vector<OpCase> all_ops() {
     else if (n == "sum(axis=0)") op.signatures = sum_signatures(sh[0], 0);
     else if (n == "sum(axis=1)") op.signatures = sum_signatures(sh[0], 1);
     else if (n == "transpose(0,2)") op.signatures = transpose_signatures(sh[0], 0, 2);
+    else if (n.rfind("reshape", 0) == 0 || n == "select" || n == "permute") continue;
     else op.signatures = unary_signatures(sh[0], false);  // gelu, relu, silu, exp
   }
   return ops;
@@ -252,10 +263,15 @@ class GlobalOpsTest : public ::testing::Test {
  protected:
   void SetUp() override { world = mf::comm::mpi_world(); }
   mf::comm::CommPtr world;
-  Mesh world_mesh() const {
+  std::unique_ptr<PlacementBinding> binding;  // for the ops that take no context
+  Mesh world_mesh() {
     std::vector<int> r(static_cast<size_t>(world->size()));
     for (int i = 0; i < world->size(); ++i) r[static_cast<size_t>(i)] = i;
-    return Mesh{placement(mf::DeviceType::kCPU, r), {world.get()}, world->rank()};
+    return bound(Mesh{placement(mf::DeviceType::kCPU, r), {world.get()}, world->rank()});
+  }
+  Mesh bound(Mesh m) {
+    binding = std::make_unique<PlacementBinding>(m.placement, m.comms, m.world_rank);
+    return m;
   }
 };
 
@@ -274,7 +290,7 @@ TEST_F(GlobalOpsTest, EverySignatureOneAxis) {
 TEST_F(GlobalOpsTest, EverySignatureTwoByTwoMesh) {
   if (world->size() != 4) GTEST_SKIP() << "a 2x2 mesh needs 4 ranks";
   DeviceMesh dm({1, 2, 2}, *world);
-  const Mesh mesh{dm.stage_placement(0), {&dm.comm(Axis::kData), &dm.comm(Axis::kTensor)}, world->rank()};
+  const Mesh mesh = bound(Mesh{dm.stage_placement(0), {&dm.comm(Axis::kData), &dm.comm(Axis::kTensor)}, world->rank()});
   int combos = 0;
   for (const OpCase& op : all_ops()) {
     const int n = check_all(mesh, op);
@@ -333,6 +349,119 @@ TEST_F(GlobalOpsTest, DataParallelAffineMovesNothing) {
   EXPECT_EQ(world->stats().total_bytes(), 0u);
   EXPECT_EQ(y.nd_sbp, S0);
   mft::expect_tensor_close(y.local, mft::piece(mf::affine(X, W), *S0, shape, coord), "data parallel affine", 1e-10);
+}
+
+// Dropout on a split tensor draws the numbers of its logical positions: each piece, forward and
+// backward, is the slice of the whole tensor's dropout (uneven splits included).
+TEST_F(GlobalOpsTest, DropoutPiecesAreTheWholeTensorsSlices) {
+  const Mesh mesh = world_mesh();
+  const std::vector<int64_t> coord = mesh.coord(), shape = mesh.placement->mesh_shape();
+  Tensor X = mft::formula({5, 7, 6}, 0.1, 0.2, 7);
+  mf::manual_seed(11);
+  Tensor Xw = mf::clone(X).set_requires_grad(true);
+  Tensor Y = mf::dropout(Xw, 0.4);
+  mf::sum(mf::mul(Y, X)).backward();
+  for (const NdSbp* s : {nd_sbp({Sbp::broadcast()}), nd_sbp({Sbp::split(0)}), nd_sbp({Sbp::split(1)}),
+                         nd_sbp({Sbp::split(2)})}) {
+    mf::manual_seed(11);
+    Tensor xl = mf::contiguous(mft::piece(X, *s, shape, coord)).set_requires_grad(true);
+    GlobalTensor y = dropout(to_global(xl, mesh.placement, s, X.shape(), mesh.world_rank), 0.4);
+    EXPECT_EQ(y.nd_sbp, s);
+    mft::expect_tensor_close(y.local, mft::piece(Y.detach(), *s, shape, coord), "dropout " + s->str(), 0.0);
+    mf::sum(mf::mul(y.local, mft::piece(X, *s, shape, coord))).backward();
+    mft::expect_tensor_close(xl.grad(), mft::piece(Xw.grad(), *s, shape, coord), "dropout grad " + s->str(), 0.0);
+  }
+}
+
+// Attention with its heads split (S(1)) computes and drops out exactly the whole's heads.
+TEST_F(GlobalOpsTest, AttentionWithSplitHeadsIsTheWholesSlice) {
+  const Mesh mesh = world_mesh();
+  const std::vector<int64_t> coord = mesh.coord(), shape = mesh.placement->mesh_shape();
+  const int64_t H = 2 * world->size();
+  Tensor Q = mft::formula({2, H, 5, 3}, 0.1, 0.2, 7), K = mft::formula({2, H, 5, 3}, -0.2, 0.1, 5);
+  Tensor V = mft::formula({2, H, 5, 3}, 0.3, -0.1, 9);
+  mf::AttentionOptions o;
+  o.causal = true;
+  o.dropout_p = 0.3;
+  mf::manual_seed(4);
+  std::vector<Tensor> whole{mf::clone(Q).set_requires_grad(true), mf::clone(K).set_requires_grad(true),
+                            mf::clone(V).set_requires_grad(true)};
+  Tensor Y = mf::scaled_dot_product_attention(whole[0], whole[1], whole[2], o);
+  mf::sum(mf::mul(Y, Q)).backward();
+  const NdSbp* S1 = nd_sbp({Sbp::split(1)});
+  std::vector<Tensor> loc;
+  std::vector<GlobalTensor> g;
+  for (const Tensor& t : {Q, K, V}) {
+    loc.push_back(mf::contiguous(mft::piece(t, *S1, shape, coord)).set_requires_grad(true));
+    g.push_back(to_global(loc.back(), mesh.placement, S1, t.shape(), mesh.world_rank));
+  }
+  mf::manual_seed(4);
+  world->reset_stats();
+  GlobalTensor y = attention(g[0], g[1], g[2], o);
+  EXPECT_EQ(y.nd_sbp, S1);
+  EXPECT_EQ(world->stats().total_bytes(), 0u);
+  mft::expect_tensor_close(y.local, mft::piece(Y.detach(), *S1, shape, coord), "attention heads", 1e-12);
+  mf::sum(mf::mul(y.local, mft::piece(Q, *S1, shape, coord))).backward();
+  for (size_t i = 0; i < 3; ++i)
+    mft::expect_tensor_close(loc[i].grad(), mft::piece(whole[i].grad(), *S1, shape, coord),
+                             "attention grad " + std::to_string(i), 1e-12);
+}
+
+// The embedding of a vocabulary-split table and the cross-entropy of vocabulary-split logits
+// equal the whole ones; the local gradients are the whole's slices summed over the ranks (each
+// rank's copy of the B result is differentiated).
+TEST_F(GlobalOpsTest, VocabularySplitEmbeddingAndCrossEntropy) {
+  const Mesh mesh = world_mesh();
+  const std::vector<int64_t> coord = mesh.coord(), shape = mesh.placement->mesh_shape();
+  const double n = static_cast<double>(world->size());
+  const NdSbp* S0 = nd_sbp({Sbp::split(0)});
+  const NdSbp* S1 = nd_sbp({Sbp::split(1)});
+  const NdSbp* B = nd_sbp({Sbp::broadcast()});
+  Tensor W = mft::formula({11, 4}, 0.1, 0.2, 7).set_requires_grad(true);
+  Tensor ids = mf::from_vector(std::vector<int64_t>{3, 10, 0, 7, 7, 1}, {2, 3});
+  Tensor C = mft::formula({2, 3, 4}, -0.3, 0.1, 5);
+  mf::sum(mf::mul(mf::embedding(W, ids), C)).backward();
+  Tensor wl = mf::contiguous(mft::piece(W.detach(), *S0, shape, coord)).set_requires_grad(true);
+  GlobalTensor e = embedding(to_global(wl, mesh.placement, S0, {11, 4}, mesh.world_rank),
+                             to_global(ids, mesh.placement, B, {2, 3}, mesh.world_rank));
+  EXPECT_EQ(e.nd_sbp, B);
+  mft::expect_tensor_close(e.local, mf::embedding(W.detach(), ids), "vocabulary-split embedding", 1e-12);
+  mf::sum(mf::mul(e.local, C)).backward();
+  mft::expect_tensor_close(wl.grad(), mf::scale(mft::piece(W.grad(), *S0, shape, coord), n), "embedding grad", 1e-12);
+
+  Tensor L = mft::formula({6, 11}, 0.2, 0.3, 7).set_requires_grad(true);
+  Tensor labels = mf::from_vector(std::vector<int64_t>{3, -100, 10, 0, 5, 9}, {6});
+  mf::cross_entropy(L, labels).backward();
+  Tensor ll = mf::contiguous(mft::piece(L.detach(), *S1, shape, coord)).set_requires_grad(true);
+  GlobalTensor loss = cross_entropy(to_global(ll, mesh.placement, S1, {6, 11}, mesh.world_rank),
+                                    to_global(labels, mesh.placement, B, {6}, mesh.world_rank));
+  EXPECT_EQ(loss.nd_sbp, B);
+  EXPECT_NEAR(loss.local.item(), mf::cross_entropy(L.detach(), labels).item(), 1e-12);
+  loss.local.backward();
+  mft::expect_tensor_close(ll.grad(), mf::scale(mft::piece(L.grad(), *S1, shape, coord), n), "cross-entropy grad", 1e-12);
+}
+
+// Recomputation of global ops: the same outputs, SBPs and gradients as running them directly.
+TEST_F(GlobalOpsTest, CheckpointKeepsSbpsAndGradients) {
+  const Mesh mesh = world_mesh();
+  const std::vector<int64_t> coord = mesh.coord(), shape = mesh.placement->mesh_shape();
+  const NdSbp* B = nd_sbp({Sbp::broadcast()});
+  const NdSbp* S1 = nd_sbp({Sbp::split(1)});
+  Tensor X = mft::formula({3, 8}, 0.1, 0.2, 7), W = mft::formula({8, 2 * world->size()}, -0.3, 0.05, 9);
+  auto fn = [](const std::vector<GlobalTensor>& in) { return std::vector<GlobalTensor>{gelu(affine(in[0], in[1]))}; };
+  std::vector<Tensor> grads[2];
+  for (int recompute = 0; recompute < 2; ++recompute) {
+    Tensor xl = mf::clone(X).set_requires_grad(true);
+    Tensor wl = mf::contiguous(mft::piece(W, *S1, shape, coord)).set_requires_grad(true);
+    std::vector<GlobalTensor> in{to_global(xl, mesh.placement, B, X.shape(), mesh.world_rank),
+                                 to_global(wl, mesh.placement, S1, W.shape(), mesh.world_rank)};
+    GlobalTensor y = recompute ? mf::global::checkpoint(fn, in)[0] : fn(in)[0];
+    EXPECT_EQ(y.nd_sbp, S1) << "recompute " << recompute;
+    EXPECT_EQ(y.logical_shape, Shape({3, 2 * world->size()}));
+    mf::sum(mf::mul(y.local, y.local)).backward();
+    grads[recompute] = {xl.grad(), wl.grad()};
+  }
+  for (size_t i = 0; i < 2; ++i) mft::expect_tensor_close(grads[1][i], grads[0][i], "checkpoint grad", 0.0);
 }
 
 TEST_F(GlobalOpsTest, InputsOnDifferentPlacementsThrow) {

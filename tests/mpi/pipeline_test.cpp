@@ -41,7 +41,7 @@ PipelineRun run_pipeline(const std::string& schedule, int64_t micro_batches) {
   c.num_attention_heads = 4;
   const int64_t per = c.num_layers / p;
   auto model = std::make_shared<mf::models::Gpt2Model>(
-      c, mf::nn::TensorParallel{}, mf::models::PipelineStage{s * per, (s + 1) * per, s == 0, s == p - 1, {}});
+      c, mf::models::ModelContext{{}, mf::models::PipelineStage{s * per, (s + 1) * per, s == 0, s == p - 1, {}}});
   model->init_weights(3);
   mf::train::TrainOptions o;
   o.output_dir = shared_tmp_dir(*world, ("pp_" + schedule).c_str());

@@ -61,7 +61,7 @@ TEST(TensorParallel, GradientsMatchOneProcess) {
   Tensor ref_loss = ref.loss(ids, labels);
   ref_loss.backward();
 
-  mf::models::Gpt2Model par(cfg, tp);
+  mf::models::Gpt2Model par(cfg, {tp});
   par.init_weights(21);
   mf::manual_seed(8);
   Tensor loss = par.loss(ids, labels);
@@ -102,7 +102,7 @@ TEST(TensorParallel, SplitWeightsTakeTheirShareOfTheBytes) {
   cfg.dtype = DType::kF32;
   auto& alloc = mf::allocator_for(mf::cpu_device());
   const int64_t before = alloc.stats().current_bytes;
-  mf::models::Gpt2Model par(cfg, tp);
+  mf::models::Gpt2Model par(cfg, {tp});
   const int64_t held = alloc.stats().current_bytes - before;
   mf::models::Gpt2Model whole(cfg);
   int64_t split_logical = 0, replicated = 0, local = 0;
@@ -131,10 +131,11 @@ TEST(TensorParallel, LayerCommunicatesLikeMegatron) {
   const mf::nn::TensorParallel tp = world_tp();
   const int n = tp.size();
   mf::models::Gpt2Config cfg = small_config();
-  mf::models::Gpt2Block block(cfg, tp);
+  const mf::layers::Place place(tp);
+  mf::models::Gpt2Block block(cfg, place);
   Tensor x = mf::full({2, 10, cfg.hidden_size}, 0.25, DType::kF64).set_requires_grad(true);
   tp.comm->reset_stats();
-  Tensor y = block.forward(x);
+  Tensor y = block.forward(place.wrap(x)).local;
   const auto fwd = tp.comm->stats();
   EXPECT_EQ(fwd.count(OpKind::kAllReduce), 2u);
   EXPECT_EQ(fwd.total_bytes(), fwd.bytes(OpKind::kAllReduce));
@@ -159,9 +160,11 @@ TEST(TensorParallel, SequenceParallelLayerUsesGatherAndReduceScatter) {
   mf::models::Gpt2Config cfg = small_config();
   cfg.embedding_dropout_prob = cfg.attention_dropout_prob = cfg.output_dropout_prob = 0.0;
   const int64_t T = 11, C = cfg.hidden_size;
-  mf::models::Gpt2Block whole(cfg, tp);
+  const mf::layers::Place whole_place(tp);
+  mf::models::Gpt2Block whole(cfg, whole_place);
   tp.sequence_parallel = true;
-  mf::models::Gpt2Block sp(cfg, tp);
+  const mf::layers::Place sp_place(tp);
+  mf::models::Gpt2Block sp(cfg, sp_place);
   {  // same weights
     mf::NoGradGuard ng;
     auto a = whole.parameters(), b = sp.parameters();
@@ -173,11 +176,11 @@ TEST(TensorParallel, SequenceParallelLayerUsesGatherAndReduceScatter) {
   std::vector<double> xv(static_cast<size_t>(2 * T * C));
   for (size_t i = 0; i < xv.size(); ++i) xv[i] = std::sin(0.37 * static_cast<double>(i));
   Tensor x = mf::from_vector(xv, {2, T, C});
-  Tensor y_whole = whole.forward(x);
+  Tensor y_whole = whole.forward(whole_place.wrap(x)).local;
   const int64_t t0 = mf::global::split_start(T, n, tp.rank()), tl = mf::global::split_size(T, n, tp.rank());
   Tensor x_piece = mf::contiguous(mf::narrow(x, 1, t0, tl)).set_requires_grad(true);
   tp.comm->reset_stats();
-  Tensor y = sp.forward(x_piece, T);
+  Tensor y = sp.forward(sp_place.wrap(x_piece, sp_place.hidden_sbp(), {2, T, C})).local;
   const auto fwd = tp.comm->stats();
   EXPECT_EQ(fwd.count(OpKind::kAllGather), 2u);
   EXPECT_EQ(fwd.count(OpKind::kReduceScatter), 2u);

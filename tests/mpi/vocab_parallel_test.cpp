@@ -10,7 +10,7 @@
 
 #include "meshflow/comm/mpi/mpi_communicator.h"
 #include "meshflow/global/sbp.h"
-#include "meshflow/parallel/vocab_parallel.h"
+#include "meshflow/global/vocab_parallel.h"
 #include "meshflow/tensor/allocator.h"
 #include "mpi/dist_testing.h"
 
@@ -46,7 +46,7 @@ TEST(VocabParallel, EmbeddingMatchesSingleProcessForwardAndBackward) {
 
     Tensor shard = leaf(mf::narrow(w, 0, start, rows));
     world->reset_stats();
-    Tensor out = mf::parallel::vocab_parallel_embedding(ids, shard, vocab, *world);
+    Tensor out = mf::global::vocab_parallel_embedding(ids, shard, vocab, *world);
     mf::scale(mf::sum(mf::mul(out, c)), 1.0 / p).backward();
     // Forward P -> B and backward B -> P: one all_reduce each, nothing else.
     EXPECT_EQ(world->stats().count(OpKind::kAllReduce), 2u) << what;
@@ -74,7 +74,7 @@ TEST(VocabParallel, CrossEntropyMatchesSingleProcessForwardAndBackward) {
 
       Tensor shard = leaf(mf::narrow(logits, 1, start, cols));
       world->reset_stats();
-      Tensor loss = mf::parallel::vocab_parallel_cross_entropy(shard, tgt, vocab, *world);
+      Tensor loss = mf::global::vocab_parallel_cross_entropy(shard, tgt, vocab, *world);
       mf::scale(loss, 1.0 / p).backward();
       // Forward: kMax of the row maxima, kSum of (sum-exp, target logit); backward: the scalar gradient.
       EXPECT_EQ(world->stats().count(OpKind::kAllReduce), 3u) << what;
@@ -99,7 +99,7 @@ TEST(VocabParallel, UpstreamGradientsOfAllRanksAreSummed) {
   Tensor logits = mft::formula({N, vocab}, 0.2, -0.21, 11);
   Tensor tgt = targets(N, vocab, 4);
   Tensor shard = leaf(mf::narrow(logits, 1, start, cols));
-  Tensor loss = mf::parallel::vocab_parallel_cross_entropy(shard, tgt, vocab, *world);
+  Tensor loss = mf::global::vocab_parallel_cross_entropy(shard, tgt, vocab, *world);
   mf::scale(loss, r == 0 ? 2.0 : 0.0).backward();
   Tensor logits_ref = leaf(logits);
   mf::scale(mf::cross_entropy(logits_ref, tgt), 2.0).backward();
@@ -117,26 +117,26 @@ TEST(VocabParallel, BadIdsAndShapesThrowNamingOpAndRank) {
   Tensor good_tgt = mf::from_vector(std::vector<int64_t>{0, 10, -100, 5}, {4});
   auto& tp = *world;
 
-  MFT_EXPECT_ERROR(mf::parallel::vocab_parallel_embedding(mf::from_vector(std::vector<int64_t>{1, 11}, {2}), w, vocab, tp),
+  MFT_EXPECT_ERROR(mf::global::vocab_parallel_embedding(mf::from_vector(std::vector<int64_t>{1, 11}, {2}), w, vocab, tp),
                    "vocab_parallel_embedding", "value 11", "[0, 11)", rank.c_str());
-  MFT_EXPECT_ERROR(mf::parallel::vocab_parallel_embedding(mf::from_vector(std::vector<int64_t>{-1}, {1}), w, vocab, tp),
+  MFT_EXPECT_ERROR(mf::global::vocab_parallel_embedding(mf::from_vector(std::vector<int64_t>{-1}, {1}), w, vocab, tp),
                    "vocab_parallel_embedding", "value -1", rank.c_str());
-  MFT_EXPECT_ERROR(mf::parallel::vocab_parallel_embedding(good_tgt, mft::formula({rows + 1, 3}, 0, 1, 3), vocab, tp),
+  MFT_EXPECT_ERROR(mf::global::vocab_parallel_embedding(good_tgt, mft::formula({rows + 1, 3}, 0, 1, 3), vocab, tp),
                    "vocab_parallel_embedding", "weight_shard", rank.c_str());
-  MFT_EXPECT_ERROR(mf::parallel::vocab_parallel_embedding(good_tgt, w, 1, tp), "vocab_parallel_embedding", "vocab_size",
+  MFT_EXPECT_ERROR(mf::global::vocab_parallel_embedding(good_tgt, w, 1, tp), "vocab_parallel_embedding", "vocab_size",
                    rank.c_str());
 
   MFT_EXPECT_ERROR(
-      mf::parallel::vocab_parallel_cross_entropy(logits, mf::from_vector(std::vector<int64_t>{0, 11, 1, 2}, {4}), vocab, tp),
+      mf::global::vocab_parallel_cross_entropy(logits, mf::from_vector(std::vector<int64_t>{0, 11, 1, 2}, {4}), vocab, tp),
       "vocab_parallel_cross_entropy", "value 11", "position 1", rank.c_str());
-  MFT_EXPECT_ERROR(mf::parallel::vocab_parallel_cross_entropy(mft::formula({4, rows + 1}, 0, 1, 3), good_tgt, vocab, tp),
+  MFT_EXPECT_ERROR(mf::global::vocab_parallel_cross_entropy(mft::formula({4, rows + 1}, 0, 1, 3), good_tgt, vocab, tp),
                    "vocab_parallel_cross_entropy", "logits_shard", rank.c_str());
-  MFT_EXPECT_ERROR(mf::parallel::vocab_parallel_cross_entropy(logits, mf::from_vector(std::vector<int64_t>{0, 1}, {2}), vocab, tp),
+  MFT_EXPECT_ERROR(mf::global::vocab_parallel_cross_entropy(logits, mf::from_vector(std::vector<int64_t>{0, 1}, {2}), vocab, tp),
                    "vocab_parallel_cross_entropy", "targets", rank.c_str());
-  MFT_EXPECT_ERROR(mf::parallel::vocab_parallel_cross_entropy(mf::zeros({4, rows}, DType::kI64), good_tgt, vocab, tp),
+  MFT_EXPECT_ERROR(mf::global::vocab_parallel_cross_entropy(mf::zeros({4, rows}, DType::kI64), good_tgt, vocab, tp),
                    "vocab_parallel_cross_entropy", "f32 or f64", rank.c_str());
   // Still in step: a good call afterwards works on every rank.
-  EXPECT_TRUE(std::isfinite(mf::parallel::vocab_parallel_cross_entropy(logits, good_tgt, vocab, tp).item()));
+  EXPECT_TRUE(std::isfinite(mf::global::vocab_parallel_cross_entropy(logits, good_tgt, vocab, tp).item()));
 }
 
 TEST(VocabParallel, CrossEntropyPeakMemoryIsPerShard) {
@@ -151,7 +151,7 @@ TEST(VocabParallel, CrossEntropyPeakMemoryIsPerShard) {
   mf::Allocator& alloc = mf::allocator_for(mf::cpu_device());
   alloc.reset_peak();
   const int64_t base_bytes = alloc.stats().current_bytes;
-  Tensor loss = mf::parallel::vocab_parallel_cross_entropy(shard, tgt, vocab, *world);
+  Tensor loss = mf::global::vocab_parallel_cross_entropy(shard, tgt, vocab, *world);
   mf::scale(loss, 1.0 / p).backward();
   const int64_t peak_extra_bytes = alloc.stats().peak_bytes - base_bytes;
 

@@ -32,6 +32,7 @@
 #include "meshflow/global/device_mesh.h"
 #include "meshflow/global/global_tensor.h"
 #include "meshflow/global/signature.h"
+#include "meshflow/ops/ops.h"
 
 namespace mf::global {
 
@@ -51,6 +52,46 @@ std::vector<GlobalTensor> apply_global(const GlobalContext& ctx, const std::stri
                                        const std::vector<GlobalTensor>& inputs,
                                        const std::vector<Shape>& output_shapes, const SignatureFn& candidates,
                                        const LocalFn& local);
+
+// The same, with a local kernel that is told the chosen signature and this rank's mesh
+// coordinate (ops whose kernel depends on where its piece sits: dropout, attention, the
+// vocabulary-split embedding and cross-entropy).
+struct LocalCall {
+  const NdSignature& signature;
+  const std::vector<int64_t>& coord;  // this rank's mesh coordinate
+  const GlobalContext& ctx;
+};
+using PlacedLocalFn = std::function<std::vector<Tensor>(const std::vector<Tensor>&, const LocalCall&)>;
+std::vector<GlobalTensor> apply_global(const GlobalContext& ctx, const std::string& op,
+                                       const std::vector<GlobalTensor>& inputs,
+                                       const std::vector<Shape>& output_shapes, const SignatureFn& candidates,
+                                       const PlacedLocalFn& local);
+
+// ---- placements bound to communicators (placement_binding.cpp)
+// Model code calls global ops without a context: the communicators of a placement's mesh axes
+// are bound once by whoever builds the placement (the parallel runtime), and the ops find them
+// from their inputs' placement. A binding lives while its PlacementBinding does; binding a
+// placement again replaces the binding until the newer one is released. A placement of one rank
+// needs no binding (every op on it is its local op, every SBP the same tensor).
+class PlacementBinding {
+ public:
+  // `axis_comms` (one per mesh axis, as box_to takes them) must outlive the binding.
+  PlacementBinding(const Placement* placement, std::vector<comm::Communicator*> axis_comms, int world_rank);
+  ~PlacementBinding();
+  PlacementBinding(const PlacementBinding&) = delete;
+  PlacementBinding& operator=(const PlacementBinding&) = delete;
+  const Placement* placement() const { return placement_; }
+
+ private:
+  const Placement* placement_;
+  uint64_t id_;
+};
+// The context bound to `placement`; throws naming it when none is.
+GlobalContext context_of(const Placement* placement);
+// box_to on the bound communicators (a one-rank placement only relabels).
+GlobalTensor box(const GlobalTensor& x, const NdSbp* target);
+// The NdSbp of every mesh axis of `placement` set to `sbp`.
+const NdSbp* uniform_sbp(const Placement* placement, const Sbp& sbp);
 
 // ---- matrix products (global_matmul.cpp)
 SignatureList matmul_signatures(const Shape& a, const Shape& b);
@@ -85,5 +126,52 @@ GlobalTensor layer_norm(const GlobalContext& ctx, const GlobalTensor& x, const G
                         const GlobalTensor& bias, double eps = 1e-5);
 GlobalTensor sum(const GlobalContext& ctx, const GlobalTensor& x, int64_t axis);  // axis removed
 GlobalTensor transpose(const GlobalContext& ctx, const GlobalTensor& x, int64_t a, int64_t b);
+
+// ---- layout (global_layout_ops.cpp): views of the local pieces where the split allows.
+//   reshape  S(k) -> S(j) where output axis j starts where input axis k does and is as long, or
+//            one holds the other whole and the placement's ranks divide both; (P) -> P; (B) -> B
+//   select   index `i` of axis a, the axis removed: S(k != a) -> S(k shifted); (P) -> P; (B) -> B
+//   permute  S(k) -> S(position of k in dims); (P) -> P; (B) -> B (a view, no copy)
+GlobalTensor reshape(const GlobalTensor& x, const Shape& shape);
+GlobalTensor select(const GlobalTensor& x, int64_t axis, int64_t index);
+GlobalTensor permute(const GlobalTensor& x, const std::vector<int64_t>& dims);
+
+// ---- the model ops (global_model_ops.cpp)
+//   embedding(table (V, C), ids (...)) -> (..., C)
+//            (S(0) table, B ids) -> B  the vocabulary-split lookup (global/vocab_parallel.h: a
+//            masked lookup and one all-reduce); (B, S(k)) -> S(k); (B, B) -> B
+//   dropout  (S(k)) -> S(k); (B) -> B — every piece draws the numbers of its logical positions
+//   attention q, k, v (B, H, T, D): (S(0) x3) -> S(0); (S(1) x3) -> S(1) heads; (B x3) -> B
+//   cross_entropy logits (N, V), labels (N) -> the mean loss ()
+//            (S(1), B) -> B  the vocabulary-split cross-entropy (global/vocab_parallel.h);
+//            (B, B) -> B
+//   map      an elementwise unary function (casts, rounding): (S(k)) -> S(k); (B) -> B
+GlobalTensor embedding(const GlobalTensor& table, const GlobalTensor& ids);
+GlobalTensor dropout(const GlobalTensor& x, double p);
+GlobalTensor attention(const GlobalTensor& q, const GlobalTensor& k, const GlobalTensor& v,
+                       const AttentionOptions& opts);
+GlobalTensor cross_entropy(const GlobalTensor& logits, const GlobalTensor& labels);
+// `name` names fn in errors and the signature cache.
+GlobalTensor map(const GlobalTensor& x, const char* name, const std::function<Tensor(const Tensor&)>& fn);
+// Recomputation (autograd/checkpoint.h) of a function of global tensors: its outputs keep the
+// placement and SBPs of the first run.
+using GlobalFn = std::function<std::vector<GlobalTensor>(const std::vector<GlobalTensor>&)>;
+std::vector<GlobalTensor> checkpoint(const GlobalFn& fn, const std::vector<GlobalTensor>& inputs);
+
+// ---- the ops above on their inputs' bound context
+inline GlobalTensor add(const GlobalTensor& a, const GlobalTensor& b) { return add(context_of(a.placement), a, b); }
+inline GlobalTensor gelu(const GlobalTensor& x, bool tanh_approx = true) {
+  return gelu(context_of(x.placement), x, tanh_approx);
+}
+inline GlobalTensor layer_norm(const GlobalTensor& x, const GlobalTensor& weight, const GlobalTensor& bias,
+                               double eps) {
+  return layer_norm(context_of(x.placement), x, weight, bias, eps);
+}
+inline GlobalTensor affine(const GlobalTensor& x, const GlobalTensor& weight, const GlobalTensor& bias = {}) {
+  return affine(context_of(x.placement), x, weight, bias);
+}
+inline GlobalTensor linear(const GlobalTensor& x, const GlobalTensor& weight, const GlobalTensor& bias = {}) {
+  return linear(context_of(x.placement), x, weight, bias);
+}
 
 }  // namespace mf::global

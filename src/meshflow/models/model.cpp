@@ -1,5 +1,6 @@
 #include "meshflow/models/model.h"
 
+#include "meshflow/autograd/grad_mode.h"
 #include "meshflow/random/generator.h"
 
 namespace mf::models {
@@ -39,6 +40,76 @@ std::vector<std::pair<int64_t, int64_t>> PipelineStage::chunk_layers(int64_t num
   return out;
 }
 
+Model::Model(ModelContext ctx, int64_t num_layers)
+    : ctx_(std::move(ctx)), num_layers_(num_layers), place_(ctx_.tp), chunk_layers_(ctx_.stage.chunk_layers(num_layers)) {}
+
+const layers::Place* Model::layer_place(int64_t layer) const {
+  for (const auto& [a, b] : chunk_layers_)
+    if (layer >= a && layer < b) return &place_;
+  return nullptr;
+}
+
+std::vector<nn::ParamPiece> Model::parameter_pieces() const { return nn::param_pieces(*this, ctx_.tp); }
+
+Tensor Model::stage_forward(const Tensor& input, uint64_t stream0, int64_t seq_len, int64_t chunk) const {
+  const PipelineStage& st = stage();
+  MF_CHECK(chunk >= 0 && chunk < st.num_chunks(), "model: chunk ", chunk, " of a stage with ", st.num_chunks());
+  Generator& gen = default_generator();
+  auto use_stream = [&](uint64_t k) {  // evaluation draws nothing and leaves the generator alone
+    if (training()) gen.set_state({gen.seed(), stream0 + k});
+  };
+  GlobalTensor x;
+  if (st.first && chunk == 0) {
+    MF_CHECK(input.ndim() == 2 && input.shape(1) == seq_len, "model: input ids must be (batch, ", seq_len, "), got ",
+             input.str());
+    enter(0);
+    use_stream(0);
+    x = global::box(embed(place_.wrap(input)), place_.hidden_sbp());
+    x.local = leave(0, x.local);
+  } else {
+    x = place_.wrap(input, place_.hidden_sbp(), hidden_shape(input.shape(0), seq_len));
+  }
+  const auto [layer0, layer_end] = chunk_layers_[static_cast<size_t>(chunk)];
+  for (int64_t layer = layer0; layer < layer_end; ++layer) {
+    use_stream(1 + streams_per_layer() * static_cast<uint64_t>(layer));
+    enter(1 + layer);
+    const std::optional<CheckpointGranularity> how =
+        training() && grad_enabled() ? recomputation(layer) : std::nullopt;
+    if (how == CheckpointGranularity::kFull)
+      x = global::checkpoint([this, layer](const std::vector<GlobalTensor>& in) {
+            return std::vector<GlobalTensor>{run_layer(layer, in[0], false)};
+          }, {x})[0];
+    else
+      x = run_layer(layer, x, how.has_value());
+    x.local = leave(1 + layer, x.local);
+  }
+  use_stream(streams_per_forward());
+  if (!(st.last && chunk + 1 == st.num_chunks())) return x.local;
+  enter(head_unit());  // left in head_loss(), after the head
+  return global::box(final_norm(x), place_.broadcast()).local;
+}
+
+Tensor Model::head_loss(const Tensor& hidden, const Tensor& labels) const {
+  MF_CHECK(stage().last, "model: the loss is computed on the last pipeline stage");
+  MF_CHECK(hidden.ndim() == 3 && labels.shape() == Shape({hidden.shape(0), hidden.shape(1)}), "model: labels ",
+           labels.str(), " must be (batch, seq) of the hidden state ", hidden.str());
+  return leave(head_unit(), head(place_.wrap(hidden), labels).local);
+}
+
+Shape Model::activation_shape(int64_t rows, int64_t seq_len) const {
+  const Shape logical = hidden_shape(rows, seq_len);
+  const global::Placement* pl = place_.placement(cpu_device());
+  return global::local_shape(logical, *place_.hidden_sbp(), pl->mesh_shape(),
+                             global::coordinate_in(*pl, place_.world_rank(), "activation_shape"));
+}
+
+Tensor Model::run_whole(const Tensor& ids, const std::function<GlobalTensor(const GlobalTensor&)>& fn) const {
+  MF_CHECK(stage().whole(), "model: the whole-model forward needs every layer (this is a pipeline stage)");
+  MF_CHECK(ids.ndim() == 2, "model: input ids must be (batch, seq), got ", ids.str());
+  const Tensor h = stage_forward(ids, default_generator().state().next_stream, ids.shape(1));  // (B, T, C) B
+  return leave(head_unit(), fn(place_.wrap(h)).local);
+}
+
 Tensor Model::loss(const Tensor& ids, const Tensor& labels) const {
   MF_CHECK(stage().whole(), "model: the whole-model loss needs every layer (this is a pipeline stage)");
   MF_CHECK(ids.ndim() == 2 && labels.shape() == ids.shape(), "model: ids ", ids.str(), " and labels ", labels.str(),
@@ -48,9 +119,7 @@ Tensor Model::loss(const Tensor& ids, const Tensor& labels) const {
 
 std::vector<nn::ParamUnit> Model::layered_units(const std::vector<std::string>& embedding_prefixes,
                                                 const std::string& layer_prefix,
-                                                const std::vector<std::string>& head_prefixes,
-                                                const std::vector<std::pair<int64_t, int64_t>>& chunk_layers,
-                                                int64_t num_layers) const {
+                                                const std::vector<std::string>& head_prefixes) const {
   const auto named = named_parameters();
   auto with_prefix = [&](const std::vector<std::string>& prefixes) {
     std::vector<size_t> r;
@@ -61,10 +130,10 @@ std::vector<nn::ParamUnit> Model::layered_units(const std::vector<std::string>& 
   };
   std::vector<nn::ParamUnit> units;
   if (stage().first) units.push_back({0, 0, with_prefix(embedding_prefixes)});
-  for (size_t k = 0; k < chunk_layers.size(); ++k)
-    for (int64_t l = chunk_layers[k].first; l < chunk_layers[k].second; ++l)
+  for (size_t k = 0; k < chunk_layers_.size(); ++k)
+    for (int64_t l = chunk_layers_[k].first; l < chunk_layers_[k].second; ++l)
       units.push_back({1 + l, static_cast<int64_t>(k), with_prefix({layer_prefix + std::to_string(l) + "."})});
-  if (stage().last) units.push_back({num_layers + 1, stage().num_chunks() - 1, with_prefix(head_prefixes)});
+  if (stage().last) units.push_back({head_unit(), stage().num_chunks() - 1, with_prefix(head_prefixes)});
   return units;
 }
 

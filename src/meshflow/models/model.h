@@ -4,22 +4,30 @@
 // parameters as Hugging Face does with their logical (unsplit) shapes, says which parameters are
 // tied across pipeline stages, and counts its FLOPs per token.
 //
-// The parallel layout reaches a model only as a ModelContext, which it hands to its layers: the
-// tensor-parallel group the split layers use and the layers of its pipeline stage. Gradient
-// synchronisation and ZeRO are the parallel runtime's (parallel/grad_sync.h), the schedule the
-// pipeline executor's (train/pipeline_executor.h); ZeRO-3 sees the model only through
-// parameter_units() and the use hooks it installs.
+// A model is written once, as for one device, on global tensors (layers/layers.h, global/
+// global_ops.h): its layers declare their parameters' SBPs and the global ops box what they need.
+// The layout reaches it only through the base: the Place its layers live on and which of its
+// layers this rank holds. Running a pipeline stage (which layers, random streams, recomputation,
+// the ZeRO-3 use hooks) is the base's; gradient synchronisation and ZeRO are the parallel
+// runtime's (parallel/grad_sync.h), the schedule the pipeline executor's
+// (train/pipeline_executor.h).
 #pragma once
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "meshflow/config/config.h"
+#include "meshflow/layers/place.h"
+#include "meshflow/nn/init.h"
 #include "meshflow/nn/module.h"
 #include "meshflow/nn/param_use_hooks.h"
 
 namespace mf::models {
+
+using layers::GlobalTensor;
 
 // Activation checkpointing granularity (train.activation_checkpoint.granularity). kFull recomputes
 // whole blocks (and the loss head's logits); kSelective only each block's attention core, from
@@ -61,8 +69,9 @@ struct PipelineStage {
   std::vector<std::pair<int64_t, int64_t>> chunk_layers(int64_t num_layers) const;
 };
 
-// Where a model is built in the parallel layout: the tensor-parallel group of its split layers and
-// its pipeline stage. The model passes `tp` to its layers and never reads it.
+// Where a model is built in the parallel layout: the ranks that split its layers (with
+// sequence splitting) and its pipeline stage. The runtime makes it; the Model base turns it into
+// the layers' Place and the set of layers this rank holds, and runs the stage.
 struct ModelContext {
   nn::TensorParallel tp;
   PipelineStage stage;
@@ -71,27 +80,32 @@ struct ModelContext {
 // What batches a model trains on. Causal language models take (ids, labels) of (B, T).
 enum class BatchKind { kCausalLM };
 
+// A layered model: an embedding (unit 0), num_layers layers (unit 1 + l) and a head (unit
+// num_layers + 1). The model writes each as for one device, on global tensors, and builds the
+// layers the base says this rank holds; the base runs them by pipeline stage and chunk, with the
+// random streams, the recomputation and the parameter-use hooks (ZeRO-3).
 class Model : public nn::Module {
  public:
-  explicit Model(ModelContext ctx) : ctx_(std::move(ctx)) {}
+  Model(ModelContext ctx, int64_t num_layers);
 
-  // ---- forward, by pipeline stage
+  // ---- forward, by pipeline stage (the executor's)
   // `input`: ids (B, T) on the first stage's chunk 0, else the previous virtual stage's output.
-  // Returns the activation for the next virtual stage, or on the last one the input of
-  // head_loss(). Random streams: it draws streams [stream0, stream0 + streams_per_forward()) of
-  // the default generator at fixed places, so a stage draws what the whole model draws there, and
-  // leaves the generator at stream0 + streams_per_forward(); in eval mode it draws none.
+  // Returns the activation for the next virtual stage (this rank's piece), or on the last one the
+  // input of head_loss(). Random streams: it draws streams [stream0, stream0 + streams_per_forward())
+  // of the default generator at fixed places — stream 0 for the embedding, 1 + streams_per_layer()
+  // * l onwards for layer l — so a stage draws what the whole model draws there, and leaves the
+  // generator at stream0 + streams_per_forward(); in eval mode it draws none.
   // seq_len: the logical sequence length T. chunk: which of this rank's chunks.
-  virtual Tensor stage_forward(const Tensor& input, uint64_t stream0, int64_t seq_len, int64_t chunk = 0) const = 0;
+  Tensor stage_forward(const Tensor& input, uint64_t stream0, int64_t seq_len, int64_t chunk = 0) const;
   // Last stage: the mean loss of the final activation against labels (B, T) (-100: ignored).
-  virtual Tensor head_loss(const Tensor& hidden, const Tensor& labels) const = 0;
-  virtual uint64_t streams_per_forward() const = 0;
+  Tensor head_loss(const Tensor& hidden, const Tensor& labels) const;
+  uint64_t streams_per_forward() const { return 1 + streams_per_layer() * static_cast<uint64_t>(num_layers_); }
   // The whole model's loss (one stage holding every layer).
   Tensor loss(const Tensor& ids, const Tensor& labels) const;
 
   // ---- the messages between pipeline stages
   // This rank's piece of the activation a stage sends (B = rows, logical sequence seq_len).
-  virtual Shape activation_shape(int64_t rows, int64_t seq_len) const = 0;
+  Shape activation_shape(int64_t rows, int64_t seq_len) const;
   // Its dtype on `device`.
   virtual DType activation_dtype(Device device) const = 0;
 
@@ -121,24 +135,54 @@ class Model : public nn::Module {
   virtual std::string describe() const = 0;
 
   const PipelineStage& stage() const { return ctx_.stage; }
+  // The ranks that split the layers (the runtime's: gradient synchronisation, checkpoints).
   const nn::TensorParallel& tensor_parallel() const { return ctx_.tp; }
 
  protected:
-  // The units of a layered model: the embedding (id 0, the first stage's chunk 0), layer l
-  // (id 1 + l, in its chunk), the head (id num_layers + 1, the last stage's last chunk); each
-  // holds the parameters whose names start with one of its prefixes.
+  // ---- what a model writes, as for one device
+  // ids (B, T) -> the first layer's input (B, T, C).
+  virtual GlobalTensor embed(const GlobalTensor& ids) const = 0;
+  // Layer `layer` (held by this rank): (B, T, C) -> (B, T, C). recompute_inside: recompute the
+  // layer's own choice of parts (selective recomputation) in backward.
+  virtual GlobalTensor run_layer(int64_t layer, const GlobalTensor& x, bool recompute_inside) const = 0;
+  // The head's part before the loss (the final norm): (B, T, C) -> (B, T, C).
+  virtual GlobalTensor final_norm(const GlobalTensor& x) const = 0;
+  // The mean loss of the final hidden state (B, T, C) B against labels (B, T) (local, anywhere).
+  virtual GlobalTensor head(const GlobalTensor& hidden, const Tensor& labels) const = 0;
+  virtual uint64_t streams_per_layer() const = 0;
+  // The logical activation between layers: (rows, seq_len, C).
+  virtual Shape hidden_shape(int64_t rows, int64_t seq_len) const = 0;
+  // How layer `layer` is recomputed in a training step; nullopt: it is not.
+  virtual std::optional<CheckpointGranularity> recomputation(int64_t layer) const = 0;
+
+  // ---- what this rank holds: the Place of each part, or null when another rank holds it
+  const layers::Place* embedding_place() const { return stage().first ? &place_ : nullptr; }
+  const layers::Place* head_place() const { return stage().last ? &place_ : nullptr; }
+  const layers::Place* layer_place(int64_t layer) const;
+  // Every chunk's [first, end) layers, chunk 0 first.
+  const std::vector<std::pair<int64_t, int64_t>>& chunk_layers() const { return chunk_layers_; }
+  // Every parameter as the piece of its logical tensor this rank holds (nn/init.h).
+  std::vector<nn::ParamPiece> parameter_pieces() const;
+
+  // The units (parameter_units()) of a layered model: each holds the parameters whose names start
+  // with one of its prefixes.
   std::vector<nn::ParamUnit> layered_units(const std::vector<std::string>& embedding_prefixes,
-                                           const std::string& layer_prefix, const std::vector<std::string>& head_prefixes,
-                                           const std::vector<std::pair<int64_t, int64_t>>& chunk_layers,
-                                           int64_t num_layers) const;
+                                           const std::string& layer_prefix,
+                                           const std::vector<std::string>& head_prefixes) const;
   void enter(int64_t unit) const {
     if (hooks_) hooks_->enter(unit);
   }
   Tensor leave(int64_t unit, const Tensor& out) const { return hooks_ ? hooks_->leave(unit, out) : out; }
-  const ModelContext& context() const { return ctx_; }
+  int64_t head_unit() const { return num_layers_ + 1; }
+  // The whole model (every layer on this rank): fn applied to the final hidden state (B, T, C) B
+  // of ids (B, T), with the head's parameters in use; returns this rank's piece of fn's result.
+  Tensor run_whole(const Tensor& ids, const std::function<GlobalTensor(const GlobalTensor&)>& fn) const;
 
  private:
   ModelContext ctx_;
+  int64_t num_layers_;
+  layers::Place place_;
+  std::vector<std::pair<int64_t, int64_t>> chunk_layers_;
   nn::ParamUseHooks* hooks_ = nullptr;
 };
 

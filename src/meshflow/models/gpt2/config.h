@@ -40,9 +40,9 @@ struct Gpt2Config {
   DType dtype = DType::kF32;
   DType param_dtype() const { return dtype; }
   DType compute_dtype() const { return mf::compute_dtype(dtype); }  // f32 for bf16/f16
-  // The dtype of the activations between layers and pipeline stages on `device`: `dtype` itself
-  // where bf16/f16 run natively there (mf::native_half: CUDA), else compute_dtype() (the CPU
-  // computes bf16/f16 models in f32, rounding the activations).
+  // The dtype of the activations between layers (also the messages between ranks) on `device`:
+  // `dtype` itself where bf16/f16 run natively there (mf::native_half: CUDA), else
+  // compute_dtype() (the CPU computes bf16/f16 models in f32, rounding the activations).
   DType activation_dtype(Device device) const;
   int64_t ffn() const { return ffn_hidden_size > 0 ? ffn_hidden_size : 4 * hidden_size; }
   void validate() const;  // throws naming the bad field

@@ -4,82 +4,69 @@
 #include <cmath>
 #include <unordered_map>
 
-#include "meshflow/autograd/checkpoint.h"
 #include "meshflow/autograd/grad_mode.h"
-#include "meshflow/nn/init.h"
-#include "meshflow/parallel/lm_head.h"
-#include "meshflow/random/batch_slice.h"
+#include "meshflow/layers/lm_loss.h"
 
 namespace mf::models {
 
-Gpt2Block::Gpt2Block(const Gpt2Config& c, const nn::TensorParallel& tp) : c_(c), tp_(tp) {
-  int64_t C = c.hidden_size;
-  ln_1_ = register_module("ln_1", std::make_shared<nn::LayerNorm>(C, c.layernorm_epsilon, c.dtype));
+Gpt2Block::Gpt2Block(const Gpt2Config& c, const layers::Place& place) : c_(c) {
+  using layers::WeightSplit;
+  const int64_t C = c.hidden_size;
+  ln_1_ = register_module("ln_1", std::make_shared<layers::LayerNorm>(C, c.layernorm_epsilon, place, c.dtype));
   auto attn = register_module("attn", std::make_shared<nn::ModuleGroup>());
   const int64_t D = C / c.num_attention_heads;  // q|k|v split by whole heads
-  c_attn_ = attn->add("c_attn", std::make_shared<parallel::ColumnConv1D>(C, 3 * C, tp, 3, c.dtype,
-                                                                         parallel::SplitUnits{D, "model.num_attention_heads"}));
-  attn_proj_ = attn->add("c_proj", std::make_shared<parallel::RowConv1D>(C, C, tp, c.dtype));
-  ln_2_ = register_module("ln_2", std::make_shared<nn::LayerNorm>(C, c.layernorm_epsilon, c.dtype));
+  c_attn_ = attn->add("c_attn", std::make_shared<layers::Conv1D>(C, 3 * C, place, WeightSplit::kColumns, c.dtype, 3,
+                                                                 layers::SplitUnits{D, "model.num_attention_heads"}));
+  attn_proj_ = attn->add("c_proj", std::make_shared<layers::Conv1D>(C, C, place, WeightSplit::kRows, c.dtype));
+  ln_2_ = register_module("ln_2", std::make_shared<layers::LayerNorm>(C, c.layernorm_epsilon, place, c.dtype));
   auto mlp = register_module("mlp", std::make_shared<nn::ModuleGroup>());
-  c_fc_ = mlp->add("c_fc", std::make_shared<parallel::ColumnConv1D>(C, c.ffn(), tp, 1, c.dtype,
-                                                                    parallel::SplitUnits{1, "model.ffn_hidden_size"}));
-  mlp_proj_ = mlp->add("c_proj", std::make_shared<parallel::RowConv1D>(c.ffn(), C, tp, c.dtype));
+  c_fc_ = mlp->add("c_fc", std::make_shared<layers::Conv1D>(C, c.ffn(), place, WeightSplit::kColumns, c.dtype, 1,
+                                                            layers::SplitUnits{1, "model.ffn_hidden_size"}));
+  mlp_proj_ = mlp->add("c_proj", std::make_shared<layers::Conv1D>(c.ffn(), C, place, WeightSplit::kRows, c.dtype));
 }
 
-
-Tensor Gpt2Block::forward(const Tensor& x, int64_t seq_len, bool recompute_attention) const {
-  // x (B, T, C); sequence parallel: (B, T / tp, C), this rank's positions of seq_len.
-  // Under tensor parallelism this rank computes heads [h0, h0 + H) of the logical num_attention_heads.
-  const int64_t T = parallel::logical_sequence_length(x, seq_len, tp_);
-  const int64_t B = x.shape(0), C = c_.hidden_size, D = C / c_.num_attention_heads;
-  const int64_t H = c_attn_->local_out() / (3 * D), h0 = c_attn_->local_group_start() / D;
-  double p_out = training() ? c_.output_dropout_prob : 0.0;
-  Tensor qkv = c_attn_->forward(ln_1_->forward(x), T);  // (B, T, 3 H D) = (B, T, 3, H, D)
+GlobalTensor Gpt2Block::forward(const GlobalTensor& x, bool recompute_attention) const {
+  using layers::round_to;
+  const int64_t B = x.logical_shape[0], T = x.logical_shape[1], C = c_.hidden_size;
+  const int64_t H = c_.num_attention_heads, D = C / H;
+  const double p_out = training() ? c_.output_dropout_prob : 0.0;
+  GlobalTensor qkv = global::reshape(c_attn_->forward(ln_1_->forward(x)), {B, T, 3, H, D});  // (B, T, 3, H, D)
   AttentionOptions opts;
   opts.causal = true;
   opts.dropout_p = training() ? c_.attention_dropout_prob : 0.0;
-  opts.logical_heads = c_.num_attention_heads;
-  opts.head_offset = h0;
-  // The attention core: qkv (B, T, 3 H D) -> (B, H, T, D). Its dropout takes the next stream of
+  // The attention core: qkv (B, T, 3, H, D) -> (B, H, T, D). Its dropout takes the next stream of
   // the default generator and reads the batch slice, both of which checkpoint() replays.
-  auto core = [B, T, H, D, opts](const std::vector<Tensor>& in) {
-    Tensor qkv5 = view(in[0], {B, T, 3, H, D});
-    auto head_view = [&](int64_t i) { return permute(squeeze(narrow(qkv5, 2, i, 1), 2), {0, 2, 1, 3}); };  // (B,H,T,D)
-    return std::vector<Tensor>{scaled_dot_product_attention(head_view(0), head_view(1), head_view(2), opts)};
+  auto core = [opts](const std::vector<GlobalTensor>& in) {
+    auto head_view = [&](int64_t i) { return global::permute(global::select(in[0], 2, i), {0, 2, 1, 3}); };  // (B,H,T,D)
+    return std::vector<GlobalTensor>{global::attention(head_view(0), head_view(1), head_view(2), opts)};
   };
-  Tensor y = recompute_attention && qkv.requires_grad() ? checkpoint(core, {qkv})[0] : core({qkv})[0];  // (B, H, T, D)
+  GlobalTensor y = recompute_attention && qkv.local.requires_grad() ? global::checkpoint(core, {qkv})[0] : core({qkv})[0];
   // Mixed precision: the attention output, the MLP activation and the residual stream are
   // rounded to the parameter dtype (identity for f32/f64), or, on a device with native half
   // kernels, already are in it (nn/mixed_precision.h).
   const DType st = c_.dtype;
-  y = nn::round_to(reshape(transpose(y, 1, 2), {B, T, H * D}), st);  // a view: the output is stored (B, T, H, D)
-  Tensor h = nn::round_to(add(x, parallel::sequence_dropout(attn_proj_->forward(y, T), p_out, T, tp_)), st);
-  Tensor m = mlp_proj_->forward(nn::round_to(gelu(c_fc_->forward(ln_2_->forward(h), T), true), st), T);
-  return nn::round_to(add(h, parallel::sequence_dropout(m, p_out, T, tp_)), st);
+  // A view: the attention output is stored (B, T, H, D).
+  y = round_to(global::reshape(global::permute(y, {0, 2, 1, 3}), {B, T, C}), st);
+  GlobalTensor h = round_to(global::add(x, global::dropout(attn_proj_->forward(y), p_out)), st);
+  GlobalTensor m = mlp_proj_->forward(round_to(global::gelu(c_fc_->forward(ln_2_->forward(h)), true), st));
+  return round_to(global::add(h, global::dropout(m, p_out)), st);
 }
 
-namespace {
-PipelineStage resolved(PipelineStage s, int64_t num_layers) {
-  if (s.end_layer < 0) s.end_layer = num_layers;
-  return s;
-}
-}  // namespace
-
-Gpt2Model::Gpt2Model(const Gpt2Config& c, const nn::TensorParallel& tp, const PipelineStage& stage)
-    : Model(ModelContext{tp, resolved(stage, c.num_layers)}), c_(c), tp_(tp) {
-  const PipelineStage& st = this->stage();
-  chunk_layers_ = st.chunk_layers(c.num_layers);
+Gpt2Model::Gpt2Model(const Gpt2Config& c, const ModelContext& ctx) : Model(ctx, c.num_layers), c_(c) {
   c.validate();
   auto tr = register_module("transformer", std::make_shared<nn::ModuleGroup>());
-  transformer_ = tr;
-  if (st.first || st.last)
-    wte_ = tr->add("wte", std::make_shared<parallel::VocabParallelEmbedding>(c.vocab_size, c.hidden_size, tp, c.dtype));
-  if (st.first) wpe_ = tr->add("wpe", std::make_shared<nn::Embedding>(c.max_seq_length, c.hidden_size, c.dtype));
+  const layers::Place* table = embedding_place() ? embedding_place() : head_place();
+  if (table)
+    wte_ = tr->add("wte", std::make_shared<layers::Embedding>(c.vocab_size, c.hidden_size, *table, true, c.dtype));
+  if (const layers::Place* p = embedding_place())
+    wpe_ = tr->add("wpe", std::make_shared<layers::Embedding>(c.max_seq_length, c.hidden_size, *p, false, c.dtype));
   auto h = tr->add("h", std::make_shared<nn::ModuleGroup>());
-  for (const auto& [a, b] : chunk_layers_)
-    for (int64_t i = a; i < b; ++i) blocks_.push_back(h->add(std::to_string(i), std::make_shared<Gpt2Block>(c, tp)));
-  if (st.last) ln_f_ = tr->add("ln_f", std::make_shared<nn::LayerNorm>(c.hidden_size, c.layernorm_epsilon, c.dtype));
+  blocks_.resize(static_cast<size_t>(c.num_layers));
+  for (int64_t l = 0; l < c.num_layers; ++l)
+    if (const layers::Place* p = layer_place(l))
+      blocks_[static_cast<size_t>(l)] = h->add(std::to_string(l), std::make_shared<Gpt2Block>(c, *p));
+  if (const layers::Place* p = head_place())
+    ln_f_ = tr->add("ln_f", std::make_shared<layers::LayerNorm>(c.hidden_size, c.layernorm_epsilon, *p, c.dtype));
   // lm_head.weight is tied to transformer.wte.weight (not a separate parameter).
 }
 
@@ -88,12 +75,13 @@ Tensor Gpt2Model::embedding_weight() const { return wte_ ? wte_->weight : Tensor
 void Gpt2Model::init_weights(uint64_t seed) {
   NoGradGuard ng;
   const double std_out = c_.initializer_range / std::sqrt(2.0 * static_cast<double>(c_.num_layers));
-  MF_CHECK(!blocks_.empty(), "gpt2: a model or pipeline stage without layers");
-  // Parameter k of the whole model's order draws from a generator of its own, whatever stage
+  MF_CHECK(std::any_of(blocks_.begin(), blocks_.end(), [](const auto& b) { return b != nullptr; }),
+           "gpt2: no layer of the model on this rank");
+  // Parameter k of the whole model's order draws from a generator of its own, whatever rank
   // holds it.
   std::unordered_map<std::string, uint64_t> index;
   for (const auto& [name, shape] : parameter_shapes()) index.emplace(name, index.size());
-  for (const nn::ParamPiece& p : nn::param_pieces(*this, tp_)) {
+  for (const nn::ParamPiece& p : parameter_pieces()) {
     const std::string& name = p.name;
     Generator g = nn::param_generator(seed, index.at(name));
     auto ends_with = [&](const char* suf) {
@@ -111,90 +99,50 @@ void Gpt2Model::init_weights(uint64_t seed) {
   }
 }
 
-Tensor Gpt2Model::stage_forward(const Tensor& input, uint64_t stream0, int64_t T, int64_t chunk) const {
-  const PipelineStage& st = stage();
-  MF_CHECK(chunk >= 0 && chunk < st.num_chunks(), "gpt2: chunk ", chunk, " of a stage with ", st.num_chunks());
-  const bool embed = st.first && chunk == 0, head = st.last && chunk + 1 == st.num_chunks();
-  Generator& gen = default_generator();
-  // Evaluation draws nothing and leaves the generator alone.
-  auto use_stream = [&](uint64_t k) {
-    if (training()) gen.set_state({gen.seed(), stream0 + k});
-  };
+GlobalTensor Gpt2Model::embed(const GlobalTensor& ids) const {
+  const int64_t T = ids.logical_shape[1];
   MF_CHECK(T > 0 && T <= c_.max_seq_length, "gpt2: sequence length ", T, " must be in [1, model.max_seq_length = ",
            c_.max_seq_length, "]");
-  Tensor x;
-  if (embed) {
-    const Tensor& ids = input;
-    MF_CHECK(ids.ndim() == 2 && ids.shape(1) == T, "gpt2: input ids must be (batch, ", T, "), got ", ids.str());
-    Tensor pos = to(arange(T, DType::kI64), ids.device());
-    enter(0);
-    x = nn::round_to(add(wte_->forward(ids), wpe_->forward(pos)), c_.dtype);  // (B, T, C) + (T, C)
-    use_stream(0);
-    x = leave(0, dropout(x, training() ? c_.embedding_dropout_prob : 0.0));
-    // Sequence parallel: between the blocks each rank keeps its part of the sequence (a local
-    // slice; ln_f's output is gathered back for the vocabulary-parallel head).
-    x = parallel::scatter_to_sequence_parallel(x, tp_);
-  } else {
-    x = input;
-  }
-  int64_t offset = 0;  // index in blocks_ of this chunk's first block
-  for (int64_t k = 0; k < chunk; ++k) offset += chunk_layers_[static_cast<size_t>(k)].second - chunk_layers_[static_cast<size_t>(k)].first;
-  const auto [layer0, layer_end] = chunk_layers_[static_cast<size_t>(chunk)];
-  for (int64_t layer = layer0; layer < layer_end; ++layer) {
-    use_stream(1 + kStreamsPerBlock * static_cast<uint64_t>(layer));
-    const auto& blk = blocks_[static_cast<size_t>(offset + layer - layer0)];
-    enter(1 + layer);
-    const bool recompute = c_.checkpointed(layer) && training() && grad_enabled();
-    if (recompute && c_.checkpoint_granularity == CheckpointGranularity::kFull) {
-      auto b = blk;
-      x = checkpoint([b, T](const std::vector<Tensor>& in) { return std::vector<Tensor>{b->forward(in[0], T)}; }, {x})[0];
-    } else {
-      x = blk->forward(x, T, recompute);
-    }
-    x = leave(1 + layer, x);
-  }
-  use_stream(streams_per_forward());
-  if (!head) return x;
-  enter(head_unit());  // left in head_loss() / logits(), after the tied head
-  x = ln_f_->forward(x);
-  x = parallel::gather_from_sequence_parallel(x, T, tp_);
-  return x;
+  const GlobalTensor pos{ids.placement, ids.nd_sbp, {T}, to(arange(T, DType::kI64), ids.local.device())};  // B
+  GlobalTensor x = global::add(wte_->forward(ids), wpe_->forward(pos));
+  x = layers::round_to(x, c_.dtype);  // (B, T, C) + (T, C)
+  return global::dropout(x, training() ? c_.embedding_dropout_prob : 0.0);
+}
+
+GlobalTensor Gpt2Model::run_layer(int64_t layer, const GlobalTensor& x, bool recompute_inside) const {
+  return blocks_.at(static_cast<size_t>(layer))->forward(x, recompute_inside);
+}
+
+std::optional<CheckpointGranularity> Gpt2Model::recomputation(int64_t layer) const {
+  if (!c_.checkpointed(layer)) return std::nullopt;
+  return c_.checkpoint_granularity;
 }
 
 Tensor Gpt2Model::logits(const Tensor& ids) const {
-  MF_CHECK(stage().whole(), "gpt2: the whole-model forward needs every layer (this is a pipeline stage)");
-  MF_CHECK(ids.ndim() == 2, "gpt2: input ids must be (batch, seq), got ", ids.str());
-  const Tensor h = stage_forward(ids, default_generator().state().next_stream, ids.shape(1));
-  return leave(head_unit(), nn::round_to(linear(h, nn::compute(wte_->weight)), c_.dtype));
-}
-
-Shape Gpt2Model::activation_shape(int64_t rows, int64_t seq_len) const {
-  return {rows, parallel::sequence_piece_length(seq_len, tp_), c_.hidden_size};
+  return run_whole(ids, [this](const GlobalTensor& h) {  // (B, T, C) -> (B, T, V)
+    return layers::round_to(global::linear(h, wte_->table()), c_.dtype);
+  });
 }
 
 std::string Gpt2Model::describe() const { return gpt2_describe(c_); }
 
-Tensor Gpt2Model::head_loss(const Tensor& hidden, const Tensor& labels) const {
-  MF_CHECK(stage().last, "gpt2: the loss is computed on the last pipeline stage");
-  MF_CHECK(hidden.ndim() == 3 && labels.shape() == Shape({hidden.shape(0), hidden.shape(1)}), "gpt2: labels ",
-           labels.str(), " must be (batch, seq) of the hidden state ", hidden.str());
+GlobalTensor Gpt2Model::head(const GlobalTensor& hidden, const Tensor& labels) const {
   // The tied embedding is the output projection. Full checkpointing recomputes each chunk's
   // logits in backward: the (N, V) logits and their gradient, the largest activation of a GPT-2
   // step, are never held whole.
-  parallel::LmLossOptions o;
+  layers::LmLossOptions o;
   o.chunk_elements = c_.head_chunk_elements;
   o.recompute = c_.activation_checkpointing && c_.checkpoint_granularity == CheckpointGranularity::kFull && training();
   o.storage = c_.dtype;
-  return leave(head_unit(), parallel::lm_head_loss(hidden, labels, wte_, o));
+  return layers::lm_loss(hidden, labels, *wte_, o);
 }
 
 std::vector<nn::ParamUnit> Gpt2Model::parameter_units() const {
-  return layered_units({"transformer.wte.", "transformer.wpe."}, "transformer.h.", {"transformer.ln_f.", "transformer.wte."},
-                       chunk_layers_, c_.num_layers);
+  return layered_units({"transformer.wte.", "transformer.wpe."}, "transformer.h.", {"transformer.ln_f.", "transformer.wte."});
 }
 
 double Gpt2Model::flops_per_token(int64_t seq_len) const {
-  // The whole model's count (a stage's share is not meaningful for MFU).
+  // The whole model's count (a share of the layers is not meaningful for MFU).
   const int64_t block = c_.hidden_size * 3 * c_.hidden_size + 3 * c_.hidden_size + c_.hidden_size * c_.hidden_size +
                         c_.hidden_size + 2 * c_.hidden_size * c_.ffn() + c_.ffn() + c_.hidden_size + 4 * c_.hidden_size;
   const int64_t whole = c_.vocab_size * c_.hidden_size + c_.num_layers * block + 2 * c_.hidden_size;

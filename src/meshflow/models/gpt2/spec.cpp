@@ -45,7 +45,7 @@ ModelSpec spec() {
   ModelSpec s;
   s.name = "gpt2";
   s.build = [](const Config& c, int64_t vocab, const ModelContext& ctx) -> std::shared_ptr<Model> {
-    auto m = std::make_shared<Gpt2Model>(gpt2_config(c, vocab), ctx.tp, ctx.stage);
+    auto m = std::make_shared<Gpt2Model>(gpt2_config(c, vocab), ctx);
     m->init_weights(static_cast<uint64_t>(c.get_int("train.seed")));
     return m;
   };

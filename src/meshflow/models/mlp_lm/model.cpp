@@ -7,7 +7,7 @@
 #include "meshflow/autograd/checkpoint.h"
 #include "meshflow/autograd/grad_mode.h"
 #include "meshflow/nn/init.h"
-#include "meshflow/parallel/lm_head.h"
+#include "meshflow/layers/lm_loss.h"
 
 namespace mf::models {
 
@@ -30,31 +30,31 @@ MlpLmConfig mlp_lm_config(const Config& c, int64_t tokenizer_vocab_size) {
   return m;
 }
 
-MlpLmBlock::MlpLmBlock(const MlpLmConfig& c, const nn::TensorParallel& tp) : c_(c), tp_(tp) {
+MlpLmBlock::MlpLmBlock(const MlpLmConfig& c, const layers::Place& place) : c_(c) {
   const DType dt = c.settings.dtype;
-  norm_ = register_module("norm", std::make_shared<nn::LayerNorm>(c.hidden_size, c.layernorm_epsilon, dt));
-  fc1_ = register_module("fc1", std::make_shared<parallel::ColumnConv1D>(c.hidden_size, c.ffn(), tp, 1, dt,
-                                                                         parallel::SplitUnits{1, "model.ffn_hidden_size"}));
-  fc2_ = register_module("fc2", std::make_shared<parallel::RowConv1D>(c.ffn(), c.hidden_size, tp, dt));
+  norm_ = register_module("norm", std::make_shared<layers::LayerNorm>(c.hidden_size, c.layernorm_epsilon, place, dt));
+  fc1_ = register_module("fc1", std::make_shared<layers::Conv1D>(c.hidden_size, c.ffn(), place, layers::WeightSplit::kColumns,
+                                                                 dt, 1, layers::SplitUnits{1, "model.ffn_hidden_size"}));
+  fc2_ = register_module("fc2", std::make_shared<layers::Conv1D>(c.ffn(), c.hidden_size, place, layers::WeightSplit::kRows, dt));
 }
 
-Tensor MlpLmBlock::forward(const Tensor& x, int64_t seq_len) const {
-  const int64_t T = parallel::logical_sequence_length(x, seq_len, tp_);
+GlobalTensor MlpLmBlock::forward(const GlobalTensor& x) const {
   const DType st = c_.settings.dtype;
-  Tensor h = fc2_->forward(nn::round_to(gelu(fc1_->forward(norm_->forward(x), T), true), st), T);
-  return nn::round_to(add(x, parallel::sequence_dropout(h, training() ? c_.output_dropout_prob : 0.0, T, tp_)), st);
+  GlobalTensor h = fc2_->forward(layers::round_to(global::gelu(fc1_->forward(norm_->forward(x))), st));
+  return layers::round_to(global::add(x, global::dropout(h, training() ? c_.output_dropout_prob : 0.0)), st);
 }
 
-MlpLmModel::MlpLmModel(const MlpLmConfig& c, const ModelContext& ctx) : Model(ctx), c_(c) {
-  chunk_layers_ = stage().chunk_layers(c.num_layers);
+MlpLmModel::MlpLmModel(const MlpLmConfig& c, const ModelContext& ctx) : Model(ctx, c.num_layers), c_(c) {
   const DType dt = c.settings.dtype;
-  const nn::TensorParallel& tp = ctx.tp;
-  if (stage().first || stage().last)
-    wte_ = register_module("wte", std::make_shared<parallel::VocabParallelEmbedding>(c.vocab_size, c.hidden_size, tp, dt));
-  auto layers = register_module("layers", std::make_shared<nn::ModuleGroup>());
-  for (const auto& [a, b] : chunk_layers_)
-    for (int64_t i = a; i < b; ++i) blocks_.push_back(layers->add(std::to_string(i), std::make_shared<MlpLmBlock>(c, tp)));
-  if (stage().last) norm_ = register_module("norm", std::make_shared<nn::LayerNorm>(c.hidden_size, c.layernorm_epsilon, dt));
+  const layers::Place* table = embedding_place() ? embedding_place() : head_place();
+  if (table) wte_ = register_module("wte", std::make_shared<layers::Embedding>(c.vocab_size, c.hidden_size, *table, true, dt));
+  auto group = register_module("layers", std::make_shared<nn::ModuleGroup>());
+  blocks_.resize(static_cast<size_t>(c.num_layers));
+  for (int64_t l = 0; l < c.num_layers; ++l)
+    if (const layers::Place* p = layer_place(l))
+      blocks_[static_cast<size_t>(l)] = group->add(std::to_string(l), std::make_shared<MlpLmBlock>(c, *p));
+  if (const layers::Place* p = head_place())
+    norm_ = register_module("norm", std::make_shared<layers::LayerNorm>(c.hidden_size, c.layernorm_epsilon, *p, dt));
 }
 
 void MlpLmModel::init_weights(uint64_t seed) {
@@ -62,7 +62,7 @@ void MlpLmModel::init_weights(uint64_t seed) {
   std::unordered_map<std::string, uint64_t> index;
   for (const auto& [name, shape] : parameter_shapes()) index.emplace(name, index.size());
   const double std_out = c_.initializer_range / std::sqrt(2.0 * static_cast<double>(c_.num_layers));
-  for (const nn::ParamPiece& p : nn::param_pieces(*this, tensor_parallel())) {
+  for (const nn::ParamPiece& p : parameter_pieces()) {
     Generator g = nn::param_generator(seed, index.at(p.name));
     auto ends_with = [&](const std::string& suf) {
       return p.name.size() >= suf.size() && p.name.compare(p.name.size() - suf.size(), suf.size(), suf) == 0;
@@ -77,53 +77,24 @@ void MlpLmModel::init_weights(uint64_t seed) {
   }
 }
 
-Tensor MlpLmModel::stage_forward(const Tensor& input, uint64_t stream0, int64_t T, int64_t chunk) const {
-  const PipelineStage& st = stage();
-  MF_CHECK(chunk >= 0 && chunk < st.num_chunks(), "mlp_lm: chunk ", chunk, " of a stage with ", st.num_chunks());
-  Generator& gen = default_generator();
-  auto use_stream = [&](uint64_t k) {  // evaluation draws nothing and leaves the generator alone
-    if (training()) gen.set_state({gen.seed(), stream0 + k});
-  };
-  const nn::TensorParallel& tp = tensor_parallel();
-  Tensor x = input;
-  if (st.first && chunk == 0) {
-    MF_CHECK(input.ndim() == 2 && input.shape(1) == T, "mlp_lm: input ids must be (batch, ", T, "), got ", input.str());
-    enter(0);
-    use_stream(0);
-    x = dropout(wte_->forward(input), training() ? c_.embedding_dropout_prob : 0.0);  // (B, T, C)
-    x = leave(0, parallel::scatter_to_sequence_parallel(nn::round_to(x, c_.settings.dtype), tp));
-  }
-  int64_t offset = 0;  // index in blocks_ of this chunk's first block
-  for (int64_t k = 0; k < chunk; ++k) offset += chunk_layers_[static_cast<size_t>(k)].second - chunk_layers_[static_cast<size_t>(k)].first;
-  const auto [layer0, layer_end] = chunk_layers_[static_cast<size_t>(chunk)];
-  const TrainingSettings& s = c_.settings;
-  for (int64_t layer = layer0; layer < layer_end; ++layer) {
-    use_stream(1 + static_cast<uint64_t>(layer));
-    auto blk = blocks_[static_cast<size_t>(offset + layer - layer0)];
-    enter(1 + layer);
-    if (s.recomputes(layer, c_.num_layers) && training() && grad_enabled())
-      x = checkpoint([blk, T](const std::vector<Tensor>& in) { return std::vector<Tensor>{blk->forward(in[0], T)}; }, {x})[0];
-    else
-      x = blk->forward(x, T);
-    x = leave(1 + layer, x);
-  }
-  use_stream(streams_per_forward());
-  if (!(st.last && chunk + 1 == st.num_chunks())) return x;
-  enter(head_unit());  // left in head_loss()
-  return parallel::gather_from_sequence_parallel(norm_->forward(x), T, tp);
+GlobalTensor MlpLmModel::embed(const GlobalTensor& ids) const {
+  const GlobalTensor x = global::dropout(wte_->forward(ids), training() ? c_.embedding_dropout_prob : 0.0);  // (B, T, C)
+  return layers::round_to(x, c_.settings.dtype);
 }
 
-Tensor MlpLmModel::head_loss(const Tensor& hidden, const Tensor& labels) const {
-  MF_CHECK(stage().last, "mlp_lm: the loss is computed on the last pipeline stage");
-  MF_CHECK(hidden.ndim() == 3 && labels.shape() == Shape({hidden.shape(0), hidden.shape(1)}), "mlp_lm: labels ",
-           labels.str(), " must be (batch, seq) of the hidden state ", hidden.str());
-  parallel::LmLossOptions o;
+GlobalTensor MlpLmModel::run_layer(int64_t layer, const GlobalTensor& x, bool) const {
+  return blocks_.at(static_cast<size_t>(layer))->forward(x);
+}
+
+std::optional<CheckpointGranularity> MlpLmModel::recomputation(int64_t layer) const {
+  if (!c_.settings.recomputes(layer, c_.num_layers)) return std::nullopt;
+  return CheckpointGranularity::kFull;
+}
+
+GlobalTensor MlpLmModel::head(const GlobalTensor& hidden, const Tensor& labels) const {
+  layers::LmLossOptions o;
   o.storage = c_.settings.dtype;
-  return leave(head_unit(), parallel::lm_head_loss(hidden, labels, wte_, o));
-}
-
-Shape MlpLmModel::activation_shape(int64_t rows, int64_t seq_len) const {
-  return {rows, parallel::sequence_piece_length(seq_len, tensor_parallel()), c_.hidden_size};
+  return layers::lm_loss(hidden, labels, *wte_, o);
 }
 
 DType MlpLmModel::activation_dtype(Device device) const {
@@ -147,7 +118,7 @@ std::vector<std::pair<std::string, Shape>> mlp_lm_parameter_shapes(const MlpLmCo
 }
 
 std::vector<nn::ParamUnit> MlpLmModel::parameter_units() const {
-  return layered_units({"wte."}, "layers.", {"norm.", "wte."}, chunk_layers_, c_.num_layers);
+  return layered_units({"wte."}, "layers.", {"norm.", "wte."});
 }
 
 double MlpLmModel::flops_per_token(int64_t) const {

@@ -17,8 +17,7 @@
 #include <vector>
 
 #include "meshflow/models/model.h"
-#include "meshflow/nn/layers.h"
-#include "meshflow/parallel/layers.h"
+#include "meshflow/layers/layers.h"
 
 namespace mf::models {
 
@@ -45,16 +44,14 @@ std::string mlp_lm_describe(const MlpLmConfig& c);
 
 class MlpLmBlock : public nn::Module {
  public:
-  MlpLmBlock(const MlpLmConfig& c, const nn::TensorParallel& tp);
-  // (B, T, C) -> (B, T, C); sequence parallel: (B, T / tp, C) pieces of a sequence of seq_len.
-  Tensor forward(const Tensor& x, int64_t seq_len) const;
+  MlpLmBlock(const MlpLmConfig& c, const layers::Place& place);
+  // (B, T, C) -> (B, T, C).
+  GlobalTensor forward(const GlobalTensor& x) const;
 
  private:
   MlpLmConfig c_;
-  nn::TensorParallel tp_;
-  std::shared_ptr<nn::LayerNorm> norm_;
-  std::shared_ptr<parallel::ColumnConv1D> fc1_;
-  std::shared_ptr<parallel::RowConv1D> fc2_;
+  std::shared_ptr<layers::LayerNorm> norm_;
+  std::shared_ptr<layers::Conv1D> fc1_, fc2_;
 };
 
 class MlpLmModel : public Model {
@@ -64,11 +61,6 @@ class MlpLmModel : public Model {
   // own (fc2 scaled by 1/sqrt(2 L)); biases 0, norms 1/0.
   void init_weights(uint64_t seed);
 
-  Tensor stage_forward(const Tensor& input, uint64_t stream0, int64_t seq_len, int64_t chunk = 0) const override;
-  Tensor head_loss(const Tensor& hidden, const Tensor& labels) const override;
-  // Stream 0: the embedding dropout; 1 + l: layer l's.
-  uint64_t streams_per_forward() const override { return 1 + static_cast<uint64_t>(c_.num_layers); }
-  Shape activation_shape(int64_t rows, int64_t seq_len) const override;
   DType activation_dtype(Device device) const override;
   DType param_dtype() const override { return c_.settings.dtype; }
   std::vector<std::pair<std::string, Shape>> parameter_shapes() const override { return mlp_lm_parameter_shapes(c_); }
@@ -78,13 +70,22 @@ class MlpLmModel : public Model {
   Config model_config() const override;
   std::string describe() const override { return mlp_lm_describe(c_); }
 
+ protected:
+  GlobalTensor embed(const GlobalTensor& ids) const override;
+  GlobalTensor run_layer(int64_t layer, const GlobalTensor& x, bool recompute_inside) const override;
+  GlobalTensor final_norm(const GlobalTensor& x) const override { return norm_->forward(x); }
+  GlobalTensor head(const GlobalTensor& hidden, const Tensor& labels) const override;
+  // Stream 0: the embedding dropout; 1 + l: layer l's.
+  uint64_t streams_per_layer() const override { return 1; }
+  Shape hidden_shape(int64_t rows, int64_t seq_len) const override { return {rows, seq_len, c_.hidden_size}; }
+  // Whole layers (train.activation_checkpoint's layer range).
+  std::optional<CheckpointGranularity> recomputation(int64_t layer) const override;
+
  private:
   MlpLmConfig c_;
-  std::shared_ptr<parallel::VocabParallelEmbedding> wte_;
-  std::vector<std::shared_ptr<MlpLmBlock>> blocks_;        // every chunk's, in layer order
-  std::vector<std::pair<int64_t, int64_t>> chunk_layers_;  // per chunk: its [first, end) layers
-  std::shared_ptr<nn::LayerNorm> norm_;
-  int64_t head_unit() const { return c_.num_layers + 1; }
+  std::shared_ptr<layers::Embedding> wte_;
+  std::vector<std::shared_ptr<MlpLmBlock>> blocks_;  // by layer; null: held by another rank
+  std::shared_ptr<layers::LayerNorm> norm_;
 };
 
 }  // namespace mf::models

@@ -18,7 +18,7 @@
 #include "meshflow/comm/communicator.h"
 #include "meshflow/tensor/tensor.h"
 
-namespace mf::parallel {
+namespace mf::global {
 
 // ids (...) i32/i64 in [0, vocab_size), weight_shard (V_r, dim) f32/f64 = this rank's rows of the
 // logical (vocab_size, dim) embedding -> (..., dim), identical on every rank (B).
@@ -38,4 +38,4 @@ Tensor vocab_parallel_embedding(const Tensor& ids, const Tensor& weight_shard, i
 Tensor vocab_parallel_cross_entropy(const Tensor& logits_shard, const Tensor& targets, int64_t vocab_size,
                                     comm::Communicator& tp, int64_t ignore_index = -100);
 
-}  // namespace mf::parallel
+}  // namespace mf::global

@@ -4,7 +4,7 @@
 // log-sum-exp, combined across `tp` (max, then the sum of exp(lse_r - max) with the target
 // logits); backward writes softmax - onehot with the whole row's lse, the onehot only where this
 // rank owns the target.
-#include "meshflow/parallel/vocab_parallel.h"
+#include "meshflow/global/vocab_parallel.h"
 
 #include <cmath>
 #include <vector>
@@ -18,7 +18,7 @@
 #include "meshflow/ops/ops.h"
 #include "meshflow/ops/registry.h"
 
-namespace mf::parallel {
+namespace mf::global {
 
 namespace {
 
@@ -37,7 +37,7 @@ std::string where(const Communicator& tp) { return "rank " + std::to_string(tp.r
 VocabRange vocab_range(const char* op, int64_t vocab_size, const Communicator& tp) {
   MF_CHECK(vocab_size >= tp.size(), op, ": vocab_size ", vocab_size, " is smaller than the ", tp.size(),
            " ranks it is split over (", where(tp), ")");
-  return {global::split_start(vocab_size, tp.size(), tp.rank()), global::split_size(vocab_size, tp.size(), tp.rank())};
+  return {split_start(vocab_size, tp.size(), tp.rank()), split_size(vocab_size, tp.size(), tp.rank())};
 }
 
 void check_float(const char* op, const char* what, const Tensor& t, const Communicator& tp) {
@@ -197,4 +197,4 @@ Tensor vocab_parallel_cross_entropy(const Tensor& logits_shard, const Tensor& ta
   return out;
 }
 
-}  // namespace mf::parallel
+}  // namespace mf::global

@@ -1,0 +1,162 @@
+// The global ops a model needs beyond algebra: embedding lookup, dropout, attention,
+// cross-entropy, elementwise maps and recomputation (see global_ops.h). Where the split makes
+// the kernel depend on this rank's piece (the positions dropout draws, the heads attention
+// holds, the vocabulary rows), the kernel is told the signature and the mesh coordinate.
+#include <string>
+
+#include "meshflow/autograd/checkpoint.h"
+#include "meshflow/core/error.h"
+#include "meshflow/global/global_ops.h"
+#include "meshflow/global/vocab_parallel.h"
+#include "meshflow/ops/ops.h"
+#include "meshflow/random/batch_slice.h"
+
+namespace mf::global {
+
+namespace {
+
+Sbp S(int64_t axis) { return Sbp::split(static_cast<int>(axis)); }
+const Sbp kB = Sbp::broadcast();
+const Sbp kP = Sbp::partial_sum();
+
+// The one mesh axis of `sbp` that splits tensor axis `axis`, or -1; throws when several do.
+int splitting_mesh_axis(const NdSbp& sbp, int64_t axis, const char* op) {
+  int found = -1;
+  for (int m = 0; m < sbp.ndim(); ++m)
+    if (sbp[m].is_split() && sbp[m].axis == axis) {
+      MF_CHECK(found < 0, "global ", op, ": axis ", axis, " split by more than one mesh axis (", sbp.str(), ")");
+      found = m;
+    }
+  return found;
+}
+
+bool any_split(const NdSbp& sbp) {
+  for (const Sbp& s : sbp.sbps())
+    if (s.is_split()) return true;
+  return false;
+}
+
+}  // namespace
+
+GlobalTensor embedding(const GlobalTensor& table, const GlobalTensor& ids) {
+  const Shape& ts = table.logical_shape;
+  const Shape& is = ids.logical_shape;
+  MF_CHECK(ts.size() == 2, "global embedding: table ", shape_str(ts), " must be (vocabulary, dim)");
+  Shape out = is;
+  out.push_back(ts[1]);
+  auto candidates = [&] {
+    SignatureList l{{{S(0), kB}, {kB}}};  // the vocabulary-split lookup
+    for (int64_t k = 0; k < static_cast<int64_t>(is.size()); ++k) l.push_back({{kB, S(k)}, {S(k)}});
+    l.push_back({{kB, kB}, {kB}});
+    return l;
+  };
+  const int64_t vocab = ts[0];
+  return apply_global(context_of(table.placement), "embedding", {table, ids}, {out}, candidates,
+                      [vocab](const std::vector<Tensor>& t, const LocalCall& c) -> std::vector<Tensor> {
+                        const int m = splitting_mesh_axis(*c.signature.inputs[0], 0, "embedding");
+                        if (m < 0) return {mf::embedding(t[0], t[1])};
+                        return {vocab_parallel_embedding(t[1], t[0], vocab, *c.ctx.axis_comms[static_cast<size_t>(m)])};
+                      })[0];
+}
+
+GlobalTensor dropout(const GlobalTensor& x, double p) {
+  const Shape& xs = x.logical_shape;
+  auto candidates = [&] {
+    SignatureList l;
+    for (int64_t k = 0; k < static_cast<int64_t>(xs.size()); ++k) l.push_back({{S(k)}, {S(k)}});
+    l.push_back({{kP}, {kP}});  // a fixed mask is linear
+    l.push_back({{kB}, {kB}});
+    return l;
+  };
+  const Placement* pl = x.placement;
+  return apply_global(context_of(pl), "dropout", {x}, {xs}, candidates,
+                      [&](const std::vector<Tensor>& t, const LocalCall& c) -> std::vector<Tensor> {
+                        const NdSbp& sbp = *c.signature.outputs[0];
+                        if (p == 0.0 || !any_split(sbp)) return {mf::dropout(t[0], p)};
+                        // The piece's logical positions, inside the data-parallel batch slice.
+                        LogicalSlice s = local_slice(xs, sbp, pl->mesh_shape(), c.coord);
+                        const BatchSlice& b = current_batch_slice();
+                        if (b.active()) {
+                          MF_CHECK(splitting_mesh_axis(sbp, 0, "dropout") < 0, "global dropout: the batch axis of ",
+                                   x.str(), " is split while a batch slice is active");
+                          s.logical_shape[0] = b.logical_rows;
+                          s.start[0] = b.start;
+                        }
+                        return {mf::dropout(t[0], p, true, nullptr, s)};
+                      })[0];
+}
+
+GlobalTensor attention(const GlobalTensor& q, const GlobalTensor& k, const GlobalTensor& v,
+                       const AttentionOptions& opts) {
+  const Shape& qs = q.logical_shape;
+  MF_CHECK(qs.size() == 4 && k.logical_shape.size() == 4 && v.logical_shape.size() == 4, "global attention: q ",
+           shape_str(qs), ", k ", shape_str(k.logical_shape), ", v ", shape_str(v.logical_shape),
+           " must be (batch, heads, seq, head_dim)");
+  MF_CHECK(!opts.key_padding_mask.defined(), "global attention: a key padding mask is not supported yet");
+  auto candidates = [] {
+    return SignatureList{{{S(0), S(0), S(0)}, {S(0)}}, {{S(1), S(1), S(1)}, {S(1)}}, {{kB, kB, kB}, {kB}}};
+  };
+  const Placement* pl = q.placement;
+  return apply_global(context_of(pl), "attention", {q, k, v}, {qs}, candidates,
+                      [&](const std::vector<Tensor>& t, const LocalCall& c) -> std::vector<Tensor> {
+                        AttentionOptions o = opts;
+                        const NdSbp& sbp = *c.signature.outputs[0];
+                        if (splitting_mesh_axis(sbp, 1, "attention") >= 0) {  // this rank's heads
+                          o.logical_heads = qs[1];
+                          o.head_offset = local_slice(qs, sbp, pl->mesh_shape(), c.coord).start[1];
+                        }
+                        MF_CHECK(o.dropout_p == 0.0 || splitting_mesh_axis(sbp, 0, "attention") < 0,
+                                 "global attention: dropout with the batch axis split is not supported (",
+                                 sbp.str(), ")");
+                        return {mf::scaled_dot_product_attention(t[0], t[1], t[2], o)};
+                      })[0];
+}
+
+GlobalTensor cross_entropy(const GlobalTensor& logits, const GlobalTensor& labels) {
+  const Shape& ls = logits.logical_shape;
+  MF_CHECK(ls.size() == 2 && labels.logical_shape == Shape{ls[0]}, "global cross_entropy: logits ", shape_str(ls),
+           " and labels ", shape_str(labels.logical_shape), " must be (N, V) and (N)");
+  auto candidates = [] { return SignatureList{{{S(1), kB}, {kB}}, {{kB, kB}, {kB}}}; };
+  const int64_t vocab = ls[1];
+  return apply_global(context_of(logits.placement), "cross_entropy", {logits, labels}, {Shape{}}, candidates,
+                      [vocab](const std::vector<Tensor>& t, const LocalCall& c) -> std::vector<Tensor> {
+                        const int m = splitting_mesh_axis(*c.signature.inputs[0], 1, "cross_entropy");
+                        if (m < 0) return {mf::cross_entropy(t[0], t[1])};
+                        return {vocab_parallel_cross_entropy(t[0], t[1], vocab, *c.ctx.axis_comms[static_cast<size_t>(m)])};
+                      })[0];
+}
+
+GlobalTensor map(const GlobalTensor& x, const char* name, const std::function<Tensor(const Tensor&)>& fn) {
+  const Shape& xs = x.logical_shape;
+  return apply_global(context_of(x.placement), name, {x}, {xs}, [&] { return unary_signatures(xs, false); },
+                      [&fn](const std::vector<Tensor>& t) -> std::vector<Tensor> { return {fn(t[0])}; })[0];
+}
+
+std::vector<GlobalTensor> checkpoint(const GlobalFn& fn, const std::vector<GlobalTensor>& inputs) {
+  auto outputs = std::make_shared<std::vector<GlobalTensor>>();  // the first run's, without their pieces
+  std::vector<GlobalTensor> shells = inputs;
+  std::vector<Tensor> locals;
+  for (GlobalTensor& g : shells) {
+    locals.push_back(g.local);
+    g.local = Tensor();
+  }
+  CheckpointFn local_fn = [fn, shells, outputs](const std::vector<Tensor>& in) {
+    std::vector<GlobalTensor> g = shells;
+    for (size_t i = 0; i < g.size(); ++i) g[i].local = in[i];
+    std::vector<GlobalTensor> out = fn(g);
+    std::vector<Tensor> r;
+    for (GlobalTensor& o : out) {
+      r.push_back(o.local);
+      o.local = Tensor();
+    }
+    if (outputs->empty()) *outputs = std::move(out);
+    return r;
+  };
+  std::vector<Tensor> outs = mf::checkpoint(local_fn, locals);
+  std::vector<GlobalTensor> r = *outputs;
+  MF_CHECK(r.size() == outs.size(), "global checkpoint: ", outs.size(), " outputs, ", r.size(), " described");
+  for (size_t i = 0; i < r.size(); ++i) r[i].local = outs[i];
+  return r;
+}
+
+}  // namespace mf::global

@@ -1,0 +1,105 @@
+#include "meshflow/layers/layers.h"
+
+#include "meshflow/core/error.h"
+
+namespace mf::layers {
+
+namespace {
+Tensor local_zeros(const nn::ParamLayout& l, const Place& p, DType dt) {
+  return zeros(l.local_shape(p.split().size(), p.split().rank()), dt);
+}
+}  // namespace
+
+Embedding::Embedding(int64_t num, int64_t dim, const Place& place, bool split_rows, DType dt)
+    : num_(num), dim_(dim), place_(place), split_rows_(split_rows && place.size() > 1) {
+  MF_CHECK(!split_rows_ || num >= place.size(), "Embedding: ", num, " rows cannot be split over ", place.size(), " ranks");
+  nn::ParamLayout w = split_rows_ ? nn::split_layout({num, dim}, 0) : nn::replicated_layout({num, dim});
+  weight = register_parameter("weight", local_zeros(w, place, dt), w);
+}
+
+GlobalTensor Embedding::stored_table() const {
+  return place_.wrap(weight, split_rows_ ? place_.split_on(0) : place_.broadcast(), {num_, dim_});
+}
+
+GlobalTensor Embedding::table() const {
+  return place_.wrap(nn::compute(weight), split_rows_ ? place_.split_on(0) : place_.broadcast(), {num_, dim_});
+}
+
+GlobalTensor Embedding::forward(const GlobalTensor& ids) const { return global::embedding(table(), ids); }
+
+int64_t Embedding::max_local_rows() const { return split_rows_ ? (num_ + place_.size() - 1) / place_.size() : num_; }
+
+LayerNorm::LayerNorm(int64_t dim, double eps, const Place& place, DType dt)
+    : weight(register_parameter("weight", ones({dim}, dt))),
+      bias(register_parameter("bias", zeros({dim}, dt))),
+      eps_(eps),
+      place_(place) {}
+
+GlobalTensor LayerNorm::forward(const GlobalTensor& x) const {
+  return round_to(global::layer_norm(x, place_.wrap(nn::compute(weight)), place_.wrap(nn::compute(bias)), eps_),
+                  weight.dtype());
+}
+
+Conv1D::Conv1D(int64_t in, int64_t out, const Place& place, WeightSplit split, DType dt, int64_t groups,
+               SplitUnits units)
+    : in_(in), out_(out), groups_(groups), place_(place), split_(place.size() > 1 ? split : WeightSplit::kNone) {
+  const int p = place.size();
+  MF_CHECK(groups >= 1 && out % groups == 0, "Conv1D: ", out, " output features do not form ", groups, " groups");
+  nn::ParamLayout w = nn::replicated_layout({in, out}), b = nn::replicated_layout({out});
+  if (split == WeightSplit::kColumns) {
+    MF_CHECK(units.features >= 1 && (out / groups) % units.features == 0, "Conv1D: ", out / groups,
+             " output features per group are not whole units of ", units.features);
+    const int64_t n_units = out / groups / units.features;
+    if (units.key)
+      MF_CHECK(n_units % p == 0, "train.dist.tensor_parallel_size ", p, " must divide ", units.key, " (", n_units, ")");
+    MF_CHECK(n_units % p == 0, "Conv1D: ", n_units, " units of ", units.features,
+             " output features per group are not divisible by the ", p, " ranks splitting them");
+    if (split_ == WeightSplit::kColumns) {
+      w = groups == 1 ? nn::split_layout({in, out}, 1) : nn::grouped_split_layout({in, out}, {in, groups, out / groups}, 2);
+      b = groups == 1 ? nn::split_layout({out}, 0) : nn::grouped_split_layout({out}, {groups, out / groups}, 1);
+    }
+  } else if (split == WeightSplit::kRows) {
+    MF_CHECK(in % p == 0, "Conv1D: ", in, " input features are not divisible by the ", p, " ranks splitting them");
+    if (split_ == WeightSplit::kRows) w = nn::split_layout({in, out}, 0);
+  }
+  weight = register_parameter("weight", local_zeros(w, place, dt), w);
+  bias = register_parameter("bias", local_zeros(b, place, dt), b);
+}
+
+GlobalTensor Conv1D::forward(const GlobalTensor& x) const {
+  const DType storage = weight.dtype();
+  const Tensor w = nn::compute(weight), b = nn::compute(bias);
+  Shape out = x.logical_shape;
+  MF_CHECK(!out.empty() && out.back() == in_, "Conv1D: x ", x.str(), " for ", in_, " input features");
+  out.back() = out_;
+  switch (split_) {
+    case WeightSplit::kNone:
+      if (groups_ == 1) return round_to(global::affine(x, place_.wrap(w), place_.wrap(b)), storage);
+      break;
+    case WeightSplit::kColumns: {
+      // x B; the local GEMM gives this rank's output features (of each group).
+      const GlobalTensor xb = global::box(x, place_.broadcast());
+      Tensor y = nn::round_to(mf::affine(xb.local, w, b), storage);
+      if (groups_ == 1) return place_.wrap(y, place_.split_on(static_cast<int>(out.size()) - 1), out);
+      Shape grouped = out, local = y.shape();
+      grouped.back() = groups_;
+      grouped.push_back(out_ / groups_);
+      local.back() = groups_;
+      local.push_back(y.shape().back() / groups_);
+      return place_.wrap(mf::reshape(y, local), place_.split_on(static_cast<int>(grouped.size()) - 1), grouped);
+    }
+    case WeightSplit::kRows: {
+      // Mixed precision: the f32 partial sums are reduced, then the bias added and the sum rounded.
+      const GlobalTensor partial = global::affine(x, place_.wrap(w, place_.split_on(0), {in_, out_}));  // P
+      return round_to(global::add(global::box(partial, place_.hidden_sbp()), place_.wrap(b)), storage);
+    }
+  }
+  // One rank or no split, grouped output: the plain GEMM viewed as (..., groups, out / groups).
+  GlobalTensor y = round_to(global::affine(x, place_.wrap(w), place_.wrap(b)), storage);
+  Shape grouped = out;
+  grouped.back() = groups_;
+  grouped.push_back(out_ / groups_);
+  return global::reshape(y, grouped);
+}
+
+}  // namespace mf::layers

@@ -1,0 +1,82 @@
+// Global-view layers (LiBai's layers): each declares its parameters' SBPs on its Place and runs
+// global ops. On one rank every layer is exactly its plain layer.
+//
+//   Embedding  a (num, dim) table; `split_rows` splits it S(0) (the vocabulary) — the lookup is
+//              then the vocabulary-split embedding (P, reduced to B inside the op); else B.
+//   LayerNorm  weight and bias B; keeps x's SBP.
+//   Conv1D     y = x W + b with W (in, out) (Hugging Face GPT-2's layout). Its WeightSplit:
+//     kNone     W, b B.
+//     kColumns  W split S(1) on its output features (in `groups` equal column blocks, each split:
+//               GPT-2's fused q|k|v), b alike; x is boxed to B first (an all-gather when the
+//               sequence is split); y is S(last). With groups > 1, y is (..., groups, out /
+//               groups): every group split alike.
+//     kRows     W split S(0) on its input features; x S(last) (a kColumns output); x W is P,
+//               boxed to the Place's hidden SBP (B: all-reduce; sequence split: reduce-scatter),
+//               then b (B) is added.
+// Gradients follow boxing's rule (global/boxing.h): the gradients of B parameters on ranks that
+// split a layer are partial sums, which the runtime sums.
+// Mixed precision (bf16/f16 parameters, nn/mixed_precision.h): weights are cast to f32 for the
+// GEMM and each output rounded to the parameter dtype — kRows's after its partial sums are
+// reduced and the bias added.
+#pragma once
+#include "meshflow/layers/place.h"
+#include "meshflow/nn/module.h"
+
+namespace mf::layers {
+
+class Embedding : public nn::Module {
+ public:
+  Embedding(int64_t num, int64_t dim, const Place& place, bool split_rows, DType dt = DType::kF32);
+  // ids (...) -> (..., dim) B.
+  GlobalTensor forward(const GlobalTensor& ids) const;
+  // The table as the layer computes with it (nn::compute: f32 on the CPU under mixed precision).
+  GlobalTensor table() const;
+  // The table as stored (bf16/f16 under mixed precision): (num, dim), S(0) or B.
+  GlobalTensor stored_table() const;
+  int64_t num() const { return num_; }
+  // The most rows any rank holds (ceil(num / ranks) when split): chunk sizes every rank agrees on.
+  int64_t max_local_rows() const;
+  Tensor weight;  // this rank's rows
+
+ private:
+  int64_t num_, dim_;
+  Place place_;
+  bool split_rows_;
+};
+
+class LayerNorm : public nn::Module {
+ public:
+  LayerNorm(int64_t dim, double eps, const Place& place, DType dt = DType::kF32);
+  GlobalTensor forward(const GlobalTensor& x) const;  // over the last axis
+  Tensor weight, bias;
+
+ private:
+  double eps_;
+  Place place_;
+};
+
+enum class WeightSplit { kNone, kColumns, kRows };
+
+// The output features of a kColumns layer split in whole units of `features` (attention heads of
+// head_dim features), which the model config counts as `key` (named in the error when the ranks
+// do not divide them).
+struct SplitUnits {
+  int64_t features = 1;
+  const char* key = nullptr;
+};
+
+class Conv1D : public nn::Module {
+ public:
+  Conv1D(int64_t in, int64_t out, const Place& place, WeightSplit split, DType dt = DType::kF32, int64_t groups = 1,
+         SplitUnits units = {});
+  // x (..., in) -> (..., out); kColumns with groups > 1: (..., groups, out / groups).
+  GlobalTensor forward(const GlobalTensor& x) const;
+  Tensor weight, bias;
+
+ private:
+  int64_t in_, out_, groups_;
+  Place place_;
+  WeightSplit split_;
+};
+
+}  // namespace mf::layers

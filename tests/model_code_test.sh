@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# The model folders contain no parallel code: a model is written once, on global tensors, and the
+# layout is configuration. Fails, printing file:line, when a file in a model's folder
+# (src/meshflow/models/<model>/) names
+#   - tensor, pipeline, sequence or data parallelism, or a pipeline stage;
+#   - ZeRO or its shards;
+#   - a communicator or a collective (MPI, NCCL, all-reduce, all-gather, reduce-scatter, boxing);
+#   - a parallel size or rank (tp, dp, pp, world size/rank, a Place's members): the model only
+#     passes the Place its base gives it to its layers, so it cannot branch on the layout.
+# Checks first that every pattern catches an example of what it forbids (a matcher that can't fail
+# would make the test pass vacuously).
+# Usage: bash tests/model_code_test.sh <repository root>
+set -euo pipefail
+root=${1:-$(dirname "$0")/..}
+patterns=(
+  '[Pp]arallel'                      # tensor/pipeline/sequence/data parallel(ism), parallel::
+  '[Pp]ipeline|\b[Ss]tages?\b'       # pipeline stages
+  '\bZeRO|[Zz]ero_?[0-9]|zero_shard|ZeroShard'
+  '[Cc]ommunicator|\bcomm\b|comm::|\bMPI\b|\bmpi_|[Nn][Cc][Cc][Ll]'
+  'all_?reduce|all_?gather|reduce_?scatter|all_?to_?all|\bbox(_to|_axis)?\(|boxing'
+  '\b(tp|dp|pp)(_[a-z]+)?\b|_(tp|dp|pp)\b|world_(size|rank)|num_ranks|\brank\(\)'
+  '[Pp]lace[A-Za-z_]*(\(\))?(->|\.)[a-z_]+'  # a Place is passed on, never asked
+)
+examples=(
+  'nn::TensorParallel tp; parallel::ColumnConv1D c;'
+  'if (stage().first) x = embed(x); // pipeline'
+  'ZeRO-3 gathers; zero_shards_.gather();'
+  'comm::Communicator& c = *tp.comm;'
+  'x = global::box_to(x, b, comms); all_reduce(y);'
+  'const int64_t H = heads / tp_size;'
+  'if (place->size() > 1) return y;'
+)
+for i in "${!patterns[@]}"; do
+  if ! grep -qE "${patterns[$i]}" <<< "${examples[$i]}"; then
+    echo "model_code_test: pattern '${patterns[$i]}' does not catch its example '${examples[$i]}'"; exit 1
+  fi
+done
+dirs=("$root"/src/meshflow/models/*/)
+[ "${#dirs[@]}" -gt 0 ] && [ -d "${dirs[0]}" ] || { echo "model_code_test: no model folders under $root/src/meshflow/models"; exit 1; }
+bad=0
+for p in "${patterns[@]}"; do
+  if grep -rnE "$p" "${dirs[@]}"; then bad=1; fi
+done
+if [ "$bad" -ne 0 ]; then
+  echo "model_code_test: the lines above name parallelism in a model folder; move it to the layers (src/meshflow/layers), the model base (models/model.h) or the runtime (src/meshflow/parallel)"
+  exit 1
+fi
+echo "model_code_test: ${#dirs[@]} model folders, no parallel code"
