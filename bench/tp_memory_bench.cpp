@@ -25,7 +25,7 @@ Measured measure(const mf::models::Gpt2Config& c, const mf::nn::TensorParallel& 
   auto& alloc = mf::allocator_for(mf::cpu_device());
   const int64_t base = alloc.stats().current_bytes;
   Measured m;
-  mf::models::Gpt2Model model(c, {tp});
+  mf::models::Gpt2Model model(c, {tp, {}});
   model.init_weights(1);
   const int64_t with_weights = alloc.stats().current_bytes;
   m.weights_mb = static_cast<double>(with_weights - base) / 1e6;

@@ -12,6 +12,7 @@ using namespace mft;
 struct RefCase {
   int64_t B = 2, H = 2, Tq = 9, Tk = 9, D = 8;
   bool causal = false;
+  int64_t window = 0;      // sliding window (causal): keys (i - window, i]
   std::vector<bool> mask;  // (B, Tk), empty: none
   double p = 0.0;          // dropout
   uint64_t seed = 0, stream = 0;
@@ -43,7 +44,8 @@ RefOut reference(const RefCase& c, const std::vector<double>& q, const std::vect
         std::vector<bool> ok(Tk);
         double mx = -INFINITY;
         for (int64_t j = 0; j < Tk; ++j) {
-          ok[j] = !(c.causal && j > i) && !(!c.mask.empty() && c.mask[b * Tk + j]);
+          ok[j] = !(c.causal && j > i) && !(c.window > 0 && j <= i - c.window) &&
+                  !(!c.mask.empty() && c.mask[b * Tk + j]);
           double acc = 0;
           for (int64_t d = 0; d < D; ++d) acc += Q(i, d) * K(j, d);
           s[j] = scale * acc;
@@ -103,6 +105,7 @@ void check_against_reference(const RefCase& c, bool strided, const std::string& 
   auto use = [&](const Tensor& l) { return strided ? mf::transpose(l, 1, 2) : l; };
   mf::AttentionOptions opts;
   opts.causal = c.causal;
+  opts.window = c.window;
   if (!c.mask.empty()) opts.key_padding_mask = bool_mask(c.mask, c.B, c.Tk);
   mf::Generator gen(c.seed);
   opts.dropout_p = c.p;
@@ -262,6 +265,27 @@ TEST(Attention, BadInputs) {
   c.causal = false;
   c.dropout_p = 1.0;
   MFT_EXPECT_ERROR(mf::scaled_dot_product_attention(q, k, v, c), "scaled_dot_product_attention", "dropout_p");
+}
+
+// Mistral's sliding window: query i sees keys (i - window, i]; across query blocks, with padding
+// and dropout.
+TEST(Attention, MatchesReferenceSlidingWindow) {
+  RefCase c;
+  c.B = 1, c.H = 2, c.Tq = c.Tk = 150, c.D = 8, c.causal = true, c.window = 37;
+  check_against_reference(c, false, "window 37");
+  c.B = 2, c.Tq = c.Tk = 9, c.window = 3, c.mask = {false, true, false, false, false, false, false, false, false,
+                                                     false, false, false, false, false, false, false, true, false};
+  c.p = 0.3, c.seed = 5;
+  check_against_reference(c, true, "window 3, padding, dropout, strided");
+  Tensor q = randn({1, 2, 6, 4}, 1), k = randn({1, 2, 6, 4}, 2), v = randn({1, 2, 6, 4}, 3);
+  gradcheck([&](const std::vector<Tensor>& x) {
+    mf::AttentionOptions o = grad_opts(true, Tensor());
+    o.window = 2;
+    return mf::scaled_dot_product_attention(x[0], x[1], x[2], o);
+  }, {q, k, v}, 1e-6, 1e-7, 1e-5, "window 2");
+  mf::AttentionOptions bad;
+  bad.window = 3;
+  MFT_EXPECT_ERROR(mf::scaled_dot_product_attention(q, k, v, bad), "sliding window (3)", "causal");
 }
 
 }  // namespace

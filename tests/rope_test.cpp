@@ -32,6 +32,27 @@ TEST(Rope, MatchesReference) {
                reference(to_f64(x32), 6, 7, 8, 10000.0, 3), 1e-6, 1e-6, "f32 strided");
 }
 
+// Given pair frequencies (Llama 3.1's scaled ones, say): pair i turns by (t + offset) * f[i];
+// and gradient-checked.
+TEST(Rope, GivenFrequencies) {
+  Tensor x = randn({2, 2, 5, 6}, 3);
+  const std::vector<double> f = {1.0, 0.3, 0.0125};
+  std::vector<double> want = to_f64(x);
+  for (int64_t r = 0; r < 4; ++r)
+    for (int64_t t = 0; t < 5; ++t) {
+      const std::vector<double> row(want.begin() + (r * 5 + t) * 6, want.begin() + (r * 5 + t + 1) * 6);
+      for (int64_t i = 0; i < 3; ++i) {
+        const double th = static_cast<double>(t + 2) * f[static_cast<size_t>(i)];
+        want[(r * 5 + t) * 6 + i] = row[i] * std::cos(th) - row[i + 3] * std::sin(th);
+        want[(r * 5 + t) * 6 + i + 3] = row[i + 3] * std::cos(th) + row[i] * std::sin(th);
+      }
+    }
+  expect_close(mf::rope(x, f, 2), want, 1e-14, 1e-14, "frequencies");
+  expect_close(mf::rope(x, mf::rope_inv_freq(6, 300.0), 1), to_f64(mf::rope(x, 300.0, 1)), 0.0, 0.0, "base");
+  gradcheck([&](const std::vector<Tensor>& in) { return mf::rope(in[0], f, 1); }, {x}, 1e-6, 1e-7, 1e-5, "frequencies");
+  MFT_EXPECT_ERROR(mf::rope(x, std::vector<double>{1.0, 2.0}), "rope", "2 pair frequencies");
+}
+
 TEST(Rope, BackwardIsInverseRotation) {
   Tensor x = randn({1, 2, 5, 4}, 2);
   x.set_requires_grad(true);

@@ -239,6 +239,13 @@ std::vector<OpCase> all_ops() {
                  [](C, G g) { return select(g[0], 1, 2); }, {}});
   ops.push_back({"permute", {{5, 3, 6}}, [](V t) { return mf::permute(t[0], {2, 0, 1}); },
                  [](C, G g) { return permute(g[0], {2, 0, 1}); }, {}});
+  ops.push_back({"expand", {{5, 1, 6}}, [](V t) { return mf::expand(t[0], {5, 3, 6}); },
+                 [](C, G g) { return expand(g[0], {5, 3, 6}); }, {}});
+  ops.push_back({"rms_norm", {{5, 7}, {7}}, [](V t) { return mf::rms_norm(t[0], t[1], 1e-5); },
+                 [](C, G g) { return rms_norm(g[0], g[1], 1e-5); }, {}});
+  static const std::vector<double> freq = {1.0, 0.1, 0.01};
+  ops.push_back({"rope", {{2, 5, 3, 6}}, [](V t) { return mf::rope(t[0], freq); },
+                 [](C, G g) { return rope(g[0], freq); }, {}});
   for (OpCase& op : ops) {
     const std::vector<Shape>& sh = op.shapes;
     const std::string& n = op.name;
@@ -253,7 +260,8 @@ std::vector<OpCase> all_ops() {
     else if (n == "sum(axis=0)") op.signatures = sum_signatures(sh[0], 0);
     else if (n == "sum(axis=1)") op.signatures = sum_signatures(sh[0], 1);
     else if (n == "transpose(0,2)") op.signatures = transpose_signatures(sh[0], 0, 2);
-    else if (n.rfind("reshape", 0) == 0 || n == "select" || n == "permute") continue;
+    else if (n.rfind("reshape", 0) == 0 || n == "select" || n == "permute" || n == "expand" || n == "rope") continue;
+    else if (n == "rms_norm") op.signatures = last_axis_signatures(sh[0], 1);
     else op.signatures = unary_signatures(sh[0], false);  // gelu, relu, silu, exp
   }
   return ops;

@@ -61,7 +61,7 @@ TEST(TensorParallel, GradientsMatchOneProcess) {
   Tensor ref_loss = ref.loss(ids, labels);
   ref_loss.backward();
 
-  mf::models::Gpt2Model par(cfg, {tp});
+  mf::models::Gpt2Model par(cfg, {tp, {}});
   par.init_weights(21);
   mf::manual_seed(8);
   Tensor loss = par.loss(ids, labels);
@@ -102,7 +102,7 @@ TEST(TensorParallel, SplitWeightsTakeTheirShareOfTheBytes) {
   cfg.dtype = DType::kF32;
   auto& alloc = mf::allocator_for(mf::cpu_device());
   const int64_t before = alloc.stats().current_bytes;
-  mf::models::Gpt2Model par(cfg, {tp});
+  mf::models::Gpt2Model par(cfg, {tp, {}});
   const int64_t held = alloc.stats().current_bytes - before;
   mf::models::Gpt2Model whole(cfg);
   int64_t split_logical = 0, replicated = 0, local = 0;

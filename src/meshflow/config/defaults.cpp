@@ -24,8 +24,21 @@ model:
   embedding_dropout_prob: 0.1
   attention_dropout_prob: 0.1
   output_dropout_prob: 0.1
-  layernorm_epsilon: 1.0e-5
+  layernorm_epsilon: 1.0e-5      # LayerNorm eps (GPT-2); RMSNorm eps, rms_norm_eps (Llama family)
   initializer_range: 0.02
+  num_key_value_heads: 0        # Llama family: grouped-query attention's key/value heads; 0 = num_attention_heads
+  head_dim: 0                   # Llama family: 0 = hidden_size / num_attention_heads
+  rope_theta: 10000.0           # Llama family: the rotary embeddings' base
+  rope_scaling:                 # Llama family: rotary frequency scaling
+    type: ""                    #   "" = none; llama3 = Llama 3.1's (the four keys below)
+    factor: 8.0
+    low_freq_factor: 1.0
+    high_freq_factor: 4.0
+    original_max_position_embeddings: 8192
+  tie_word_embeddings: false    # Llama family: the output projection is the token embedding (GPT-2: always)
+  qkv_bias: false               # Llama family: biases on the q, k, v projections (Qwen2)
+  sliding_window: 0             # Llama family: 0 = full causal attention; W = each position attends to the W
+                                #   latest positions, itself included (Mistral)
   pretrained: ""                # "" = random init; else weights to start from (any parallel layout, cast to the
                                 #   model's dtype): a Hugging Face GPT-2 folder (config.json + model.safetensors)
                                 #   or file, or a meshflow checkpoint (a run's output_dir, a `meshflow convert`

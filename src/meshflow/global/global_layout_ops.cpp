@@ -78,6 +78,29 @@ GlobalTensor reshape(const GlobalTensor& x, const Shape& shape) {
                       })[0];
 }
 
+GlobalTensor expand(const GlobalTensor& x, const Shape& shape) {
+  const Shape& in = x.logical_shape;
+  MF_CHECK(shape.size() == in.size(), "global expand: ", shape_str(in), " to ", shape_str(shape), " (same rank expected)");
+  for (size_t k = 0; k < in.size(); ++k)
+    MF_CHECK(in[k] == shape[k] || in[k] == 1, "global expand: axis ", k, " of ", shape_str(in), " cannot become ",
+             shape[k]);
+  auto candidates = [&] {
+    SignatureList l;
+    for (size_t k = 0; k < in.size(); ++k)
+      if (in[k] == shape[k]) l.push_back({{S(static_cast<int64_t>(k))}, {S(static_cast<int64_t>(k))}});
+    l.push_back({{kP}, {kP}});
+    l.push_back({{kB}, {kB}});
+    return l;
+  };
+  return apply_global(context_of(x.placement), "expand" + shape_str(in) + "->" + shape_str(shape), {x}, {shape},
+                      candidates, [&](const std::vector<Tensor>& t) -> std::vector<Tensor> {
+                        Shape local = t[0].shape();  // the expanded axes are whole on every rank
+                        for (size_t k = 0; k < in.size(); ++k)
+                          if (in[k] != shape[k]) local[k] = shape[k];
+                        return {mf::expand(t[0], local)};
+                      })[0];
+}
+
 GlobalTensor select(const GlobalTensor& x, int64_t axis, int64_t index) {
   const Shape& in = x.logical_shape;
   const int64_t a = normalize_axis(axis, static_cast<int64_t>(in.size()), "global select");

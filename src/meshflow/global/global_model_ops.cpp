@@ -126,6 +126,24 @@ GlobalTensor cross_entropy(const GlobalTensor& logits, const GlobalTensor& label
                       })[0];
 }
 
+GlobalTensor rope(const GlobalTensor& x, const std::vector<double>& inv_freq) {
+  const Shape& xs = x.logical_shape;
+  MF_CHECK(xs.size() == 4, "global rope: x ", shape_str(xs), " must be (batch, heads, seq, head_dim)");
+  auto candidates = [] { return SignatureList{{{S(0)}, {S(0)}}, {{S(1)}, {S(1)}}, {{kB}, {kB}}}; };
+  return apply_global(context_of(x.placement), "rope", {x}, {xs}, candidates,
+                      [&inv_freq](const std::vector<Tensor>& t) -> std::vector<Tensor> { return {mf::rope(t[0], inv_freq)}; })[0];
+}
+
+GlobalTensor rms_norm(const GlobalTensor& x, const GlobalTensor& weight, double eps) {
+  const Shape& xs = x.logical_shape;
+  MF_CHECK(!xs.empty() && weight.logical_shape == Shape{xs.back()}, "global rms_norm: x ", shape_str(xs), ", weight ",
+           shape_str(weight.logical_shape));
+  return apply_global(context_of(x.placement), "rms_norm", {x, weight}, {xs}, [&] { return last_axis_signatures(xs, 1); },
+                      [eps](const std::vector<Tensor>& t) -> std::vector<Tensor> {
+                        return {mf::rms_norm(t[0], t[1], eps)};
+                      })[0];
+}
+
 GlobalTensor map(const GlobalTensor& x, const char* name, const std::function<Tensor(const Tensor&)>& fn) {
   const Shape& xs = x.logical_shape;
   return apply_global(context_of(x.placement), name, {x}, {xs}, [&] { return unary_signatures(xs, false); },

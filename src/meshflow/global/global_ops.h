@@ -133,6 +133,8 @@ GlobalTensor transpose(const GlobalContext& ctx, const GlobalTensor& x, int64_t 
 //   select   index `i` of axis a, the axis removed: S(k != a) -> S(k shifted); (P) -> P; (B) -> B
 //   permute  S(k) -> S(position of k in dims); (P) -> P; (B) -> B (a view, no copy)
 GlobalTensor reshape(const GlobalTensor& x, const Shape& shape);
+//   expand   size-1 axes broadcast to `shape` (a view): S(k) of an axis kept -> S(k); (P) -> P; (B) -> B
+GlobalTensor expand(const GlobalTensor& x, const Shape& shape);
 GlobalTensor select(const GlobalTensor& x, int64_t axis, int64_t index);
 GlobalTensor permute(const GlobalTensor& x, const std::vector<int64_t>& dims);
 
@@ -145,12 +147,16 @@ GlobalTensor permute(const GlobalTensor& x, const std::vector<int64_t>& dims);
 //   cross_entropy logits (N, V), labels (N) -> the mean loss ()
 //            (S(1), B) -> B  the vocabulary-split cross-entropy (global/vocab_parallel.h);
 //            (B, B) -> B
+//   rope     x (B, H, T, D) rotated by position along T: (S(0)) -> S(0); (S(1)) -> S(1); (B) -> B
+//   rms_norm over the last axis, weight B: (S(i), B) -> S(i) for i < last; (B, B) -> B
 //   map      an elementwise unary function (casts, rounding): (S(k)) -> S(k); (B) -> B
 GlobalTensor embedding(const GlobalTensor& table, const GlobalTensor& ids);
 GlobalTensor dropout(const GlobalTensor& x, double p);
 GlobalTensor attention(const GlobalTensor& q, const GlobalTensor& k, const GlobalTensor& v,
                        const AttentionOptions& opts);
 GlobalTensor cross_entropy(const GlobalTensor& logits, const GlobalTensor& labels);
+GlobalTensor rope(const GlobalTensor& x, const std::vector<double>& inv_freq);
+GlobalTensor rms_norm(const GlobalTensor& x, const GlobalTensor& weight, double eps);
 // `name` names fn in errors and the signature cache.
 GlobalTensor map(const GlobalTensor& x, const char* name, const std::function<Tensor(const Tensor&)>& fn);
 // Recomputation (autograd/checkpoint.h) of a function of global tensors: its outputs keep the
@@ -160,6 +166,8 @@ std::vector<GlobalTensor> checkpoint(const GlobalFn& fn, const std::vector<Globa
 
 // ---- the ops above on their inputs' bound context
 inline GlobalTensor add(const GlobalTensor& a, const GlobalTensor& b) { return add(context_of(a.placement), a, b); }
+inline GlobalTensor mul(const GlobalTensor& a, const GlobalTensor& b) { return mul(context_of(a.placement), a, b); }
+inline GlobalTensor silu(const GlobalTensor& x) { return silu(context_of(x.placement), x); }
 inline GlobalTensor gelu(const GlobalTensor& x, bool tanh_approx = true) {
   return gelu(context_of(x.placement), x, tanh_approx);
 }

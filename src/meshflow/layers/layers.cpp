@@ -8,6 +8,28 @@ namespace {
 Tensor local_zeros(const nn::ParamLayout& l, const Place& p, DType dt) {
   return zeros(l.local_shape(p.split().size(), p.split().rank()), dt);
 }
+
+// The split a layer of `out` output features (in `groups` groups) takes on `place`: none on one
+// rank; kColumns checks that the ranks divide the units of each group (or replicates, when
+// allowed); kRows that they divide the `in` input features.
+WeightSplit resolved_split(WeightSplit split, int64_t in, int64_t out, int64_t groups, const SplitUnits& units,
+                           const Place& place, const char* layer) {
+  const int p = place.size();
+  MF_CHECK(groups >= 1 && out % groups == 0, layer, ": ", out, " output features do not form ", groups, " groups");
+  if (split == WeightSplit::kColumns) {
+    MF_CHECK(units.features >= 1 && (out / groups) % units.features == 0, layer, ": ", out / groups,
+             " output features per group are not whole units of ", units.features);
+    const int64_t n_units = out / groups / units.features;
+    if (n_units % p != 0 && units.or_replicate) return WeightSplit::kNone;
+    if (units.key)
+      MF_CHECK(n_units % p == 0, "train.dist.tensor_parallel_size ", p, " must divide ", units.key, " (", n_units, ")");
+    MF_CHECK(n_units % p == 0, layer, ": ", n_units, " units of ", units.features,
+             " output features per group are not divisible by the ", p, " ranks splitting them");
+  } else if (split == WeightSplit::kRows) {
+    MF_CHECK(in % p == 0, layer, ": ", in, " input features are not divisible by the ", p, " ranks splitting them");
+  }
+  return p > 1 ? split : WeightSplit::kNone;
+}
 }  // namespace
 
 Embedding::Embedding(int64_t num, int64_t dim, const Place& place, bool split_rows, DType dt)
@@ -42,25 +64,14 @@ GlobalTensor LayerNorm::forward(const GlobalTensor& x) const {
 
 Conv1D::Conv1D(int64_t in, int64_t out, const Place& place, WeightSplit split, DType dt, int64_t groups,
                SplitUnits units)
-    : in_(in), out_(out), groups_(groups), place_(place), split_(place.size() > 1 ? split : WeightSplit::kNone) {
-  const int p = place.size();
-  MF_CHECK(groups >= 1 && out % groups == 0, "Conv1D: ", out, " output features do not form ", groups, " groups");
+    : in_(in), out_(out), groups_(groups), place_(place),
+      split_(resolved_split(split, in, out, groups, units, place, "Conv1D")) {
   nn::ParamLayout w = nn::replicated_layout({in, out}), b = nn::replicated_layout({out});
-  if (split == WeightSplit::kColumns) {
-    MF_CHECK(units.features >= 1 && (out / groups) % units.features == 0, "Conv1D: ", out / groups,
-             " output features per group are not whole units of ", units.features);
-    const int64_t n_units = out / groups / units.features;
-    if (units.key)
-      MF_CHECK(n_units % p == 0, "train.dist.tensor_parallel_size ", p, " must divide ", units.key, " (", n_units, ")");
-    MF_CHECK(n_units % p == 0, "Conv1D: ", n_units, " units of ", units.features,
-             " output features per group are not divisible by the ", p, " ranks splitting them");
-    if (split_ == WeightSplit::kColumns) {
-      w = groups == 1 ? nn::split_layout({in, out}, 1) : nn::grouped_split_layout({in, out}, {in, groups, out / groups}, 2);
-      b = groups == 1 ? nn::split_layout({out}, 0) : nn::grouped_split_layout({out}, {groups, out / groups}, 1);
-    }
-  } else if (split == WeightSplit::kRows) {
-    MF_CHECK(in % p == 0, "Conv1D: ", in, " input features are not divisible by the ", p, " ranks splitting them");
-    if (split_ == WeightSplit::kRows) w = nn::split_layout({in, out}, 0);
+  if (split_ == WeightSplit::kColumns) {
+    w = groups == 1 ? nn::split_layout({in, out}, 1) : nn::grouped_split_layout({in, out}, {in, groups, out / groups}, 2);
+    b = groups == 1 ? nn::split_layout({out}, 0) : nn::grouped_split_layout({out}, {groups, out / groups}, 1);
+  } else if (split_ == WeightSplit::kRows) {
+    w = nn::split_layout({in, out}, 0);
   }
   weight = register_parameter("weight", local_zeros(w, place, dt), w);
   bias = register_parameter("bias", local_zeros(b, place, dt), b);
@@ -100,6 +111,52 @@ GlobalTensor Conv1D::forward(const GlobalTensor& x) const {
   grouped.back() = groups_;
   grouped.push_back(out_ / groups_);
   return global::reshape(y, grouped);
+}
+
+Linear::Linear(int64_t in, int64_t out, const Place& place, WeightSplit split, DType dt, bool with_bias,
+               SplitUnits units)
+    : in_(in), out_(out), place_(place), split_(resolved_split(split, in, out, 1, units, place, "Linear")),
+      whole_input_(split == WeightSplit::kColumns) {
+  nn::ParamLayout w = nn::replicated_layout({out, in}), b = nn::replicated_layout({out});
+  if (split_ == WeightSplit::kColumns) {
+    w = nn::split_layout({out, in}, 0);
+    b = nn::split_layout({out}, 0);
+  } else if (split_ == WeightSplit::kRows) {
+    w = nn::split_layout({out, in}, 1);
+  }
+  weight = register_parameter("weight", local_zeros(w, place, dt), w);
+  if (with_bias) bias = register_parameter("bias", local_zeros(b, place, dt), b);
+}
+
+GlobalTensor Linear::forward(const GlobalTensor& x) const {
+  const DType storage = weight.dtype();
+  const Tensor w = nn::compute(weight), b = nn::compute(bias);
+  MF_CHECK(!x.logical_shape.empty() && x.logical_shape.back() == in_, "Linear: x ", x.str(), " for ", in_,
+           " input features");
+  const GlobalTensor no_bias;
+  switch (split_) {
+    case WeightSplit::kColumns: {  // x B; the local GEMM gives this rank's output features
+      const GlobalTensor wg = place_.wrap(w, place_.split_on(0), {out_, in_});
+      const GlobalTensor bg = bias.defined() ? place_.wrap(b, place_.split_on(0), {out_}) : no_bias;
+      return round_to(global::linear(global::box(x, place_.broadcast()), wg, bg), storage);
+    }
+    case WeightSplit::kRows: {  // the partial sums reduced, then the bias added and the sum rounded
+      const GlobalTensor partial = global::linear(x, place_.wrap(w, place_.split_on(1), {out_, in_}));  // P
+      const GlobalTensor y = global::box(partial, place_.hidden_sbp());
+      return round_to(bias.defined() ? global::add(y, place_.wrap(b)) : y, storage);
+    }
+    case WeightSplit::kNone:
+      break;
+  }
+  const GlobalTensor xin = whole_input_ ? global::box(x, place_.broadcast()) : x;
+  return round_to(global::linear(xin, place_.wrap(w), bias.defined() ? place_.wrap(b) : no_bias), storage);
+}
+
+RMSNorm::RMSNorm(int64_t dim, double eps, const Place& place, DType dt)
+    : weight(register_parameter("weight", ones({dim}, dt))), eps_(eps), place_(place) {}
+
+GlobalTensor RMSNorm::forward(const GlobalTensor& x) const {
+  return round_to(global::rms_norm(x, place_.wrap(nn::compute(weight)), eps_), weight.dtype());
 }
 
 }  // namespace mf::layers

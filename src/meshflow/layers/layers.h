@@ -59,10 +59,12 @@ enum class WeightSplit { kNone, kColumns, kRows };
 
 // The output features of a kColumns layer split in whole units of `features` (attention heads of
 // head_dim features), which the model config counts as `key` (named in the error when the ranks
-// do not divide them).
+// do not divide them). or_replicate: when they do not, keep the layer whole on every rank (B
+// weights and output) instead of failing — key/value heads fewer than the ranks.
 struct SplitUnits {
   int64_t features = 1;
   const char* key = nullptr;
+  bool or_replicate = false;
 };
 
 class Conv1D : public nn::Module {
@@ -77,6 +79,34 @@ class Conv1D : public nn::Module {
   int64_t in_, out_, groups_;
   Place place_;
   WeightSplit split_;
+};
+
+// y = x W^T + b with W (out, in) (torch.nn.Linear's layout), bias optional; splits as Conv1D's
+// (kColumns: W S(0), b S(0), y S(last); kRows: W S(1), y boxed to the hidden SBP, then b).
+class Linear : public nn::Module {
+ public:
+  Linear(int64_t in, int64_t out, const Place& place, WeightSplit split, DType dt = DType::kF32, bool with_bias = true,
+         SplitUnits units = {});
+  GlobalTensor forward(const GlobalTensor& x) const;  // x (..., in) -> (..., out)
+  Tensor weight, bias;                                // bias undefined without one
+
+ private:
+  int64_t in_, out_;
+  Place place_;
+  WeightSplit split_;
+  bool whole_input_;  // kColumns asked for: x is boxed to B even when the layer stays whole
+};
+
+// RMSNorm over the last axis (x / sqrt(mean(x^2) + eps) * weight), weight B; keeps x's SBP.
+class RMSNorm : public nn::Module {
+ public:
+  RMSNorm(int64_t dim, double eps, const Place& place, DType dt = DType::kF32);
+  GlobalTensor forward(const GlobalTensor& x) const;
+  Tensor weight;
+
+ private:
+  double eps_;
+  Place place_;
 };
 
 }  // namespace mf::layers

@@ -55,6 +55,8 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
   MF_CHECK(v.shape(2) == Tk, kOp, ": k ", k.str(), " and v ", v.str(), " differ in sequence length");
   MF_CHECK(D > 0 && Tk > 0, kOp, ": empty head dim or key sequence, q ", q.str(), ", k ", k.str());
   MF_CHECK(!opts.causal || Tq == Tk, kOp, ": causal attention needs Tq == Tk, got q ", q.str(), ", k ", k.str());
+  MF_CHECK(opts.window >= 0 && (opts.window == 0 || opts.causal), kOp, ": a sliding window (", opts.window,
+           ") needs causal attention and must be >= 0");
   MF_CHECK(opts.dropout_p >= 0.0 && opts.dropout_p < 1.0, kOp, ": dropout_p must be in [0, 1), got ", opts.dropout_p);
   MF_CHECK(std::isfinite(opts.scale), kOp, ": scale must be finite, got ", opts.scale);
   Tensor mask;
@@ -69,6 +71,7 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
 
   kernels::AttentionParams p;
   p.causal = opts.causal;
+  p.window = opts.window;
   p.scale = opts.scale == 0.0 ? 1.0 / std::sqrt(static_cast<double>(D)) : opts.scale;
   p.dropout_p = opts.dropout_p;
   if (p.dropout_p > 0.0) {

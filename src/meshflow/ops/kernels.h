@@ -84,6 +84,7 @@ struct AttentionParams {
   uint64_t dropout_offset = 0;
   int64_t logical_heads = 0;  // 0: H
   int64_t head_offset = 0;
+  int64_t window = 0;  // > 0 (causal): query i sees keys (i - window, i]
 };
 // q (B,H,Tq,D), k/v (B,H,Tk,D), out (B,H,Tq,D): last axis contiguous, other strides free.
 // mask (B,Tk) bool or undefined; lse (B,H,Tq) f32/f64 contiguous: row log-sum-exp.
@@ -116,8 +117,9 @@ using AdamWUpdate = void(const Tensor& param, const Tensor& grad, const Tensor& 
 using SgdUpdate = void(const Tensor& param, const Tensor& grad, const Tensor& momentum_buf, double lr,
                        double momentum, double weight_decay);
 
-// x (B, H, T, D) contiguous -> out: rotation by +angle (sign = 1) or its inverse (sign = -1).
-using Rope = void(const Tensor& x, double base, int64_t position_offset, int sign, const Tensor& out);
+// x (B, H, T, D) contiguous -> out: rotation by +angle (sign = 1) or its inverse (sign = -1);
+// pair i of position t turns by (t + position_offset) * inv_freq[i] (D / 2 host values).
+using Rope = void(const Tensor& x, const double* inv_freq, int64_t position_offset, int sign, const Tensor& out);
 
 // Row-major C(M,N) = act(op(A) op(B) + bias), one GEMM with a fused epilogue (no beta: C is
 // only written). bias (N) contiguous or null; act 0: none, 1: GELU (tanh approximation);

@@ -96,6 +96,8 @@ struct AttentionOptions {
   // logical_heads (0: H); dropout then draws what the whole would at those heads.
   int64_t logical_heads = 0;
   int64_t head_offset = 0;
+  // Sliding window (causal only; 0: none): query i sees keys (i - window, i], itself included.
+  int64_t window = 0;
 };
 // q (B, H, Tq, D), k and v (B, H, Tk, D), any strides with the last axis contiguous
 // (so q/k/v sliced from a fused (B, T, 3, H, D) projection need no copy) -> out (B, H, Tq, D).
@@ -114,6 +116,10 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore
 // x (B, H, T, D) with D even: rotates pairs (i, i + D/2) of each head vector by angle
 // (t + position_offset) * base^(-2i/D) (the GPT-NeoX / Llama "rotate half" layout).
 Tensor rope(const Tensor& x, double base = 10000.0, int64_t position_offset = 0);
+// The same with the pair frequencies given: pair i rotates by (t + position_offset) *
+// inv_freq[i] (D / 2 of them; rope_inv_freq(D, base) for the plain base^(-2i/D)).
+Tensor rope(const Tensor& x, const std::vector<double>& inv_freq, int64_t position_offset = 0);
+std::vector<double> rope_inv_freq(int64_t head_dim, double base);
 
 // ---- matrix products (ops/matmul.cpp), through the BLAS with no copies for transposed views
 // a (..., M, K) @ b (..., K, N) -> (..., M, N), batch axes broadcast; 1-D operands as in numpy.

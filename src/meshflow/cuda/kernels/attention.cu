@@ -102,6 +102,7 @@ Args make_args(const char* op, const Tensor& q, const Tensor& k, const Tensor& m
   MF_CHECK(a.D >= 1 && a.D <= 128, op, ": head dim ", a.D, " of q ", q.str(), " is not in [1, 128]");
   MF_CHECK(a.Tk >= 1, op, ": k ", k.str(), " has no keys");
   MF_CHECK(!p.causal || a.Tq == a.Tk, op, ": causal attention needs Tq == Tk, got q ", q.str(), ", k ", k.str());
+  MF_CHECK(p.window == 0, op, ": sliding-window attention (window ", p.window, ") is not implemented on CUDA yet");
   MF_CHECK(std::isfinite(p.scale), op, ": scale ", p.scale, " is not finite");
   a.causal = p.causal;
   a.scale = p.scale;

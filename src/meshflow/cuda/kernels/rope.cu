@@ -28,7 +28,7 @@ __global__ void rope_kernel_dev(const T* x, const Acc<T>* table, T* out, int64_t
 
 // x (B, H, T, D) contiguous -> out: rotation by +angle (sign = 1) or its inverse (sign = -1).
 template <class T>
-void rope_kernel(const Tensor& x, double base, int64_t position_offset, int sign, const Tensor& out) {
+void rope_kernel(const Tensor& x, const double* inv_freq, int64_t position_offset, int sign, const Tensor& out) {
   using A = Acc<T>;
   const char* name = "rope (cuda)";
   constexpr DType dt = dtype_of_device<T>();
@@ -45,9 +45,6 @@ void rope_kernel(const Tensor& x, double base, int64_t position_offset, int sign
   if (BH * S * half == 0) return;
   // The table, as the CPU kernel computes it.
   std::vector<A> table(static_cast<size_t>(2 * S * half));
-  std::vector<double> inv_freq(static_cast<size_t>(half));
-  for (int64_t i = 0; i < half; ++i)
-    inv_freq[i] = std::pow(base, -2.0 * static_cast<double>(i) / static_cast<double>(D));
   for (int64_t t = 0; t < S; ++t)
     for (int64_t i = 0; i < half; ++i) {
       double a = static_cast<double>(t + position_offset) * inv_freq[i];

@@ -66,12 +66,18 @@ inline uint64_t rng_base(const AttentionParams& p, int64_t bh, int64_t H, int64_
 
 // Number of unmasked-by-causality keys of query row i: causal requires Tq == Tk, key j <= i.
 inline int64_t row_keys(const AttentionParams& p, int64_t i, int64_t tk) { return p.causal ? i + 1 : tk; }
+// The first key query row i sees: i - window + 1 under a sliding window, else 0.
+inline int64_t row_first(const AttentionParams& p, int64_t i) {
+  return p.window > 0 ? std::max<int64_t>(0, i - p.window + 1) : 0;
+}
 
-// In-place masked softmax of one row of scores s[0, kend) with `n` causally visible keys:
-// returns the row log-sum-exp (-inf when every key is masked; the row is then zeroed).
+// In-place masked softmax of one row of scores s[0, kend) with `n` causally visible keys, those
+// before `first` masked (a sliding window): returns the row log-sum-exp (-inf when every key is
+// masked; the row is then zeroed).
 template <class T>
-T softmax_row(T* s, int64_t kend, int64_t n, const bool* pad, T* inv_sum) {
+T softmax_row(T* s, int64_t kend, int64_t n, int64_t first, const bool* pad, T* inv_sum) {
   const T ninf = -std::numeric_limits<T>::infinity();
+  std::fill(s, s + std::min(first, n), ninf);
   if (pad) {
     for (int64_t j = 0; j < n; ++j) s[j] = pad[j] ? ninf : s[j];
   }
@@ -136,7 +142,7 @@ void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const 
       for (int64_t r = 0; r < m; ++r) {
         const int64_t i = i0 + r;
         T* row = s.data() + r * lds;
-        lp[bh * Tq + i] = softmax_row(row, kend, row_keys(p, i, Tk), pad, &inv[r]);
+        lp[bh * Tq + i] = softmax_row(row, kend, row_keys(p, i, Tk), row_first(p, i), pad, &inv[r]);
         T sc = inv[r] * keep_scale;
         if (drop) {
           dropout_keep(p.seed, p.stream, rng_base(p, bh, H, Tq, Tk, i), kend, p.dropout_p, keep.data());
@@ -231,6 +237,7 @@ void attention_backward(const Tensor& dout, const Tensor& q, const Tensor& k, co
           for (int64_t j = 0; j < n; ++j) row[j] = fast_exp(row[j] - l);
           if (pad)
             for (int64_t j = 0; j < n; ++j) row[j] = pad[j] ? T(0) : row[j];
+          std::fill(row, row + std::min(row_first(p, i), n), T(0));
           std::fill(row + n, row + kend, T(0));
           if (drop) {
             uint8_t* kr = keep.data() + r * lds;

@@ -11,15 +11,12 @@ namespace mf::cpu {
 namespace {
 
 // x (B, H, T, D) contiguous -> out (B, H, T, D): pairs (i, i + D/2) rotated by sign * theta,
-// theta = (t + offset) * base^(-2i/D).
+// theta = (t + offset) * inv_freq[i].
 template <class T>
-void rope_kernel(const Tensor& x, double base, int64_t position_offset, int sign, const Tensor& out) {
+void rope_kernel(const Tensor& x, const double* inv_freq, int64_t position_offset, int sign, const Tensor& out) {
   const int64_t BH = x.shape(0) * x.shape(1), S = x.shape(2), D = x.shape(3), half = D / 2;
   if (BH * S * half == 0) return;
   std::vector<T> cs(static_cast<size_t>(S * half)), sn(static_cast<size_t>(S * half));
-  std::vector<double> inv_freq(half);
-  for (int64_t i = 0; i < half; ++i)
-    inv_freq[i] = std::pow(base, -2.0 * static_cast<double>(i) / static_cast<double>(D));
   for (int64_t t = 0; t < S; ++t)
     for (int64_t i = 0; i < half; ++i) {
       double a = static_cast<double>(t + position_offset) * inv_freq[i];

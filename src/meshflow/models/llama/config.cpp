@@ -1,0 +1,177 @@
+#include "meshflow/models/llama/config.h"
+
+#include <algorithm>
+#include <cmath>
+#include <iomanip>
+#include <numbers>
+#include <sstream>
+
+#include "meshflow/ops/ops.h"
+
+namespace mf::models {
+
+const char* llama_variant_name(LlamaVariant v) {
+  switch (v) {
+    case LlamaVariant::kQwen2: return "qwen2";
+    case LlamaVariant::kMistral: return "mistral";
+    case LlamaVariant::kLlama: break;
+  }
+  return "llama";
+}
+
+std::vector<double> LlamaConfig::rope_inv_freq() const {
+  const int64_t D = dim(), half = D / 2;
+  std::vector<double> f(static_cast<size_t>(half));
+  for (int64_t i = 0; i < half; ++i) f[static_cast<size_t>(i)] = std::pow(rope_theta, -2.0 * static_cast<double>(i) / static_cast<double>(D));
+  if (!llama3_rope) return f;
+  // Llama 3.1: wavelengths longer than the original context / low_freq_factor are slowed down by
+  // `factor`, shorter than context / high_freq_factor kept, those between interpolated.
+  const Llama3RopeScaling& s = rope_scaling;
+  const double context = static_cast<double>(s.original_max_position_embeddings);
+  const double low_wavelen = context / s.low_freq_factor, high_wavelen = context / s.high_freq_factor;
+  for (double& x : f) {
+    const double wavelen = 2.0 * std::numbers::pi / x;
+    if (wavelen < high_wavelen) continue;
+    if (wavelen > low_wavelen) {
+      x /= s.factor;
+      continue;
+    }
+    const double smooth = (context / wavelen - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor);
+    x = (1.0 - smooth) * x / s.factor + smooth * x;
+  }
+  return f;
+}
+
+DType LlamaConfig::activation_dtype(Device device) const {
+  return native_half(device, settings.dtype) ? settings.dtype : compute_dtype(settings.dtype);
+}
+
+void LlamaConfig::validate() const {
+  const char* v = llama_variant_name(variant);
+  MF_CHECK(vocab_size > 0 && max_seq_length > 0 && hidden_size > 0 && num_layers > 0 && num_attention_heads > 0 &&
+               ffn_hidden_size > 0 && kv_heads() > 0,
+           v, ": model sizes must be positive (vocab_size ", vocab_size, ", max_seq_length ", max_seq_length,
+           ", hidden_size ", hidden_size, ", num_layers ", num_layers, ", num_attention_heads ", num_attention_heads,
+           ", num_key_value_heads ", kv_heads(), ", ffn_hidden_size ", ffn_hidden_size, ")");
+  MF_CHECK(head_dim > 0 || hidden_size % num_attention_heads == 0, v, ": model.hidden_size ", hidden_size,
+           " is not divisible by model.num_attention_heads ", num_attention_heads, " (set model.head_dim)");
+  MF_CHECK(dim() % 2 == 0, v, ": the head dimension ", dim(), " must be even (rotary embeddings rotate pairs)");
+  MF_CHECK(num_attention_heads % kv_heads() == 0, v, ": model.num_key_value_heads ", kv_heads(),
+           " must divide model.num_attention_heads ", num_attention_heads);
+  MF_CHECK(rope_theta > 0.0, v, ": model.rope_theta must be positive, got ", rope_theta);
+  MF_CHECK(sliding_window >= 0, v, ": model.sliding_window must be >= 0 (0: none), got ", sliding_window);
+  MF_CHECK(attention_dropout_prob >= 0.0 && attention_dropout_prob < 1.0, v,
+           ": model.attention_dropout_prob must be in [0, 1), got ", attention_dropout_prob);
+  if (llama3_rope) {
+    const Llama3RopeScaling& s = rope_scaling;
+    MF_CHECK(s.factor > 0.0 && s.low_freq_factor > 0.0 && s.high_freq_factor > s.low_freq_factor &&
+                 s.original_max_position_embeddings > 0,
+             v, ": model.rope_scaling needs factor > 0, 0 < low_freq_factor < high_freq_factor and "
+             "original_max_position_embeddings > 0");
+  }
+  MF_CHECK(is_floating(settings.dtype), v, ": the parameter dtype must be f32, f64, bf16 or f16");
+}
+
+LlamaConfig llama_config(const Config& c, int64_t tokenizer_vocab_size) {
+  LlamaConfig m;
+  const std::string name = c.get_string("model.name");
+  m.variant = name == "qwen2" ? LlamaVariant::kQwen2 : name == "mistral" ? LlamaVariant::kMistral : LlamaVariant::kLlama;
+  m.vocab_size = std::max(c.get_int("model.vocab_size"), tokenizer_vocab_size);
+  m.max_seq_length = c.get_int("model.max_seq_length");
+  m.hidden_size = c.get_int("model.hidden_size");
+  m.num_layers = c.get_int("model.num_layers");
+  m.num_attention_heads = c.get_int("model.num_attention_heads");
+  m.num_key_value_heads = c.get_int("model.num_key_value_heads");
+  m.head_dim = c.get_int("model.head_dim");
+  m.ffn_hidden_size = c.get_int("model.ffn_hidden_size");
+  if (m.ffn_hidden_size == 0) m.ffn_hidden_size = 4 * m.hidden_size;
+  m.rms_norm_eps = c.get_float("model.layernorm_epsilon");
+  m.rope_theta = c.get_float("model.rope_theta");
+  const std::string scaling = c.get_string("model.rope_scaling.type");
+  MF_CHECK(scaling.empty() || scaling == "llama3", name, ": model.rope_scaling.type '", scaling,
+           "' is not supported (\"\" or llama3)");
+  m.llama3_rope = scaling == "llama3";
+  m.rope_scaling.factor = c.get_float("model.rope_scaling.factor");
+  m.rope_scaling.low_freq_factor = c.get_float("model.rope_scaling.low_freq_factor");
+  m.rope_scaling.high_freq_factor = c.get_float("model.rope_scaling.high_freq_factor");
+  m.rope_scaling.original_max_position_embeddings = c.get_int("model.rope_scaling.original_max_position_embeddings");
+  m.tie_word_embeddings = c.get_bool("model.tie_word_embeddings");
+  m.qkv_bias = c.get_bool("model.qkv_bias");
+  m.sliding_window = c.get_int("model.sliding_window");
+  m.attention_dropout_prob = c.get_float("model.attention_dropout_prob");
+  for (const char* key : {"model.embedding_dropout_prob", "model.output_dropout_prob"})
+    MF_CHECK(c.get_float(key) == 0.0, name, ": ", key, " must be 0 (the Llama family has no such dropout; "
+             "model.attention_dropout_prob is its only one)");
+  m.initializer_range = c.get_float("model.initializer_range");
+  m.settings = training_settings(c);
+  m.validate();
+  return m;
+}
+
+Config llama_model_config(const LlamaConfig& m) {
+  Config y;
+  auto num = [](double v) {
+    std::ostringstream os;
+    os << std::setprecision(17) << v;
+    return os.str();
+  };
+  auto flag = [](bool b) { return std::string(b ? "true" : "false"); };
+  y.set("model.name", llama_variant_name(m.variant));
+  y.set("model.num_layers", std::to_string(m.num_layers));
+  y.set("model.hidden_size", std::to_string(m.hidden_size));
+  y.set("model.num_attention_heads", std::to_string(m.num_attention_heads));
+  y.set("model.num_key_value_heads", std::to_string(m.kv_heads()));
+  y.set("model.head_dim", std::to_string(m.head_dim));
+  y.set("model.ffn_hidden_size", std::to_string(m.ffn_hidden_size));
+  y.set("model.max_seq_length", std::to_string(m.max_seq_length));
+  y.set("model.vocab_size", std::to_string(m.vocab_size));
+  y.set("model.layernorm_epsilon", num(m.rms_norm_eps));
+  y.set("model.rope_theta", num(m.rope_theta));
+  y.set("model.rope_scaling.type", m.llama3_rope ? "llama3" : "");
+  y.set("model.rope_scaling.factor", num(m.rope_scaling.factor));
+  y.set("model.rope_scaling.low_freq_factor", num(m.rope_scaling.low_freq_factor));
+  y.set("model.rope_scaling.high_freq_factor", num(m.rope_scaling.high_freq_factor));
+  y.set("model.rope_scaling.original_max_position_embeddings", std::to_string(m.rope_scaling.original_max_position_embeddings));
+  y.set("model.tie_word_embeddings", flag(m.tie_word_embeddings));
+  y.set("model.qkv_bias", flag(m.qkv_bias));
+  y.set("model.sliding_window", std::to_string(m.sliding_window));
+  y.set("model.embedding_dropout_prob", "0.0");
+  y.set("model.output_dropout_prob", "0.0");
+  y.set("model.attention_dropout_prob", num(m.attention_dropout_prob));
+  y.set("model.initializer_range", num(m.initializer_range));
+  return y;
+}
+
+std::string llama_describe(const LlamaConfig& m) {
+  static const char* names[] = {"Llama", "Qwen2", "Mistral"};
+  std::string s = detail::cat(names[static_cast<int>(m.variant)], ": layers ", m.num_layers, ", hidden ", m.hidden_size,
+                              ", heads ", m.num_attention_heads, " (kv ", m.kv_heads(), "), MLP ", m.ffn_hidden_size,
+                              ", vocabulary ", m.vocab_size, ", positions ", m.max_seq_length);
+  if (m.sliding_window > 0) s += detail::cat(", window ", m.sliding_window);
+  return s;
+}
+
+std::vector<std::pair<std::string, Shape>> llama_parameter_shapes(const LlamaConfig& m) {
+  const int64_t C = m.hidden_size, F = m.ffn_hidden_size, Q = m.num_attention_heads * m.dim(), KV = m.kv_heads() * m.dim();
+  std::vector<std::pair<std::string, Shape>> out = {{"model.embed_tokens.weight", {m.vocab_size, C}}};
+  for (int64_t l = 0; l < m.num_layers; ++l) {
+    const std::string p = "model.layers." + std::to_string(l) + ".";
+    out.emplace_back(p + "input_layernorm.weight", Shape{C});
+    out.emplace_back(p + "self_attn.q_proj.weight", Shape{Q, C});
+    if (m.qkv_bias) out.emplace_back(p + "self_attn.q_proj.bias", Shape{Q});
+    out.emplace_back(p + "self_attn.k_proj.weight", Shape{KV, C});
+    if (m.qkv_bias) out.emplace_back(p + "self_attn.k_proj.bias", Shape{KV});
+    out.emplace_back(p + "self_attn.v_proj.weight", Shape{KV, C});
+    if (m.qkv_bias) out.emplace_back(p + "self_attn.v_proj.bias", Shape{KV});
+    out.emplace_back(p + "self_attn.o_proj.weight", Shape{C, Q});
+    out.emplace_back(p + "post_attention_layernorm.weight", Shape{C});
+    out.emplace_back(p + "mlp.gate_proj.weight", Shape{F, C});
+    out.emplace_back(p + "mlp.up_proj.weight", Shape{F, C});
+    out.emplace_back(p + "mlp.down_proj.weight", Shape{C, F});
+  }
+  out.emplace_back("model.norm.weight", Shape{C});
+  if (!m.tie_word_embeddings) out.emplace_back("lm_head.weight", Shape{m.vocab_size, C});
+  return out;
+}
+
+}  // namespace mf::models

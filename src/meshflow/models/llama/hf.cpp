@@ -1,0 +1,170 @@
+#include "meshflow/models/llama/hf.h"
+
+#include <cstring>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <type_traits>
+
+#include "meshflow/io/safetensors.h"
+
+namespace mf::models {
+
+using json = nlohmann::ordered_json;
+
+namespace {
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// j[key] as T, `fallback` when absent or null; throws naming the file and the key for a wrong type.
+template <class T>
+T get(const json& j, const std::string& path, const char* key, T fallback) {
+  if (!j.contains(key) || j[key].is_null()) return fallback;
+  try {
+    return j[key].get<T>();
+  } catch (const json::exception&) {
+    const char* want = std::is_same_v<T, bool> ? "a bool" : std::is_same_v<T, std::string> ? "a string" : "a number";
+    MF_THROW(path, ": \"", key, "\" is ", j[key].dump(), ", expected ", want);
+  }
+}
+
+void read_rope_scaling(const json& j, const std::string& path, LlamaConfig& c) {
+  if (!j.contains("rope_scaling") || j["rope_scaling"].is_null()) return;
+  const json& r = j["rope_scaling"];
+  MF_CHECK(r.is_object(), path, ": \"rope_scaling\" must be an object or null");
+  const std::string type = get(r, path, "rope_type", get(r, path, "type", std::string()));
+  MF_CHECK(type == "llama3" || type == "default", path, ": rope_scaling type '", type,
+           "' is not supported (meshflow computes \"llama3\" and \"default\")");
+  if (type == "default") return;
+  c.llama3_rope = true;
+  c.rope_scaling.factor = get(r, path, "factor", 8.0);
+  c.rope_scaling.low_freq_factor = get(r, path, "low_freq_factor", 1.0);
+  c.rope_scaling.high_freq_factor = get(r, path, "high_freq_factor", 4.0);
+  c.rope_scaling.original_max_position_embeddings = get(r, path, "original_max_position_embeddings", int64_t{8192});
+}
+
+// What meshflow's Llama does not compute, per class.
+void check_supported(const json& j, const std::string& path, LlamaVariant v) {
+  const std::string act = get(j, path, "hidden_act", std::string("silu"));
+  MF_CHECK(act == "silu", path, ": hidden_act '", act, "' is not supported (meshflow's Llama uses silu)");
+  MF_CHECK(!get(j, path, "mlp_bias", false), path, ": mlp_bias true is not supported");
+  if (v == LlamaVariant::kLlama)
+    MF_CHECK(!get(j, path, "attention_bias", false), path,
+             ": attention_bias true (biases on q, k, v and o) is not supported");
+  if (v == LlamaVariant::kQwen2)
+    MF_CHECK(!get(j, path, "use_sliding_window", false), path,
+             ": use_sliding_window true (Qwen2's per-layer windows) is not supported");
+}
+
+}  // namespace
+
+LlamaConfig llama_config_from_hf(const std::string& path) {
+  const json j = io::read_json_file(path);
+  MF_CHECK(j.is_object(), path, ": not a JSON object");
+  const std::string type = get(j, path, "model_type", std::string("llama"));
+  LlamaConfig c;
+  if (type == "qwen2") {
+    c.variant = LlamaVariant::kQwen2;
+    c.qkv_bias = true;
+  } else if (type == "mistral") {
+    c.variant = LlamaVariant::kMistral;
+  } else {
+    MF_CHECK(type == "llama", path, ": model_type '", type, "' is not one of llama, qwen2, mistral");
+  }
+  check_supported(j, path, c.variant);
+  c.vocab_size = get(j, path, "vocab_size", int64_t{32000});
+  c.hidden_size = get(j, path, "hidden_size", int64_t{4096});
+  c.ffn_hidden_size = get(j, path, "intermediate_size", int64_t{11008});
+  c.num_layers = get(j, path, "num_hidden_layers", int64_t{32});
+  c.num_attention_heads = get(j, path, "num_attention_heads", int64_t{32});
+  c.num_key_value_heads = get(j, path, "num_key_value_heads", c.num_attention_heads);
+  c.head_dim = get(j, path, "head_dim", int64_t{0});
+  if (c.head_dim == c.hidden_size / c.num_attention_heads) c.head_dim = 0;
+  c.max_seq_length = get(j, path, "max_position_embeddings", int64_t{4096});
+  c.rms_norm_eps = get(j, path, "rms_norm_eps", 1e-6);
+  c.rope_theta = get(j, path, "rope_theta", 10000.0);
+  read_rope_scaling(j, path, c);
+  c.tie_word_embeddings = get(j, path, "tie_word_embeddings", false);
+  if (c.variant == LlamaVariant::kMistral) c.sliding_window = get(j, path, "sliding_window", int64_t{0});
+  c.attention_dropout_prob = get(j, path, "attention_dropout", 0.0);
+  c.initializer_range = get(j, path, "initializer_range", 0.02);
+  try {
+    c.validate();
+  } catch (const Error& e) {
+    MF_THROW(path, ": ", e.what());
+  }
+  return c;
+}
+
+std::string llama_config_to_hf(const LlamaConfig& c, DType dtype) {
+  const char* torch_dtype = dtype == DType::kBF16  ? "bfloat16"
+                            : dtype == DType::kF16 ? "float16"
+                            : dtype == DType::kF64 ? "float64"
+                                                   : "float32";
+  static const char* architectures[] = {"LlamaForCausalLM", "Qwen2ForCausalLM", "MistralForCausalLM"};
+  json j = {{"architectures", {architectures[static_cast<int>(c.variant)]}},
+            {"model_type", llama_variant_name(c.variant)},
+            {"vocab_size", c.vocab_size},
+            {"hidden_size", c.hidden_size},
+            {"intermediate_size", c.ffn_hidden_size},
+            {"num_hidden_layers", c.num_layers},
+            {"num_attention_heads", c.num_attention_heads},
+            {"num_key_value_heads", c.kv_heads()},
+            {"head_dim", c.dim()},
+            {"hidden_act", "silu"},
+            {"max_position_embeddings", c.max_seq_length},
+            {"rms_norm_eps", c.rms_norm_eps},
+            {"rope_theta", c.rope_theta},
+            {"rope_scaling", nullptr},
+            {"tie_word_embeddings", c.tie_word_embeddings},
+            {"attention_dropout", c.attention_dropout_prob},
+            {"initializer_range", c.initializer_range},
+            {"use_cache", true},
+            {"torch_dtype", torch_dtype}};
+  if (c.llama3_rope)
+    j["rope_scaling"] = {{"rope_type", "llama3"},
+                         {"factor", c.rope_scaling.factor},
+                         {"low_freq_factor", c.rope_scaling.low_freq_factor},
+                         {"high_freq_factor", c.rope_scaling.high_freq_factor},
+                         {"original_max_position_embeddings", c.rope_scaling.original_max_position_embeddings}};
+  if (c.variant == LlamaVariant::kLlama) {
+    j["attention_bias"] = false;
+    j["mlp_bias"] = false;
+  }
+  if (c.variant == LlamaVariant::kQwen2) j["use_sliding_window"] = false;
+  if (c.variant == LlamaVariant::kMistral) j["sliding_window"] = c.sliding_window > 0 ? json(c.sliding_window) : json(nullptr);
+  return j.dump(2) + "\n";
+}
+
+nn::NamedTensors read_hf_llama_tensors(const io::HfModelFiles& files, const LlamaConfig& c) {
+  std::set<std::string> names;
+  for (const auto& [name, shape] : llama_parameter_shapes(c)) names.insert(name);
+  nn::NamedTensors out;
+  Tensor lm_head;
+  std::string lm_head_file;
+  for (const std::string& file : files.weights) {
+    for (auto& [name, t] : io::load_safetensors(file).tensors) {
+      if (ends_with(name, "rotary_emb.inv_freq")) continue;  // a buffer, recomputed from rope_theta
+      if (c.tie_word_embeddings && name == "lm_head.weight") {
+        lm_head = t;
+        lm_head_file = file;
+        continue;
+      }
+      MF_CHECK(names.count(name), file, ": unknown tensor '", name, "' (not a parameter of ", llama_describe(c), ")");
+      out.emplace_back(name, t);
+    }
+  }
+  if (lm_head.defined()) {  // tied: must be the embedding itself
+    const Tensor* table = nullptr;
+    for (const auto& [name, t] : out)
+      if (name == "model.embed_tokens.weight") table = &t;
+    MF_CHECK(table != nullptr && table->shape() == lm_head.shape() && table->dtype() == lm_head.dtype() &&
+                 std::memcmp(table->raw_data(), lm_head.raw_data(), lm_head.nbytes()) == 0,
+             lm_head_file, ": lm_head.weight ", lm_head.str(), " differs from model.embed_tokens.weight while "
+             "tie_word_embeddings is true");
+  }
+  return out;
+}
+
+}  // namespace mf::models

@@ -1,0 +1,73 @@
+#include "meshflow/models/llama/spec.h"
+
+#include "meshflow/models/llama/hf.h"
+#include "meshflow/models/llama/model.h"
+
+namespace mf::models::llama {
+
+namespace {
+
+// The sizes of a run config's model.* keys alone (no training settings).
+LlamaConfig sizes(const Config& c) { return llama_config(c, 0); }
+
+Config checkpoint_config(const nn::NamedTensors& tensors, const Config* run, const std::string& source) {
+  MF_CHECK(run != nullptr, source, ": a Llama-family checkpoint needs the run's config.yaml (or a Hugging Face "
+           "config.json) beside it: the head counts do not show in the tensors");
+  LlamaConfig c = sizes(*run);
+  for (const auto& [name, t] : tensors)  // the tokenizer may have padded model.vocab_size
+    if (name == "model.embed_tokens.weight" && t.ndim() == 2) c.vocab_size = t.shape(0);
+  return llama_model_config(c);
+}
+
+ModelSpec spec(const char* name, const char* hf_type, const char* architecture) {
+  ModelSpec s;
+  s.name = name;
+  s.build = [](const Config& c, int64_t vocab, const ModelContext& ctx) -> std::shared_ptr<Model> {
+    auto m = std::make_shared<LlamaModel>(llama_config(c, vocab), ctx);
+    m->init_weights(static_cast<uint64_t>(c.get_int("train.seed")));
+    return m;
+  };
+  s.config_keys = {"model.name", "model.num_layers", "model.hidden_size", "model.num_attention_heads",
+                   "model.num_key_value_heads", "model.head_dim", "model.ffn_hidden_size", "model.max_seq_length",
+                   "model.vocab_size", "model.layernorm_epsilon", "model.rope_theta", "model.rope_scaling.type",
+                   "model.rope_scaling.factor", "model.rope_scaling.low_freq_factor",
+                   "model.rope_scaling.high_freq_factor", "model.rope_scaling.original_max_position_embeddings",
+                   "model.tie_word_embeddings", "model.qkv_bias", "model.sliding_window",
+                   "model.embedding_dropout_prob", "model.output_dropout_prob", "model.attention_dropout_prob",
+                   "model.initializer_range"};
+  // What the tensors' shapes do not show.
+  s.structure_keys = {"model.num_attention_heads", "model.num_key_value_heads", "model.head_dim",
+                      "model.layernorm_epsilon",   "model.rope_theta",          "model.rope_scaling.type",
+                      "model.sliding_window"};
+  s.parameter_shapes = [](const Config& c) { return llama_parameter_shapes(sizes(c)); };
+  s.describe = [](const Config& c) { return llama_describe(sizes(c)); };
+  s.checkpoint_config = checkpoint_config;
+  s.hf.model_type = hf_type;
+  s.hf.architecture = architecture;
+  s.hf.read_config = [](const std::string& path) { return llama_model_config(llama_config_from_hf(path)); };
+  s.hf.write_config = [](const Config& c, DType dtype) { return llama_config_to_hf(sizes(c), dtype); };
+  s.hf.read_tensors = [](const io::HfModelFiles& files) {
+    return read_hf_llama_tensors(files, llama_config_from_hf(files.config));
+  };
+  s.hf.key_names = {{"model.num_layers", "num_hidden_layers"},
+                    {"model.hidden_size", "hidden_size"},
+                    {"model.num_attention_heads", "num_attention_heads"},
+                    {"model.num_key_value_heads", "num_key_value_heads"},
+                    {"model.head_dim", "head_dim"},
+                    {"model.ffn_hidden_size", "intermediate_size"},
+                    {"model.max_seq_length", "max_position_embeddings"},
+                    {"model.vocab_size", "vocab_size"},
+                    {"model.layernorm_epsilon", "rms_norm_eps"},
+                    {"model.rope_theta", "rope_theta"},
+                    {"model.tie_word_embeddings", "tie_word_embeddings"},
+                    {"model.sliding_window", "sliding_window"}};
+  return s;
+}
+
+}  // namespace
+
+ModelSpec llama_spec() { return spec("llama", "llama", "LlamaForCausalLM"); }
+ModelSpec qwen2_spec() { return spec("qwen2", "qwen2", "Qwen2ForCausalLM"); }
+ModelSpec mistral_spec() { return spec("mistral", "mistral", "MistralForCausalLM"); }
+
+}  // namespace mf::models::llama

@@ -1,0 +1,12 @@
+// The Llama family's entries in the model zoo (models/registry.h): model.name llama, qwen2 and
+// mistral, one model (models/llama/model.h) whose Hugging Face class follows the name.
+#pragma once
+#include "meshflow/models/registry.h"
+
+namespace mf::models::llama {
+
+ModelSpec llama_spec();
+ModelSpec qwen2_spec();
+ModelSpec mistral_spec();
+
+}  // namespace mf::models::llama

@@ -1,0 +1,141 @@
+#!/usr/bin/env bash
+# A model of the zoo through the command line under mpirun, every layout against one process —
+# the proof that a model written once (models/<name>/, on global tensors) trains under every
+# layout with no edit to the trainer, checkpoints or the CLI. MODEL selects the model and its runs:
+#  mlp_lm  (the test-only model) 20 steps with dropout on, global batch 8, byte vocabulary (257,
+#          uneven over tp): dp=2, dp=4, tp=2, tp=2 with sequence parallelism and dp=2 x tp=2 log
+#          the single-process loss and grad_norm to 1e-5 relative; pp=2 (1F1B, GPipe, interleaved
+#          with 2 chunks per rank, the tied embedding on the first and the last stage) log those of
+#          one process running the same micro-batches; ZeRO 1, 2, 3 on dp=2 and ZeRO-3 on
+#          dp=2 x tp=2 log the unsharded runs' to 1e-6; then a pp=2 run stopped at step 10 and
+#          resumed logs the uninterrupted run's losses bit for bit, and its checkpoint evaluates on
+#          one process.
+#  llama   (4 heads over 2 key/value heads, untied head, byte vocabulary) the same, plus tp=4 (the
+#          key/value heads then stay whole on every rank), pp=4, dp=2 x tp=2 x pp=2 on 8 ranks,
+#          full and selective recomputation (bit for bit), and a Mistral (sliding window 8 over 31
+#          positions) and a Qwen2 (q/k/v biases, tied head) under tp=2 with sequence parallelism.
+# Usage: model_layouts_test.sh MODEL MESHFLOW_BINARY SOURCE_DIR MPIEXEC
+set -uo pipefail
+model=$1
+bin=$2
+src=$3
+mpiexec=$4
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+cd "$src" || exit 1
+fail=0
+export OMP_NUM_THREADS=1
+
+source tests/tiny_corpus.sh
+tiny_corpus "$bin" "$work" 200
+common=(tokenization.tokenizer=byte model.vocab_size=257 "data.data_prefix=$work/c_text_document" model.num_layers=4
+        model.hidden_size=32 model.ffn_hidden_size=64 model.max_seq_length=32 data.seq_length=31 train.train_iter=20
+        train.global_batch_size=8 train.log_period=1 train.evaluation.enabled=false train.checkpointer.period=0
+        train.dist.grad_bucket_mb=0.001)
+case "$model" in
+  mlp_lm) args=(configs/gpt2/tiny.yaml model.name=mlp_lm "${common[@]}" model.embedding_dropout_prob=0.1
+                model.output_dropout_prob=0.1) ;;
+  llama) args=(configs/llama/tiny.yaml "${common[@]}" model.num_attention_heads=4 model.num_key_value_heads=2
+               model.attention_dropout_prob=0.1) ;;
+  *) echo "model_layouts_test: unknown model '$model' (mlp_lm or llama)"; exit 2 ;;
+esac
+
+# MESHFLOW_TEST_QUICK=1 (the sanitizer build) runs one run of each kind and its reference.
+quick_set=" one dp2tp2 tp2sp one_mb2 pp2il z3dp2tp2 tp4 rc_sel "
+skipped() { [ "${MESHFLOW_TEST_QUICK:-0}" = 1 ] && [[ "$quick_set" != *" $1 "* ]]; }
+
+run() {  # name, ranks, micro batch, overrides...
+  skipped "$1" && return 0
+  local name=$1 np=$2 mb=$3
+  shift 3
+  local launch=()
+  [ "$np" -gt 1 ] && launch=("$mpiexec" --allow-run-as-root --oversubscribe -np "$np")
+  if ! "${launch[@]}" "$bin" train "${args[@]}" train.train_micro_batch_size="$mb" "$@" "train.output_dir=$work/$name" \
+       > "$work/log_$name" 2>&1; then
+    echo "FAIL: training $name exited non-zero:"; tail -20 "$work/log_$name"; fail=1
+  fi
+}
+field() {  # metrics file, key: one value per line
+  grep -o "\"$2\":[^,}]*" "$1" | cut -d: -f2
+}
+compare() {  # [-t tolerance] reference, runs...: loss and grad_norm of every step
+  local tol=1e-5
+  if [ "$1" = -t ]; then tol=$2; shift 2; fi
+  local ref=$1 name key
+  shift
+  skipped "$ref" && return 0
+  for name in "$@"; do
+    skipped "$name" && continue
+    for key in loss grad_norm; do
+      n=$(field "$work/$name/metrics.jsonl" "$key" | wc -l)
+      [ "$n" -eq 20 ] || { echo "FAIL: $name logged $n values of $key, want 20"; fail=1; continue; }
+      paste <(field "$work/$ref/metrics.jsonl" "$key") <(field "$work/$name/metrics.jsonl" "$key") |
+        awk -v name="$name" -v ref="$ref" -v tol="$tol" -v key="$key" '
+          { d = $1 - $2; if (d < 0) d = -d; r = d / ($1 < 0 ? -$1 : $1); if (r > max) max = r
+            if (r > tol) { printf "FAIL: step %d: %s %s %s, %s %s (relative %.2e)\n", NR, ref, key, $1, name, $2, r; bad = 1 } }
+          END { printf "'"$model"' %s vs %s: %d steps, max relative %s difference %.2e\n", name, ref, NR, key, max; exit bad }' ||
+        fail=1
+    done
+  done
+}
+zero() { echo train.zero_optimization.enabled=true "train.zero_optimization.stage=$1"; }
+
+run one 1 8
+run dp2 2 4
+run dp4 4 2
+run tp2 2 8 train.dist.tensor_parallel_size=2
+run tp2sp 2 8 train.dist.tensor_parallel_size=2 train.dist.sequence_parallel=true
+run dp2tp2 4 4 train.dist.tensor_parallel_size=2
+run one_mb2 1 2                                   # 4 micro-batches of 2
+run pp2 2 2 train.dist.pipeline_parallel_size=2
+run pp2gpipe 2 2 train.dist.pipeline_parallel_size=2 train.dist.pipeline_schedule=gpipe
+run pp2il 2 2 train.dist.pipeline_parallel_size=2 train.dist.pipeline_schedule=interleaved_1f1b \
+  train.dist.virtual_pipeline_size=2
+run z1dp2 2 4 $(zero 1)
+run z2dp2 2 4 $(zero 2)
+run z3dp2 2 4 $(zero 3)
+run z3dp2tp2 4 4 train.dist.tensor_parallel_size=2 $(zero 3)
+compare one dp2 dp4 tp2 tp2sp dp2tp2
+compare one_mb2 pp2 pp2gpipe pp2il
+compare -t 1e-6 dp2 z1dp2 z2dp2 z3dp2
+compare -t 1e-6 dp2tp2 z3dp2tp2
+
+if [ "$model" = llama ]; then
+  run tp4 4 8 train.dist.tensor_parallel_size=4          # 2 key/value heads over 4 ranks: kept whole
+  run pp4 4 2 train.dist.pipeline_parallel_size=4
+  run dp2_mb2 2 2                                         # 2 micro-batches of 2 per rank
+  run dp2tp2pp2 8 2 train.dist.tensor_parallel_size=2 train.dist.pipeline_parallel_size=2
+  run rc_full 1 8 train.activation_checkpoint.enabled=true
+  run rc_sel 1 8 train.activation_checkpoint.enabled=true train.activation_checkpoint.granularity=selective
+  compare one tp4 rc_full rc_sel
+  compare one_mb2 pp4
+  compare dp2_mb2 dp2tp2pp2
+  for variant in "mistral model.sliding_window=8" "qwen2 model.qkv_bias=true model.tie_word_embeddings=true"; do
+    set -- $variant
+    name=$1
+    shift
+    run "${name}_one" 1 8 model.name="$name" "$@"
+    run "${name}_tp2sp" 2 8 model.name="$name" "$@" train.dist.tensor_parallel_size=2 train.dist.sequence_parallel=true
+    compare "${name}_one" "${name}_tp2sp"
+  done
+  if ! skipped rc_sel && ! cmp -s <(field "$work/one/metrics.jsonl" loss) <(field "$work/rc_sel/metrics.jsonl" loss); then
+    echo "FAIL: selective recomputation does not log the plain run's losses bit for bit"; fail=1
+  fi
+fi
+
+[ "${MESHFLOW_TEST_QUICK:-0}" = 1 ] && { [ "$fail" -eq 0 ] && echo "$model quick subset passed"; exit "$fail"; }
+
+# Stop at step 10 and resume: the uninterrupted run's losses, bit for bit (the tied embedding's
+# copy on the last stage is restored from the first stage's piece); then evaluation on one process.
+cmd=("$mpiexec" --allow-run-as-root --oversubscribe -np 2 "$bin" train "${args[@]}" train.train_micro_batch_size=2
+     train.dist.pipeline_parallel_size=2 "train.output_dir=$work/pp2r")
+"${cmd[@]}" train.exit_iter=10 > "$work/log_pp2r" 2>&1 && "${cmd[@]}" train.resume=true >> "$work/log_pp2r" 2>&1 ||
+  { echo "FAIL: pp2r stop/resume exited non-zero:"; tail -20 "$work/log_pp2r"; fail=1; }
+if ! cmp -s <(field "$work/pp2/metrics.jsonl" loss) <(field "$work/pp2r/metrics.jsonl" loss); then
+  echo "FAIL: pp2r resumed at step 10 does not log the losses of pp2:"
+  paste <(field "$work/pp2/metrics.jsonl" loss) <(field "$work/pp2r/metrics.jsonl" loss); fail=1
+fi
+"$bin" eval "$work/pp2r/config.yaml" train.dist.pipeline_parallel_size=1 > "$work/log_eval" 2>&1 && grep -q "val_loss" "$work/log_eval" ||
+  { echo "FAIL: one-process eval of the pp=2 $model checkpoint:"; cat "$work/log_eval"; fail=1; }
+[ "$fail" -eq 0 ] && echo "$model data-, tensor-, sequence-, pipeline-parallel and ZeRO runs passed"
+exit "$fail"
