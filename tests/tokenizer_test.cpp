@@ -179,6 +179,15 @@ TEST(SentencePieceTokenizer, Llama2MatchesReferenceEncoderIds) {
     EXPECT_EQ(tok.encode(text), want) << "text: " << text;
     EXPECT_EQ(tok.decode(want), text);
   }
+  std::vector<int> bad(4, 0);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&, t] {
+      for (const auto& c : fx.at("cases"))
+        if (tok.encode(c.at("text").get<std::string>()) != c.at("ids").get<std::vector<int32_t>>()) ++bad[t];
+    });
+  for (auto& th : threads) th.join();
+  for (int b : bad) EXPECT_EQ(b, 0);
 }
 
 TEST(SentencePieceTokenizer, ControlPiecesRoundTripsAndErrors) {
