@@ -184,7 +184,10 @@ void HfBpeTokenizer::Loader::fill_ids() {
 void HfBpeTokenizer::Loader::choose_eod(const std::string& eod_token) {
   std::string name = eod_token, source = "tokenization.eod_token";
   for (const char* guess : {"<|end_of_text|>", "<|endoftext|>"})
-    if (name.empty() && tok.token_id(guess) >= 0) name = guess;
+    if (name.empty() && tok.token_id(guess) >= 0) {
+      name = guess;
+      source = "the default";
+    }
   auto config_path = std::filesystem::path(path).parent_path() / "tokenizer_config.json";
   if (name.empty() && std::filesystem::exists(config_path)) {
     source = config_path.string() + "'s eos_token";

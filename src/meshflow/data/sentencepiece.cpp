@@ -19,7 +19,8 @@ SentencePieceTokenizer SentencePieceTokenizer::from_file(const std::string& path
   SentencePieceTokenizer tok;
   tok.path_ = path;
   auto status = tok.sp_->Load(path);
-  MF_CHECK(status.ok(), "SentencePiece model ", path, ": cannot load, not a SentencePiece model? (", status.ToString(), ")");
+  MF_CHECK(status.ok(), "SentencePiece model ", path, ": cannot load, not a SentencePiece model? (",
+           status.ToString(), ")");
   tok.vocab_size_ = tok.sp_->GetPieceSize();
   MF_CHECK(tok.vocab_size_ > 0, "SentencePiece model ", path, ": no pieces");
   if (eod_token.empty()) {
