@@ -2,7 +2,8 @@
 # Installs the Debian 12 packages meshflow builds with, if any is missing (needs root).
 set -euo pipefail
 pkgs=(cmake ninja-build g++ ccache libopenblas-openmp-dev libdnnl-dev libgtest-dev libomp-dev
-      libyaml-cpp-dev nlohmann-json3-dev libcli11-dev openmpi-bin libopenmpi-dev zlib1g-dev)
+      libyaml-cpp-dev nlohmann-json3-dev libcli11-dev openmpi-bin libopenmpi-dev zlib1g-dev libicu-dev
+      libsentencepiece-dev)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

@@ -99,6 +99,23 @@ printf 'tokenization:\n  append_eodd: false\n' > "$work/bad_key.yaml"
 expect_error "preprocess config with a typo" "unknown config key \`tokenization.append_eodd\`" \
   "$bin" preprocess --input "$work/corpus.txt" --output-prefix "$work/o9" --config "$work/bad_key.yaml"
 [ -e "$work/o9_text_document.bin" ] && { echo "FAIL: o9 written after an error"; fail=$((fail + 1)); }
+# Hugging Face tokenizer.json and SentencePiece tokenizer.model (data/tokenizers: scripts/fetch-tokenizers.sh).
+expect_error "preprocess hf_bpe without a file" "tokenization.tokenizer hf_bpe needs tokenization.tokenizer_file" \
+  "$bin" preprocess --input "$work/corpus.txt" --output-prefix "$work/o10" --tokenizer hf_bpe
+expect_error "preprocess with a tokenizer.json that is not one" "tokenizer $work/corpus.txt: not valid JSON" \
+  "$bin" preprocess --input "$work/corpus.txt" --output-prefix "$work/o11" --tokenizer hf_bpe --tokenizer-file "$work/corpus.txt"
+expect_error "preprocess with a tokenizer.model that is not one" "SentencePiece model $work/corpus.txt: cannot load" \
+  "$bin" preprocess --input "$work/corpus.txt" --output-prefix "$work/o12" --tokenizer sentencepiece --tokenizer-model "$work/corpus.txt"
+llama3_tokens=$(tokens l3 --tokenizer hf_bpe --tokenizer-file data/tokenizers/llama3)
+llama2_tokens=$(tokens l2 --tokenizer sentencepiece --tokenizer-model data/tokenizers/llama2/tokenizer.model --eod-token "<s>")
+if [ -n "$llama3_tokens" ] && [ -n "$llama2_tokens" ] && [ "$llama3_tokens" -gt 84 ] && [ "$llama2_tokens" -gt 84 ]; then
+  pass=$((pass + 1))
+else
+  fail=$((fail + 1))
+  echo "FAIL: preprocess with Llama 3's tokenizer.json ($llama3_tokens tokens) or Llama 2's tokenizer.model" \
+       "($llama2_tokens tokens); are data/tokenizers fetched (bash scripts/fetch-tokenizers.sh)?"
+fi
+for o in o10 o11 o12; do [ -e "$work/${o}_text_document.bin" ] && { echo "FAIL: $o written after an error"; fail=$((fail + 1)); }; done
 for o in o5 o6 o7 o8; do [ -e "$work/$o" ] && { echo "FAIL: $o written after an error"; fail=$((fail + 1)); }; done
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

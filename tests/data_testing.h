@@ -1,5 +1,5 @@
 // Helpers for the data tests: a temporary directory removed with its contents, the GPT-2
-// vocabulary folder, and whole-file reads.
+// vocabulary folder, the fetched tokenizer files, and whole-file reads.
 #pragma once
 #include <unistd.h>
 
@@ -38,6 +38,16 @@ inline std::string gpt2_vocab_dir() {
   for (auto p : {root / "data" / "gpt2", root / ".." / "shared" / "data" / "gpt2"})
     if (std::filesystem::exists(p / "encoder.json")) return p.string();
   throw mf::Error("GPT-2 vocabulary not found under " + root.string() + "/data/gpt2 or ../shared/data/gpt2");
+}
+
+// A real model's tokenizer file under data/tokenizers (e.g. "llama3/tokenizer.json"), which
+// scripts/fetch-tokenizers.sh downloads (scripts/test.sh runs it); throws, failing the test, when
+// it is missing.
+inline std::string tokenizer_data_file(const std::string& name) {
+  std::filesystem::path p = std::filesystem::path(MESHFLOW_SOURCE_DIR) / "data" / "tokenizers" / name;
+  if (!std::filesystem::exists(p))
+    throw mf::Error(p.string() + " is missing: run `bash scripts/fetch-tokenizers.sh` (scripts/test.sh does)");
+  return p.string();
 }
 
 inline std::string fixture_path(const std::string& name) {

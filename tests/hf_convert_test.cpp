@@ -16,6 +16,8 @@
 #include "meshflow/data/preprocess.h"
 #include "meshflow/models/gpt2/hf.h"
 #include "meshflow/models/gpt2/model.h"
+#include "meshflow/models/llama/hf.h"
+#include "meshflow/models/llama/model.h"
 #include "meshflow/io/safetensors.h"
 #include "meshflow/io/checkpoint.h"
 #include "meshflow/train/pretrained.h"
@@ -332,6 +334,89 @@ TEST_F(HfConvert, ImportsAnOriginalStyleFileAndLoadsIntoAModel) {
   const auto sharded = mf::train::read_model_weights(d);
   ASSERT_EQ(sharded.tensors.size(), w.size());
   for (size_t i = 0; i < w.size(); ++i) EXPECT_TRUE(bytes_of(sharded.tensors[i].second) == bytes_of(w[i].second));
+}
+
+// The Llama family as Hugging Face writes it (config.json by hand with its names; bf16 weights;
+// Llama with 2 key/value heads, an untied head and Llama 3.1 rope scaling; Qwen2 with q/k/v
+// biases and a tied lm_head.weight stored beside the embedding; Mistral with a sliding window),
+// from one file and from two shards with an index: import -> export gives every tensor back bit
+// for bit and a config.json with the same values, and the imported checkpoint computes the logits
+// of the model with those weights set directly.
+TEST_F(HfConvert, LlamaFamilyRoundTripIsBitIdentical) {
+  using mf::models::LlamaConfig;
+  using mf::models::LlamaVariant;
+  struct Variant {
+    const char* type;
+    json extra;
+  };
+  const std::vector<Variant> variants = {
+      {"llama", {{"architectures", {"LlamaForCausalLM"}}, {"num_key_value_heads", 2}, {"tie_word_embeddings", false},
+                 {"rope_scaling", {{"rope_type", "llama3"}, {"factor", 8.0}, {"low_freq_factor", 1.0},
+                                   {"high_freq_factor", 4.0}, {"original_max_position_embeddings", 8}}},
+                 {"attention_bias", false}, {"mlp_bias", false}}},
+      {"qwen2", {{"architectures", {"Qwen2ForCausalLM"}}, {"num_key_value_heads", 1}, {"tie_word_embeddings", true},
+                 {"rope_theta", 1000000.0}, {"use_sliding_window", false}}},
+      {"mistral", {{"architectures", {"MistralForCausalLM"}}, {"num_key_value_heads", 2}, {"tie_word_embeddings", false},
+                   {"sliding_window", 5}}}};
+  Tensor ids = mf::from_vector<int64_t>({3, 200, 17, 5, 9, 256, 0, 42, 7, 7, 100, 31}, {2, 6});
+  for (const Variant& v : variants) {
+    SCOPED_TRACE(v.type);
+    json cfg = {{"model_type", v.type}, {"vocab_size", 257}, {"hidden_size", 16}, {"intermediate_size", 40},
+                {"num_hidden_layers", 2}, {"num_attention_heads", 4}, {"max_position_embeddings", 16},
+                {"rms_norm_eps", 1e-6}, {"hidden_act", "silu"}, {"torch_dtype", "bfloat16"}};
+    for (auto& [k, val] : v.extra.items()) cfg[k] = val;
+    const std::string cfg_path = path(std::string(v.type) + "_cfg.json");
+    mf::write_file_atomic(cfg_path, cfg.dump(2));
+    const LlamaConfig lc = mf::models::llama_config_from_hf(cfg_path);
+    mf::models::LlamaModel model(lc);
+    model.init_weights(3);
+    std::vector<RawTensor> raw;
+    mf::nn::NamedTensors w;
+    for (const auto& [name, t] : model.named_parameters()) {
+      w.emplace_back(name, mf::contiguous(mf::cast(t.detach(), DType::kBF16)));
+      raw.push_back({name, "BF16", t.shape(), bytes_of(w.back().second)});
+    }
+    if (lc.tie_word_embeddings) raw.push_back({"lm_head.weight", "BF16", raw.front().shape, raw.front().bytes});
+    // One file, and two shards with an index.
+    const std::string one = hf_dir(std::string(v.type) + "_one", raw, cfg.dump(2));
+    const std::string two = path(std::string(v.type) + "_two");
+    fs::create_directories(two);
+    const size_t half = raw.size() / 2;
+    write_by_hand(two + "/model-00001-of-00002.safetensors", {raw.begin(), raw.begin() + static_cast<ptrdiff_t>(half)});
+    write_by_hand(two + "/model-00002-of-00002.safetensors", {raw.begin() + static_cast<ptrdiff_t>(half), raw.end()});
+    json index = {{"metadata", {{"total_size", 0}}}, {"weight_map", json::object()}};
+    for (size_t i = 0; i < raw.size(); ++i)
+      index["weight_map"][raw[i].name] = i < half ? "model-00001-of-00002.safetensors" : "model-00002-of-00002.safetensors";
+    mf::write_file_atomic(two + "/model.safetensors.index.json", index.dump());
+    mf::write_file_atomic(two + "/config.json", cfg.dump(2));
+    for (const std::string& src : {one, two}) {
+      const std::string ck = src + "_ck", out = src + "_hf";
+      mf::train::convert_from_hf(src, ck);
+      mf::train::convert_to_hf(ck, out);
+      Parsed p = parse_by_hand(out + "/model.safetensors");
+      EXPECT_EQ(p.tensors.size(), w.size()) << src;  // a tied lm_head.weight is not written
+      for (const auto& [name, t] : w) {
+        ASSERT_TRUE(p.tensors.count(name)) << name;
+        EXPECT_EQ(p.tensors.at(name).dtype, "BF16") << name;
+        EXPECT_TRUE(p.tensors.at(name).bytes == bytes_of(t)) << name << " bytes differ";
+      }
+      const json back = json::parse(mf::read_file(out + "/config.json"));
+      for (auto& [k, val] : cfg.items()) {
+        if (k == "rope_scaling") {
+          for (auto& [rk, rv] : val.items()) EXPECT_EQ(back[k][rk], rv) << k << "." << rk;
+        } else {
+          EXPECT_EQ(back[k], val) << k;
+        }
+      }
+      // The imported weights compute what the model with them set directly computes.
+      mf::models::LlamaModel direct(lc), loaded(lc);
+      mf::nn::NamedTensors f32;
+      for (const auto& [name, t] : w) f32.emplace_back(name, mf::cast(t, DType::kF32));
+      direct.load_state_dict(f32);
+      mf::train::load_model_weights(loaded, mf::train::read_model_weights(ck));
+      EXPECT_EQ(loaded.logits(ids).to_vector<float>(), direct.logits(ids).to_vector<float>()) << src;
+    }
+  }
 }
 
 // `meshflow train model.pretrained=...` starts from the weights: with lr 0 the run's checkpoint

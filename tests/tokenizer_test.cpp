@@ -1,6 +1,9 @@
 // Tokenizers: byte round trips, GPT-2 BPE ids against the reference JavaScript encoder
 // (tests/fixtures/gpt2_bpe.json, from scripts/make_tokenizer_fixtures.sh), the pre-tokeniser's
-// splits, Hugging Face-format files, and errors for bad vocabulary files.
+// splits, Hugging Face-format files, and errors for bad vocabulary files; SentencePiece (Llama 2's
+// tokenizer.model, fetched by scripts/fetch-tokenizers.sh) against llama-tokenizer-js
+// (tests/fixtures/sentencepiece_llama2.json); the tokenizer factory and config keys. Hugging
+// Face tokenizer.json: hf_bpe_test.cpp.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -10,7 +13,9 @@
 #include "data_testing.h"
 #include "meshflow/data/gpt2_bpe.h"
 #include "meshflow/data/gpt2_pretokenize.h"
+#include "meshflow/data/sentencepiece.h"
 #include "meshflow/data/tokenizer.h"
+#include "meshflow/train/components.h"
 #include "testing.h"
 
 namespace {
@@ -153,6 +158,75 @@ TEST(Gpt2BpeTokenizer, BadFilesThrowNamingTheFile) {
   mft::write_text(dir.file("unknown.bpe"), "#version: 0.2\nzzzz qqqq\n");
   MFT_EXPECT_ERROR(Gpt2BpeTokenizer(src + "/encoder.json", dir.file("unknown.bpe")), "unknown.bpe:2");
   MFT_EXPECT_ERROR(mf::make_tokenizer("sentencepiece"), "sentencepiece");
+}
+
+const mf::SentencePieceTokenizer& llama2() {
+  static const mf::SentencePieceTokenizer tok =
+      mf::SentencePieceTokenizer::from_file(mft::tokenizer_data_file("llama2/tokenizer.model"));
+  return tok;
+}
+
+TEST(SentencePieceTokenizer, Llama2MatchesReferenceEncoderIds) {
+  const auto& tok = llama2();
+  EXPECT_EQ(tok.vocab_size(), 32000);
+  EXPECT_EQ(tok.eod_id(), 2);  // </s>
+  EXPECT_EQ(tok.bos_id(), 1);
+  nlohmann::json fx = nlohmann::json::parse(mft::slurp(mft::fixture_path("sentencepiece_llama2.json")));
+  EXPECT_GE(fx.at("cases").size(), 40u);
+  for (const auto& c : fx.at("cases")) {
+    std::string text = c.at("text");
+    std::vector<int32_t> want = c.at("ids");
+    EXPECT_EQ(tok.encode(text), want) << "text: " << text;
+    EXPECT_EQ(tok.decode(want), text);
+  }
+  std::vector<int> bad(4, 0);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&, t] {
+      for (const auto& c : fx.at("cases"))
+        if (tok.encode(c.at("text").get<std::string>()) != c.at("ids").get<std::vector<int32_t>>()) ++bad[t];
+    });
+  for (auto& th : threads) th.join();
+  for (int b : bad) EXPECT_EQ(b, 0);
+}
+
+TEST(SentencePieceTokenizer, ControlPiecesRoundTripsAndErrors) {
+  const auto& tok = llama2();
+  using V = std::vector<int32_t>;
+  EXPECT_EQ(tok.encode("Hello"), (V{15043}));  // "▁Hello": the dummy prefix, no <s>
+  EXPECT_EQ(tok.decode(V{1, 15043, 2, 15043, 2}), "<s>Hello</s>Hello</s>");
+  EXPECT_EQ(tok.piece_id("</s>"), 2);
+  EXPECT_EQ(tok.piece_id("<unk>"), 0);
+  EXPECT_EQ(tok.piece_id("no such piece"), -1);
+  for (const std::string& s : kUnicodeTexts) EXPECT_EQ(tok.decode(tok.encode(s)), s) << s;
+  MFT_EXPECT_ERROR(tok.decode(V{32000}), "32000");
+  const std::string path = mft::tokenizer_data_file("llama2/tokenizer.model");
+  EXPECT_EQ(mf::SentencePieceTokenizer::from_file(path, "<s>").eod_id(), 1);
+  MFT_EXPECT_ERROR(mf::SentencePieceTokenizer::from_file(path, "<|eot|>"), "tokenizer.model", "<|eot|>");
+  mft::TempDir dir;
+  MFT_EXPECT_ERROR(mf::SentencePieceTokenizer::from_file(dir.file("none.model")), "none.model", "no such file");
+  mft::write_text(dir.file("junk.model"), "this is not a protobuf\n");
+  MFT_EXPECT_ERROR(mf::SentencePieceTokenizer::from_file(dir.file("junk.model")), "junk.model", "cannot load");
+}
+
+TEST(MakeTokenizer, KindsFilesAndFolders) {
+  auto spm = mf::make_tokenizer("sentencepiece", mft::tokenizer_data_file("llama2"));
+  EXPECT_EQ(spm->name(), "sentencepiece");
+  EXPECT_EQ(spm->encode("Hello"), (std::vector<int32_t>{15043}));
+  mft::TempDir dir;
+  MFT_EXPECT_ERROR(mf::make_tokenizer("hf_bpe", dir.path().string()), dir.path().c_str(), "no tokenizer.json");
+  MFT_EXPECT_ERROR(mf::make_tokenizer("sentencepiece", dir.path().string()), "no tokenizer.model");
+  MFT_EXPECT_ERROR(mf::make_tokenizer("hf_bpe"), "hf_bpe", "tokenizer.json");
+  MFT_EXPECT_ERROR(mf::make_tokenizer("wordpiece"), "wordpiece", "byte, gpt2_bpe, hf_bpe, sentencepiece");
+  // The tokenization.* keys choose them (as `meshflow preprocess` and training do).
+  using mf::train::tokenizer_registry;
+  mf::Config c;
+  MFT_EXPECT_ERROR(tokenizer_registry().create("hf_bpe", c), "needs tokenization.tokenizer_file");
+  c.set("tokenization.tokenizer_file", mft::tokenizer_data_file("llama2/tokenizer.model"), "test");
+  c.set("tokenization.eod_token", "<s>", "test");
+  auto from_config = tokenizer_registry().create("sentencepiece", c);
+  EXPECT_EQ(from_config->vocab_size(), 32000);
+  EXPECT_EQ(from_config->eod_id(), 1);
 }
 
 }  // namespace

@@ -36,8 +36,8 @@ namespace {
 struct PreprocessArgs {
   std::vector<std::string> inputs;
   std::string config;  // its tokenization.* keys are the defaults of the flags below
-  std::string output_prefix, tokenizer, vocab_file, merges_file, format = "auto", json_key = "text",
-                             split = "separator", separator = "%";
+  std::string output_prefix, tokenizer, vocab_file, merges_file, tokenizer_file, eod_token;
+  std::string format = "auto", json_key = "text", split = "separator", separator = "%";
   bool append_eod = false, no_eod = false;
   int64_t shuffle_seed = -1;
 };
@@ -48,6 +48,8 @@ int run_preprocess(const PreprocessArgs& a) {
   if (!a.tokenizer.empty()) c.set("tokenization.tokenizer", a.tokenizer, "--tokenizer");
   if (!a.vocab_file.empty()) c.set("tokenization.vocab_file", a.vocab_file, "--vocab-file");
   if (!a.merges_file.empty()) c.set("tokenization.merges_file", a.merges_file, "--merges-file");
+  if (!a.tokenizer_file.empty()) c.set("tokenization.tokenizer_file", a.tokenizer_file, "--tokenizer-file");
+  if (!a.eod_token.empty()) c.set("tokenization.eod_token", a.eod_token, "--eod-token");
   if (a.append_eod) c.set("tokenization.append_eod", "true", "--append-eod");
   if (a.no_eod) c.set("tokenization.append_eod", "false", "--no-eod");
   auto tok = mf::train::tokenizer_from_config(c);
@@ -136,11 +138,17 @@ CLI::App* add_preprocess_command(CLI::App& app, PreprocessArgs& pa) {
   pre->add_option("--input", pa.inputs, "input files (jsonl, or text)")->required();
   pre->add_option("--output-prefix", pa.output_prefix, "writes <prefix>_<json-key>_document.bin/.idx")->required();
   pre->add_option("--config", pa.config,
-                  "a run's YAML config: its tokenization.* keys (tokenizer, vocab_file, merges_file, append_eod) are "
-                  "the defaults of the flags below");
-  pre->add_option("--tokenizer", pa.tokenizer, "gpt2_bpe or byte (default: tokenization.tokenizer, gpt2_bpe)");
+                  "a run's YAML config: its tokenization.* keys (tokenizer, vocab_file, merges_file, tokenizer_file, "
+                  "eod_token, append_eod) are the defaults of the flags below");
+  pre->add_option("--tokenizer", pa.tokenizer,
+                  "gpt2_bpe, hf_bpe, sentencepiece or byte (default: tokenization.tokenizer, gpt2_bpe)");
   pre->add_option("--vocab-file", pa.vocab_file, "GPT-2 vocab.json or encoder.json (default: tokenization.vocab_file)");
   pre->add_option("--merges-file", pa.merges_file, "GPT-2 merges.txt or vocab.bpe (default: tokenization.merges_file)");
+  pre->add_option("--tokenizer-file,--tokenizer-model", pa.tokenizer_file,
+                  "hf_bpe: tokenizer.json; sentencepiece: tokenizer.model; or the folder holding it "
+                  "(default: tokenization.tokenizer_file)");
+  pre->add_option("--eod-token", pa.eod_token,
+                  "hf_bpe / sentencepiece: the end-of-document token's text (default: tokenization.eod_token)");
   pre->add_option("--format", pa.format, "auto (by extension), jsonl or text")->capture_default_str();
   pre->add_option("--json-key", pa.json_key, "jsonl key holding the document text")->capture_default_str();
   pre->add_option("--split", pa.split, "text documents: separator (a line equal to --separator), blank, or file")

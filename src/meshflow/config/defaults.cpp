@@ -40,7 +40,7 @@ model:
   sliding_window: 0             # Llama family: 0 = full causal attention; W = each position attends to the W
                                 #   latest positions, itself included (Mistral)
   pretrained: ""                # "" = random init; else weights to start from (any parallel layout, cast to the
-                                #   model's dtype): a Hugging Face GPT-2 folder (config.json + model.safetensors)
+                                #   model's dtype): a Hugging Face folder of the model (config.json + safetensors)
                                 #   or file, or a meshflow checkpoint (a run's output_dir, a `meshflow convert`
                                 #   output, an iter_N folder); tensor shapes must match the model.* sizes
 
@@ -118,9 +118,13 @@ data:
   seq_length: 0                 # 0 = model.max_seq_length
 
 tokenization:
-  tokenizer: gpt2_bpe           # gpt2_bpe | byte
-  vocab_file: ""
-  merges_file: ""
+  tokenizer: gpt2_bpe           # gpt2_bpe | hf_bpe | sentencepiece | byte
+  vocab_file: ""                # gpt2_bpe: encoder.json / vocab.json
+  merges_file: ""               # gpt2_bpe: vocab.bpe / merges.txt
+  tokenizer_file: ""            # hf_bpe: a Hugging Face tokenizer.json (Llama 3, Qwen2); sentencepiece: a tokenizer.model
+                                #   (Llama 2, Mistral); or the folder holding it
+  eod_token: ""                 # hf_bpe / sentencepiece: the end-of-document token's text; "": hf_bpe <|end_of_text|> or
+                                #   <|endoftext|>, else tokenizer_config.json's eos_token; sentencepiece the model's </s>
   append_eod: true              # `meshflow preprocess`: append the end-of-document token to every document (Megatron's
                                 #   --append-eod); its default, read from --config, overridden by --append-eod / --no-eod.
                                 #   Training reads the dataset as it was written and does not use this key.

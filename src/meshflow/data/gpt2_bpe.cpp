@@ -2,8 +2,6 @@
 #include "meshflow/data/gpt2_bpe.h"
 
 #include <filesystem>
-#include <limits>
-#include <mutex>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string_view>
@@ -11,7 +9,6 @@
 #include "meshflow/core/atomic_file.h"
 #include "meshflow/core/error.h"
 #include "meshflow/data/gpt2_pretokenize.h"
-#include "meshflow/data/unicode.h"
 
 namespace mf {
 namespace {
@@ -21,74 +18,10 @@ struct SvHash {
   size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
 };
 
-// Maps a token spelled in the bytes->unicode alphabet back to its bytes; false if a character
-// is outside that alphabet.
-bool unicode_to_bytes(std::string_view token, const std::unordered_map<char32_t, char>& decoder, std::string& out) {
-  out.clear();
-  for (size_t i = 0; i < token.size();) {
-    size_t len;
-    char32_t cp = unicode::decode_utf8(token, i, len);
-    auto it = decoder.find(cp);
-    if (it == decoder.end()) return false;
-    out.push_back(it->second);
-    i += len;
-  }
-  return true;
-}
-
-const std::unordered_map<char32_t, char>& unicode_decoder() {
-  static const std::unordered_map<char32_t, char> dec = [] {
-    std::unordered_map<char32_t, char> d;
-    const auto& enc = Gpt2BpeTokenizer::byte_to_unicode();
-    for (int b = 0; b < 256; ++b) {
-      size_t len;
-      d[unicode::decode_utf8(enc[b], 0, len)] = static_cast<char>(b);
-    }
-    return d;
-  }();
-  return dec;
-}
-
-std::string utf8(char32_t cp) {
-  std::string s;
-  if (cp < 0x80) {
-    s.push_back(static_cast<char>(cp));
-  } else if (cp < 0x800) {
-    s.push_back(static_cast<char>(0xC0 | (cp >> 6)));
-    s.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else {
-    s.push_back(static_cast<char>(0xE0 | (cp >> 12)));
-    s.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    s.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  }
-  return s;
-}
-
-constexpr size_t kMaxCacheEntries = size_t{1} << 20;
-
 }  // namespace
 
-struct Gpt2BpeTokenizer::Cache {
-  std::mutex mu;
-  std::unordered_map<std::string, std::vector<int32_t>, SvHash, std::equal_to<>> map;
-};
-
-const std::vector<std::string>& Gpt2BpeTokenizer::byte_to_unicode() {
-  static const std::vector<std::string> table = [] {
-    std::vector<std::string> t(256);
-    int n = 0;
-    for (int b = 0; b < 256; ++b) {
-      bool printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
-      t[b] = utf8(printable ? static_cast<char32_t>(b) : static_cast<char32_t>(256 + n++));
-    }
-    return t;
-  }();
-  return table;
-}
-
 Gpt2BpeTokenizer::Gpt2BpeTokenizer(const std::string& vocab_path, const std::string& merges_path)
-    : cache_(std::make_unique<Cache>()) {
-  const auto& decoder = unicode_decoder();
+    : cache_(std::make_unique<bpe::PieceCache>()) {
   // Vocabulary: {"token": id, ...} with ids 0..V-1, each once.
   nlohmann::json vocab;
   try {
@@ -109,7 +42,7 @@ Gpt2BpeTokenizer::Gpt2BpeTokenizer(const std::string& vocab_path, const std::str
     int64_t id = it->get<int64_t>();
     MF_CHECK(id >= 0 && id < static_cast<int64_t>(vocab.size()) && !seen[id], "GPT-2 vocabulary ", vocab_path,
              ": id ", id, " of token '", it.key(), "' is out of range or repeated (", vocab.size(), " tokens)");
-    MF_CHECK(unicode_to_bytes(it.key(), decoder, bytes), "GPT-2 vocabulary ", vocab_path, ": token '", it.key(),
+    MF_CHECK(bpe::unicode_to_bytes(it.key(), bytes), "GPT-2 vocabulary ", vocab_path, ": token '", it.key(),
              "' has characters outside GPT-2's byte alphabet");
     seen[id] = true;
     id_to_bytes_[id] = bytes;
@@ -136,16 +69,14 @@ Gpt2BpeTokenizer::Gpt2BpeTokenizer(const std::string& vocab_path, const std::str
     MF_CHECK(sp != std::string::npos && sp > 0 && sp + 1 < line.size() && line.find(' ', sp + 1) == std::string::npos,
              "GPT-2 merges ", merges_path, ":", lineno, ": expected two tokens separated by one space, got '",
              line, "'");
-    bool ok = unicode_to_bytes(std::string_view(line).substr(0, sp), decoder, left) &&
-              unicode_to_bytes(std::string_view(line).substr(sp + 1), decoder, right);
+    bool ok = bpe::unicode_to_bytes(std::string_view(line).substr(0, sp), left) &&
+              bpe::unicode_to_bytes(std::string_view(line).substr(sp + 1), right);
     auto a = bytes_to_id.find(left), b = bytes_to_id.find(right), ab = bytes_to_id.find(left + right);
     MF_CHECK(ok && a != bytes_to_id.end() && b != bytes_to_id.end() && ab != bytes_to_id.end(), "GPT-2 merges ",
              merges_path, ":", lineno, ": merge '", line, "' uses or makes a token missing from ", vocab_path);
-    uint64_t key = (static_cast<uint64_t>(a->second) << 32) | static_cast<uint32_t>(b->second);
-    merges_.emplace(key, Merge{static_cast<int32_t>(num_merges_), ab->second});  // first rank wins
-    ++num_merges_;
+    merges_.add(a->second, b->second, ab->second);
   }
-  MF_CHECK(num_merges_ > 0, "GPT-2 merges ", merges_path, ": no merges");
+  MF_CHECK(merges_.num_merges() > 0, "GPT-2 merges ", merges_path, ": no merges");
 }
 
 Gpt2BpeTokenizer Gpt2BpeTokenizer::from_directory(const std::string& dir) {
@@ -162,37 +93,6 @@ Gpt2BpeTokenizer::Gpt2BpeTokenizer(Gpt2BpeTokenizer&&) noexcept = default;
 Gpt2BpeTokenizer& Gpt2BpeTokenizer::operator=(Gpt2BpeTokenizer&&) noexcept = default;
 Gpt2BpeTokenizer::~Gpt2BpeTokenizer() = default;
 
-void Gpt2BpeTokenizer::bpe(std::string_view piece, std::vector<int32_t>& word) const {
-  word.resize(piece.size());
-  for (size_t i = 0; i < piece.size(); ++i) word[i] = byte_id_[static_cast<unsigned char>(piece[i])];
-  while (word.size() > 1) {
-    int32_t best_rank = std::numeric_limits<int32_t>::max();
-    uint64_t best_key = 0;
-    int32_t best_id = -1;
-    for (size_t i = 0; i + 1 < word.size(); ++i) {
-      uint64_t key = (static_cast<uint64_t>(word[i]) << 32) | static_cast<uint32_t>(word[i + 1]);
-      auto it = merges_.find(key);
-      if (it != merges_.end() && it->second.rank < best_rank) {
-        best_rank = it->second.rank;
-        best_key = key;
-        best_id = it->second.id;
-      }
-    }
-    if (best_id < 0) break;
-    int32_t a = static_cast<int32_t>(best_key >> 32), b = static_cast<int32_t>(best_key & 0xFFFFFFFFu);
-    size_t w = 0;
-    for (size_t i = 0; i < word.size();) {
-      if (i + 1 < word.size() && word[i] == a && word[i + 1] == b) {
-        word[w++] = best_id;
-        i += 2;
-      } else {
-        word[w++] = word[i++];
-      }
-    }
-    word.resize(w);
-  }
-}
-
 std::vector<int32_t> Gpt2BpeTokenizer::encode(std::string_view text) const {
   std::vector<int32_t> ids;
   ids.reserve(text.size() / 3 + 8);
@@ -200,19 +100,12 @@ std::vector<int32_t> Gpt2BpeTokenizer::encode(std::string_view text) const {
   gpt2_pretokenize(text, pieces);
   std::vector<int32_t> word;
   for (std::string_view p : pieces) {
-    {
-      std::lock_guard<std::mutex> lock(cache_->mu);
-      auto it = cache_->map.find(p);
-      if (it != cache_->map.end()) {
-        ids.insert(ids.end(), it->second.begin(), it->second.end());
-        continue;
-      }
-    }
-    bpe(p, word);
+    if (cache_->append(p, ids)) continue;
+    word.resize(p.size());
+    for (size_t i = 0; i < p.size(); ++i) word[i] = byte_id_[static_cast<unsigned char>(p[i])];
+    merges_.apply(word);
     ids.insert(ids.end(), word.begin(), word.end());
-    std::lock_guard<std::mutex> lock(cache_->mu);
-    if (cache_->map.size() >= kMaxCacheEntries) cache_->map.clear();
-    cache_->map.emplace(std::string(p), word);
+    cache_->store(p, word);
   }
   return ids;
 }

@@ -11,9 +11,9 @@
 #include <cstdint>
 #include <memory>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
+#include "meshflow/data/byte_level_bpe.h"
 #include "meshflow/data/tokenizer.h"
 
 namespace mf {
@@ -35,27 +35,19 @@ class Gpt2BpeTokenizer final : public Tokenizer {
   int32_t eod_id() const override { return eod_id_; }
   std::string name() const override { return "gpt2-bpe"; }
 
-  int64_t num_merges() const { return num_merges_; }
+  int64_t num_merges() const { return merges_.num_merges(); }
   // The token's bytes (not its bytes->unicode spelling); throws for an id out of range.
   const std::string& token_bytes(int32_t id) const;
 
   // GPT-2's reversible map from the 256 byte values to printable code points (UTF-8 encoded).
-  static const std::vector<std::string>& byte_to_unicode();
+  static const std::vector<std::string>& byte_to_unicode() { return bpe::byte_to_unicode(); }
 
  private:
-  struct Merge {
-    int32_t rank, id;
-  };
-  struct Cache;
-
-  void bpe(std::string_view piece, std::vector<int32_t>& out) const;
-
   std::vector<std::string> id_to_bytes_;
   int32_t byte_id_[256] = {};
-  std::unordered_map<uint64_t, Merge> merges_;  // (left id << 32 | right id) -> rank, merged id
-  int64_t num_merges_ = 0;
+  bpe::MergeTable merges_;
   int32_t eod_id_ = -1;
-  std::unique_ptr<Cache> cache_;
+  std::unique_ptr<bpe::PieceCache> cache_;  // a pointer: the tokenizer stays movable
 };
 
 }  // namespace mf

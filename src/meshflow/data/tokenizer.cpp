@@ -1,10 +1,26 @@
 // ByteTokenizer and the tokenizer factory.
 #include "meshflow/data/tokenizer.h"
 
+#include <filesystem>
+
 #include "meshflow/core/error.h"
 #include "meshflow/data/gpt2_bpe.h"
+#include "meshflow/data/hf_bpe.h"
+#include "meshflow/data/sentencepiece.h"
 
 namespace mf {
+namespace {
+
+// `path` itself, or `path`/`file_name` when `path` is a folder.
+std::string tokenizer_file(const std::string& kind, const std::string& path, const char* file_name) {
+  MF_CHECK(!path.empty(), "make_tokenizer: '", kind, "' needs a ", file_name, " file or a folder holding one");
+  std::filesystem::path p(path);
+  if (!std::filesystem::is_directory(p)) return path;
+  MF_CHECK(std::filesystem::exists(p / file_name), "tokenizer folder ", path, " holds no ", file_name);
+  return (p / file_name).string();
+}
+
+}  // namespace
 
 std::vector<int32_t> ByteTokenizer::encode(std::string_view text) const {
   std::vector<int32_t> ids(text.size());
@@ -25,13 +41,20 @@ std::string ByteTokenizer::decode(std::span<const int32_t> ids) const {
   return out;
 }
 
-std::unique_ptr<Tokenizer> make_tokenizer(const std::string& kind, const std::string& vocab_dir) {
+std::unique_ptr<Tokenizer> make_tokenizer(const std::string& kind, const std::string& path,
+                                          const std::string& eod_token) {
   if (kind == "byte") return std::make_unique<ByteTokenizer>();
-  if (kind == "gpt2" || kind == "gpt2-bpe") {
-    MF_CHECK(!vocab_dir.empty(), "make_tokenizer: '", kind, "' needs a vocabulary directory");
-    return std::make_unique<Gpt2BpeTokenizer>(Gpt2BpeTokenizer::from_directory(vocab_dir));
+  if (kind == "gpt2" || kind == "gpt2-bpe" || kind == "gpt2_bpe") {
+    MF_CHECK(!path.empty(), "make_tokenizer: '", kind, "' needs a vocabulary directory");
+    return std::make_unique<Gpt2BpeTokenizer>(Gpt2BpeTokenizer::from_directory(path));
   }
-  MF_THROW("make_tokenizer: unknown tokenizer '", kind, "' (expected byte, gpt2)");
+  if (kind == "hf_bpe")
+    return std::make_unique<HfBpeTokenizer>(
+        HfBpeTokenizer::from_file(tokenizer_file(kind, path, "tokenizer.json"), eod_token));
+  if (kind == "sentencepiece")
+    return std::make_unique<SentencePieceTokenizer>(
+        SentencePieceTokenizer::from_file(tokenizer_file(kind, path, "tokenizer.model"), eod_token));
+  MF_THROW("make_tokenizer: unknown tokenizer '", kind, "' (expected byte, gpt2_bpe, hf_bpe, sentencepiece)");
 }
 
 }  // namespace mf

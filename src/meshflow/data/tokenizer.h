@@ -1,6 +1,8 @@
 // Tokenizers: text <-> token ids. `Tokenizer` is the interface the data pipeline and the
 // generation code use; `ByteTokenizer` (ids 0..255 = bytes, 256 = end of document) needs no
-// files; `Gpt2BpeTokenizer` (gpt2_bpe.h) is GPT-2's byte-level BPE. All implementations are
+// files; `Gpt2BpeTokenizer` (gpt2_bpe.h) is GPT-2's byte-level BPE, `HfBpeTokenizer` (hf_bpe.h)
+// byte-level BPE from a Hugging Face tokenizer.json (Llama 3, Qwen2), `SentencePieceTokenizer`
+// (sentencepiece.h) a SentencePiece tokenizer.model (Llama 2, Mistral). All implementations are
 // safe to call from several threads at once.
 #pragma once
 #include <cstdint>
@@ -15,14 +17,16 @@ namespace mf {
 class Tokenizer {
  public:
   virtual ~Tokenizer() = default;
-  // Any byte string encodes (invalid UTF-8 included); decode(encode(s)) == s.
+  // Any byte string encodes (invalid UTF-8 included); decode(encode(s)) == s (the Hugging Face
+  // and SentencePiece tokenizers: for text their normaliser leaves as it is). No begin-of-text
+  // token is added.
   virtual std::vector<int32_t> encode(std::string_view text) const = 0;
   // Throws mf::Error for an id outside [0, vocab_size()). The end-of-document id decodes to
-  // the text "<|endoftext|>".
+  // its token's text ("<|endoftext|>", "</s>").
   virtual std::string decode(std::span<const int32_t> ids) const = 0;
   virtual int64_t vocab_size() const = 0;
   virtual int32_t eod_id() const = 0;
-  virtual std::string name() const = 0;  // "byte", "gpt2-bpe"
+  virtual std::string name() const = 0;  // "byte", "gpt2-bpe", "hf-bpe", "sentencepiece"
 };
 
 class ByteTokenizer final : public Tokenizer {
@@ -35,8 +39,12 @@ class ByteTokenizer final : public Tokenizer {
   std::string name() const override { return "byte"; }
 };
 
-// "byte" -> ByteTokenizer; "gpt2" / "gpt2-bpe" -> Gpt2BpeTokenizer::from_directory(vocab_dir).
-// Throws naming the kind when it is unknown.
-std::unique_ptr<Tokenizer> make_tokenizer(const std::string& kind, const std::string& vocab_dir = "");
+// "byte" -> ByteTokenizer; "gpt2" / "gpt2-bpe" / "gpt2_bpe" -> Gpt2BpeTokenizer::from_directory(path);
+// "hf_bpe" -> HfBpeTokenizer from `path`, a tokenizer.json or a folder holding one;
+// "sentencepiece" -> SentencePieceTokenizer from `path`, a tokenizer.model or a folder holding one.
+// `eod_token` (those two kinds): the end-of-document token's text, "" for the kind's default.
+// Throws naming the kind when it is unknown, and the path when it holds no such file.
+std::unique_ptr<Tokenizer> make_tokenizer(const std::string& kind, const std::string& path = "",
+                                          const std::string& eod_token = "");
 
 }  // namespace mf

@@ -1,8 +1,8 @@
-// UTF-8 decoding and the three character classes GPT-2's pre-tokeniser needs: letters (\p{L}),
-// numbers (\p{N}) and white space (\s). Letters and numbers come from generated tables
-// (unicode_tables.cpp, Unicode 17 from node's regex engine); white space is the set JavaScript's
-// \s matches — the reference encoder is JavaScript — which differs from Python's `regex` module
-// (the original GPT-2) only in U+FEFF (space in JS) and U+0085 (space in Python).
+// UTF-8 decoding and the three character classes the GPT-2 and Llama 3 pre-tokenisers need:
+// letters (\p{L}), numbers (\p{N}) and white space (\s). Letters and numbers come from generated
+// tables (unicode_tables.cpp, Unicode 17 from node's regex engine); white space is the set
+// JavaScript's \s matches — the reference encoders are JavaScript — which differs from Python's
+// `regex` module (the original GPT-2) only in U+FEFF (space in JS) and U+0085 (space in Python).
 #pragma once
 #include <cstddef>
 #include <cstdint>

@@ -33,6 +33,13 @@ void register_builtins(Registries& r) {
              "tokenization.tokenizer gpt2_bpe needs tokenization.vocab_file and tokenization.merges_file");
     return std::make_unique<Gpt2BpeTokenizer>(vocab, merges);
   });
+  for (const char* kind : {"hf_bpe", "sentencepiece"})
+    r.tokenizers.add(kind, [kind](const Config& c) -> std::unique_ptr<Tokenizer> {
+      std::string file = c.get_string("tokenization.tokenizer_file");
+      MF_CHECK(!file.empty(), "tokenization.tokenizer ", kind, " needs tokenization.tokenizer_file (",
+               std::string(kind) == "hf_bpe" ? "a tokenizer.json" : "a tokenizer.model", " or a folder holding it)");
+      return make_tokenizer(kind, file, c.get_string("tokenization.eod_token"));
+    });
 }
 
 Registries& registries() {

