@@ -6,11 +6,11 @@ OMP_NUM_THREADS, ATEN_CPU_CAPABILITY=avx512 and OPENBLAS_CORETYPE=SkylakeX for i
 Usage: gpt2_torch.py [layers hidden heads seq micro_batch steps]"""
 import math
 import sys
-import time
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from torch_steps import time_training_steps
 
 L, C, H, T, B, STEPS = (int(a) for a in (sys.argv[1:] + ["12", "768", "12", "256", "4", "6"][len(sys.argv) - 1:]))
 V, P = 50257, 1024
@@ -64,27 +64,5 @@ with torch.no_grad():  # GPT-2 initialisation, as meshflow's
             p.fill_(1.0)
         else:
             p.normal_(0.0, 0.02 / math.sqrt(2 * L) if name.endswith("proj.weight") else 0.02)
-decay = [p for p in model.parameters() if p.dim() >= 2]
-no_decay = [p for p in model.parameters() if p.dim() < 2]
-opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
-                        lr=6e-4, betas=(0.9, 0.95), eps=1e-8)
 x, y = torch.randint(0, V, (B, T)), torch.randint(0, V, (B, T))
-nparams = sum(p.numel() for p in model.parameters())
-print(f"pytorch {torch.__version__}: {nparams / 1e6:.1f}M params, {torch.get_num_threads()} threads, "
-      f"capability {torch.backends.cpu.get_cpu_capability() if hasattr(torch.backends, 'cpu') else '?'}")
-times = []
-for s in range(STEPS):
-    t0 = time.perf_counter()
-    opt.zero_grad(set_to_none=True)
-    loss = model(x, y)
-    t_fwd = time.perf_counter() - t0
-    loss.backward()
-    t_bwd = time.perf_counter() - t0
-    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-    opt.step()
-    dt = time.perf_counter() - t0
-    times.append(dt)
-    print(f"step {s}: loss {loss.item():.4f}, {dt:.3f} s (forward {t_fwd:.3f}, backward {t_bwd - t_fwd:.3f}, "
-          f"clip + AdamW {dt - t_bwd:.3f})", flush=True)
-mean = sum(times[1:]) / (len(times) - 1)
-print(f"pytorch: {B * T / mean:.1f} tokens/s (mean of steps 1..{STEPS - 1}), best step {B * T / min(times[1:]):.1f} tokens/s")
+time_training_steps(model, x, y, STEPS, "GPT-2")

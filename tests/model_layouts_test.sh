@@ -11,7 +11,8 @@
 #          resumed logs the uninterrupted run's losses bit for bit, and its checkpoint evaluates on
 #          one process.
 #  llama   (4 heads over 2 key/value heads, untied head, byte vocabulary) the same, plus tp=4 (the
-#          key/value heads then stay whole on every rank), pp=4, dp=2 x tp=2 x pp=2 on 8 ranks,
+#          key/value heads then stay whole on every rank), pp=4 under 1F1B, GPipe and interleaved
+#          1F1B (8 layers, 2 chunks per rank), dp=2 x tp=2 x pp=2 on 8 ranks,
 #          full and selective recomputation (bit for bit), and a Mistral (sliding window 8 over 31
 #          positions) and a Qwen2 (q/k/v biases, tied head) under tp=2 with sequence parallelism.
 # Usage: model_layouts_test.sh MODEL MESHFLOW_BINARY SOURCE_DIR MPIEXEC
@@ -103,12 +104,17 @@ compare -t 1e-6 dp2tp2 z3dp2tp2
 if [ "$model" = llama ]; then
   run tp4 4 8 train.dist.tensor_parallel_size=4          # 2 key/value heads over 4 ranks: kept whole
   run pp4 4 2 train.dist.pipeline_parallel_size=4
+  run pp4gpipe 4 2 train.dist.pipeline_parallel_size=4 train.dist.pipeline_schedule=gpipe
+  run one_mb2_8 1 2 model.num_layers=8                  # 8 layers: 2 chunks of 1 layer per rank below
+  run pp4il 4 2 model.num_layers=8 train.dist.pipeline_parallel_size=4 train.dist.pipeline_schedule=interleaved_1f1b \
+    train.dist.virtual_pipeline_size=2
   run dp2_mb2 2 2                                         # 2 micro-batches of 2 per rank
   run dp2tp2pp2 8 2 train.dist.tensor_parallel_size=2 train.dist.pipeline_parallel_size=2
   run rc_full 1 8 train.activation_checkpoint.enabled=true
   run rc_sel 1 8 train.activation_checkpoint.enabled=true train.activation_checkpoint.granularity=selective
   compare one tp4 rc_full rc_sel
-  compare one_mb2 pp4
+  compare one_mb2 pp4 pp4gpipe
+  compare one_mb2_8 pp4il
   compare dp2_mb2 dp2tp2pp2
   for variant in "mistral model.sliding_window=8" "qwen2 model.qkv_bias=true model.tie_word_embeddings=true"; do
     set -- $variant
