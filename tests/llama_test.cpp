@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "meshflow/config/config.h"
 #include "meshflow/core/atomic_file.h"
 #include "meshflow/models/llama/model.h"
 #include "meshflow/models/registry.h"
@@ -148,6 +149,28 @@ TEST(Llama, NamesInitAndErrors) {
   MFT_EXPECT_ERROR(mf::models::LlamaModel{bad}, "model.num_key_value_heads 3", "must divide");
   MFT_EXPECT_ERROR(m.loss(mf::zeros({1, 17}, DType::kI64), mf::zeros({1, 17}, DType::kI64)), "sequence length 17",
                    "model.max_seq_length = 16");
+}
+
+// The shipped real-size configs describe the published models: their parameter counts (Hugging
+// Face's model cards: Llama-2-7B 6,738,415,616; Meta-Llama-3-8B 8,030,261,248; Qwen2-0.5B
+// 494,032,768 with its tied head; Mistral-7B-v0.1 7,241,732,096), and the tiny config loads.
+TEST(Llama, ShippedConfigsHaveThePublishedParameterCounts) {
+  const std::string dir = std::string(MESHFLOW_SOURCE_DIR) + "/configs/llama/";
+  const std::vector<std::pair<std::string, int64_t>> want = {{"llama2_7b", 6738415616},
+                                                             {"llama3_8b", 8030261248},
+                                                             {"qwen2_0.5b", 494032768},
+                                                             {"mistral_7b", 7241732096}};
+  for (const auto& [file, n] : want) {
+    const mf::Config c = mf::Config::load(dir + file + ".yaml", {});
+    int64_t total = 0;
+    for (const auto& [name, shape] : mf::models::model_spec(c.get_string("model.name")).parameter_shapes(c))
+      total += mf::shape_numel(shape);
+    EXPECT_EQ(total, n) << file;
+  }
+  const mf::Config tiny = mf::Config::load(dir + "tiny.yaml", {});
+  EXPECT_EQ(tiny.get_string("model.name"), "llama");
+  EXPECT_EQ(tiny.get_int("model.num_key_value_heads"), 2);
+  EXPECT_EQ(tiny.get_string("data.data_prefix"), "data/fortunes_text_document");
 }
 
 }  // namespace
