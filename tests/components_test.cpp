@@ -13,7 +13,7 @@ TEST(Components, BuiltinsAreRegisteredAndUnknownNamesListThem) {
   MFT_EXPECT_ERROR(mf::models::model_spec("t5"), "unknown model.name `t5`", "registered: gpt2, llama, mistral, mlp_lm, qwen2");
   EXPECT_EQ(optimizer_registry().names(), (std::vector<std::string>{"adamw", "sgd"}));
   EXPECT_EQ(scheduler_registry().names(), (std::vector<std::string>{"constant", "cosine", "linear", "multistep"}));
-  EXPECT_EQ(tokenizer_registry().names(), (std::vector<std::string>{"byte", "gpt2_bpe", "hf_bpe", "sentencepiece"}));
+  EXPECT_EQ(tokenizer_registry().names(), (std::vector<std::string>{"byte", "gpt2_bpe", "hf_bpe", "sentencepiece", "wordpiece"}));
   mf::Config c;
   EXPECT_EQ(tokenizer_registry().create("byte", c)->vocab_size(), 257);
   MFT_EXPECT_ERROR(optimizer_registry().get("lamb"), "unknown optim.name `lamb`", "registered: adamw, sgd");

@@ -86,7 +86,7 @@ TEST(Config, DefaultsHaveTypesAndValues) {
         "train.scheduler.alpha", "train.scheduler.gamma", "train.threads", "optim.name", "optim.weight_decay",
         "optim.eps", "optim.momentum", "optim.clip_grad_norm_type", "data.data_prefix", "data.seq_length",
         "tokenization.tokenizer", "tokenization.vocab_file", "tokenization.merges_file", "tokenization.tokenizer_file",
-        "tokenization.eod_token", "model.num_attention_heads",
+        "tokenization.eod_token", "tokenization.do_lower_case", "model.num_attention_heads",
         "model.max_seq_length", "model.embedding_dropout_prob", "model.attention_dropout_prob",
         "model.output_dropout_prob", "model.initializer_range"})
     EXPECT_TRUE(c.has(k)) << k;

@@ -217,7 +217,8 @@ TEST(MakeTokenizer, KindsFilesAndFolders) {
   MFT_EXPECT_ERROR(mf::make_tokenizer("hf_bpe", dir.path().string()), dir.path().c_str(), "no tokenizer.json");
   MFT_EXPECT_ERROR(mf::make_tokenizer("sentencepiece", dir.path().string()), "no tokenizer.model");
   MFT_EXPECT_ERROR(mf::make_tokenizer("hf_bpe"), "hf_bpe", "tokenizer.json");
-  MFT_EXPECT_ERROR(mf::make_tokenizer("wordpiece"), "wordpiece", "byte, gpt2_bpe, hf_bpe, sentencepiece");
+  MFT_EXPECT_ERROR(mf::make_tokenizer("unigram"), "unigram", "byte, gpt2_bpe, hf_bpe, sentencepiece, wordpiece");
+  MFT_EXPECT_ERROR(mf::make_tokenizer("wordpiece"), "wordpiece", "vocab.txt");
   // The tokenization.* keys choose them (as `meshflow preprocess` and training do).
   using mf::train::tokenizer_registry;
   mf::Config c;

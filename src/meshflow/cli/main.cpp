@@ -139,13 +139,13 @@ CLI::App* add_preprocess_command(CLI::App& app, PreprocessArgs& pa) {
   pre->add_option("--output-prefix", pa.output_prefix, "writes <prefix>_<json-key>_document.bin/.idx")->required();
   pre->add_option("--config", pa.config,
                   "a run's YAML config: its tokenization.* keys (tokenizer, vocab_file, merges_file, tokenizer_file, "
-                  "eod_token, append_eod) are the defaults of the flags below");
+                  "eod_token, do_lower_case, append_eod) are the defaults of the flags below");
   pre->add_option("--tokenizer", pa.tokenizer,
-                  "gpt2_bpe, hf_bpe, sentencepiece or byte (default: tokenization.tokenizer, gpt2_bpe)");
+                  "gpt2_bpe, hf_bpe, sentencepiece, wordpiece or byte (default: tokenization.tokenizer, gpt2_bpe)");
   pre->add_option("--vocab-file", pa.vocab_file, "GPT-2 vocab.json or encoder.json (default: tokenization.vocab_file)");
   pre->add_option("--merges-file", pa.merges_file, "GPT-2 merges.txt or vocab.bpe (default: tokenization.merges_file)");
   pre->add_option("--tokenizer-file,--tokenizer-model", pa.tokenizer_file,
-                  "hf_bpe: tokenizer.json; sentencepiece: tokenizer.model; or the folder holding it "
+                  "hf_bpe: tokenizer.json; sentencepiece: tokenizer.model; wordpiece: vocab.txt; or the folder holding it "
                   "(default: tokenization.tokenizer_file)");
   pre->add_option("--eod-token", pa.eod_token,
                   "hf_bpe / sentencepiece: the end-of-document token's text (default: tokenization.eod_token)");

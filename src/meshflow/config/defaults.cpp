@@ -118,13 +118,16 @@ data:
   seq_length: 0                 # 0 = model.max_seq_length
 
 tokenization:
-  tokenizer: gpt2_bpe           # gpt2_bpe | hf_bpe | sentencepiece | byte
+  tokenizer: gpt2_bpe           # gpt2_bpe | hf_bpe | sentencepiece | wordpiece | byte
   vocab_file: ""                # gpt2_bpe: encoder.json / vocab.json
   merges_file: ""               # gpt2_bpe: vocab.bpe / merges.txt
   tokenizer_file: ""            # hf_bpe: a Hugging Face tokenizer.json (Llama 3, Qwen2); sentencepiece: a tokenizer.model
-                                #   (Llama 2, Mistral); or the folder holding it
-  eod_token: ""                 # hf_bpe / sentencepiece: the end-of-document token's text; "": hf_bpe <|end_of_text|> or
-                                #   <|endoftext|>, else tokenizer_config.json's eos_token; sentencepiece the model's </s>
+                                #   (Llama 2, Mistral); wordpiece: a BERT vocab.txt; or the folder holding it
+  eod_token: ""                 # hf_bpe / sentencepiece / wordpiece: the end-of-document token's text; "": hf_bpe <|end_of_text|> or
+                                #   <|endoftext|>, else tokenizer_config.json's eos_token; sentencepiece the model's </s>;
+                                #   wordpiece [SEP]
+  do_lower_case: true           # wordpiece: lower-case and strip accents (NFD, combining marks dropped) before
+                                #   WordPiece, as BERT uncased; false for a cased vocabulary
   append_eod: true              # `meshflow preprocess`: append the end-of-document token to every document (Megatron's
                                 #   --append-eod); its default, read from --config, overridden by --append-eod / --no-eod.
                                 #   Training reads the dataset as it was written and does not use this key.

@@ -7,6 +7,7 @@
 #include "meshflow/data/gpt2_bpe.h"
 #include "meshflow/data/hf_bpe.h"
 #include "meshflow/data/sentencepiece.h"
+#include "meshflow/data/wordpiece.h"
 
 namespace mf {
 namespace {
@@ -42,7 +43,7 @@ std::string ByteTokenizer::decode(std::span<const int32_t> ids) const {
 }
 
 std::unique_ptr<Tokenizer> make_tokenizer(const std::string& kind, const std::string& path,
-                                          const std::string& eod_token) {
+                                          const std::string& eod_token, bool lower_case) {
   if (kind == "byte") return std::make_unique<ByteTokenizer>();
   if (kind == "gpt2" || kind == "gpt2-bpe" || kind == "gpt2_bpe") {
     MF_CHECK(!path.empty(), "make_tokenizer: '", kind, "' needs a vocabulary directory");
@@ -54,7 +55,10 @@ std::unique_ptr<Tokenizer> make_tokenizer(const std::string& kind, const std::st
   if (kind == "sentencepiece")
     return std::make_unique<SentencePieceTokenizer>(
         SentencePieceTokenizer::from_file(tokenizer_file(kind, path, "tokenizer.model"), eod_token));
-  MF_THROW("make_tokenizer: unknown tokenizer '", kind, "' (expected byte, gpt2_bpe, hf_bpe, sentencepiece)");
+  if (kind == "wordpiece")
+    return std::make_unique<WordPieceTokenizer>(
+        WordPieceTokenizer::from_file(tokenizer_file(kind, path, "vocab.txt"), lower_case, eod_token));
+  MF_THROW("make_tokenizer: unknown tokenizer '", kind, "' (expected byte, gpt2_bpe, hf_bpe, sentencepiece, wordpiece)");
 }
 
 }  // namespace mf

@@ -2,7 +2,8 @@
 // generation code use; `ByteTokenizer` (ids 0..255 = bytes, 256 = end of document) needs no
 // files; `Gpt2BpeTokenizer` (gpt2_bpe.h) is GPT-2's byte-level BPE, `HfBpeTokenizer` (hf_bpe.h)
 // byte-level BPE from a Hugging Face tokenizer.json (Llama 3, Qwen2), `SentencePieceTokenizer`
-// (sentencepiece.h) a SentencePiece tokenizer.model (Llama 2, Mistral). All implementations are
+// (sentencepiece.h) a SentencePiece tokenizer.model (Llama 2, Mistral), `WordPieceTokenizer`
+// (wordpiece.h) BERT's WordPiece over a vocab.txt. All implementations are
 // safe to call from several threads at once.
 #pragma once
 #include <cstdint>
@@ -18,15 +19,15 @@ class Tokenizer {
  public:
   virtual ~Tokenizer() = default;
   // Any byte string encodes (invalid UTF-8 included); decode(encode(s)) == s (the Hugging Face
-  // and SentencePiece tokenizers: for text their normaliser leaves as it is). No begin-of-text
-  // token is added.
+  // and SentencePiece tokenizers: for text their normaliser leaves as it is; WordPiece is lossy,
+  // its decode(encode(s)) is the normalised text). No begin-of-text token is added.
   virtual std::vector<int32_t> encode(std::string_view text) const = 0;
   // Throws mf::Error for an id outside [0, vocab_size()). The end-of-document id decodes to
   // its token's text ("<|endoftext|>", "</s>").
   virtual std::string decode(std::span<const int32_t> ids) const = 0;
   virtual int64_t vocab_size() const = 0;
   virtual int32_t eod_id() const = 0;
-  virtual std::string name() const = 0;  // "byte", "gpt2-bpe", "hf-bpe", "sentencepiece"
+  virtual std::string name() const = 0;  // "byte", "gpt2-bpe", "hf-bpe", "sentencepiece", "wordpiece"
 };
 
 class ByteTokenizer final : public Tokenizer {
@@ -41,10 +42,12 @@ class ByteTokenizer final : public Tokenizer {
 
 // "byte" -> ByteTokenizer; "gpt2" / "gpt2-bpe" / "gpt2_bpe" -> Gpt2BpeTokenizer::from_directory(path);
 // "hf_bpe" -> HfBpeTokenizer from `path`, a tokenizer.json or a folder holding one;
-// "sentencepiece" -> SentencePieceTokenizer from `path`, a tokenizer.model or a folder holding one.
-// `eod_token` (those two kinds): the end-of-document token's text, "" for the kind's default.
+// "sentencepiece" -> SentencePieceTokenizer from `path`, a tokenizer.model or a folder holding one;
+// "wordpiece" -> WordPieceTokenizer from `path`, a BERT vocab.txt or a folder holding one,
+// lower-casing and stripping accents when `lower_case` (the other kinds ignore it).
+// `eod_token` (those three kinds): the end-of-document token's text, "" for the kind's default.
 // Throws naming the kind when it is unknown, and the path when it holds no such file.
 std::unique_ptr<Tokenizer> make_tokenizer(const std::string& kind, const std::string& path = "",
-                                          const std::string& eod_token = "");
+                                          const std::string& eod_token = "", bool lower_case = true);
 
 }  // namespace mf

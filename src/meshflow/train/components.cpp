@@ -40,6 +40,13 @@ void register_builtins(Registries& r) {
                std::string(kind) == "hf_bpe" ? "a tokenizer.json" : "a tokenizer.model", " or a folder holding it)");
       return make_tokenizer(kind, file, c.get_string("tokenization.eod_token"));
     });
+  r.tokenizers.add("wordpiece", [](const Config& c) -> std::unique_ptr<Tokenizer> {
+    std::string file = c.get_string("tokenization.tokenizer_file");
+    MF_CHECK(!file.empty(), "tokenization.tokenizer wordpiece needs tokenization.tokenizer_file (a BERT vocab.txt or a "
+                            "folder holding it)");
+    return make_tokenizer("wordpiece", file, c.get_string("tokenization.eod_token"),
+                          c.get_bool("tokenization.do_lower_case"));
+  });
 }
 
 Registries& registries() {
