@@ -276,10 +276,11 @@ TEST(CudaBasic, Rope) {
   for (DType dt : kFloatTypes) {
     const double tol = dt == DType::kF64 ? 1e-14 : 1e-6;
     Tensor x = randn({2, 3, 17, 64}, 23, dt);
+    const std::vector<double> inv_freq = mf::rope_inv_freq(64, 10000.0);
     for (int sign : {1, -1}) {
       Tensor ref = mf::empty(x.shape(), dt), got = mf::empty(x.shape(), dt, gpu_dev());
-      cpu_k<kn::Rope>("rope", dt)(x, 10000.0, 5, sign, ref);
-      gpu_k<kn::Rope>("rope", dt)(gpu(x), 10000.0, 5, sign, got);
+      cpu_k<kn::Rope>("rope", dt)(x, inv_freq.data(), 5, sign, ref);
+      gpu_k<kn::Rope>("rope", dt)(gpu(x), inv_freq.data(), 5, sign, got);
       expect_near(got, ref, tol, tol, "rope");
     }
   }
