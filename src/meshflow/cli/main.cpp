@@ -38,7 +38,7 @@ struct PreprocessArgs {
   std::string config;  // its tokenization.* keys are the defaults of the flags below
   std::string output_prefix, tokenizer, vocab_file, merges_file, tokenizer_file, eod_token;
   std::string format = "auto", json_key = "text", split = "separator", separator = "%";
-  bool append_eod = false, no_eod = false;
+  bool append_eod = false, no_eod = false, split_sentences = false;
   int64_t shuffle_seed = -1;
 };
 
@@ -62,6 +62,7 @@ int run_preprocess(const PreprocessArgs& a) {
   o.separator = a.separator;
   o.append_eod = c.get_bool("tokenization.append_eod");
   if (a.shuffle_seed >= 0) o.shuffle_seed = static_cast<uint64_t>(a.shuffle_seed);
+  o.split_sentences = a.split_sentences;
   mf::PreprocessResult r = mf::preprocess(a.inputs, a.output_prefix, *tok, o);
   std::printf("wrote %s.bin/.idx: %lld documents, %lld tokens (%s tokenizer, %lld bytes of text)\n", r.prefix.c_str(),
               static_cast<long long>(r.documents), static_cast<long long>(r.tokens), tok->name().c_str(),
@@ -157,6 +158,8 @@ CLI::App* add_preprocess_command(CLI::App& app, PreprocessArgs& pa) {
   auto* eod = pre->add_flag("--append-eod", pa.append_eod,
                             "append the end-of-document token to every document (default: tokenization.append_eod, true)");
   pre->add_flag("--no-eod", pa.no_eod, "do not append the end-of-document token")->excludes(eod);
+  pre->add_flag("--split-sentences", pa.split_sentences,
+                "one sequence per sentence (BERT's sentence pairs); writes <prefix>_<json-key>_sentence.bin/.idx");
   pre->add_option("--shuffle-seed", pa.shuffle_seed,
                   "write documents in a seeded random order, so that data.splits ranges mix all inputs");
   return pre;

@@ -122,4 +122,19 @@ std::string Gpt2BpeTokenizer::decode(std::span<const int32_t> ids) const {
   return out;
 }
 
+std::optional<int32_t> Gpt2BpeTokenizer::token_to_id(std::string_view token) const {
+  // A linear scan: lookups are rare (special tokens), and a map would double the memory.
+  std::string bytes;
+  if (!bpe::unicode_to_bytes(token, bytes)) return std::nullopt;
+  for (size_t i = id_to_bytes_.size(); i-- > 0;)
+    if (id_to_bytes_[i] == bytes) return static_cast<int32_t>(i);
+  return std::nullopt;
+}
+
+std::string Gpt2BpeTokenizer::id_to_token(int32_t id) const {
+  std::string out;
+  for (char b : token_bytes(id)) out += bpe::byte_to_unicode()[static_cast<unsigned char>(b)];
+  return out;
+}
+
 }  // namespace mf

@@ -34,6 +34,8 @@ class Gpt2BpeTokenizer final : public Tokenizer {
   int64_t vocab_size() const override { return static_cast<int64_t>(id_to_bytes_.size()); }
   int32_t eod_id() const override { return eod_id_; }
   std::string name() const override { return "gpt2-bpe"; }
+  std::optional<int32_t> token_to_id(std::string_view token) const override;
+  std::string id_to_token(int32_t id) const override;
 
   int64_t num_merges() const { return merges_.num_merges(); }
   // The token's bytes (not its bytes->unicode spelling); throws for an id out of range.

@@ -88,4 +88,24 @@ int32_t HfBpeTokenizer::token_id(std::string_view text) const {
   return it == bytes_to_id_.end() ? -1 : it->second;
 }
 
+std::optional<int32_t> HfBpeTokenizer::token_to_id(std::string_view token) const {
+  for (const AddedToken& t : added_)
+    if (t.text == token) return t.id;
+  std::string bytes;
+  if (!bpe::unicode_to_bytes(token, bytes)) return std::nullopt;
+  auto it = bytes_to_id_.find(bytes);
+  if (it == bytes_to_id_.end()) return std::nullopt;
+  return it->second;
+}
+
+std::string HfBpeTokenizer::id_to_token(int32_t id) const {
+  MF_CHECK(id >= 0 && id < static_cast<int32_t>(id_to_bytes_.size()), "HfBpeTokenizer: id ", id, " outside [0, ",
+           id_to_bytes_.size(), ")");
+  for (const AddedToken& t : added_)
+    if (t.id == id) return t.text;
+  std::string out;
+  for (char b : id_to_bytes_[static_cast<size_t>(id)]) out += bpe::byte_to_unicode()[static_cast<unsigned char>(b)];
+  return out;
+}
+
 }  // namespace mf

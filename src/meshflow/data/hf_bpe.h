@@ -48,6 +48,8 @@ class HfBpeTokenizer final : public Tokenizer {
   int64_t vocab_size() const override { return static_cast<int64_t>(id_to_bytes_.size()); }
   int32_t eod_id() const override { return eod_id_; }
   std::string name() const override { return "hf-bpe"; }
+  std::optional<int32_t> token_to_id(std::string_view token) const override;
+  std::string id_to_token(int32_t id) const override;
 
   int64_t num_merges() const { return merges_.num_merges(); }
   int64_t num_added_tokens() const { return static_cast<int64_t>(added_.size()); }

@@ -92,13 +92,30 @@ IndexedDatasetBuilder::IndexedDatasetBuilder(std::string prefix, IndexDType dtyp
 IndexedDatasetBuilder::~IndexedDatasetBuilder() = default;
 
 void IndexedDatasetBuilder::add_document(std::span<const int32_t> tokens) {
-  MF_CHECK(!finalized_, "IndexedDatasetBuilder ", prefix_, ": add_document after finalize");
+  end_document();
+  add_sentence(tokens);
+  end_document();
+}
+
+void IndexedDatasetBuilder::add_document(const std::vector<std::vector<int32_t>>& sentences) {
+  end_document();
+  for (const std::vector<int32_t>& s : sentences) add_sentence(s);
+  end_document();
+}
+
+void IndexedDatasetBuilder::end_document() {
+  int64_t n = static_cast<int64_t>(sizes_.size());
+  if (n > (doc_ends_.empty() ? 0 : doc_ends_.back())) doc_ends_.push_back(n);
+}
+
+void IndexedDatasetBuilder::add_sentence(std::span<const int32_t> tokens) {
+  MF_CHECK(!finalized_, "IndexedDatasetBuilder ", prefix_, ": adding a sequence after finalize");
   MF_CHECK(tokens.size() <= static_cast<size_t>(std::numeric_limits<int32_t>::max()), "IndexedDatasetBuilder ",
-           prefix_, ": document of ", tokens.size(), " tokens exceeds the int32 size field");
+           prefix_, ": sequence of ", tokens.size(), " tokens exceeds the int32 size field");
   size_t es = index_dtype_size(dtype_);
   buf_.resize(tokens.size() * es);
   for (size_t k = 0; k < tokens.size(); ++k) {
-    MF_CHECK(fits(tokens[k], dtype_), "IndexedDatasetBuilder ", prefix_, ": token ", tokens[k], " of document ",
+    MF_CHECK(fits(tokens[k], dtype_), "IndexedDatasetBuilder ", prefix_, ": token ", tokens[k], " of sequence ",
              sizes_.size(), " does not fit dtype ", index_dtype_name(dtype_));
     store(buf_.data() + k * es, dtype_, tokens[k]);
   }
@@ -109,6 +126,7 @@ void IndexedDatasetBuilder::add_document(std::span<const int32_t> tokens) {
 
 void IndexedDatasetBuilder::finalize() {
   MF_CHECK(!finalized_, "IndexedDatasetBuilder ", prefix_, ": finalize called twice");
+  end_document();
   const uint64_t n = sizes_.size();
   std::string idx;
   idx.reserve(kHeaderBytes + n * 20 + 8);
@@ -116,7 +134,7 @@ void IndexedDatasetBuilder::finalize() {
     if (k > 0) idx.append(static_cast<const char*>(p), k);
   };
   uint8_t code = static_cast<uint8_t>(dtype_);
-  uint64_t doc_count = n + 1;
+  uint64_t doc_count = doc_ends_.size() + 1;
   put(kIndexMagic, 9);
   put(&kIndexVersion, 8);
   put(&code, 1);
@@ -128,7 +146,9 @@ void IndexedDatasetBuilder::finalize() {
     put(&ptr, 8);
     ptr += s * es;
   }
-  for (int64_t d = 0; d <= static_cast<int64_t>(n); ++d) put(&d, 8);
+  const int64_t zero = 0;
+  put(&zero, 8);
+  put(doc_ends_.data(), doc_ends_.size() * 8);
   AtomicFile idx_file(index_file_path(prefix_));
   idx_file.write(idx);
   bin_->commit();

@@ -7,7 +7,9 @@
 //                 document) [| modes i8[sequences], multimodal only: accepted and ignored]
 //   <prefix>.bin: the tokens of all sequences, concatenated, as the dtype.
 // Dtype codes (Megatron's DType enum): 1 uint8, 2 int8, 3 int16, 4 int32, 5 int64, 6 float64,
-// 7 float32, 8 uint16. Our builder writes one sequence per document.
+// 7 float32, 8 uint16. Our builder writes one sequence per document (add_document(tokens)), or
+// several — one per sentence, as Megatron's preprocess_data.py --split-sentences does
+// (add_document(sentences), or add_sentence() ... end_document()).
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -47,9 +49,17 @@ class IndexedDatasetBuilder {
 
   // One sequence forming one document. Throws if a token does not fit the dtype.
   void add_document(std::span<const int32_t> tokens);
+  // One document of several sequences (sentences), one sequence each; empty sentences are
+  // written too (Megatron keeps what it is given). A document of no sentence is not recorded.
+  void add_document(const std::vector<std::vector<int32_t>>& sentences);
+  // The same, a sentence at a time: add_sentence() appends a sequence to the open document,
+  // end_document() closes it (no-op when it holds no sentence). finalize() closes an open one.
+  void add_sentence(std::span<const int32_t> tokens);
+  void end_document();
   void finalize();
 
-  int64_t num_documents() const { return static_cast<int64_t>(sizes_.size()); }
+  int64_t num_documents() const { return static_cast<int64_t>(doc_ends_.size()); }
+  int64_t num_sequences() const { return static_cast<int64_t>(sizes_.size()); }
   int64_t num_tokens() const { return num_tokens_; }
 
  private:
@@ -57,6 +67,7 @@ class IndexedDatasetBuilder {
   IndexDType dtype_;
   std::unique_ptr<AtomicFile> bin_;
   std::vector<int32_t> sizes_;
+  std::vector<int64_t> doc_ends_;  // the sequence index ending each document
   std::vector<char> buf_;
   int64_t num_tokens_ = 0;
   bool finalized_ = false;

@@ -1,5 +1,6 @@
 // preprocess(): documents from jsonl / text files -> tokens -> indexed dataset.
 #include "meshflow/data/preprocess.h"
+#include "meshflow/data/sentence_split.h"
 #include "meshflow/data/shuffle.h"
 
 #include <fstream>
@@ -17,29 +18,44 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 
 bool is_blank(std::string_view line) { return line.find_first_not_of(" \t\n\r\f\v") == std::string_view::npos; }
 
+using Document = std::vector<std::vector<int32_t>>;  // its sequences
+
 class DocumentSink {
  public:
-  DocumentSink(IndexedDatasetBuilder& builder, const Tokenizer& tok, bool eod, PreprocessResult& r,
-               std::vector<std::vector<int32_t>>* held)
-      : builder_(builder), tok_(tok), eod_(eod), r_(r), held_(held) {}
+  DocumentSink(IndexedDatasetBuilder& builder, const Tokenizer& tok, bool eod, bool sentences, PreprocessResult& r,
+               std::vector<Document>* held)
+      : builder_(builder), tok_(tok), eod_(eod), sentences_(sentences), r_(r), held_(held) {}
   void add(std::string_view text) {
     if (is_blank(text)) return;
-    std::vector<int32_t> ids = tok_.encode(text);
-    if (eod_) ids.push_back(tok_.eod_id());
-    if (ids.empty()) return;
-    if (held_) held_->push_back(std::move(ids));
-    else builder_.add_document(ids);
+    Document doc;
+    if (sentences_) {
+      // Megatron: each sentence tokenized alone, empty ones dropped, eod on the last one.
+      for (const std::string& s : split_sentences(text)) {
+        std::vector<int32_t> ids = tok_.encode(s);
+        if (!ids.empty()) doc.push_back(std::move(ids));
+      }
+      if (doc.empty()) return;
+      if (eod_) doc.back().push_back(tok_.eod_id());
+    } else {
+      std::vector<int32_t> ids = tok_.encode(text);
+      if (eod_) ids.push_back(tok_.eod_id());
+      if (ids.empty()) return;
+      doc.push_back(std::move(ids));
+    }
     ++r_.documents;
-    r_.tokens += static_cast<int64_t>(held_ ? held_->back().size() : ids.size());
+    r_.sequences += static_cast<int64_t>(doc.size());
+    for (const auto& s : doc) r_.tokens += static_cast<int64_t>(s.size());
     r_.bytes_in += static_cast<int64_t>(text.size());
+    if (held_) held_->push_back(std::move(doc));
+    else builder_.add_document(doc);
   }
 
  private:
   IndexedDatasetBuilder& builder_;
   const Tokenizer& tok_;
-  bool eod_;
+  bool eod_, sentences_;
   PreprocessResult& r_;
-  std::vector<std::vector<int32_t>>* held_;  // shuffling: documents wait here, in input order
+  std::vector<Document>* held_;  // shuffling: documents wait here, in input order
 };
 
 void read_jsonl(const std::string& path, const std::string& key, DocumentSink& sink) {
@@ -103,11 +119,12 @@ PreprocessResult preprocess(const std::vector<std::string>& inputs, const std::s
   MF_CHECK(options.text_split != TextSplit::kSeparatorLine || !options.separator.empty(),
            "preprocess: empty separator line");
   PreprocessResult result;
-  result.prefix = output_prefix + "_" + options.json_key + "_document";
+  result.prefix = output_prefix + "_" + options.json_key + (options.split_sentences ? "_sentence" : "_document");
   IndexDType dtype = options.dtype.value_or(optimal_index_dtype(tokenizer.vocab_size()));
   IndexedDatasetBuilder builder(result.prefix, dtype);
-  std::vector<std::vector<int32_t>> held;
-  DocumentSink sink(builder, tokenizer, options.append_eod, result, options.shuffle_seed ? &held : nullptr);
+  std::vector<Document> held;
+  DocumentSink sink(builder, tokenizer, options.append_eod, options.split_sentences, result,
+                    options.shuffle_seed ? &held : nullptr);
   for (const std::string& path : inputs) {
     InputFormat fmt = options.format;
     if (fmt == InputFormat::kAuto)

@@ -3,6 +3,9 @@
 // indexed dataset `<output_prefix>_<json_key>_document.{bin,idx}` (Megatron's naming; the key
 // is "text" by default, for text files too). Documents that tokenize to nothing are skipped.
 // On any error nothing is written (the outputs are committed atomically at the end).
+// With split_sentences (Megatron's --split-sentences) each document is split into sentences
+// (split_sentences(), sentence_split.h), each tokenized into a sequence of its own, and the
+// output is `<output_prefix>_<json_key>_sentence.{bin,idx}`.
 #pragma once
 #include <cstdint>
 #include <optional>
@@ -37,11 +40,15 @@ struct PreprocessOptions {
   // Set: documents are written in a seeded random order (of all inputs together), so that the
   // train/valid/test split by document ranges does not follow the input files.
   std::optional<uint64_t> shuffle_seed;
+  // One sequence per sentence (BERT's sentence pairs need them); the end-of-document token is
+  // appended to the document's last sentence; sentences that tokenize to nothing are skipped.
+  bool split_sentences = false;
 };
 
 struct PreprocessResult {
-  std::string prefix;  // <output_prefix>_<json_key>_document: open it with IndexedDataset
+  std::string prefix;  // <output_prefix>_<json_key>_document (_sentence): open it with IndexedDataset
   int64_t documents = 0;
+  int64_t sequences = 0;  // = documents, or the sentences with split_sentences
   int64_t tokens = 0;   // eod tokens included
   int64_t bytes_in = 0; // document text bytes tokenized
 };

@@ -74,4 +74,15 @@ std::string SentencePieceTokenizer::decode(std::span<const int32_t> ids) const {
   return out;
 }
 
+std::optional<int32_t> SentencePieceTokenizer::token_to_id(std::string_view token) const {
+  int32_t id = piece_id(std::string(token));
+  if (id < 0) return std::nullopt;
+  return id;
+}
+
+std::string SentencePieceTokenizer::id_to_token(int32_t id) const {
+  MF_CHECK(id >= 0 && id < vocab_size_, "SentencePiece model ", path_, ": id ", id, " outside [0, ", vocab_size_, ")");
+  return sp_->IdToPiece(id);
+}
+
 }  // namespace mf

@@ -36,6 +36,8 @@ class SentencePieceTokenizer final : public Tokenizer {
   int64_t vocab_size() const override { return vocab_size_; }
   int32_t eod_id() const override { return eod_id_; }
   std::string name() const override { return "sentencepiece"; }
+  std::optional<int32_t> token_to_id(std::string_view token) const override;
+  std::string id_to_token(int32_t id) const override;
 
   int32_t bos_id() const;  // the model's <s>, -1 if it has none
   // The id of a piece (e.g. "▁the", "</s>"); -1 if it is not in the model.

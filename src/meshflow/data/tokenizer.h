@@ -8,6 +8,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -28,6 +29,15 @@ class Tokenizer {
   virtual int64_t vocab_size() const = 0;
   virtual int32_t eod_id() const = 0;
   virtual std::string name() const = 0;  // "byte", "gpt2-bpe", "hf-bpe", "sentencepiece", "wordpiece"
+
+  // The id of the vocabulary entry spelled exactly `token` ("[CLS]", "##ing"; byte-level BPE:
+  // the vocab.json spelling, "Ġthe", or an added token's text "<mask>"; SentencePiece: the piece,
+  // "▁the"); nullopt when the vocabulary has no such entry. Default: nullopt (no vocabulary).
+  virtual std::optional<int32_t> token_to_id(std::string_view token) const { return std::nullopt; }
+  // The vocabulary entry of `id`, spelled as token_to_id takes it (token_to_id(id_to_token(i))
+  // == i for the tokenizers that implement both). Default: decode({id}). Throws mf::Error for an
+  // id outside [0, vocab_size()).
+  virtual std::string id_to_token(int32_t id) const { return decode(std::span<const int32_t>(&id, 1)); }
 };
 
 class ByteTokenizer final : public Tokenizer {

@@ -319,4 +319,16 @@ std::string WordPieceTokenizer::decode(std::span<const int32_t> ids) const {
   return out;
 }
 
+std::optional<int32_t> WordPieceTokenizer::token_to_id(std::string_view token) const {
+  auto it = ids_.find(std::string(token));
+  if (it == ids_.end()) return std::nullopt;
+  return it->second;
+}
+
+std::string WordPieceTokenizer::id_to_token(int32_t id) const {
+  MF_CHECK(id >= 0 && id < static_cast<int32_t>(tokens_.size()), "WordPieceTokenizer: id ", id, " outside [0, ",
+           tokens_.size(), ")");
+  return tokens_[static_cast<size_t>(id)];
+}
+
 }  // namespace mf

@@ -38,6 +38,8 @@ class WordPieceTokenizer final : public Tokenizer {
   int64_t vocab_size() const override { return static_cast<int64_t>(tokens_.size()); }
   int32_t eod_id() const override { return eod_id_; }
   std::string name() const override { return "wordpiece"; }
+  std::optional<int32_t> token_to_id(std::string_view token) const override;
+  std::string id_to_token(int32_t id) const override;
 
   bool lower_case() const { return lower_case_; }
   int32_t unk_id() const { return unk_id_; }
