@@ -269,7 +269,7 @@ TEST(Amp, ConfigKeysSelectTheParameterDtypeAndTheScaler) {
 
 class SyntheticSource : public mf::train::BatchSource {
  public:
-  std::pair<Tensor, Tensor> next(int64_t b) override {
+  mf::models::Batch next(int64_t b) override {
     std::vector<int64_t> ids, labels;
     for (int64_t i = 0; i < b; ++i) {
       std::vector<int64_t> row;

@@ -14,6 +14,8 @@
 
 #include "meshflow/core/atomic_file.h"
 #include "meshflow/data/preprocess.h"
+#include "meshflow/models/bert/hf.h"
+#include "meshflow/models/bert/model.h"
 #include "meshflow/models/gpt2/hf.h"
 #include "meshflow/models/gpt2/model.h"
 #include "meshflow/models/llama/hf.h"
@@ -416,6 +418,111 @@ TEST_F(HfConvert, LlamaFamilyRoundTripIsBitIdentical) {
       mf::train::load_model_weights(loaded, mf::train::read_model_weights(ck));
       EXPECT_EQ(loaded.logits(ids).to_vector<float>(), direct.logits(ids).to_vector<float>()) << src;
     }
+  }
+}
+
+// BertForPreTraining, RobertaForMaskedLM and BertForSequenceClassification files as Hugging Face
+// writes them (position_ids buffers, the tied decoder weight and bias, roberta-base's unused
+// pooler) convert in and out with every parameter bit-identical and the decoder bias written back;
+// the imported weights compute what the model with them set directly computes; and a pretraining
+// file loads into a classifier with the encoder's weights, the classifier newly initialised.
+TEST_F(HfConvert, BertFamilyRoundTripIsBitIdentical) {
+  using mf::models::BertConfig;
+  using mf::models::BertModel;
+  struct Variant {
+    const char* name;
+    json cfg;
+  };
+  const json common = {{"vocab_size", 61}, {"hidden_size", 16}, {"intermediate_size", 40}, {"num_hidden_layers", 2},
+                       {"num_attention_heads", 4}, {"hidden_act", "gelu"}, {"layer_norm_eps", 1e-12},
+                       {"torch_dtype", "bfloat16"}};
+  std::vector<Variant> variants = {
+      {"bert", {{"model_type", "bert"}, {"architectures", {"BertForPreTraining"}}, {"max_position_embeddings", 16},
+                {"type_vocab_size", 2}, {"pad_token_id", 0}}},
+      {"roberta", {{"model_type", "roberta"}, {"architectures", {"RobertaForMaskedLM"}}, {"max_position_embeddings", 18},
+                   {"type_vocab_size", 1}, {"pad_token_id", 1}}},
+      {"bert_cls", {{"model_type", "bert"}, {"architectures", {"BertForSequenceClassification"}},
+                    {"max_position_embeddings", 16}, {"type_vocab_size", 2}, {"pad_token_id", 0},
+                    {"id2label", {{"0", "LABEL_0"}, {"1", "LABEL_1"}, {"2", "LABEL_2"}}}}}};
+  mf::models::Batch batch(mf::from_vector<int64_t>({2, 20, 17, 5, 9, 3, 4, 42, 7, 0, 0, 0}, {2, 6}),
+                          mf::from_vector<int64_t>({-100, 20, -100, -100, 9, -100, -100, -100, 7, -100, -100, -100}, {2, 6}));
+  const Tensor types = mf::from_vector<int64_t>({0, 0, 0, 1, 1, 1, 0, 0, 1, 0, 0, 0}, {2, 6});
+  batch.attention_mask = mf::from_vector<int64_t>({1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0}, {2, 6});
+  std::string pretraining_ck;
+  for (Variant& v : variants) {
+    SCOPED_TRACE(v.name);
+    for (auto& [k, val] : common.items()) v.cfg[k] = val;
+    const std::string cfg_path = path(std::string(v.name) + "_cfg.json");
+    mf::write_file_atomic(cfg_path, v.cfg.dump(2));
+    const BertConfig bc = mf::models::bert_config_from_hf(cfg_path);
+    BertModel model(bc);
+    model.init_weights(3);
+    std::vector<RawTensor> raw;
+    mf::nn::NamedTensors w;
+    std::string word, bias;
+    for (const auto& [name, t] : model.named_parameters()) {
+      w.emplace_back(name, mf::contiguous(mf::cast(t.detach(), DType::kBF16)));
+      raw.push_back({name, "BF16", t.shape(), bytes_of(w.back().second)});
+      if (name.find("word_embeddings") != std::string::npos) word = raw.back().bytes;
+      if (name == "cls.predictions.bias" || name == "lm_head.bias") bias = raw.back().bytes;
+    }
+    const std::string p = bc.prefix();
+    Tensor positions = mf::arange(bc.position_rows(), DType::kI64);
+    raw.push_back({p + "embeddings.position_ids", "I64", {1, bc.position_rows()}, bytes_of(positions)});
+    if (bc.task == mf::models::BertTask::kPretraining) {
+      const std::string dec = bc.variant == mf::models::BertVariant::kRoberta ? "lm_head.decoder." : "cls.predictions.decoder.";
+      raw.push_back({dec + "weight", "BF16", {bc.vocab_size, bc.hidden_size}, word});
+      raw.push_back({dec + "bias", "BF16", {bc.vocab_size}, bias});
+    }
+    if (bc.variant == mf::models::BertVariant::kRoberta) {  // roberta-base's file holds a pooler
+      raw.push_back({"roberta.pooler.dense.weight", "BF16", {16, 16}, raw[5].bytes.substr(0, 16 * 16 * 2)});
+      raw.push_back({"roberta.pooler.dense.bias", "BF16", {16}, std::string(32, '\0')});
+    }
+    const std::string src = hf_dir(std::string(v.name) + "_one", raw, v.cfg.dump(2));
+    const std::string ck = src + "_ck", out = src + "_hf";
+    mf::train::convert_from_hf(src, ck);
+    mf::train::convert_to_hf(ck, out);
+    if (bc.nsp()) pretraining_ck = ck;
+    Parsed parsed = parse_by_hand(out + "/model.safetensors");
+    for (const auto& [name, t] : w) {
+      ASSERT_TRUE(parsed.tensors.count(name)) << name;
+      EXPECT_EQ(parsed.tensors.at(name).dtype, "BF16") << name;
+      EXPECT_TRUE(parsed.tensors.at(name).bytes == bytes_of(t)) << name << " bytes differ";
+    }
+    const size_t extra = bc.task == mf::models::BertTask::kPretraining ? 1 : 0;  // the decoder's bias
+    EXPECT_EQ(parsed.tensors.size(), w.size() + extra);
+    const json back = json::parse(mf::read_file(out + "/config.json"));
+    for (auto& [k, val] : v.cfg.items()) EXPECT_EQ(back[k], val) << k;
+    batch.token_type_ids = bc.num_tokentypes > 1 ? types : mf::zeros({2, 6}, DType::kI64);
+    BertModel direct(bc), loaded(bc);
+    direct.eval();
+    loaded.eval();
+    mf::nn::NamedTensors f32;
+    for (const auto& [name, t] : w) f32.emplace_back(name, mf::cast(t, DType::kF32));
+    direct.load_state_dict(f32);
+    mf::train::load_model_weights(loaded, mf::train::read_model_weights(ck));
+    EXPECT_EQ(loaded.hidden_states(batch).to_vector<float>(), direct.hidden_states(batch).to_vector<float>());
+    if (bc.pooler()) {
+      EXPECT_EQ(loaded.pooled_logits(batch).to_vector<float>(), direct.pooled_logits(batch).to_vector<float>());
+    }
+    if (bc.task == mf::models::BertTask::kPretraining) {
+      EXPECT_EQ(loaded.mlm_logits(batch).to_vector<float>(), direct.mlm_logits(batch).to_vector<float>());
+    }
+  }
+  // Fine-tuning: the pretraining checkpoint into a classifier of 4 labels.
+  BertConfig cc = mf::models::bert_config_from_hf(path("bert_cls_cfg.json"));
+  cc.num_labels = 4;
+  BertModel cls(cc), pre(mf::models::bert_config_from_hf(path("bert_cfg.json")));
+  cls.init_weights(9);
+  std::map<std::string, std::string> fresh;
+  for (const auto& [name, t] : cls.named_parameters()) fresh[name] = bytes_of(t);
+  const std::string note = mf::train::load_model_weights(cls, mf::train::read_model_weights(pretraining_ck));
+  EXPECT_NE(note.find("newly initialised: classifier.weight classifier.bias"), std::string::npos) << note;
+  mf::train::load_model_weights(pre, mf::train::read_model_weights(pretraining_ck));
+  const auto pre_w = by_name(pre.named_parameters());
+  for (const auto& [name, t] : cls.named_parameters()) {
+    const bool head = name.compare(0, 11, "classifier.") == 0;
+    EXPECT_TRUE(bytes_of(t) == (head ? fresh.at(name) : bytes_of(pre_w.at(name)))) << name;
   }
 }
 

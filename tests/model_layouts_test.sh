@@ -15,6 +15,12 @@
 #          1F1B (8 layers, 2 chunks per rank), dp=2 x tp=2 x pp=2 on 8 ranks, bf16 and fp16,
 #          full and selective recomputation (bit for bit), and a Mistral (sliding window 8 over 31
 #          positions) and a Qwen2 (q/k/v biases, tied head) under tp=2 with sequence parallelism.
+#  bert    (masked LM + next-sentence prediction on sentence pairs of a sentence-split corpus,
+#          bert-base-uncased's WordPiece, padded samples, dropout on) the runs of mlp_lm, plus tp=4,
+#          full and selective recomputation, a RoBERTa (masked LM over single segments) under tp=2
+#          with sequence parallelism, and the sequence classifier under dp=2 x tp=2 and pp=2: the
+#          masked positions and the padding are the same under every layout, and each micro-batch's
+#          loss is its share of the global batch's masked tokens and rows.
 # Usage: model_layouts_test.sh MODEL MESHFLOW_BINARY SOURCE_DIR MPIEXEC
 set -uo pipefail
 model=$1
@@ -38,13 +44,31 @@ case "$model" in
                 model.output_dropout_prob=0.1) ;;
   llama) args=(configs/llama/tiny.yaml "${common[@]}" model.num_attention_heads=4 model.num_key_value_heads=2
                model.attention_dropout_prob=0.1) ;;
-  *) echo "model_layouts_test: unknown model '$model' (mlp_lm or llama)"; exit 2 ;;
+  bert)
+    vocab=data/tokenizers/bert/vocab.txt
+    [ -f "$vocab" ] || { echo "model_layouts_test: $vocab is missing: run bash scripts/fetch-tokenizers.sh"; exit 1; }
+    for i in $(seq 1 120); do  # documents of 2 to 5 sentences
+      printf 'The cat number %d sat on the mat. A dog ran %d miles away!' "$i" "$((i * 7))"
+      [ $((i % 4)) -gt 0 ] && printf ' Where did the bird fly on day %d? It flew over the hill.' "$i"
+      [ $((i % 3)) -eq 0 ] && printf ' Mr. Smith saw it %d times.' "$((i % 11))"
+      printf '\n%%\n'
+      printf '{"text": "fortune %d says the %s is near", "label": %d}\n' "$i" "$([ $((i % 3)) = 0 ] && echo sea || echo hill)" \
+        "$((i % 3))" >> "$work/cls.jsonl"
+    done > "$work/sentences.txt"
+    "$bin" preprocess --input "$work/sentences.txt" --output-prefix "$work/b" --tokenizer wordpiece --tokenizer-file "$vocab" \
+      --split-sentences --no-eod > /dev/null || { echo "preprocess --split-sentences failed"; exit 1; }
+    args=(configs/bert/tiny.yaml model.num_layers=4 model.hidden_size=32 model.num_attention_heads=4 model.ffn_hidden_size=64
+          model.max_seq_length=32 data.seq_length=32 "data.data_prefix=$work/b_text_sentence" "${common[@]:8}"
+          train.scheduler.warmup_iter=5 optim.lr=1e-3)
+    ;;
+  *) echo "model_layouts_test: unknown model '$model' (mlp_lm, llama or bert)"; exit 2 ;;
 esac
 
 # MESHFLOW_TEST_QUICK=1 (the sanitizer build) runs one run of each kind and its reference (the
 # Llama family: what the test model does not cover).
 quick_set=" one dp2tp2 tp2sp one_mb2 pp2il z3dp2tp2 "
 [ "$model" = llama ] && quick_set=" one tp4 rc_sel one_mb2 pp2il "
+[ "$model" = bert ] && quick_set=" one dp2tp2 one_mb2 pp2il cls_one cls_dp2tp2 "
 skipped() { [ "${MESHFLOW_TEST_QUICK:-0}" = 1 ] && [[ "$quick_set" != *" $1 "* ]]; }
 
 run() {  # name, ranks, micro batch, overrides...
@@ -141,6 +165,23 @@ if [ "$model" = llama ]; then
   if ! skipped rc_sel && ! cmp -s <(field "$work/one/metrics.jsonl" loss) <(field "$work/rc_sel/metrics.jsonl" loss); then
     echo "FAIL: selective recomputation does not log the plain run's losses bit for bit"; fail=1
   fi
+fi
+
+if [ "$model" = bert ]; then
+  run tp4 4 8 train.dist.tensor_parallel_size=4
+  run rc_full 1 8 train.activation_checkpoint.enabled=true
+  run rc_sel 1 8 train.activation_checkpoint.enabled=true train.activation_checkpoint.granularity=selective
+  compare one tp4 rc_full rc_sel
+  run roberta_one 1 8 model.name=roberta
+  run roberta_tp2sp 2 8 model.name=roberta train.dist.tensor_parallel_size=2 train.dist.sequence_parallel=true
+  compare roberta_one roberta_tp2sp
+  cls=(model.task=classification model.num_labels=3 "data.train_file=$work/cls.jsonl")
+  run cls_one 1 8 "${cls[@]}"
+  run cls_dp2tp2 4 4 "${cls[@]}" train.dist.tensor_parallel_size=2
+  run cls_one_mb2 1 2 "${cls[@]}"
+  run cls_pp2 2 2 "${cls[@]}" train.dist.pipeline_parallel_size=2
+  compare cls_one cls_dp2tp2
+  compare cls_one_mb2 cls_pp2
 fi
 
 [ "${MESHFLOW_TEST_QUICK:-0}" = 1 ] && { [ "$fail" -eq 0 ] && echo "$model quick subset passed"; exit "$fail"; }

@@ -71,10 +71,15 @@ TEST(ModelZoo, TheWholeModelsLossIsItsStagesLoss) {
     auto first = spec.build(c, 0, {{}, {0, 2, true, false, {}}});
     auto last = spec.build(c, 0, {{}, {2, 4, false, true, {}}});
     for (auto* m : {whole.get(), first.get(), last.get()}) m->eval();
-    mf::Tensor ids = mf::from_vector(std::vector<int64_t>{1, 2, 3, 4, 5, 6}, {2, 3});
-    mf::Tensor labels = mf::from_vector(std::vector<int64_t>{2, 3, 4, 5, 6, -100}, {2, 3});
-    const double l = whole->loss(ids, labels).item();
-    const double piped = last->head_loss(last->stage_forward(first->stage_forward(ids, 0, 3), 0, 3), labels).item();
+    // A batch with every field a model of the zoo reads (the last position of row 2 padding).
+    mf::models::Batch b(mf::from_vector(std::vector<int64_t>{1, 2, 3, 4, 5, 6}, {2, 3}),
+                        mf::from_vector(std::vector<int64_t>{2, 3, 4, 5, 6, -100}, {2, 3}));
+    b.token_type_ids = mf::from_vector(std::vector<int64_t>{0, 1, 1, 0, 0, 1}, {2, 3});
+    b.attention_mask = mf::from_vector(std::vector<int64_t>{1, 1, 1, 1, 1, 0}, {2, 3});
+    b.next_sentence_label = mf::from_vector(std::vector<int64_t>{0, 1}, {2});
+    const double l = whole->loss(b).item();
+    const mf::Tensor h = last->stage_forward(b, first->stage_forward(b, mf::Tensor(), 0, 3), 0, 3);
+    const double piped = last->head_loss(h, b, whole->loss_counts(b)).item();
     EXPECT_EQ(l, piped) << name << ": same seed, same initial values, same loss";
     EXPECT_GT(l, 0.0) << name;
   }

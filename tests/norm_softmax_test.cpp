@@ -143,6 +143,8 @@ TEST(Activation, MatchNaive) {
        }},
       {"relu", [](const Tensor& t) { return mf::relu(t); }, [](double v) { return v > 0 ? v : 0.0; },
        [](double v) { return v > 0 ? 1.0 : 0.0; }},
+      {"tanh", [](const Tensor& t) { return mf::tanh(t); }, [](double v) { return std::tanh(v); },
+       [](double v) { return 1 - std::tanh(v) * std::tanh(v); }},
   };
   for (const auto& c : cases) {
     std::vector<double> y, dx;

@@ -15,7 +15,7 @@ namespace fs = std::filesystem;
 class SyntheticSource : public mf::train::BatchSource {
  public:
   SyntheticSource(int64_t vocab, int64_t seq) : vocab_(vocab), seq_(seq) {}
-  std::pair<Tensor, Tensor> next(int64_t b) override {
+  mf::models::Batch next(int64_t b) override {
     std::vector<int64_t> ids, labels;
     for (int64_t i = 0; i < b; ++i) {
       std::vector<int64_t> row;

@@ -51,6 +51,7 @@ TEST(CudaParity, Unary) {
     expect_parity("gelu erf", [](const V& v) { return mf::gelu(v[0], false); }, {x}, dt);
     expect_parity("silu", [](const V& v) { return mf::silu(v[0]); }, {x}, dt);
     expect_parity("relu", [](const V& v) { return mf::relu(v[0]); }, {x}, dt);
+    expect_parity("tanh", [](const V& v) { return mf::tanh(v[0]); }, {x}, dt);
   }
 }
 

@@ -37,6 +37,12 @@ model:
     original_max_position_embeddings: 8192
   tie_word_embeddings: false    # Llama family: the output projection is the token embedding (GPT-2: always)
   qkv_bias: false               # Llama family: biases on the q, k, v projections (Qwen2)
+  task: pretraining             # BERT family: pretraining (masked LM, + next-sentence prediction with
+                                #   add_binary_head) | classification (pooler + classifier over num_labels)
+  num_tokentypes: 2             # BERT family: token types (segments); type_vocab_size (RoBERTa: 1)
+  pad_token_id: 0               # BERT family: the padding id (RoBERTa counts positions after it: 1)
+  add_binary_head: true         # BERT: next-sentence prediction in pretraining (false: masked LM only; RoBERTa never)
+  num_labels: 2                 # BERT family, classification: the classes
   sliding_window: 0             # Llama family: 0 = full causal attention; W = each position attends to the W
                                 #   latest positions, itself included (Mistral)
   pretrained: ""                # "" = random init; else weights to start from (any parallel layout, cast to the
@@ -116,6 +122,11 @@ data:
   data_prefix: ""               # <prefix>.bin / <prefix>.idx
   splits: "949,50,1"            # train, valid, test weights
   seq_length: 0                 # 0 = model.max_seq_length
+  masked_lm_prob: 0.15          # BERT family pretraining: the share of tokens predicted (80% [MASK], 10% random, 10% kept)
+  short_seq_prob: 0.1           # BERT family pretraining: the probability of a shorter sample (Megatron's)
+  whole_word_masking: true      # BERT family pretraining: mask whole words (WordPiece "##" pieces with their word)
+  train_file: ""                # classification: jsonl with "text" and an integer "label" per line (fine-tuning)
+  validation_file: ""           # classification: the held-out jsonl, scored with accuracy
 
 tokenization:
   tokenizer: gpt2_bpe           # gpt2_bpe | hf_bpe | sentencepiece | wordpiece | byte

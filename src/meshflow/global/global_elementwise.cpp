@@ -74,6 +74,10 @@ GlobalTensor scale(const GlobalContext& ctx, const GlobalTensor& x, double s) {
 GlobalTensor gelu(const GlobalContext& ctx, const GlobalTensor& x, bool tanh_approx) {
   return unary("gelu", false, ctx, x, [tanh_approx](const Tensor& t) { return mf::gelu(t, tanh_approx); });
 }
+GlobalTensor tanh(const GlobalContext& ctx, const GlobalTensor& x) {
+  return unary("tanh", false, ctx, x, [](const Tensor& t) { return mf::tanh(t); });
+}
+
 GlobalTensor relu(const GlobalContext& ctx, const GlobalTensor& x) {
   return unary("relu", false, ctx, x, [](const Tensor& t) { return mf::relu(t); });
 }

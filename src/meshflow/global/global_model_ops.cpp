@@ -92,7 +92,14 @@ GlobalTensor attention(const GlobalTensor& q, const GlobalTensor& k, const Globa
   MF_CHECK(qs.size() == 4 && k.logical_shape.size() == 4 && v.logical_shape.size() == 4, "global attention: q ",
            shape_str(qs), ", k ", shape_str(k.logical_shape), ", v ", shape_str(v.logical_shape),
            " must be (batch, heads, seq, head_dim)");
-  MF_CHECK(!opts.key_padding_mask.defined(), "global attention: a key padding mask is not supported yet");
+  // The key padding mask: a local (B, Tk) on the device of q; each piece takes its batch rows.
+  Tensor mask;
+  if (opts.key_padding_mask.defined()) {
+    const Tensor& m = opts.key_padding_mask;
+    MF_CHECK(m.dtype() == DType::kBool && m.shape() == Shape({qs[0], k.logical_shape[2]}), "global attention: key_padding_mask ",
+             m.str(), " must be bool (batch, keys) = (", qs[0], ", ", k.logical_shape[2], ")");
+    mask = m.device() == q.local.device() ? m : to(m, q.local.device());
+  }
   auto candidates = [] {
     return SignatureList{{{S(0), S(0), S(0)}, {S(0)}}, {{S(1), S(1), S(1)}, {S(1)}}, {{kB, kB, kB}, {kB}}};
   };
@@ -101,6 +108,11 @@ GlobalTensor attention(const GlobalTensor& q, const GlobalTensor& k, const Globa
                       [&](const std::vector<Tensor>& t, const LocalCall& c) -> std::vector<Tensor> {
                         AttentionOptions o = opts;
                         const NdSbp& sbp = *c.signature.outputs[0];
+                        if (mask.defined()) {  // this piece's batch rows
+                          const LogicalSlice s = local_slice(qs, sbp, pl->mesh_shape(), c.coord);
+                          o.key_padding_mask = s.start[0] == 0 && t[0].shape(0) == qs[0] ? mask
+                                                   : contiguous(narrow(mask, 0, s.start[0], t[0].shape(0)));
+                        }
                         if (splitting_mesh_axis(sbp, 1, "attention") >= 0) {  // this rank's heads
                           o.logical_heads = qs[1];
                           o.head_offset = local_slice(qs, sbp, pl->mesh_shape(), c.coord).start[1];

@@ -19,7 +19,7 @@
 //            (S(i), S(i - offset) or B) -> S(i); (P, P) -> P; (B, B) -> B
 //   mul      as add but (P, B) -> P and (B, P) -> P instead of (P, P) -> P
 //   scale    (S(i)) -> S(i); (P) -> P; (B) -> B
-//   gelu, relu, silu, exp: (S(i)) -> S(i); (B) -> B            (not linear: no P)
+//   gelu, relu, silu, tanh, exp: (S(i)) -> S(i); (B) -> B            (not linear: no P)
 //   softmax, layer_norm over the last axis: (S(i)[, B, B]) -> S(i) for i < last; (B[, B, B]) -> B
 //   sum over axis k: (S(k)) -> P; (S(i)) -> S(i shifted past k); (P) -> P; (B) -> B
 //   transpose(a, b): (S(i)) -> S(i with a and b swapped); (P) -> P; (B) -> B
@@ -114,6 +114,7 @@ GlobalTensor mul(const GlobalContext& ctx, const GlobalTensor& a, const GlobalTe
 GlobalTensor scale(const GlobalContext& ctx, const GlobalTensor& x, double s);
 GlobalTensor gelu(const GlobalContext& ctx, const GlobalTensor& x, bool tanh_approx = true);
 GlobalTensor relu(const GlobalContext& ctx, const GlobalTensor& x);
+GlobalTensor tanh(const GlobalContext& ctx, const GlobalTensor& x);
 GlobalTensor silu(const GlobalContext& ctx, const GlobalTensor& x);
 GlobalTensor exp(const GlobalContext& ctx, const GlobalTensor& x);
 
@@ -143,7 +144,9 @@ GlobalTensor permute(const GlobalTensor& x, const std::vector<int64_t>& dims);
 //            (S(0) table, B ids) -> B  the vocabulary-split lookup (global/vocab_parallel.h: a
 //            masked lookup and one all-reduce); (B, S(k)) -> S(k); (B, B) -> B
 //   dropout  (S(k)) -> S(k); (B) -> B — every piece draws the numbers of its logical positions
-//   attention q, k, v (B, H, T, D): (S(0) x3) -> S(0); (S(1) x3) -> S(1) heads; (B x3) -> B
+//   attention q, k, v (B, H, T, D): (S(0) x3) -> S(0); (S(1) x3) -> S(1) heads; (B x3) -> B;
+//            opts.key_padding_mask: a local bool (B, Tk) of the logical batch rows (on any
+//            device), sliced with the batch axis when that is split
 //   cross_entropy logits (N, V), labels (N) -> the mean loss ()
 //            (S(1), B) -> B  the vocabulary-split cross-entropy (global/vocab_parallel.h);
 //            (B, B) -> B
@@ -168,6 +171,7 @@ std::vector<GlobalTensor> checkpoint(const GlobalFn& fn, const std::vector<Globa
 inline GlobalTensor add(const GlobalTensor& a, const GlobalTensor& b) { return add(context_of(a.placement), a, b); }
 inline GlobalTensor mul(const GlobalTensor& a, const GlobalTensor& b) { return mul(context_of(a.placement), a, b); }
 inline GlobalTensor silu(const GlobalTensor& x) { return silu(context_of(x.placement), x); }
+inline GlobalTensor tanh(const GlobalTensor& x) { return tanh(context_of(x.placement), x); }
 inline GlobalTensor gelu(const GlobalTensor& x, bool tanh_approx = true) {
   return gelu(context_of(x.placement), x, tanh_approx);
 }

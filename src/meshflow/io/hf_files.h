@@ -6,6 +6,8 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "meshflow/core/dtype.h"
+
 namespace mf::io {
 
 // `path` is a folder holding config.json and model.safetensors (or a sharded
@@ -22,5 +24,15 @@ HfModelFiles find_hf_model_files(const std::string& path);
 nlohmann::ordered_json read_json_file(const std::string& path);
 // config.json's "model_type" ("" when absent).
 std::string hf_model_type(const std::string& config_json_path);
+
+// A config.json value: j[key], or `fallback` when absent or null; throws naming the file (`path`)
+// and the key when it has another type.
+int64_t json_int(const nlohmann::ordered_json& j, const std::string& path, const char* key, int64_t fallback);
+double json_float(const nlohmann::ordered_json& j, const std::string& path, const char* key, double fallback);
+bool json_bool(const nlohmann::ordered_json& j, const std::string& path, const char* key, bool fallback);
+std::string json_string(const nlohmann::ordered_json& j, const std::string& path, const char* key,
+                        const std::string& fallback);
+// config.json's "torch_dtype" name of a dtype: "bfloat16", "float16", "float64" or "float32".
+const char* torch_dtype_name(DType dtype);
 
 }  // namespace mf::io

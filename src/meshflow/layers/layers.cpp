@@ -51,6 +51,16 @@ GlobalTensor Embedding::forward(const GlobalTensor& ids) const { return global::
 
 int64_t Embedding::max_local_rows() const { return split_rows_ ? (num_ + place_.size() - 1) / place_.size() : num_; }
 
+RowBias::RowBias(int64_t num, const Place& place, bool split_rows, DType dt)
+    : num_(num), place_(place), split_rows_(split_rows && place.size() > 1) {
+  nn::ParamLayout b = split_rows_ ? nn::split_layout({num}, 0) : nn::replicated_layout({num});
+  bias = register_parameter("bias", local_zeros(b, place, dt), b);
+}
+
+GlobalTensor RowBias::value() const {
+  return place_.wrap(nn::compute(bias), split_rows_ ? place_.split_on(0) : place_.broadcast(), {num_});
+}
+
 LayerNorm::LayerNorm(int64_t dim, double eps, const Place& place, DType dt)
     : weight(register_parameter("weight", ones({dim}, dt))),
       bias(register_parameter("bias", zeros({dim}, dt))),

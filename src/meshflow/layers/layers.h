@@ -44,6 +44,22 @@ class Embedding : public nn::Module {
   bool split_rows_;
 };
 
+// A bias over the rows of an output projection tied to an Embedding (BERT's cls.predictions.bias):
+// parameter "bias" (num), split like the table's rows. A group: the model may add modules under it
+// (BERT's transform).
+class RowBias : public nn::ModuleGroup {
+ public:
+  RowBias(int64_t num, const Place& place, bool split_rows, DType dt = DType::kF32);
+  // As the layer computes with it (nn::compute): (num), S(0) or B.
+  GlobalTensor value() const;
+  Tensor bias;  // this rank's rows
+
+ private:
+  int64_t num_;
+  Place place_;
+  bool split_rows_;
+};
+
 class LayerNorm : public nn::Module {
  public:
   LayerNorm(int64_t dim, double eps, const Place& place, DType dt = DType::kF32);

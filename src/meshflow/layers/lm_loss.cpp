@@ -11,9 +11,11 @@ namespace {
 // h (n, C) B, w (V, C) S(0) or B, labels (n) i64 on the host, B -> the mean cross-entropy over
 // the labels != -100. Mixed precision: bf16/f16 logits (rounded f32 ones on the CPU, stored bf16/f16
 // with native half kernels), the loss computed from them in f32 (Megatron's default).
-GlobalTensor piece_loss(const GlobalTensor& h, const GlobalTensor& w, const GlobalTensor& labels, DType storage) {
+// bias (V) S(0) or B, or without placement: none.
+GlobalTensor piece_loss(const GlobalTensor& h, const GlobalTensor& w, const GlobalTensor& bias, const GlobalTensor& labels,
+                        DType storage) {
   const GlobalTensor wc = global::map(w, "compute", [](const Tensor& t) { return nn::compute(t); });
-  return global::cross_entropy(round_to(global::linear(h, wc), storage), labels);  // logits (n, V)
+  return global::cross_entropy(round_to(global::linear(h, wc, bias), storage), labels);  // logits (n, V)
 }
 }  // namespace
 
@@ -41,13 +43,20 @@ GlobalTensor lm_loss(const GlobalTensor& hidden, const Tensor& labels, const Emb
   // grad-ready hooks fire once).
   const bool recompute = o.recompute && grad_enabled() && w.local.requires_grad();
   const DType dt = o.storage;
+  const GlobalTensor bias = o.bias ? o.bias->value() : GlobalTensor{};
   auto loss_of = [&](const GlobalTensor& h, const Tensor& t) {
     const GlobalTensor lab = wrap_labels(t);
-    if (!recompute) return piece_loss(h, w, lab, dt);
+    if (!recompute) return piece_loss(h, w, bias, lab, dt);
+    if (!o.bias) {
+      auto fn = [lab, dt](const std::vector<GlobalTensor>& in) {
+        return std::vector<GlobalTensor>{piece_loss(in[0], in[1], GlobalTensor{}, lab, dt)};
+      };
+      return global::checkpoint(fn, {h, w})[0];
+    }
     auto fn = [lab, dt](const std::vector<GlobalTensor>& in) {
-      return std::vector<GlobalTensor>{piece_loss(in[0], in[1], lab, dt)};
+      return std::vector<GlobalTensor>{piece_loss(in[0], in[1], in[2], lab, dt)};
     };
-    return global::checkpoint(fn, {h, w})[0];
+    return global::checkpoint(fn, {h, w, bias})[0];
   };
   if (rows >= N) return loss_of(flat, tgt);
   // Chunks of rows: the mean over all valid labels is the sum of each chunk's mean weighted by

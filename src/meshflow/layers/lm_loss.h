@@ -17,6 +17,8 @@ struct LmLossOptions {
   bool recompute = false;
   // The logits' storage dtype (mixed precision: bf16/f16 logits, the loss computed in f32).
   DType storage = DType::kF32;
+  // A bias added to the logits (BERT's masked-LM head), split like the table; null: none.
+  const RowBias* bias = nullptr;
 };
 
 // hidden (B, T, C) or (N, C) B, labels (B, T) or (N) of the same rows (-100: ignored; a local

@@ -51,7 +51,41 @@ const layers::Place* Model::layer_place(int64_t layer) const {
 
 std::vector<nn::ParamPiece> Model::parameter_pieces() const { return nn::param_pieces(*this, ctx_.tp); }
 
+int64_t counted_labels(const Tensor& labels) {
+  if (!labels.defined()) return 0;
+  const Tensor l = contiguous(cast(to(labels.detach(), cpu_device()), DType::kI64));
+  const int64_t* p = l.data<int64_t>();
+  int64_t n = 0;
+  for (int64_t i = 0; i < l.numel(); ++i) n += p[i] != -100;
+  return n;
+}
+
+Tensor key_padding_mask(const Batch& batch) {
+  if (!batch.attention_mask.defined()) return Tensor();
+  const Tensor m = contiguous(cast(to(batch.attention_mask.detach(), cpu_device()), DType::kI64));
+  Tensor out = empty(m.shape(), DType::kBool);
+  const int64_t* p = m.data<int64_t>();
+  bool* q = out.data<bool>();
+  for (int64_t i = 0; i < m.numel(); ++i) q[i] = p[i] == 0;
+  return out;
+}
+
+GlobalTensor Model::step_share(const GlobalTensor& mean, double local, double total) {
+  MF_CHECK(total > 0 || local == 0, "model: a loss term over ", local, " items of a step totalling ", total);
+  if (local == total) return mean;
+  GlobalTensor r = mean;
+  r.local = scale(mean.local, total > 0 ? local / total : 0.0);
+  return r;
+}
+
 Tensor Model::stage_forward(const Tensor& input, uint64_t stream0, int64_t seq_len, int64_t chunk) const {
+  Batch b;
+  if (stage().first && chunk == 0) b.input_ids = input;
+  return stage_forward(b, input, stream0, seq_len, chunk);
+}
+
+Tensor Model::stage_forward(const Batch& batch, const Tensor& input, uint64_t stream0, int64_t seq_len,
+                            int64_t chunk) const {
   const PipelineStage& st = stage();
   MF_CHECK(chunk >= 0 && chunk < st.num_chunks(), "model: chunk ", chunk, " of a stage with ", st.num_chunks());
   Generator& gen = default_generator();
@@ -60,11 +94,12 @@ Tensor Model::stage_forward(const Tensor& input, uint64_t stream0, int64_t seq_l
   };
   GlobalTensor x;
   if (st.first && chunk == 0) {
-    MF_CHECK(input.ndim() == 2 && input.shape(1) == seq_len, "model: input ids must be (batch, ", seq_len, "), got ",
-             input.str());
+    const Tensor& ids = batch.input_ids;
+    MF_CHECK(ids.defined() && ids.ndim() == 2 && ids.shape(1) == seq_len, "model: input ids must be (batch, ", seq_len,
+             "), got ", ids.defined() ? ids.str() : std::string("none"));
     enter(0);
     use_stream(0);
-    x = global::box(embed(place_.wrap(input)), place_.hidden_sbp());
+    x = global::box(embed(place_.wrap(ids), batch), place_.hidden_sbp());
     x.local = leave(0, x.local);
   } else {
     x = place_.wrap(input, place_.hidden_sbp(), hidden_shape(input.shape(0), seq_len));
@@ -76,24 +111,37 @@ Tensor Model::stage_forward(const Tensor& input, uint64_t stream0, int64_t seq_l
     const std::optional<CheckpointGranularity> how =
         training() && grad_enabled() ? recomputation(layer) : std::nullopt;
     if (how == CheckpointGranularity::kFull)
-      x = global::checkpoint([this, layer](const std::vector<GlobalTensor>& in) {
-            return std::vector<GlobalTensor>{run_layer(layer, in[0], false)};
+      x = global::checkpoint([this, layer, batch](const std::vector<GlobalTensor>& in) {
+            return std::vector<GlobalTensor>{run_layer(layer, in[0], batch, false)};
           }, {x})[0];
     else
-      x = run_layer(layer, x, how.has_value());
+      x = run_layer(layer, x, batch, how.has_value());
     x.local = leave(1 + layer, x.local);
   }
-  use_stream(streams_per_forward());
+  use_stream(1 + streams_per_layer() * static_cast<uint64_t>(num_layers_));  // the head's streams
   if (!(st.last && chunk + 1 == st.num_chunks())) return x.local;
   enter(head_unit());  // left in head_loss(), after the head
   return global::box(final_norm(x), place_.broadcast()).local;
 }
 
-Tensor Model::head_loss(const Tensor& hidden, const Tensor& labels) const {
+Tensor Model::head_loss(const Tensor& hidden, const Batch& batch, const std::vector<double>& totals) const {
   MF_CHECK(stage().last, "model: the loss is computed on the last pipeline stage");
-  MF_CHECK(hidden.ndim() == 3 && labels.shape() == Shape({hidden.shape(0), hidden.shape(1)}), "model: labels ",
-           labels.str(), " must be (batch, seq) of the hidden state ", hidden.str());
-  return leave(head_unit(), head(place_.wrap(hidden), labels).local);
+  MF_CHECK(hidden.ndim() == 3 && batch.labels.defined() && batch.labels.shape(0) == hidden.shape(0), "model: labels ",
+           batch.labels.defined() ? batch.labels.str() : std::string("none"), " must label the rows of the hidden state ",
+           hidden.str());
+  return leave(head_unit(), head(place_.wrap(hidden), batch, totals).local);
+}
+
+Tensor Model::head_loss(const Tensor& hidden, const Tensor& labels) const {
+  MF_CHECK(labels.shape() == Shape({hidden.shape(0), hidden.shape(1)}), "model: labels ", labels.str(),
+           " must be (batch, seq) of the hidden state ", hidden.str());
+  const Batch b(Tensor(), labels);
+  return head_loss(hidden, b, loss_counts(b));
+}
+
+std::vector<std::pair<double, double>> Model::head_metrics(const Tensor& hidden, const Batch& batch) const {
+  MF_CHECK(stage().last, "model: metrics are computed on the last pipeline stage");
+  return metrics(place_.wrap(hidden), batch);
 }
 
 Shape Model::activation_shape(int64_t rows, int64_t seq_len) const {
@@ -104,17 +152,26 @@ Shape Model::activation_shape(int64_t rows, int64_t seq_len) const {
 }
 
 Tensor Model::run_whole(const Tensor& ids, const std::function<GlobalTensor(const GlobalTensor&)>& fn) const {
+  Batch b;
+  b.input_ids = ids;
+  return run_whole(b, fn);
+}
+
+Tensor Model::run_whole(const Batch& batch, const std::function<GlobalTensor(const GlobalTensor&)>& fn) const {
   MF_CHECK(stage().whole(), "model: the whole-model forward needs every layer (this is a pipeline stage)");
-  MF_CHECK(ids.ndim() == 2, "model: input ids must be (batch, seq), got ", ids.str());
-  const Tensor h = stage_forward(ids, default_generator().state().next_stream, ids.shape(1));  // (B, T, C) B
+  const Tensor& ids = batch.input_ids;
+  MF_CHECK(ids.defined() && ids.ndim() == 2, "model: input ids must be (batch, seq)");
+  const Tensor h = stage_forward(batch, Tensor(), default_generator().state().next_stream, ids.shape(1));  // (B, T, C) B
   return leave(head_unit(), fn(place_.wrap(h)).local);
 }
 
-Tensor Model::loss(const Tensor& ids, const Tensor& labels) const {
+Tensor Model::loss(const Batch& batch) const {
   MF_CHECK(stage().whole(), "model: the whole-model loss needs every layer (this is a pipeline stage)");
-  MF_CHECK(ids.ndim() == 2 && labels.shape() == ids.shape(), "model: ids ", ids.str(), " and labels ", labels.str(),
-           " must both be (batch, seq)");
-  return head_loss(stage_forward(ids, default_generator().state().next_stream, ids.shape(1)), labels);
+  const Tensor& ids = batch.input_ids;
+  MF_CHECK(ids.defined() && ids.ndim() == 2 && batch.labels.defined() && batch.labels.shape(0) == ids.shape(0),
+           "model: input_ids ", ids.defined() ? ids.str() : std::string("none"), " must be (batch, seq) with labels for its rows");
+  const Tensor h = stage_forward(batch, Tensor(), default_generator().state().next_stream, ids.shape(1));
+  return head_loss(h, batch, loss_counts(batch));
 }
 
 std::vector<nn::ParamUnit> Model::layered_units(const std::vector<std::string>& embedding_prefixes,

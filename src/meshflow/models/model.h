@@ -21,6 +21,7 @@
 
 #include "meshflow/config/config.h"
 #include "meshflow/layers/place.h"
+#include "meshflow/models/batch.h"
 #include "meshflow/nn/init.h"
 #include "meshflow/nn/module.h"
 #include "meshflow/nn/param_use_hooks.h"
@@ -77,8 +78,11 @@ struct ModelContext {
   PipelineStage stage;
 };
 
-// What batches a model trains on. Causal language models take (ids, labels) of (B, T).
-enum class BatchKind { kCausalLM };
+// What batches a model trains on (models/batch.h). kCausalLM: input_ids and labels (B, T), the
+// ids shifted by one; kMaskedLM: BERT's sentence pairs with masked tokens, token types, padding and
+// next-sentence labels (or one segment without them); kSequenceClassification: padded texts and a
+// class label per row.
+enum class BatchKind { kCausalLM, kMaskedLM, kSequenceClassification };
 
 // A layered model: an embedding (unit 0), num_layers layers (unit 1 + l) and a head (unit
 // num_layers + 1). The model writes each as for one device, on global tensors, and builds the
@@ -89,19 +93,42 @@ class Model : public nn::Module {
   Model(ModelContext ctx, int64_t num_layers);
 
   // ---- forward, by pipeline stage (the executor's)
-  // `input`: ids (B, T) on the first stage's chunk 0, else the previous virtual stage's output.
+  // `batch`: the micro-batch (the first stage's chunk 0 embeds its input_ids; layers may read its
+  // attention mask). `input`: the previous virtual stage's output (unused on the first).
   // Returns the activation for the next virtual stage (this rank's piece), or on the last one the
   // input of head_loss(). Random streams: it draws streams [stream0, stream0 + streams_per_forward())
   // of the default generator at fixed places — stream 0 for the embedding, 1 + streams_per_layer()
-  // * l onwards for layer l — so a stage draws what the whole model draws there, and leaves the
-  // generator at stream0 + streams_per_forward(); in eval mode it draws none.
+  // * l onwards for layer l, then the head's — so a stage draws what the whole model draws there,
+  // and leaves the generator at the head's first stream (stream0 + streams_per_forward() when the
+  // head draws none); in eval mode it draws none.
   // seq_len: the logical sequence length T. chunk: which of this rank's chunks.
+  Tensor stage_forward(const Batch& batch, const Tensor& input, uint64_t stream0, int64_t seq_len,
+                       int64_t chunk = 0) const;
+  // The same for a batch of ids alone: `input` is the ids (B, T) on the first stage's chunk 0.
   Tensor stage_forward(const Tensor& input, uint64_t stream0, int64_t seq_len, int64_t chunk = 0) const;
-  // Last stage: the mean loss of the final activation against labels (B, T) (-100: ignored).
+  // ---- the loss
+  // A model's loss is a sum of terms, each a mean over its items (a language model: one term over
+  // the counted labels; BERT: the masked tokens and the rows of its next-sentence task).
+  // loss_counts(batch): each term's items in `batch`. The trainer sums them over a step's
+  // micro-batches and data-parallel ranks; head_loss() divides each term's sum over the batch by
+  // that total (`totals`), so the micro-batch losses of a step add up to the loss of the whole
+  // global batch, whatever the layout and the micro-batching.
+  virtual std::vector<double> loss_counts(const Batch& batch) const { return {static_cast<double>(counted_labels(batch.labels))}; }
+  // Last stage: this micro-batch's share of the step's loss.
+  Tensor head_loss(const Tensor& hidden, const Batch& batch, const std::vector<double>& totals) const;
+  // The mean loss of the final activation against labels (B, T) (-100: ignored).
   Tensor head_loss(const Tensor& hidden, const Tensor& labels) const;
-  uint64_t streams_per_forward() const { return 1 + streams_per_layer() * static_cast<uint64_t>(num_layers_); }
-  // The whole model's loss (one stage holding every layer).
-  Tensor loss(const Tensor& ids, const Tensor& labels) const;
+  uint64_t streams_per_forward() const {
+    return 1 + streams_per_layer() * static_cast<uint64_t>(num_layers_) + head_streams();
+  }
+  // The whole model's loss (one stage holding every layer): the batch's own means.
+  Tensor loss(const Batch& batch) const;
+  Tensor loss(const Tensor& ids, const Tensor& labels) const { return loss(Batch(ids, labels)); }
+  // ---- evaluation metrics beside the loss (e.g. "accuracy"), the same names on every rank
+  virtual std::vector<std::string> eval_metric_names() const { return {}; }
+  // Last stage, evaluation: each metric's (sum, count) over `batch` (the metric is sum / count
+  // over every batch and rank), in eval_metric_names() order.
+  std::vector<std::pair<double, double>> head_metrics(const Tensor& hidden, const Batch& batch) const;
 
   // ---- the messages between pipeline stages
   // This rank's piece of the activation a stage sends (B = rows, logical sequence seq_len).
@@ -140,16 +167,28 @@ class Model : public nn::Module {
 
  protected:
   // ---- what a model writes, as for one device
-  // ids (B, T) -> the first layer's input (B, T, C).
-  virtual GlobalTensor embed(const GlobalTensor& ids) const = 0;
-  // Layer `layer` (held by this rank): (B, T, C) -> (B, T, C). recompute_inside: recompute the
-  // layer's own choice of parts (selective recomputation) in backward.
-  virtual GlobalTensor run_layer(int64_t layer, const GlobalTensor& x, bool recompute_inside) const = 0;
+  // ids (B, T) of `batch` -> the first layer's input (B, T, C).
+  virtual GlobalTensor embed(const GlobalTensor& ids, const Batch& batch) const = 0;
+  // Layer `layer` (held by this rank): (B, T, C) -> (B, T, C) of `batch`. recompute_inside:
+  // recompute the layer's own choice of parts (selective recomputation) in backward.
+  virtual GlobalTensor run_layer(int64_t layer, const GlobalTensor& x, const Batch& batch,
+                                 bool recompute_inside) const = 0;
   // The head's part before the loss (the final norm): (B, T, C) -> (B, T, C).
   virtual GlobalTensor final_norm(const GlobalTensor& x) const = 0;
-  // The mean loss of the final hidden state (B, T, C) B against labels (B, T) (local, anywhere).
-  virtual GlobalTensor head(const GlobalTensor& hidden, const Tensor& labels) const = 0;
+  // The loss of the final hidden state (B, T, C) B on `batch` (local tensors, anywhere): each
+  // term's sum over the batch divided by its entry of `totals` (see loss_counts()).
+  virtual GlobalTensor head(const GlobalTensor& hidden, const Batch& batch, const std::vector<double>& totals) const = 0;
+  // Evaluation metrics of the final hidden state (B, T, C) B (see head_metrics()).
+  virtual std::vector<std::pair<double, double>> metrics(const GlobalTensor& hidden, const Batch& batch) const {
+    (void)hidden;
+    (void)batch;
+    return {};
+  }
   virtual uint64_t streams_per_layer() const = 0;
+  // Random streams the head draws (its dropout), after the layers'.
+  virtual uint64_t head_streams() const { return 0; }
+  // A term's mean over this batch (`local` items) as its share of the step's (`total` items).
+  static GlobalTensor step_share(const GlobalTensor& mean, double local, double total);
   // The logical activation between layers: (rows, seq_len, C).
   virtual Shape hidden_shape(int64_t rows, int64_t seq_len) const = 0;
   // How layer `layer` is recomputed in a training step; nullopt: it is not.
@@ -177,6 +216,7 @@ class Model : public nn::Module {
   // The whole model (every layer on this rank): fn applied to the final hidden state (B, T, C) B
   // of ids (B, T), with the head's parameters in use; returns this rank's piece of fn's result.
   Tensor run_whole(const Tensor& ids, const std::function<GlobalTensor(const GlobalTensor&)>& fn) const;
+  Tensor run_whole(const Batch& batch, const std::function<GlobalTensor(const GlobalTensor&)>& fn) const;
 
  private:
   ModelContext ctx_;

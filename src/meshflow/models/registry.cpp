@@ -3,6 +3,7 @@
 #include <map>
 #include <mutex>
 
+#include "meshflow/models/bert/spec.h"
 #include "meshflow/models/gpt2/spec.h"
 #include "meshflow/models/llama/spec.h"
 #include "meshflow/models/mlp_lm/spec.h"
@@ -16,7 +17,8 @@ const std::map<std::string, ModelSpec>& specs() {
   static std::once_flag once;
   std::call_once(once, [] {
     // One line per model.
-    for (ModelSpec s : {gpt2::spec(), mlp_lm::spec(), llama::llama_spec(), llama::qwen2_spec(), llama::mistral_spec()}) {
+    for (ModelSpec s : {gpt2::spec(), mlp_lm::spec(), llama::llama_spec(), llama::qwen2_spec(), llama::mistral_spec(),
+                        bert::bert_spec(), bert::roberta_spec()}) {
       MF_CHECK(all.count(s.name) == 0, "model.name `", s.name, "` is registered twice");
       const std::string name = s.name;
       all.emplace(name, std::move(s));

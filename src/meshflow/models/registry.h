@@ -43,6 +43,12 @@ struct ModelSpec {
   // not show (e.g. the number of attention heads).
   std::vector<std::string> config_keys;
   std::vector<std::string> structure_keys;
+  // Parameter-name prefixes of task heads (BERT's pooler, masked-LM and classifier heads): weights
+  // loaded into a model with another head (model.pretrained of a pretrained encoder into a
+  // classifier) drop the heads the model has not, and the model's head parameters they lack, or
+  // hold with another shape (another number of labels), keep their initialisation, as Hugging
+  // Face's from_pretrained does.
+  std::vector<std::string> head_prefixes;
   // The whole model's parameters for the model.* keys of `c`: names and logical shapes, in model
   // order (Model::parameter_shapes() of the model those keys build).
   std::function<std::vector<std::pair<std::string, Shape>>(const Config& c)> parameter_shapes;

@@ -83,6 +83,7 @@ Tensor unary(UnaryOp op, const char* name, const Tensor& x, double alpha) {
       case UnaryOp::kGeluErf: return {gelu_backward(g[0], xc, false)};
       case UnaryOp::kSilu: return {silu_backward(g[0], xc)};
       case UnaryOp::kRelu: return {relu_backward(g[0], xc)};
+      case UnaryOp::kTanh: return {tanh_backward(g[0], xc)};
     }
     return {Tensor()};
   });
@@ -118,6 +119,7 @@ Tensor gelu(const Tensor& x, bool tanh_approx) {
 }
 Tensor silu(const Tensor& x) { return unary(UnaryOp::kSilu, "silu", x, 0.0); }
 Tensor relu(const Tensor& x) { return unary(UnaryOp::kRelu, "relu", x, 0.0); }
+Tensor tanh(const Tensor& x) { return unary(UnaryOp::kTanh, "tanh", x, 0.0); }
 
 Tensor gelu_backward(const Tensor& dy, const Tensor& x, bool tanh_approx) {
   return activation_backward(tanh_approx ? UnaryOp::kGeluTanh : UnaryOp::kGeluErf, "gelu_backward", dy, x);
@@ -127,6 +129,9 @@ Tensor silu_backward(const Tensor& dy, const Tensor& x) {
 }
 Tensor relu_backward(const Tensor& dy, const Tensor& x) {
   return activation_backward(UnaryOp::kRelu, "relu_backward", dy, x);
+}
+Tensor tanh_backward(const Tensor& dy, const Tensor& x) {
+  return activation_backward(UnaryOp::kTanh, "tanh_backward", dy, x);
 }
 
 }  // namespace mf

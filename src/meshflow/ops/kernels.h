@@ -9,7 +9,7 @@
 namespace mf::kernels {
 
 enum class BinaryOp : uint8_t { kAdd, kSub, kMul, kDiv };
-enum class UnaryOp : uint8_t { kNeg, kScale, kAddScalar, kExp, kLog, kSqrt, kGeluTanh, kGeluErf, kSilu, kRelu };
+enum class UnaryOp : uint8_t { kNeg, kScale, kAddScalar, kExp, kLog, kSqrt, kGeluTanh, kGeluErf, kSilu, kRelu, kTanh };
 
 // a, b, out: same shape; a/b any strides (0 on broadcast axes), out contiguous.
 using Binary = void(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out);

@@ -33,10 +33,12 @@ Tensor sqrt(const Tensor& x);
 Tensor gelu(const Tensor& x, bool tanh_approx = true);
 Tensor silu(const Tensor& x);
 Tensor relu(const Tensor& x);
+Tensor tanh(const Tensor& x);
 // Their gradients: dx = dy * f'(x).
 Tensor gelu_backward(const Tensor& dy, const Tensor& x, bool tanh_approx);
 Tensor silu_backward(const Tensor& dy, const Tensor& x);
 Tensor relu_backward(const Tensor& dy, const Tensor& x);
+Tensor tanh_backward(const Tensor& dy, const Tensor& x);
 
 // ---- reductions (ops/reduce.cpp); empty `axes` means all axes
 Tensor sum(const Tensor& x, const std::vector<int64_t>& axes = {}, bool keepdim = false);

@@ -33,6 +33,13 @@ double sum_over(comm::Communicator* group, double local) {
   return t.data<double>()[0];
 }
 
+std::vector<double> sum_over(comm::Communicator* group, const std::vector<double>& local) {
+  if (!group || local.empty()) return local;
+  Tensor t = from_vector(local, {static_cast<int64_t>(local.size())});
+  group->all_reduce(t)->wait();
+  return std::vector<double>(t.data<double>(), t.data<double>() + local.size());
+}
+
 double mean_over(comm::Communicator* group, double local) {
   return group ? sum_over(group, local) / static_cast<double>(group->size()) : local;
 }

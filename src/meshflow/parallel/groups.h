@@ -31,6 +31,7 @@ Groups make_groups(comm::CommPtr dp, comm::CommPtr tp, comm::CommPtr all, comm::
                    double timeout_seconds);
 
 double sum_over(comm::Communicator* group, double local);   // identity without a group
+std::vector<double> sum_over(comm::Communicator* group, const std::vector<double>& local);  // elementwise, one all-reduce
 double mean_over(comm::Communicator* group, double local);  // the mean over the group's ranks
 bool any_over(comm::Communicator* group, bool local);       // true on every rank when true on one
 void barrier(comm::Communicator* group);

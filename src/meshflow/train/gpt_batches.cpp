@@ -2,7 +2,7 @@
 
 namespace mf::train {
 
-std::pair<Tensor, Tensor> GptBatchSource::next(int64_t micro_batch) {
+models::Batch GptBatchSource::next(int64_t micro_batch) {
   std::vector<int64_t> idx = sampler_.next_batch(micro_batch);
   int64_t L = data_.seq_length();
   Tensor ids = empty({micro_batch, L}, DType::kI64), labels = empty({micro_batch, L}, DType::kI64);

@@ -12,7 +12,7 @@ class GptBatchSource final : public BatchSource {
   // `data` must outlive the source.
   GptBatchSource(const GptDataset& data, int64_t rank = 0, int64_t world = 1)
       : data_(data), sampler_(data.size(), rank, world) {}
-  std::pair<Tensor, Tensor> next(int64_t micro_batch) override;  // (B, L) ids, (B, L) labels
+  models::Batch next(int64_t micro_batch) override;  // (B, L) ids, (B, L) labels
   uint64_t position() const override { return sampler_.state(); }
   void set_position(uint64_t pos) override { sampler_.set_state(pos); }
 

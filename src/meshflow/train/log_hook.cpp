@@ -91,12 +91,22 @@ void LoggingHook::after_step(Trainer& t, const StepStats& s) {
 
 void LoggingHook::after_eval(Trainer&, const EvalStats& e) {
   if (bar_ && bar_->enabled()) std::fputc('\n', out_);
-  std::fprintf(out_, "eval iter %lld | val_loss %.4f | val_ppl %.2f\n", static_cast<long long>(e.iter), e.loss,
-               e.perplexity);
+  std::fprintf(out_, "eval iter %lld | val_loss %.4f", static_cast<long long>(e.iter), e.loss);
+  nlohmann::ordered_json record = {{"step", e.iter}, {"val_loss", e.loss}};
+  if (!std::isnan(e.perplexity)) {
+    std::fprintf(out_, " | val_ppl %.2f", e.perplexity);
+    record["val_ppl"] = e.perplexity;
+    tb_->add_scalar("eval/perplexity", e.perplexity, e.iter);
+  }
+  for (const auto& [name, value] : e.metrics) {
+    std::fprintf(out_, " | val_%s %.4f", name.c_str(), value);
+    record["val_" + name] = value;
+    tb_->add_scalar("eval/" + name, value, e.iter);
+  }
+  std::fputc('\n', out_);
   std::fflush(out_);
-  metrics_->write({{"step", e.iter}, {"val_loss", e.loss}, {"val_ppl", e.perplexity}});
+  metrics_->write(record);
   tb_->add_scalar("eval/loss", e.loss, e.iter);
-  tb_->add_scalar("eval/perplexity", e.perplexity, e.iter);
   tb_->flush();
 }
 

@@ -24,6 +24,7 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 struct PipelineExecutor::Run {
   PipelineExecutor& ex;
   const std::vector<Batch>& batches;
+  const std::vector<double>& totals;
   int64_t p, stage, v, T, rows;
   bool training;
   uint64_t stream0, streams_per_forward;
@@ -33,7 +34,8 @@ struct PipelineExecutor::Run {
   std::vector<InFlight> held;
   std::vector<comm::WorkPtr> sends;
   double loss_sum = 0;
-  Tensor loss_on_device;  // a GPU run's losses, summed there in f64 and read once at the end
+  Tensor loss_on_device;
+  Tensor last_hidden;  // evaluation: the last virtual stage's final hidden state  // a GPU run's losses, summed there in f64 and read once at the end
 
   int rank_of(int64_t j) const { return static_cast<int>(j % p); }
   int tag(int64_t micro, int64_t chunk, int kind) const { return static_cast<int>((2 * (micro * v + chunk) + kind) % 32768); }
@@ -46,20 +48,21 @@ struct PipelineExecutor::Run {
   void forward(int64_t micro, int64_t chunk) {
     const int64_t j = chunk * p + stage;
     InFlight& f = held[static_cast<size_t>(micro * v + chunk)];
-    if (j == 0) {
-      f.input = batches[static_cast<size_t>(micro)].first;  // host ids: the embedding checks and uploads them
-    } else {
+    const Batch& batch = batches[static_cast<size_t>(micro)];  // host ids: the embedding checks and uploads them
+    if (j > 0) {
       f.input = ex.stage_buffer(rows, T);
       timed_wait(ex.g_.pp->recv(f.input, rank_of(j - 1), tag(micro, chunk, 0)));
       if (training) f.input.set_requires_grad(true);
     }
-    Tensor out = ex.model_->stage_forward(f.input, stream0 + static_cast<uint64_t>(micro) * streams_per_forward, T, chunk);
+    Tensor out =
+        ex.model_->stage_forward(batch, f.input, stream0 + static_cast<uint64_t>(micro) * streams_per_forward, T, chunk);
     if (j + 1 < p * v) {
       f.output = out;
       sends.push_back(ex.g_.pp->send(contiguous(out.detach()), rank_of(j + 1), tag(micro, (j + 1) / p, 0)));
       return;
     }
-    f.output = ex.model_->head_loss(out, batches[static_cast<size_t>(micro)].second);
+    if (!training) last_hidden = out;
+    f.output = ex.model_->head_loss(out, batch, totals);
     if (ex.device_.type == DeviceType::kCPU) {
       loss_sum += f.output.item();
     } else {  // no synchronisation per micro-batch: the host keeps queueing work
@@ -91,12 +94,12 @@ Tensor PipelineExecutor::stage_buffer(int64_t rows, int64_t seq_len) const {
 }
 
 double PipelineExecutor::run(const std::vector<parallel::PipelineAction>& actions, const std::vector<Batch>& batches,
-                             int64_t seq_len, bool training, double backward_scale,
-                             const std::function<void()>& before_last_backward) {
+                             const std::vector<double>& loss_totals, int64_t seq_len, bool training,
+                             double backward_scale, const std::function<void()>& before_last_backward) {
   Generator& gen = default_generator();
-  const int64_t v = model_->stage().num_chunks(), rows = batches.front().first.shape(0);
-  Run r{*this, batches, g_.pp_size(), g_.pp_rank(), v, seq_len, rows, training, gen.state().next_stream,
-        model_->streams_per_forward(), {}, {}, 0, {}};
+  const int64_t v = model_->stage().num_chunks(), rows = batches.front().rows();
+  Run r{*this, batches, loss_totals, g_.pp_size(), g_.pp_rank(), v, seq_len, rows, training, gen.state().next_stream,
+        model_->streams_per_forward(), {}, {}, 0, {}, {}};
   r.held.resize(batches.size() * static_cast<size_t>(v));
   auto& alloc = allocator_for(device_);
   const std::vector<Tensor> params = model_->parameters();
@@ -126,27 +129,33 @@ double PipelineExecutor::run(const std::vector<parallel::PipelineAction>& action
   }
   for (auto& w : r.sends) r.timed_wait(w);
   if (training) gen.set_state({gen.seed(), r.stream0 + static_cast<uint64_t>(batches.size()) * r.streams_per_forward});
+  if (!training && r.last_hidden.defined()) last_metrics_ = model_->head_metrics(r.last_hidden, batches.front());
   return r.loss_on_device.defined() ? r.loss_on_device.item() : r.loss_sum;
 }
 
-double PipelineExecutor::train(const std::vector<Batch>& batches, parallel::PipelineSchedule schedule, int64_t seq_len,
-                               double backward_scale, const std::function<void()>& before_last_backward) {
+double PipelineExecutor::train(const std::vector<Batch>& batches, const std::vector<double>& loss_totals,
+                               parallel::PipelineSchedule schedule, int64_t seq_len, double backward_scale,
+                               const std::function<void()>& before_last_backward) {
   const int64_t m = static_cast<int64_t>(batches.size()), v = model_->stage().num_chunks();
   const auto actions =
       parallel::pipeline_actions(g_.pp ? schedule : parallel::PipelineSchedule::k1F1B, g_.pp_size(), g_.pp_rank(), m, v);
   stats_ = PipelineStats{};
   stats_.max_in_flight = parallel::max_in_flight(actions);
   const auto t0 = std::chrono::steady_clock::now();
-  const double loss = run(actions, batches, seq_len, true, backward_scale, before_last_backward);
+  const double loss = run(actions, batches, loss_totals, seq_len, true, backward_scale, before_last_backward);
   stats_.step_seconds = seconds_since(t0);
   return loss;
 }
 
-double PipelineExecutor::evaluate(const Batch& batch) {
+PipelineExecutor::Evaluation PipelineExecutor::evaluate(const Batch& batch) {
   NoGradGuard ng;
   std::vector<parallel::PipelineAction> forwards;  // every chunk's forward, in order
   for (int64_t chunk = 0; chunk < model_->stage().num_chunks(); ++chunk) forwards.push_back({true, 0, chunk});
-  return run(forwards, {batch}, batch.first.shape(1), false, 1.0, nullptr);
+  last_metrics_.assign(model_->eval_metric_names().size(), {0.0, 0.0});
+  Evaluation e;
+  e.loss = run(forwards, {batch}, model_->loss_counts(batch), batch.input_ids.shape(1), false, 1.0, nullptr);
+  e.metrics = last_metrics_;
+  return e;
 }
 
 }  // namespace mf::train

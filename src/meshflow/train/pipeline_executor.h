@@ -26,34 +26,43 @@ struct PipelineStats {
 
 class PipelineExecutor {
  public:
-  using Batch = std::pair<Tensor, Tensor>;  // (ids, labels), (B, T) host tensors
+  using Batch = models::Batch;  // host tensors
   // `model` is this rank's stage; `groups.pp` its pipeline group (null: one stage), `groups.dp`
   // the data-parallel group whose batch slice this rank's rows are.
   PipelineExecutor(models::Model& model, const parallel::Groups& groups, Device device);
 
   // One step's forwards and backwards of `batches` (the micro-batches, each `rows` rows of this
-  // data-parallel rank) in `schedule`'s order. The losses are multiplied by backward_scale before
+  // data-parallel rank) in `schedule`'s order; `loss_totals`: the step's items of each loss term
+  // over every micro-batch and data-parallel rank (Model::loss_counts()), so that the micro-batch
+  // losses add up to the step's loss. The losses are multiplied by backward_scale before
   // backward; `before_last_backward` runs before this stage's last backward (the gradients it
   // makes are final). Random streams: micro-batch i draws streams from the default generator's
   // next stream + i x the model's streams per forward, which the generator is left past.
   // Returns the sum of the micro-batch losses (0 on a stage without the head).
-  double train(const std::vector<Batch>& batches, parallel::PipelineSchedule schedule, int64_t seq_len,
-               double backward_scale, const std::function<void()>& before_last_backward);
-  // The loss of one batch, forwards only, in eval mode without gradients (0 on a stage without
-  // the head).
-  double evaluate(const Batch& batch);
+  double train(const std::vector<Batch>& batches, const std::vector<double>& loss_totals,
+               parallel::PipelineSchedule schedule, int64_t seq_len, double backward_scale,
+               const std::function<void()>& before_last_backward);
+  // The loss of one batch (its own means), forwards only, in eval mode without gradients, and the
+  // model's metrics' (sum, count) (Model::head_metrics()); 0 on a stage without the head.
+  struct Evaluation {
+    double loss = 0;
+    std::vector<std::pair<double, double>> metrics;
+  };
+  Evaluation evaluate(const Batch& batch);
   const PipelineStats& last_stats() const { return stats_; }
 
  private:
   struct Run;
-  double run(const std::vector<parallel::PipelineAction>& actions, const std::vector<Batch>& batches, int64_t seq_len,
-             bool training, double backward_scale, const std::function<void()>& before_last_backward);
+  double run(const std::vector<parallel::PipelineAction>& actions, const std::vector<Batch>& batches,
+             const std::vector<double>& loss_totals, int64_t seq_len, bool training, double backward_scale,
+             const std::function<void()>& before_last_backward);
   Tensor stage_buffer(int64_t rows, int64_t seq_len) const;
 
   models::Model* model_;
   parallel::Groups g_;
   Device device_;
   PipelineStats stats_;
+  std::vector<std::pair<double, double>> last_metrics_;  // evaluate()'s
 };
 
 }  // namespace mf::train

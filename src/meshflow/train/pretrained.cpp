@@ -1,5 +1,6 @@
 #include "meshflow/train/pretrained.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <optional>
 #include <set>
@@ -168,13 +169,40 @@ std::string load_model_weights(models::Model& m, const ModelWeights& w) {
     for (const std::string& key : w.spec->structure_keys)
       MF_CHECK(w.config.get_text(key) == mc.get_text(key), w.config_source, " gives ", key_name(w, key), " ",
                w.config.get_text(key), ", the model config ", key, " ", mc.get_text(key));
-  const nn::NamedTensors whole =
-      match_shapes(w.tensors, m.parameter_shapes(), w.source, "the model config", sizes_str(*w.spec, mc));
+  // Task heads (ModelSpec::head_prefixes): the weights' heads the model has not (or holds with
+  // another shape) are dropped, and the model's head parameters they do not give keep their
+  // initialisation.
+  auto is_head = [&](const std::string& name) {
+    for (const std::string& h : w.spec->head_prefixes)
+      if (name.compare(0, h.size(), h) == 0) return true;
+    return false;
+  };
+  std::unordered_map<std::string, Shape> model_shape;
+  for (const auto& [name, shape] : m.parameter_shapes()) model_shape.emplace(name, shape);
+  nn::NamedTensors given;
+  std::set<std::string> given_names;
+  for (const auto& [name, t] : w.tensors) {
+    auto it = model_shape.find(name);
+    if (is_head(name) && (it == model_shape.end() || it->second != t.shape())) continue;
+    given.emplace_back(name, t);
+    given_names.insert(name);
+  }
+  std::vector<std::pair<std::string, Shape>> expected;
+  std::vector<std::string> fresh;  // head parameters the weights do not give
+  for (const auto& [name, shape] : m.parameter_shapes()) {
+    if (is_head(name) && !given_names.count(name)) {
+      fresh.push_back(name);
+      continue;
+    }
+    expected.emplace_back(name, shape);
+  }
+  const nn::NamedTensors whole = match_shapes(given, expected, w.source, "the model config", sizes_str(*w.spec, mc));
   std::unordered_map<std::string, Tensor> by_name(whole.begin(), whole.end());
   std::set<std::string> cast_from;
   nn::NamedTensors mine;  // this stage's tensors, in the model's dtype
   for (const auto& [pname, t] : m.state_dict()) {
     auto it = by_name.find(pname);
+    if (it == by_name.end() && std::find(fresh.begin(), fresh.end(), pname) != fresh.end()) continue;
     MF_CHECK(it != by_name.end(), w.source, ": no tensor '", pname, "'");
     Tensor v = it->second;
     if (v.dtype() != t.dtype()) {
@@ -183,9 +211,13 @@ std::string load_model_weights(models::Model& m, const ModelWeights& w) {
     }
     mine.emplace_back(pname, v);
   }
-  m.load_state_dict(nn::slice_local_state(m, mine, m.tensor_parallel()));
+  m.load_state_dict(nn::slice_local_state(m, mine, m.tensor_parallel()), fresh.empty());
   std::string note = w.hugging_face ? "Hugging Face " + w.spec->hf.architecture : "meshflow checkpoint";
   for (const auto& from : cast_from) note += detail::cat(", ", from, " cast to ", dtype_name(m.param_dtype()));
+  if (!fresh.empty()) {
+    note += "; newly initialised:";
+    for (const std::string& f : fresh) note += " " + f;
+  }
   return detail::cat(whole.size(), " tensors from ", w.source, " (", note, ")");
 }
 

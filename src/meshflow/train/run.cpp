@@ -1,15 +1,20 @@
 #include "meshflow/train/run.h"
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <limits>
+#include <tuple>
 #include <unordered_map>
 
+#include "meshflow/data/bert_dataset.h"
+#include "meshflow/data/classification_dataset.h"
 #include "meshflow/data/gpt_dataset.h"
 #include "meshflow/parallel/context.h"
 #include "meshflow/data/indexed_dataset.h"
 #include "meshflow/data/split.h"
 #include "meshflow/models/registry.h"
+#include "meshflow/train/bert_batches.h"
 #include "meshflow/train/build.h"
 #include "meshflow/io/checkpoint.h"
 #include "meshflow/train/components.h"
@@ -33,13 +38,16 @@ struct RunData {
   int64_t seq_length = 0;
 };
 
-RunData open_data(const Config& c) {
+// by_document: split data.splits over documents (sentence-split data: several sequences each),
+// else over sequences (one per document as our builder writes them).
+RunData open_data(const Config& c, bool by_document = false) {
   RunData d;
   std::string prefix = c.get_string("data.data_prefix");
   MF_CHECK(!prefix.empty(), "data.data_prefix is empty: point it at a dataset made by `meshflow preprocess` "
            "(<prefix>.bin and <prefix>.idx)");
   d.indexed = std::make_unique<IndexedDataset>(prefix);
-  auto ranges = split_documents(c.get_string("data.splits"), d.indexed->num_sequences());
+  auto ranges = split_documents(c.get_string("data.splits"),
+                                by_document ? d.indexed->num_documents() : d.indexed->num_sequences());
   d.train_range = ranges[0];
   d.valid_range = ranges[1];
   d.seq_length = sequence_length(c);
@@ -65,6 +73,100 @@ double unigram_entropy(const IndexedDataset& data, DocumentRange r, int64_t max_
   return h;
 }
 
+// The run's batches for its model's kind (Model::batch_kind()): the training source and a maker
+// of validation sources, with the datasets they read kept alive.
+struct RunSources {
+  std::unique_ptr<BatchSource> train;
+  std::function<std::unique_ptr<BatchSource>()> valid;
+  std::shared_ptr<void> keep;
+  double unigram_entropy = std::numeric_limits<double>::quiet_NaN();  // causal LM: the baseline
+  std::string note;  // one line for the log ("" none)
+};
+
+// train_samples: the run's samples (0: none, evaluation only); valid_samples: per evaluation.
+RunSources make_sources(const Config& c, const models::Model& model, const Tokenizer& tok, const TrainOptions& o,
+                        int64_t train_samples, int64_t valid_samples, int64_t dp_rank, int64_t dp) {
+  RunSources r;
+  const int64_t seq = sequence_length(c);
+  const models::BatchKind kind = model.batch_kind();
+  if (kind == models::BatchKind::kSequenceClassification) {
+    const BertSpecialTokens special = bert_special_tokens(tok);
+    auto open = [&](const char* key, uint64_t seed, int64_t samples) {
+      const std::string path = c.get_string(key);
+      MF_CHECK(!path.empty(), key, " is empty: a sequence classifier trains on jsonl lines of {\"text\": ..., "
+               "\"label\": <integer>} (scripts/make_fortune_classification.sh writes an example)");
+      ClassificationOptions co;
+      co.seq_length = seq;
+      co.seed = seed;
+      co.num_samples = samples;
+      return std::make_shared<ClassificationDataset>(path, tok, special.cls, special.sep, special.pad, co);
+    };
+    std::shared_ptr<ClassificationDataset> train, valid;
+    if (train_samples > 0) train = open("data.train_file", o.seed, train_samples);
+    if (valid_samples > 0) valid = open("data.validation_file", o.seed + 1, 0);
+    const int64_t labels = c.get_int("model.num_labels");
+    for (const auto& d : {train, valid})
+      MF_CHECK(!d || d->num_labels() <= labels, "classification data: labels up to ", d ? d->num_labels() - 1 : 0,
+               " for model.num_labels ", labels);
+    if (train) r.train = std::make_unique<ClassificationBatchSource>(*train, seq, dp_rank, dp);
+    if (valid) {
+      r.valid = [valid, seq, dp_rank, dp] { return std::make_unique<ClassificationBatchSource>(*valid, seq, dp_rank, dp); };
+      const std::vector<int64_t> counts = valid->label_counts();
+      const int64_t most = counts.empty() ? 0 : *std::max_element(counts.begin(), counts.end());
+      const int64_t scored = std::min<int64_t>(valid_samples, valid->num_examples());
+      r.note = detail::cat("classification: ", train ? train->num_examples() : 0, " training examples, ",
+                           valid->num_examples(), " held out (", scored, " scored per evaluation), majority class ",
+                           static_cast<double>(most) / static_cast<double>(std::max<int64_t>(1, valid->num_examples())),
+                           " of them");
+    }
+    r.keep = std::make_shared<std::pair<decltype(train), decltype(valid)>>(train, valid);
+    return r;
+  }
+  const bool bert = kind == models::BatchKind::kMaskedLM;
+  auto d = std::make_shared<RunData>(open_data(c, bert));
+  if (bert) {
+    const BertSpecialTokens special = bert_special_tokens(tok);
+    const bool nsp = c.get_string("model.name") == "bert" && c.get_bool("model.add_binary_head");
+    auto open = [&](DocumentRange range, uint64_t seed, int64_t samples) {
+      BertDatasetOptions bo;
+      bo.seq_length = seq;
+      bo.seed = seed;
+      bo.num_samples = samples;
+      bo.documents = range;
+      bo.masked_lm_prob = c.get_float("data.masked_lm_prob");
+      bo.short_seq_prob = c.get_float("data.short_seq_prob");
+      bo.whole_word_masking = c.get_bool("data.whole_word_masking");
+      bo.binary_head = nsp;
+      return std::make_shared<BertDataset>(*d->indexed, special, bo);
+    };
+    std::shared_ptr<BertDataset> train, valid;
+    if (train_samples > 0) train = open(d->train_range, o.seed, train_samples);
+    if (valid_samples > 0) {
+      MF_CHECK(d->valid_range.size() > 0, "data.splits '", c.get_string("data.splits"),
+               "' leaves no validation documents; change it or set train.evaluation.enabled=false");
+      valid = open(d->valid_range, o.seed + 1, valid_samples);
+    }
+    if (train) r.train = std::make_unique<BertBatchSource>(*train, seq, nsp, dp_rank, dp);
+    if (valid) r.valid = [valid, seq, nsp, dp_rank, dp] { return std::make_unique<BertBatchSource>(*valid, seq, nsp, dp_rank, dp); };
+    r.keep = std::make_shared<std::tuple<decltype(d), decltype(train), decltype(valid)>>(d, train, valid);
+    return r;
+  }
+  std::shared_ptr<GptDataset> train, valid;
+  if (train_samples > 0) {
+    train = std::make_shared<GptDataset>(*d->indexed, d->seq_length, o.seed, train_samples, d->train_range);
+    r.unigram_entropy = unigram_entropy(*d->indexed, d->train_range);
+  }
+  if (valid_samples > 0) {
+    MF_CHECK(d->valid_range.size() > 0, "data.splits '", c.get_string("data.splits"),
+             "' leaves no validation documents; change it or set train.evaluation.enabled=false");
+    valid = std::make_shared<GptDataset>(*d->indexed, d->seq_length, o.seed + 1, valid_samples, d->valid_range);
+  }
+  if (train) r.train = std::make_unique<GptBatchSource>(*train, dp_rank, dp);
+  if (valid) r.valid = [valid, dp_rank, dp] { return std::make_unique<GptBatchSource>(*valid, dp_rank, dp); };
+  r.keep = std::make_shared<std::tuple<decltype(d), decltype(train), decltype(valid)>>(d, train, valid);
+  return r;
+}
+
 struct LastStats : HookBase {
   double train_loss = 0, val_loss = std::numeric_limits<double>::quiet_NaN();
   void after_step(Trainer&, const StepStats& s) override { train_loss = s.loss; }
@@ -88,16 +190,7 @@ RunSummary run_training(const Config& c, std::FILE* out, const comm::CommPtr& wo
   const parallel::ParallelContext ctx = parallel::ParallelContext::from_config(c, world, opts.dist_timeout_seconds);
   const int64_t dp = ctx.groups.dp_size(), dp_rank = ctx.groups.dp_rank();
   auto tok = tokenizer_from_config(c);
-  RunData d = open_data(c);
-  int64_t train_samples = opts.train_iter * opts.micro_batch * opts.accumulation_steps * dp;
-  auto train_set = std::make_shared<GptDataset>(*d.indexed, d.seq_length, opts.seed, train_samples, d.train_range);
-  std::shared_ptr<GptDataset> valid_set;
-  if (opts.eval_enabled) {
-    MF_CHECK(d.valid_range.size() > 0, "data.splits '", c.get_string("data.splits"),
-             "' leaves no validation documents; change it or set train.evaluation.enabled=false");
-    valid_set = std::make_shared<GptDataset>(*d.indexed, d.seq_length, opts.seed + 1,
-                                             opts.eval_iter * opts.eval_micro_batch * dp, d.valid_range);
-  }
+  const int64_t train_samples = opts.train_iter * opts.micro_batch * opts.accumulation_steps * dp;
   models::PipelineStage stage;
   if (ctx.pipeline_size() > 1) {  // this rank's stage: its layers
     // Chunk k of pipeline rank s is virtual stage k * pp + s of pp * virtual_pipeline_size.
@@ -126,20 +219,22 @@ RunSummary run_training(const Config& c, std::FILE* out, const comm::CommPtr& wo
   }
   // Built and initialised on the host (the same values as a CPU run), then moved whole.
   if (gpu) model->to_device(run_device.device);
-  Trainer trainer(opts, model, std::make_unique<GptBatchSource>(*train_set, dp_rank, dp),
-                  [valid_set, dp_rank, dp] { return std::make_unique<GptBatchSource>(*valid_set, dp_rank, dp); });
+  RunSources data = make_sources(c, *model, *tok, opts, train_samples,
+                                 opts.eval_enabled ? opts.eval_iter * opts.eval_micro_batch * dp : 0, dp_rank, dp);
+  if (!data.note.empty() && (!world || world->rank() == 0)) std::fprintf(out, "%s\n", data.note.c_str());
+  Trainer trainer(opts, model, std::move(data.train), data.valid);
   if (ctx.mesh) trainer.set_groups(ctx.groups);
   if (trainer.is_main_rank()) trainer.add_hook(std::make_unique<LoggingHook>(out));
   auto last = std::make_unique<LastStats>();
   LastStats* last_ptr = last.get();
   trainer.add_hook(std::move(last));
   RunSummary s;
-  s.unigram_entropy = unigram_entropy(*d.indexed, d.train_range);
+  s.unigram_entropy = data.unigram_entropy;
   trainer.train();
   s.iterations = trainer.iter();
   s.final_train_loss = last_ptr->train_loss;
   s.final_val_loss = last_ptr->val_loss;
-  if (opts.eval_enabled && trainer.is_main_rank())
+  if (opts.eval_enabled && trainer.is_main_rank() && !std::isnan(s.unigram_entropy))
     std::fprintf(out, "final validation loss %.4f nats/token vs unigram entropy %.4f nats/token of the training tokens\n",
                  s.final_val_loss, s.unigram_entropy);
   return s;
@@ -150,10 +245,8 @@ EvalStats run_evaluation(const Config& c, std::FILE* out) {
   const RunDevice run_device = select_run_device(c);
   TrainOptions opts = train_options(c);
   auto tok = tokenizer_from_config(c);
-  RunData d = open_data(c);
-  MF_CHECK(d.valid_range.size() > 0, "data.splits '", c.get_string("data.splits"), "' leaves no validation documents");
-  GptDataset valid_set(*d.indexed, d.seq_length, opts.seed + 1, opts.eval_iter * opts.eval_micro_batch, d.valid_range);
   auto model = models::build_model(c, tok->vocab_size());
+  RunSources data = make_sources(c, *model, *tok, opts, 0, opts.eval_iter * opts.eval_micro_batch, 0, 1);
   auto ckpt = io::read_latest_checkpoint(opts.output_dir);
   MF_CHECK(ckpt.has_value(), "eval: no checkpoint in ", opts.output_dir, "/checkpoints (train first, or set train.output_dir)");
   ModelWeights weights;  // the run's own checkpoint, or a converted one (cast to the model's dtype)
@@ -163,11 +256,13 @@ EvalStats run_evaluation(const Config& c, std::FILE* out) {
   load_model_weights(*model, weights);
   if (run_device.device.type != DeviceType::kCPU) model->to_device(run_device.device);
   opts.resume = true;
-  Trainer trainer(opts, model, std::make_unique<GptBatchSource>(valid_set),
-                  [&valid_set] { return std::make_unique<GptBatchSource>(valid_set); });
+  Trainer trainer(opts, model, data.valid(), data.valid);
   EvalStats e = trainer.evaluate();
   e.iter = ckpt->state.iter;
-  std::fprintf(out, "eval of %s: val_loss %.4f | val_ppl %.2f\n", ckpt->dir.c_str(), e.loss, e.perplexity);
+  std::fprintf(out, "eval of %s: val_loss %.4f", ckpt->dir.c_str(), e.loss);
+  if (!std::isnan(e.perplexity)) std::fprintf(out, " | val_ppl %.2f", e.perplexity);
+  for (const auto& [name, value] : e.metrics) std::fprintf(out, " | val_%s %.4f", name.c_str(), value);
+  std::fputc('\n', out);
   return e;
 }
 

@@ -4,7 +4,7 @@
 
 namespace mf::train {
 
-std::pair<Tensor, Tensor> SyntheticBatchSource::next(int64_t micro_batch) {
+models::Batch SyntheticBatchSource::next(int64_t micro_batch) {
   Tensor ids = empty({micro_batch, seq_}, DType::kI64), labels = empty({micro_batch, seq_}, DType::kI64);
   int64_t* pi = ids.data<int64_t>();
   int64_t* pl = labels.data<int64_t>();

@@ -9,7 +9,7 @@ class SyntheticBatchSource final : public BatchSource {
  public:
   SyntheticBatchSource(int64_t vocab_size, int64_t seq_length, uint64_t seed = 1)
       : vocab_(vocab_size), seq_(seq_length), seed_(seed) {}
-  std::pair<Tensor, Tensor> next(int64_t micro_batch) override;  // (B, T) ids, labels
+  models::Batch next(int64_t micro_batch) override;  // (B, T) ids, labels
   uint64_t position() const override { return pos_; }
   void set_position(uint64_t pos) override { pos_ = pos; }
 

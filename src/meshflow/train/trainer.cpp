@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <limits>
 #include <filesystem>
 #include <unordered_map>
 
@@ -141,13 +142,25 @@ StepStats Trainer::train_step() {
   // uploads them asynchronously, the loss head reads the labels on the host.
   std::vector<PipelineExecutor::Batch> batches;
   for (int64_t i = 0; i < opts_.accumulation_steps; ++i) batches.push_back(train_data_->next(opts_.micro_batch));
-  // fp16: the seed carries the loss scale (every gradient comes out scale x the true one).
+  // Each loss term's items over the whole step (every micro-batch of every data-parallel rank):
+  // the micro-batch losses are shares of the global batch's mean (Model::loss_counts()), so
+  // padding and masking weigh the same under every layout.
+  std::vector<double> totals;
+  for (const PipelineExecutor::Batch& b : batches) {
+    const std::vector<double> n = model_->loss_counts(b);
+    if (totals.empty()) totals.assign(n.size(), 0.0);
+    for (size_t k = 0; k < n.size(); ++k) totals[k] += n[k];
+  }
+  totals = parallel::sum_over(groups_.dp.get(), totals);
+  // fp16: the seed carries the loss scale (every gradient comes out scale x the true one). The
+  // gradient reduction averages over the data-parallel ranks, whose losses add up to the step's.
   const double loss_scale = scaler_.scale();
-  const double backward_scale = loss_scale / static_cast<double>(opts_.accumulation_steps * tp_size());
+  const double backward_scale = loss_scale * static_cast<double>(dp_size()) / static_cast<double>(tp_size());
   const auto schedule = parallel::parse_pipeline_schedule(opts_.pipeline_schedule);
-  double loss_sum = executor_.train(batches, schedule, opts_.seq_length, backward_scale, [&] { sync_->prepare(); });
+  double loss_sum =
+      executor_.train(batches, totals, schedule, opts_.seq_length, backward_scale, [&] { sync_->prepare(); });
   const double exposed = sync_->finish();
-  loss_sum = parallel::mean_over(groups_.dp.get(), parallel::sum_over(groups_.pp.get(), loss_sum));
+  loss_sum = parallel::sum_over(groups_.dp.get(), parallel::sum_over(groups_.pp.get(), loss_sum));
   // Mixed precision: gradients with an inf or NaN on any rank skip the update (parameters,
   // optimizer state and its step count unchanged; the iteration and the data advance), as
   // Megatron-LM does for fp16; bf16 skips such a step too rather than poison the weights.
@@ -163,7 +176,7 @@ StepStats Trainer::train_step() {
   ++iter_;
   StepStats s;
   s.iter = iter_;
-  s.loss = loss_sum / static_cast<double>(opts_.accumulation_steps);
+  s.loss = loss_sum;
   s.lr = lr;
   s.grad_norm = grad_norm;
   s.step_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -183,13 +196,27 @@ EvalStats Trainer::evaluate() {
   model_->eval();
   std::unique_ptr<BatchSource> data = make_valid_data_();
   double total = 0.0;
-  for (int64_t i = 0; i < opts_.eval_iter; ++i) total += executor_.evaluate(data->next(opts_.eval_micro_batch));
+  const std::vector<std::string> names = model_->eval_metric_names();
+  std::vector<double> sums(2 * names.size(), 0.0);  // (sum, count) of each metric
+  for (int64_t i = 0; i < opts_.eval_iter; ++i) {
+    const PipelineExecutor::Evaluation ev = executor_.evaluate(data->next(opts_.eval_micro_batch));
+    total += ev.loss;
+    for (size_t k = 0; k < names.size() && k < ev.metrics.size(); ++k) {
+      sums[2 * k] += ev.metrics[k].first;
+      sums[2 * k + 1] += ev.metrics[k].second;
+    }
+  }
   model_->train();
   EvalStats e;
   e.iter = iter_;
   const double mean = parallel::sum_over(groups_.pp.get(), total) / static_cast<double>(std::max<int64_t>(1, opts_.eval_iter));
   e.loss = parallel::mean_over(groups_.dp.get(), mean);
-  e.perplexity = std::exp(e.loss);
+  e.perplexity = model_->batch_kind() == models::BatchKind::kCausalLM ? std::exp(e.loss)
+                                                                     : std::numeric_limits<double>::quiet_NaN();
+  if (!names.empty()) {
+    sums = parallel::sum_over(groups_.dp.get(), parallel::sum_over(groups_.pp.get(), sums));
+    for (size_t k = 0; k < names.size(); ++k) e.metrics.emplace_back(names[k], sums[2 * k] / std::max(1.0, sums[2 * k + 1]));
+  }
   return e;
 }
 

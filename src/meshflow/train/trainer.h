@@ -19,11 +19,12 @@
 
 namespace mf::train {
 
-// Where (ids, labels) micro-batches come from; its position is part of the training state.
+// Where micro-batches (models/batch.h: host tensors, i64) come from; its position is part of the
+// training state.
 class BatchSource {
  public:
   virtual ~BatchSource() = default;
-  virtual std::pair<Tensor, Tensor> next(int64_t micro_batch) = 0;  // (B, T) i64 each
+  virtual models::Batch next(int64_t micro_batch) = 0;
   virtual uint64_t position() const = 0;
   virtual void set_position(uint64_t pos) = 0;
 };
@@ -99,7 +100,13 @@ struct StepStats {
 
 struct EvalStats {
   int64_t iter = 0;
-  double loss = 0, perplexity = 0;
+  double loss = 0;
+  // exp(loss) for a causal language model (its loss is the mean token cross-entropy); NaN for
+  // other models (BERT's loss sums its masked-LM and next-sentence terms).
+  double perplexity = 0;
+  // The model's metrics beside the loss (Model::eval_metric_names(): e.g. "accuracy"), over every
+  // evaluation batch and data-parallel rank.
+  std::vector<std::pair<std::string, double>> metrics;
 };
 
 class Trainer;

@@ -83,6 +83,7 @@ struct UnaryF {
     else if constexpr (OP == UnaryOp::kGeluTanh) y = gelu_tanh_fwd(x);
     else if constexpr (OP == UnaryOp::kGeluErf) y = gelu_erf_fwd(x);
     else if constexpr (OP == UnaryOp::kSilu) y = x * dev_sigmoid(x);
+    else if constexpr (OP == UnaryOp::kTanh) y = tanh(x);
     else y = x > A(0) ? x : A(0);  // kRelu
     return from_acc<T>(y);
   }
@@ -117,6 +118,7 @@ void unary_kernel(UnaryOp op, double alpha, const Tensor& x, const Tensor& out) 
     case UnaryOp::kGeluErf: return unary_typed<T, UnaryOp::kGeluErf>(alpha, px, py, n);
     case UnaryOp::kSilu: return unary_typed<T, UnaryOp::kSilu>(alpha, px, py, n);
     case UnaryOp::kRelu: return unary_typed<T, UnaryOp::kRelu>(alpha, px, py, n);
+    case UnaryOp::kTanh: return unary_typed<T, UnaryOp::kTanh>(alpha, px, py, n);
   }
   MF_THROW(name, ": unknown unary op ", static_cast<int>(op));
 }
@@ -130,6 +132,7 @@ struct ActivationGradF {
     if constexpr (OP == UnaryOp::kGeluTanh) d = gelu_tanh_grad(x);
     else if constexpr (OP == UnaryOp::kGeluErf) d = gelu_erf_grad(x);
     else if constexpr (OP == UnaryOp::kSilu) d = silu_grad(x);
+    else if constexpr (OP == UnaryOp::kTanh) d = A(1) - tanh(x) * tanh(x);
     else d = x > A(0) ? A(1) : A(0);  // kRelu
     return from_acc<T>(to_acc(dys) * d);
   }
@@ -157,6 +160,7 @@ void activation_backward_kernel(UnaryOp op, const Tensor& dy, const Tensor& x, c
     case UnaryOp::kGeluErf: return launch_map2(pdy, px, pdx, n, ActivationGradF<T, UnaryOp::kGeluErf>{});
     case UnaryOp::kSilu: return launch_map2(pdy, px, pdx, n, ActivationGradF<T, UnaryOp::kSilu>{});
     case UnaryOp::kRelu: return launch_map2(pdy, px, pdx, n, ActivationGradF<T, UnaryOp::kRelu>{});
+    case UnaryOp::kTanh: return launch_map2(pdy, px, pdx, n, ActivationGradF<T, UnaryOp::kTanh>{});
     default: MF_THROW("activation_backward: op ", static_cast<int>(op), " is not an activation");
   }
 }

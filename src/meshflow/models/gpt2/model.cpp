@@ -99,7 +99,7 @@ void Gpt2Model::init_weights(uint64_t seed) {
   }
 }
 
-GlobalTensor Gpt2Model::embed(const GlobalTensor& ids) const {
+GlobalTensor Gpt2Model::embed(const GlobalTensor& ids, const Batch&) const {
   const int64_t T = ids.logical_shape[1];
   MF_CHECK(T > 0 && T <= c_.max_seq_length, "gpt2: sequence length ", T, " must be in [1, model.max_seq_length = ",
            c_.max_seq_length, "]");
@@ -109,7 +109,7 @@ GlobalTensor Gpt2Model::embed(const GlobalTensor& ids) const {
   return global::dropout(x, training() ? c_.embedding_dropout_prob : 0.0);
 }
 
-GlobalTensor Gpt2Model::run_layer(int64_t layer, const GlobalTensor& x, bool recompute_inside) const {
+GlobalTensor Gpt2Model::run_layer(int64_t layer, const GlobalTensor& x, const Batch&, bool recompute_inside) const {
   return blocks_.at(static_cast<size_t>(layer))->forward(x, recompute_inside);
 }
 
@@ -126,7 +126,7 @@ Tensor Gpt2Model::logits(const Tensor& ids) const {
 
 std::string Gpt2Model::describe() const { return gpt2_describe(c_); }
 
-GlobalTensor Gpt2Model::head(const GlobalTensor& hidden, const Tensor& labels) const {
+GlobalTensor Gpt2Model::head(const GlobalTensor& hidden, const Batch& batch, const std::vector<double>& totals) const {
   // The tied embedding is the output projection. Full checkpointing recomputes each chunk's
   // logits in backward: the (N, V) logits and their gradient, the largest activation of a GPT-2
   // step, are never held whole.
@@ -134,7 +134,7 @@ GlobalTensor Gpt2Model::head(const GlobalTensor& hidden, const Tensor& labels) c
   o.chunk_elements = c_.head_chunk_elements;
   o.recompute = c_.activation_checkpointing && c_.checkpoint_granularity == CheckpointGranularity::kFull && training();
   o.storage = c_.dtype;
-  return layers::lm_loss(hidden, labels, *wte_, o);
+  return step_share(layers::lm_loss(hidden, batch.labels, *wte_, o), static_cast<double>(counted_labels(batch.labels)), totals.at(0));
 }
 
 std::vector<nn::ParamUnit> Gpt2Model::parameter_units() const {

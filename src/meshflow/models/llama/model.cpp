@@ -122,14 +122,14 @@ std::vector<std::string> LlamaModel::tied_parameters() const {
   return {"model.embed_tokens.weight"};
 }
 
-GlobalTensor LlamaModel::embed(const GlobalTensor& ids) const {
+GlobalTensor LlamaModel::embed(const GlobalTensor& ids, const Batch&) const {
   const int64_t T = ids.logical_shape[1];
   MF_CHECK(T > 0 && T <= c_.max_seq_length, llama_variant_name(c_.variant), ": sequence length ", T,
            " must be in [1, model.max_seq_length = ", c_.max_seq_length, "]");
   return embed_tokens_->forward(ids);  // (B, T, C)
 }
 
-GlobalTensor LlamaModel::run_layer(int64_t layer, const GlobalTensor& x, bool recompute_inside) const {
+GlobalTensor LlamaModel::run_layer(int64_t layer, const GlobalTensor& x, const Batch&, bool recompute_inside) const {
   return blocks_.at(static_cast<size_t>(layer))->forward(x, recompute_inside);
 }
 
@@ -138,12 +138,12 @@ std::optional<CheckpointGranularity> LlamaModel::recomputation(int64_t layer) co
   return c_.settings.granularity;
 }
 
-GlobalTensor LlamaModel::head(const GlobalTensor& hidden, const Tensor& labels) const {
+GlobalTensor LlamaModel::head(const GlobalTensor& hidden, const Batch& batch, const std::vector<double>& totals) const {
   layers::LmLossOptions o;
   o.chunk_elements = c_.head_chunk_elements;
   o.recompute = c_.settings.recompute && c_.settings.granularity == CheckpointGranularity::kFull && training();
   o.storage = c_.settings.dtype;
-  return layers::lm_loss(hidden, labels, output_table(), o);
+  return step_share(layers::lm_loss(hidden, batch.labels, output_table(), o), static_cast<double>(counted_labels(batch.labels)), totals.at(0));
 }
 
 Tensor LlamaModel::logits(const Tensor& ids) const {

@@ -63,10 +63,10 @@ class LlamaModel : public Model {
   const LlamaConfig& config() const { return c_; }
 
  protected:
-  GlobalTensor embed(const GlobalTensor& ids) const override;
-  GlobalTensor run_layer(int64_t layer, const GlobalTensor& x, bool recompute_inside) const override;
+  GlobalTensor embed(const GlobalTensor& ids, const Batch& batch) const override;
+  GlobalTensor run_layer(int64_t layer, const GlobalTensor& x, const Batch& batch, bool recompute_inside) const override;
   GlobalTensor final_norm(const GlobalTensor& x) const override { return norm_->forward(x); }
-  GlobalTensor head(const GlobalTensor& hidden, const Tensor& labels) const override;
+  GlobalTensor head(const GlobalTensor& hidden, const Batch& batch, const std::vector<double>& totals) const override;
   uint64_t streams_per_layer() const override { return 1; }  // the attention dropout
   Shape hidden_shape(int64_t rows, int64_t seq_len) const override { return {rows, seq_len, c_.hidden_size}; }
   std::optional<CheckpointGranularity> recomputation(int64_t layer) const override;

@@ -77,12 +77,12 @@ void MlpLmModel::init_weights(uint64_t seed) {
   }
 }
 
-GlobalTensor MlpLmModel::embed(const GlobalTensor& ids) const {
+GlobalTensor MlpLmModel::embed(const GlobalTensor& ids, const Batch&) const {
   const GlobalTensor x = global::dropout(wte_->forward(ids), training() ? c_.embedding_dropout_prob : 0.0);  // (B, T, C)
   return layers::round_to(x, c_.settings.dtype);
 }
 
-GlobalTensor MlpLmModel::run_layer(int64_t layer, const GlobalTensor& x, bool) const {
+GlobalTensor MlpLmModel::run_layer(int64_t layer, const GlobalTensor& x, const Batch&, bool) const {
   return blocks_.at(static_cast<size_t>(layer))->forward(x);
 }
 
@@ -91,10 +91,10 @@ std::optional<CheckpointGranularity> MlpLmModel::recomputation(int64_t layer) co
   return CheckpointGranularity::kFull;
 }
 
-GlobalTensor MlpLmModel::head(const GlobalTensor& hidden, const Tensor& labels) const {
+GlobalTensor MlpLmModel::head(const GlobalTensor& hidden, const Batch& batch, const std::vector<double>& totals) const {
   layers::LmLossOptions o;
   o.storage = c_.settings.dtype;
-  return layers::lm_loss(hidden, labels, *wte_, o);
+  return step_share(layers::lm_loss(hidden, batch.labels, *wte_, o), static_cast<double>(counted_labels(batch.labels)), totals.at(0));
 }
 
 DType MlpLmModel::activation_dtype(Device device) const {

@@ -164,6 +164,7 @@ void unary_kernel(UnaryOp op, double alpha, const Tensor& xt, const Tensor& yt) 
       return map_unary(x, y, n, [](T v) { return T(0.5) * v * (T(1) + std::erf(v * T(0.7071067811865476))); });
     case UnaryOp::kSilu: return map_unary(x, y, n, [](T v) { return v * sigmoid(v); });
     case UnaryOp::kRelu: return map_unary(x, y, n, [](T v) { return v > T(0) ? v : T(0); });
+    case UnaryOp::kTanh: return map_unary(x, y, n, [](T v) { return std::tanh(v); });
   }
 }
 
@@ -200,6 +201,11 @@ void activation_backward_kernel(UnaryOp op, const Tensor& dyt, const Tensor& xt,
         return s * (T(1) + v * (T(1) - s));
       });
     case UnaryOp::kRelu: return run([](T v) { return v > T(0) ? T(1) : T(0); });
+    case UnaryOp::kTanh:
+      return run([](T v) {
+        const T t = std::tanh(v);
+        return T(1) - t * t;
+      });
     default: MF_THROW("activation_backward: op ", static_cast<int>(op), " is not an activation");
   }
 }

@@ -1,0 +1,31 @@
+// A micro-batch as the data gives it to a model, under Hugging Face's input names. Host tensors of
+// i64 (the trainer keeps them on the host; the model uploads what it computes with). Which fields
+// a model reads is its own: a causal language model input_ids and labels; BERT also
+// token_type_ids, attention_mask and next_sentence_label; a sequence classifier class labels.
+#pragma once
+#include <cstdint>
+
+#include "meshflow/tensor/tensor.h"
+
+namespace mf::models {
+
+struct Batch {
+  Batch() = default;
+  Batch(Tensor ids, Tensor token_labels) : input_ids(std::move(ids)), labels(std::move(token_labels)) {}
+
+  Tensor input_ids;            // (B, T)
+  Tensor labels;               // (B, T) token labels (-100: not counted), or (B) class labels
+  Tensor token_type_ids;       // (B, T) segment ids; undefined: all 0
+  Tensor attention_mask;       // (B, T) 1 = a real token, 0 = padding; undefined: no padding
+  Tensor next_sentence_label;  // (B) 0 = segment B continues A, 1 = random; undefined: none
+
+  int64_t rows() const { return input_ids.defined() ? input_ids.shape(0) : labels.shape(0); }
+};
+
+// Elements of `labels` that are not -100 (ignored), counted on the host.
+int64_t counted_labels(const Tensor& labels);
+// The keys padding hides from attention: attention_mask == 0, as a bool (B, T) host tensor;
+// undefined when the batch has no attention_mask.
+Tensor key_padding_mask(const Batch& batch);
+
+}  // namespace mf::models

@@ -1,0 +1,155 @@
+#include "meshflow/models/bert/config.h"
+
+#include <algorithm>
+#include <iomanip>
+#include <sstream>
+
+#include "meshflow/ops/ops.h"
+
+namespace mf::models {
+
+const char* bert_variant_name(BertVariant v) { return v == BertVariant::kRoberta ? "roberta" : "bert"; }
+
+DType BertConfig::activation_dtype(Device device) const {
+  return native_half(device, settings.dtype) ? settings.dtype : compute_dtype(settings.dtype);
+}
+
+void BertConfig::validate() const {
+  const char* v = bert_variant_name(variant);
+  MF_CHECK(vocab_size > 0 && max_seq_length > 0 && hidden_size > 0 && num_layers > 0 && num_attention_heads > 0 &&
+               ffn_hidden_size > 0 && num_tokentypes > 0,
+           v, ": model sizes must be positive (vocab_size ", vocab_size, ", max_seq_length ", max_seq_length,
+           ", hidden_size ", hidden_size, ", num_layers ", num_layers, ", num_attention_heads ", num_attention_heads,
+           ", ffn_hidden_size ", ffn_hidden_size, ", num_tokentypes ", num_tokentypes, ")");
+  MF_CHECK(hidden_size % num_attention_heads == 0, v, ": model.hidden_size ", hidden_size,
+           " is not divisible by model.num_attention_heads ", num_attention_heads);
+  MF_CHECK(task != BertTask::kClassification || num_labels >= 2, v, ": model.num_labels must be >= 2 for classification, got ",
+           num_labels);
+  MF_CHECK(pad_token_id >= 0 && pad_token_id < vocab_size, v, ": model.pad_token_id ", pad_token_id,
+           " is outside the vocabulary of ", vocab_size);
+  MF_CHECK(variant == BertVariant::kBert || !add_binary_head, v,
+           ": RoBERTa has no next-sentence prediction (model.add_binary_head must be false)");
+  for (double p : {embedding_dropout_prob, attention_dropout_prob, output_dropout_prob})
+    MF_CHECK(p >= 0.0 && p < 1.0, v, ": dropout probabilities must be in [0, 1), got ", p);
+  MF_CHECK(is_floating(settings.dtype), v, ": the parameter dtype must be f32, f64, bf16 or f16");
+}
+
+BertConfig bert_config(const Config& c, int64_t tokenizer_vocab_size) {
+  BertConfig m;
+  const std::string name = c.get_string("model.name");
+  m.variant = name == "roberta" ? BertVariant::kRoberta : BertVariant::kBert;
+  const std::string task = c.get_string("model.task");
+  MF_CHECK(task == "pretraining" || task == "classification", name, ": model.task '", task,
+           "' is not one of pretraining, classification");
+  m.task = task == "classification" ? BertTask::kClassification : BertTask::kPretraining;
+  m.vocab_size = std::max(c.get_int("model.vocab_size"), tokenizer_vocab_size);
+  m.max_seq_length = c.get_int("model.max_seq_length");
+  m.hidden_size = c.get_int("model.hidden_size");
+  m.num_layers = c.get_int("model.num_layers");
+  m.num_attention_heads = c.get_int("model.num_attention_heads");
+  m.ffn_hidden_size = c.get_int("model.ffn_hidden_size");
+  if (m.ffn_hidden_size == 0) m.ffn_hidden_size = 4 * m.hidden_size;
+  m.num_tokentypes = c.get_int("model.num_tokentypes");
+  m.pad_token_id = c.get_int("model.pad_token_id");
+  m.add_binary_head = m.variant == BertVariant::kBert && c.get_bool("model.add_binary_head");
+  m.num_labels = c.get_int("model.num_labels");
+  m.layernorm_epsilon = c.get_float("model.layernorm_epsilon");
+  m.embedding_dropout_prob = c.get_float("model.embedding_dropout_prob");
+  m.attention_dropout_prob = c.get_float("model.attention_dropout_prob");
+  m.output_dropout_prob = c.get_float("model.output_dropout_prob");
+  m.initializer_range = c.get_float("model.initializer_range");
+  m.settings = training_settings(c);
+  m.validate();
+  return m;
+}
+
+Config bert_model_config(const BertConfig& m) {
+  Config y;
+  auto num = [](double v) {
+    std::ostringstream os;
+    os << std::setprecision(17) << v;
+    return os.str();
+  };
+  y.set("model.name", bert_variant_name(m.variant));
+  y.set("model.task", m.task == BertTask::kClassification ? "classification" : "pretraining");
+  y.set("model.num_layers", std::to_string(m.num_layers));
+  y.set("model.hidden_size", std::to_string(m.hidden_size));
+  y.set("model.num_attention_heads", std::to_string(m.num_attention_heads));
+  y.set("model.ffn_hidden_size", std::to_string(m.ffn_hidden_size));
+  y.set("model.max_seq_length", std::to_string(m.max_seq_length));
+  y.set("model.vocab_size", std::to_string(m.vocab_size));
+  y.set("model.num_tokentypes", std::to_string(m.num_tokentypes));
+  y.set("model.pad_token_id", std::to_string(m.pad_token_id));
+  y.set("model.add_binary_head", m.add_binary_head ? "true" : "false");
+  y.set("model.num_labels", std::to_string(m.num_labels));
+  y.set("model.layernorm_epsilon", num(m.layernorm_epsilon));
+  y.set("model.embedding_dropout_prob", num(m.embedding_dropout_prob));
+  y.set("model.attention_dropout_prob", num(m.attention_dropout_prob));
+  y.set("model.output_dropout_prob", num(m.output_dropout_prob));
+  y.set("model.initializer_range", num(m.initializer_range));
+  return y;
+}
+
+std::string bert_describe(const BertConfig& m) {
+  const char* head = m.task == BertTask::kClassification ? "classification" : m.nsp() ? "pretraining, NSP" : "masked LM";
+  std::string s = detail::cat(m.variant == BertVariant::kRoberta ? "RoBERTa" : "BERT", " (", head, "): layers ",
+                              m.num_layers, ", hidden ", m.hidden_size, ", heads ", m.num_attention_heads, ", MLP ",
+                              m.ffn_hidden_size, ", vocabulary ", m.vocab_size, ", positions ", m.max_seq_length);
+  if (m.task == BertTask::kClassification) s += detail::cat(", labels ", m.num_labels);
+  return s;
+}
+
+std::vector<std::pair<std::string, Shape>> bert_parameter_shapes(const BertConfig& m) {
+  const int64_t C = m.hidden_size, F = m.ffn_hidden_size;
+  const std::string p = m.prefix();
+  std::vector<std::pair<std::string, Shape>> out = {
+      {p + "embeddings.word_embeddings.weight", {m.vocab_size, C}},
+      {p + "embeddings.position_embeddings.weight", {m.position_rows(), C}},
+      {p + "embeddings.token_type_embeddings.weight", {m.num_tokentypes, C}},
+      {p + "embeddings.LayerNorm.weight", {C}},
+      {p + "embeddings.LayerNorm.bias", {C}}};
+  for (int64_t l = 0; l < m.num_layers; ++l) {
+    const std::string q = p + "encoder.layer." + std::to_string(l) + ".";
+    for (const char* proj : {"query", "key", "value"}) {
+      out.emplace_back(q + "attention.self." + proj + ".weight", Shape{C, C});
+      out.emplace_back(q + "attention.self." + proj + ".bias", Shape{C});
+    }
+    out.emplace_back(q + "attention.output.dense.weight", Shape{C, C});
+    out.emplace_back(q + "attention.output.dense.bias", Shape{C});
+    out.emplace_back(q + "attention.output.LayerNorm.weight", Shape{C});
+    out.emplace_back(q + "attention.output.LayerNorm.bias", Shape{C});
+    out.emplace_back(q + "intermediate.dense.weight", Shape{F, C});
+    out.emplace_back(q + "intermediate.dense.bias", Shape{F});
+    out.emplace_back(q + "output.dense.weight", Shape{C, F});
+    out.emplace_back(q + "output.dense.bias", Shape{C});
+    out.emplace_back(q + "output.LayerNorm.weight", Shape{C});
+    out.emplace_back(q + "output.LayerNorm.bias", Shape{C});
+  }
+  if (m.pooler()) {
+    out.emplace_back(p + "pooler.dense.weight", Shape{C, C});
+    out.emplace_back(p + "pooler.dense.bias", Shape{C});
+  }
+  if (m.task == BertTask::kClassification) {
+    out.emplace_back("classifier.weight", Shape{m.num_labels, C});
+    out.emplace_back("classifier.bias", Shape{m.num_labels});
+  } else if (m.variant == BertVariant::kRoberta) {
+    out.emplace_back("lm_head.bias", Shape{m.vocab_size});
+    out.emplace_back("lm_head.dense.weight", Shape{C, C});
+    out.emplace_back("lm_head.dense.bias", Shape{C});
+    out.emplace_back("lm_head.layer_norm.weight", Shape{C});
+    out.emplace_back("lm_head.layer_norm.bias", Shape{C});
+  } else {
+    out.emplace_back("cls.predictions.bias", Shape{m.vocab_size});
+    out.emplace_back("cls.predictions.transform.dense.weight", Shape{C, C});
+    out.emplace_back("cls.predictions.transform.dense.bias", Shape{C});
+    out.emplace_back("cls.predictions.transform.LayerNorm.weight", Shape{C});
+    out.emplace_back("cls.predictions.transform.LayerNorm.bias", Shape{C});
+    if (m.nsp()) {
+      out.emplace_back("cls.seq_relationship.weight", Shape{2, C});
+      out.emplace_back("cls.seq_relationship.bias", Shape{2});
+    }
+  }
+  return out;
+}
+
+}  // namespace mf::models

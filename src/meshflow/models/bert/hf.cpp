@@ -1,0 +1,167 @@
+#include "meshflow/models/bert/hf.h"
+
+#include <cstring>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "meshflow/io/safetensors.h"
+
+namespace mf::models {
+
+using json = nlohmann::ordered_json;
+
+namespace {
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+bool starts_with(const std::string& s, const std::string& prefix) { return s.compare(0, prefix.size(), prefix) == 0; }
+
+bool same_bytes(const Tensor& a, const Tensor& b) {
+  return a.shape() == b.shape() && a.dtype() == b.dtype() && std::memcmp(a.raw_data(), b.raw_data(), a.nbytes()) == 0;
+}
+
+}  // namespace
+
+const char* bert_architecture(const BertConfig& c) {
+  if (c.variant == BertVariant::kRoberta)
+    return c.task == BertTask::kClassification ? "RobertaForSequenceClassification" : "RobertaForMaskedLM";
+  if (c.task == BertTask::kClassification) return "BertForSequenceClassification";
+  return c.add_binary_head ? "BertForPreTraining" : "BertForMaskedLM";
+}
+
+BertConfig bert_config_from_hf(const std::string& path) {
+  const json j = io::read_json_file(path);
+  MF_CHECK(j.is_object(), path, ": not a JSON object");
+  const std::string type = io::json_string(j, path, "model_type", "bert");
+  MF_CHECK(type == "bert" || type == "roberta", path, ": model_type '", type, "' is not one of bert, roberta");
+  BertConfig c;
+  c.variant = type == "roberta" ? BertVariant::kRoberta : BertVariant::kBert;
+  std::string arch = c.variant == BertVariant::kRoberta ? "RobertaForMaskedLM" : "BertForPreTraining";
+  if (j.contains("architectures") && j["architectures"].is_array() && !j["architectures"].empty() &&
+      j["architectures"][0].is_string())
+    arch = j["architectures"][0].get<std::string>();
+  const std::string act = io::json_string(j, path, "hidden_act", "gelu");
+  MF_CHECK(act == "gelu", path, ": hidden_act '", act, "' is not supported (meshflow's BERT uses gelu, the erf form)");
+  const std::string pos = io::json_string(j, path, "position_embedding_type", "absolute");
+  MF_CHECK(pos == "absolute", path, ": position_embedding_type '", pos, "' is not supported (absolute)");
+  MF_CHECK(arch != "RobertaForSequenceClassification", path,
+           ": RobertaForSequenceClassification (its dense + tanh head on <s>) is not supported; "
+           "RobertaForMaskedLM is");
+  if (ends_with(arch, "ForSequenceClassification")) {
+    c.task = BertTask::kClassification;
+    c.num_labels = j.contains("id2label") && j["id2label"].is_object() ? static_cast<int64_t>(j["id2label"].size())
+                                                                        : io::json_int(j, path, "num_labels", 2);
+  } else {
+    c.task = BertTask::kPretraining;
+  }
+  c.add_binary_head = arch == "BertForPreTraining";
+  c.vocab_size = io::json_int(j, path, "vocab_size", c.variant == BertVariant::kRoberta ? 50265 : 30522);
+  c.hidden_size = io::json_int(j, path, "hidden_size", 768);
+  c.num_layers = io::json_int(j, path, "num_hidden_layers", 12);
+  c.num_attention_heads = io::json_int(j, path, "num_attention_heads", 12);
+  c.ffn_hidden_size = io::json_int(j, path, "intermediate_size", 3072);
+  c.num_tokentypes = io::json_int(j, path, "type_vocab_size", c.variant == BertVariant::kRoberta ? 1 : 2);
+  c.pad_token_id = io::json_int(j, path, "pad_token_id", c.variant == BertVariant::kRoberta ? 1 : 0);
+  const int64_t positions = io::json_int(j, path, "max_position_embeddings", 512);
+  c.max_seq_length = c.variant == BertVariant::kRoberta ? positions - c.pad_token_id - 1 : positions;
+  c.layernorm_epsilon = io::json_float(j, path, "layer_norm_eps", 1e-12);
+  c.embedding_dropout_prob = c.output_dropout_prob = io::json_float(j, path, "hidden_dropout_prob", 0.1);
+  c.attention_dropout_prob = io::json_float(j, path, "attention_probs_dropout_prob", 0.1);
+  c.initializer_range = io::json_float(j, path, "initializer_range", 0.02);
+  try {
+    c.validate();
+  } catch (const Error& e) {
+    MF_THROW(path, ": ", e.what());
+  }
+  return c;
+}
+
+std::string bert_config_to_hf(const BertConfig& c, DType dtype) {
+  const bool roberta = c.variant == BertVariant::kRoberta;
+  json j = {{"architectures", {bert_architecture(c)}},
+            {"model_type", roberta ? "roberta" : "bert"},
+            {"vocab_size", c.vocab_size},
+            {"hidden_size", c.hidden_size},
+            {"num_hidden_layers", c.num_layers},
+            {"num_attention_heads", c.num_attention_heads},
+            {"intermediate_size", c.ffn_hidden_size},
+            {"hidden_act", "gelu"},
+            {"hidden_dropout_prob", c.output_dropout_prob},
+            {"attention_probs_dropout_prob", c.attention_dropout_prob},
+            {"max_position_embeddings", c.position_rows()},
+            {"type_vocab_size", c.num_tokentypes},
+            {"initializer_range", c.initializer_range},
+            {"layer_norm_eps", c.layernorm_epsilon},
+            {"pad_token_id", c.pad_token_id},
+            {"position_embedding_type", "absolute"},
+            {"torch_dtype", io::torch_dtype_name(dtype)}};
+  if (roberta) {
+    j["bos_token_id"] = 0;
+    j["eos_token_id"] = 2;
+  }
+  if (c.task == BertTask::kClassification) {
+    json id2label = json::object(), label2id = json::object();
+    for (int64_t k = 0; k < c.num_labels; ++k) {
+      id2label[std::to_string(k)] = "LABEL_" + std::to_string(k);
+      label2id["LABEL_" + std::to_string(k)] = k;
+    }
+    j["id2label"] = id2label;
+    j["label2id"] = label2id;
+  }
+  return j.dump(2) + "\n";
+}
+
+nn::NamedTensors read_hf_bert_tensors(const io::HfModelFiles& files, const BertConfig& c) {
+  std::set<std::string> names;
+  for (const auto& [name, shape] : bert_parameter_shapes(c)) names.insert(name);
+  const std::string p = c.prefix();
+  const std::string bias = c.variant == BertVariant::kRoberta ? "lm_head.bias" : "cls.predictions.bias";
+  const std::string decoder = c.variant == BertVariant::kRoberta ? "lm_head.decoder." : "cls.predictions.decoder.";
+  // Heads of the family's other tasks a file may carry (bert-base-uncased's BertForMaskedLM
+  // holds the pooler and next-sentence weights; roberta-base a pooler).
+  const std::vector<std::string> other_heads = {p + "pooler.", "cls.", "lm_head.", "classifier."};
+  nn::NamedTensors out;
+  std::map<std::string, std::pair<Tensor, std::string>> tied;  // decoder tensors and their file
+  for (const std::string& file : files.weights) {
+    for (auto& [name, t] : io::load_safetensors(file).tensors) {
+      if (ends_with(name, "embeddings.position_ids")) continue;  // a buffer
+      if (starts_with(name, decoder)) {
+        tied[name] = {t, file};
+        continue;
+      }
+      if (!names.count(name)) {
+        bool head = false;
+        for (const std::string& h : other_heads) head = head || starts_with(name, h);
+        MF_CHECK(head, file, ": unknown tensor '", name, "' (not a parameter of ", bert_describe(c), ")");
+        continue;
+      }
+      out.emplace_back(name, t);
+    }
+  }
+  auto find = [&](const std::string& name) -> const Tensor* {
+    for (const auto& [n, t] : out)
+      if (n == name) return &t;
+    return nullptr;
+  };
+  for (const auto& [name, tf] : tied) {  // tied copies: must be the tensors themselves
+    if (c.task == BertTask::kClassification) continue;
+    const std::string twin = ends_with(name, ".weight") ? p + "embeddings.word_embeddings.weight" : bias;
+    const Tensor* t = find(twin);
+    MF_CHECK(t == nullptr || same_bytes(*t, tf.first), tf.second, ": ", name, " ", tf.first.str(), " differs from ", twin,
+             ", to which Hugging Face ties it");
+  }
+  return out;
+}
+
+nn::NamedTensors write_hf_bert_tensors(const nn::NamedTensors& tensors) {
+  nn::NamedTensors out = tensors;
+  for (const auto& [name, t] : tensors) {
+    if (name == "cls.predictions.bias") out.emplace_back("cls.predictions.decoder.bias", t);
+    if (name == "lm_head.bias") out.emplace_back("lm_head.decoder.bias", t);
+  }
+  return out;
+}
+
+}  // namespace mf::models

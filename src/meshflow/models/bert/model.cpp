@@ -1,0 +1,316 @@
+#include "meshflow/models/bert/model.h"
+
+#include <unordered_map>
+
+#include "meshflow/autograd/grad_mode.h"
+#include "meshflow/layers/lm_loss.h"
+
+namespace mf::models {
+
+namespace {
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// A host tensor as a B global tensor beside `like` (its placement), on `like`'s device.
+GlobalTensor beside(const GlobalTensor& like, const Tensor& t) {
+  return GlobalTensor{like.placement, like.nd_sbp, t.shape(), to(t, like.local.device())};
+}
+
+// i64 (B, T) host copy.
+Tensor host_i64(const Tensor& t) { return contiguous(cast(to(t.detach(), cpu_device()), DType::kI64)); }
+
+}  // namespace
+
+BertLayer::BertLayer(const BertConfig& c, const layers::Place& place) : c_(c) {
+  using layers::WeightSplit;
+  const DType dt = c.settings.dtype;
+  const int64_t C = c.hidden_size, F = c.ffn_hidden_size, D = C / c.num_attention_heads;
+  auto attention = register_module("attention", std::make_shared<nn::ModuleGroup>());
+  auto self = attention->add("self", std::make_shared<nn::ModuleGroup>());
+  const layers::SplitUnits heads{D, "model.num_attention_heads"};
+  query_ = self->add("query", std::make_shared<layers::Linear>(C, C, place, WeightSplit::kColumns, dt, true, heads));
+  key_ = self->add("key", std::make_shared<layers::Linear>(C, C, place, WeightSplit::kColumns, dt, true, heads));
+  value_ = self->add("value", std::make_shared<layers::Linear>(C, C, place, WeightSplit::kColumns, dt, true, heads));
+  auto attn_output = attention->add("output", std::make_shared<nn::ModuleGroup>());
+  attn_out_ = attn_output->add("dense", std::make_shared<layers::Linear>(C, C, place, WeightSplit::kRows, dt, true));
+  attn_norm_ = attn_output->add("LayerNorm", std::make_shared<layers::LayerNorm>(C, c.layernorm_epsilon, place, dt));
+  auto inter = register_module("intermediate", std::make_shared<nn::ModuleGroup>());
+  intermediate_ = inter->add("dense", std::make_shared<layers::Linear>(C, F, place, WeightSplit::kColumns, dt, true,
+                                                                       layers::SplitUnits{1, "model.ffn_hidden_size"}));
+  auto output = register_module("output", std::make_shared<nn::ModuleGroup>());
+  output_ = output->add("dense", std::make_shared<layers::Linear>(F, C, place, WeightSplit::kRows, dt, true));
+  output_norm_ = output->add("LayerNorm", std::make_shared<layers::LayerNorm>(C, c.layernorm_epsilon, place, dt));
+}
+
+GlobalTensor BertLayer::forward(const GlobalTensor& x, const Tensor& padding, bool recompute_attention) const {
+  using layers::round_to;
+  const DType st = c_.settings.dtype;
+  const int64_t B = x.logical_shape[0], T = x.logical_shape[1], C = c_.hidden_size, H = c_.num_attention_heads;
+  const double p_out = training() ? c_.output_dropout_prob : 0.0;
+  auto heads = [&](const layers::Linear& proj) {  // (B, T, C) -> (B, H, T, D)
+    return global::permute(global::reshape(proj.forward(x), {B, T, H, C / H}), {0, 2, 1, 3});
+  };
+  const GlobalTensor q = heads(*query_), k = heads(*key_), v = heads(*value_);
+  AttentionOptions opts;
+  opts.key_padding_mask = padding;
+  opts.dropout_p = training() ? c_.attention_dropout_prob : 0.0;
+  // The attention core: q, k, v (B, H, T, D) -> (B, H, T, D); its dropout takes the next stream
+  // of the default generator, which checkpoint() replays.
+  auto core = [opts](const std::vector<GlobalTensor>& in) {
+    return std::vector<GlobalTensor>{global::attention(in[0], in[1], in[2], opts)};
+  };
+  GlobalTensor y = recompute_attention && q.local.requires_grad() ? global::checkpoint(core, {q, k, v})[0] : core({q, k, v})[0];
+  y = round_to(global::reshape(global::permute(y, {0, 2, 1, 3}), {B, T, C}), st);
+  const GlobalTensor h = attn_norm_->forward(round_to(global::add(x, global::dropout(attn_out_->forward(y), p_out)), st));
+  const GlobalTensor act = round_to(global::gelu(intermediate_->forward(h), false), st);
+  return output_norm_->forward(round_to(global::add(h, global::dropout(output_->forward(act), p_out)), st));
+}
+
+BertModel::BertModel(const BertConfig& c, const ModelContext& ctx) : Model(ctx, c.num_layers), c_(c) {
+  c.validate();
+  using layers::WeightSplit;
+  const DType dt = c.settings.dtype;
+  const int64_t C = c.hidden_size;
+  const bool pretraining = c.task == BertTask::kPretraining;
+  auto root = register_module(c.variant == BertVariant::kRoberta ? "roberta" : "bert", std::make_shared<nn::ModuleGroup>());
+  auto emb = root->add("embeddings", std::make_shared<nn::ModuleGroup>());
+  // The word embedding: on the first rank of the model, and on the last as the masked-LM head's
+  // output projection.
+  const layers::Place* table = embedding_place() ? embedding_place() : pretraining ? head_place() : nullptr;
+  if (table)
+    word_ = emb->add("word_embeddings", std::make_shared<layers::Embedding>(c.vocab_size, C, *table, true, dt));
+  if (const layers::Place* p = embedding_place()) {
+    position_ = emb->add("position_embeddings", std::make_shared<layers::Embedding>(c.position_rows(), C, *p, false, dt));
+    token_type_ = emb->add("token_type_embeddings", std::make_shared<layers::Embedding>(c.num_tokentypes, C, *p, false, dt));
+    embed_norm_ = emb->add("LayerNorm", std::make_shared<layers::LayerNorm>(C, c.layernorm_epsilon, *p, dt));
+  }
+  auto encoder = root->add("encoder", std::make_shared<nn::ModuleGroup>());
+  auto group = encoder->add("layer", std::make_shared<nn::ModuleGroup>());
+  layers_.resize(static_cast<size_t>(c.num_layers));
+  for (int64_t l = 0; l < c.num_layers; ++l)
+    if (const layers::Place* p = layer_place(l))
+      layers_[static_cast<size_t>(l)] = group->add(std::to_string(l), std::make_shared<BertLayer>(c, *p));
+  const layers::Place* p = head_place();
+  if (!p) return;
+  if (c.pooler()) {
+    auto pooler = root->add("pooler", std::make_shared<nn::ModuleGroup>());
+    pooler_ = pooler->add("dense", std::make_shared<layers::Linear>(C, C, *p, WeightSplit::kNone, dt, true));
+  }
+  if (c.task == BertTask::kClassification) {
+    classifier_ = register_module("classifier", std::make_shared<layers::Linear>(C, c.num_labels, *p, WeightSplit::kNone, dt, true));
+  } else if (c.variant == BertVariant::kRoberta) {
+    mlm_bias_ = register_module("lm_head", std::make_shared<layers::RowBias>(c.vocab_size, *p, true, dt));
+    transform_ = mlm_bias_->add("dense", std::make_shared<layers::Linear>(C, C, *p, WeightSplit::kNone, dt, true));
+    transform_norm_ = mlm_bias_->add("layer_norm", std::make_shared<layers::LayerNorm>(C, c.layernorm_epsilon, *p, dt));
+  } else {
+    auto cls = register_module("cls", std::make_shared<nn::ModuleGroup>());
+    mlm_bias_ = cls->add("predictions", std::make_shared<layers::RowBias>(c.vocab_size, *p, true, dt));
+    auto transform = mlm_bias_->add("transform", std::make_shared<nn::ModuleGroup>());
+    transform_ = transform->add("dense", std::make_shared<layers::Linear>(C, C, *p, WeightSplit::kNone, dt, true));
+    transform_norm_ = transform->add("LayerNorm", std::make_shared<layers::LayerNorm>(C, c.layernorm_epsilon, *p, dt));
+    if (c.nsp())
+      seq_relationship_ = cls->add("seq_relationship", std::make_shared<layers::Linear>(C, 2, *p, WeightSplit::kNone, dt, true));
+  }
+}
+
+void BertModel::init_weights(uint64_t seed) {
+  NoGradGuard ng;
+  std::unordered_map<std::string, uint64_t> index;
+  for (const auto& [name, shape] : parameter_shapes()) index.emplace(name, index.size());
+  for (const nn::ParamPiece& p : parameter_pieces()) {
+    Generator g = nn::param_generator(seed, index.at(p.name));
+    Tensor t = p.piece;
+    const bool norm = p.name.find("LayerNorm.") != std::string::npos || p.name.find("layer_norm.") != std::string::npos;
+    if (norm)
+      fill_(t, ends_with(p.name, ".weight") ? 1.0 : 0.0);
+    else if (ends_with(p.name, "bias"))
+      fill_(t, 0.0);
+    else
+      nn::normal_piece_(p, c_.initializer_range, g);
+  }
+}
+
+std::vector<std::string> BertModel::tied_parameters() const {
+  if (c_.task != BertTask::kPretraining) return {};
+  return {std::string(c_.prefix()) + "embeddings.word_embeddings.weight"};
+}
+
+std::vector<nn::ParamUnit> BertModel::parameter_units() const {
+  const std::string p = c_.prefix();
+  std::vector<std::string> head;
+  if (c_.pooler()) head.push_back(p + "pooler.");
+  if (c_.task == BertTask::kClassification) {
+    head.push_back("classifier.");
+  } else {
+    head.push_back(c_.variant == BertVariant::kRoberta ? "lm_head." : "cls.");
+    head.push_back(p + "embeddings.word_embeddings.");
+  }
+  return layered_units({p + "embeddings."}, p + "encoder.layer.", head);
+}
+
+double BertModel::flops_per_token(int64_t seq_len) const {
+  const std::string p = c_.prefix();
+  double params = 0.0;
+  for (const auto& [name, shape] : parameter_shapes()) {
+    const bool lookup = name.compare(0, p.size() + 11, p + "embeddings.") == 0;
+    const bool decoder = name == p + "embeddings.word_embeddings.weight" && c_.task == BertTask::kPretraining;
+    if (!lookup || decoder) params += static_cast<double>(shape_numel(shape));
+  }
+  return 6.0 * params + 12.0 * static_cast<double>(c_.num_layers * c_.hidden_size * seq_len);
+}
+
+std::vector<double> BertModel::loss_counts(const Batch& batch) const {
+  const double rows = static_cast<double>(batch.rows());
+  if (c_.task == BertTask::kClassification) return {rows};
+  if (c_.nsp()) return {static_cast<double>(counted_labels(batch.labels)), rows};
+  return {static_cast<double>(counted_labels(batch.labels))};
+}
+
+std::vector<std::string> BertModel::eval_metric_names() const {
+  if (c_.task == BertTask::kClassification) return {"accuracy"};
+  if (c_.nsp()) return {"mlm_loss", "nsp_accuracy"};
+  return {"mlm_loss"};
+}
+
+GlobalTensor BertModel::embed(const GlobalTensor& ids, const Batch& batch) const {
+  const int64_t B = ids.logical_shape[0], T = ids.logical_shape[1];
+  MF_CHECK(T > 0 && T <= c_.max_seq_length, bert_variant_name(c_.variant), ": sequence length ", T,
+           " must be in [1, model.max_seq_length = ", c_.max_seq_length, "]");
+  Tensor positions;
+  if (c_.variant == BertVariant::kRoberta) {  // padding_idx + 1 onwards over the real tokens, pads at padding_idx
+    const Tensor h = host_i64(batch.input_ids);
+    positions = empty({B, T}, DType::kI64);
+    const int64_t* id = h.data<int64_t>();
+    int64_t* pos = positions.data<int64_t>();
+    for (int64_t b = 0; b < B; ++b) {
+      int64_t n = 0;
+      for (int64_t t = 0; t < T; ++t) {
+        const bool real = id[b * T + t] != c_.pad_token_id;
+        n += real;
+        pos[b * T + t] = real ? c_.pad_token_id + n : c_.pad_token_id;
+      }
+    }
+  } else {
+    positions = arange(T, DType::kI64);  // (T)
+  }
+  const Tensor types = batch.token_type_ids.defined() ? host_i64(batch.token_type_ids) : zeros({B, T}, DType::kI64);
+  MF_CHECK(types.shape() == Shape({B, T}), bert_variant_name(c_.variant), ": token_type_ids ", types.str(),
+           " must be (batch, seq) = (", B, ", ", T, ")");
+  GlobalTensor x = global::add(word_->forward(ids), token_type_->forward(beside(ids, types)));
+  x = global::add(x, position_->forward(beside(ids, positions)));  // (B, T, C) + (B, T, C) or (T, C)
+  x = embed_norm_->forward(layers::round_to(x, c_.settings.dtype));
+  return global::dropout(x, training() ? c_.embedding_dropout_prob : 0.0);
+}
+
+GlobalTensor BertModel::run_layer(int64_t layer, const GlobalTensor& x, const Batch& batch, bool recompute_inside) const {
+  return layers_.at(static_cast<size_t>(layer))->forward(x, key_padding_mask(batch), recompute_inside);
+}
+
+std::optional<CheckpointGranularity> BertModel::recomputation(int64_t layer) const {
+  if (!c_.settings.recomputes(layer, c_.num_layers)) return std::nullopt;
+  return c_.settings.granularity;
+}
+
+GlobalTensor BertModel::mlm_loss(const GlobalTensor& hidden, const Tensor& labels) const {
+  const GlobalTensor t = transform_norm_->forward(
+      layers::round_to(global::gelu(transform_->forward(hidden), false), c_.settings.dtype));  // (B, T, C)
+  layers::LmLossOptions o;
+  o.chunk_elements = c_.head_chunk_elements;
+  o.recompute = c_.settings.recompute && c_.settings.granularity == CheckpointGranularity::kFull && training();
+  o.storage = c_.settings.dtype;
+  o.bias = mlm_bias_.get();
+  return layers::lm_loss(t, labels, *word_, o);
+}
+
+GlobalTensor BertModel::pooled(const GlobalTensor& hidden) const {
+  return layers::round_to(global::tanh(pooler_->forward(global::select(hidden, 1, 0))), c_.settings.dtype);  // (B, C)
+}
+
+GlobalTensor BertModel::classify(const GlobalTensor& hidden) const {
+  const GlobalTensor x = global::dropout(pooled(hidden), training() ? c_.output_dropout_prob : 0.0);
+  return classifier_->forward(x);  // (B, num_labels)
+}
+
+GlobalTensor BertModel::head(const GlobalTensor& hidden, const Batch& batch, const std::vector<double>& totals) const {
+  const char* v = bert_variant_name(c_.variant);
+  const int64_t B = hidden.logical_shape[0];
+  const double rows = static_cast<double>(B);
+  auto row_labels = [&](const Tensor& t, const char* what) {
+    MF_CHECK(t.defined() && t.shape() == Shape{B}, v, ": ", what, " must be (batch) = (", B, "), got ",
+             t.defined() ? t.str() : std::string("none"));
+    return beside(hidden, host_i64(t));
+  };
+  if (c_.task == BertTask::kClassification) {
+    const GlobalTensor loss = global::cross_entropy(classify(hidden), row_labels(batch.labels, "the class labels"));
+    return step_share(loss, rows, totals.at(0));
+  }
+  MF_CHECK(batch.labels.defined() && batch.labels.shape() == Shape({B, hidden.logical_shape[1]}), v,
+           ": masked-LM labels must be (batch, seq), got ", batch.labels.defined() ? batch.labels.str() : std::string("none"));
+  GlobalTensor loss = step_share(mlm_loss(hidden, batch.labels), static_cast<double>(counted_labels(batch.labels)), totals.at(0));
+  if (!c_.nsp()) return loss;
+  const GlobalTensor nsp =
+      global::cross_entropy(seq_relationship_->forward(pooled(hidden)), row_labels(batch.next_sentence_label, "next_sentence_label"));
+  return global::add(loss, step_share(nsp, rows, totals.at(1)));
+}
+
+namespace {
+// (rows predicted right, rows) of logits (B, n) (any device) against labels (B).
+std::pair<double, double> accuracy(const Tensor& logits_any, const Tensor& labels_any) {
+  const Tensor logits = contiguous(cast(to(logits_any.detach(), cpu_device()), DType::kF64));
+  const Tensor labels = host_i64(labels_any);
+  const int64_t B = logits.shape(0), n = logits.shape(1);
+  const double* l = logits.data<double>();
+  double correct = 0;
+  for (int64_t b = 0; b < B; ++b) {
+    int64_t best = 0;
+    for (int64_t k = 1; k < n; ++k)
+      if (l[b * n + k] > l[b * n + best]) best = k;
+    correct += best == labels.data<int64_t>()[b];
+  }
+  return {correct, static_cast<double>(B)};
+}
+}  // namespace
+
+std::vector<std::pair<double, double>> BertModel::metrics(const GlobalTensor& hidden, const Batch& batch) const {
+  if (c_.task == BertTask::kClassification) return {accuracy(classify(hidden).local, batch.labels)};
+  // The masked-LM loss alone (mean over every evaluated masked token) and the next-sentence accuracy.
+  const double n = static_cast<double>(counted_labels(batch.labels));
+  std::vector<std::pair<double, double>> out = {{n > 0 ? mlm_loss(hidden, batch.labels).local.item() * n : 0.0, n}};
+  if (c_.nsp()) out.push_back(accuracy(seq_relationship_->forward(pooled(hidden)).local, batch.next_sentence_label));
+  return out;
+}
+
+Tensor BertModel::hidden_states(const Batch& batch) const {
+  return run_whole(batch, [](const GlobalTensor& h) { return h; });
+}
+
+Tensor BertModel::mlm_logits(const Batch& batch) const {
+  MF_CHECK(c_.task == BertTask::kPretraining, "bert: the masked-LM logits need model.task pretraining");
+  return run_whole(batch, [this](const GlobalTensor& h) {  // (B, T, C) -> (B, T, V)
+    const GlobalTensor t = transform_norm_->forward(
+        layers::round_to(global::gelu(transform_->forward(h), false), c_.settings.dtype));
+    return layers::round_to(global::linear(t, word_->table(), mlm_bias_->value()), c_.settings.dtype);
+  });
+}
+
+Tensor BertModel::pooled_logits(const Batch& batch) const {
+  MF_CHECK(c_.pooler(), "bert: no pooler (masked LM without next-sentence prediction)");
+  return run_whole(batch, [this](const GlobalTensor& h) {
+    return c_.task == BertTask::kClassification ? classify(h) : seq_relationship_->forward(pooled(h));
+  });
+}
+
+std::pair<Tensor, Tensor> BertModel::pretraining_losses(const Batch& batch) const {
+  MF_CHECK(c_.task == BertTask::kPretraining, "bert: pretraining losses need model.task pretraining");
+  Tensor nsp;
+  const Tensor mlm = run_whole(batch, [&](const GlobalTensor& h) {
+    if (c_.nsp())
+      nsp = global::cross_entropy(seq_relationship_->forward(pooled(h)), beside(h, host_i64(batch.next_sentence_label))).local;
+    return mlm_loss(h, batch.labels);
+  });
+  return {mlm, nsp};
+}
+
+}  // namespace mf::models

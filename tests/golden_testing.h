@@ -1,0 +1,57 @@
+// Helpers of the tests that check a model against a committed PyTorch reference
+// (tests/golden/*.json written by scripts/make_*_golden.py): the file, integer batches, weights.
+#pragma once
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "meshflow/core/atomic_file.h"
+#include "meshflow/nn/module.h"
+#include "testing.h"
+
+namespace mft {
+
+inline nlohmann::json golden_file(const std::string& name) {
+  return nlohmann::json::parse(mf::read_file(std::string(MESHFLOW_SOURCE_DIR) + "/tests/golden/" + name));
+}
+
+// Nested integer lists ((B, T) or (B)) as an i64 tensor of that shape.
+inline Tensor int_tensor(const nlohmann::json& v) {
+  std::vector<int64_t> flat;
+  mf::Shape shape = {static_cast<int64_t>(v.size())};
+  if (!v.empty() && v[0].is_array()) {
+    shape.push_back(static_cast<int64_t>(v[0].size()));
+    for (auto& r : v)
+      for (auto& e : r) flat.push_back(e.get<int64_t>());
+  } else {
+    for (auto& e : v) flat.push_back(e.get<int64_t>());
+  }
+  return mf::from_vector(flat, shape);
+}
+
+// The largest |got - ref| / max(|ref|, 0.1 max|ref|) of a tensor (expect_rel_close's measure).
+inline double rel_error(const Tensor& got, const std::vector<double>& ref) {
+  double mx = 0, worst = 0;
+  for (double r : ref) mx = std::max(mx, std::abs(r));
+  const std::vector<double> g = to_f64(got);
+  for (size_t i = 0; i < g.size(); ++i) worst = std::max(worst, std::abs(g[i] - ref[i]) / std::max(std::abs(ref[i]), 0.1 * mx));
+  return worst;
+}
+
+// Loads the reference's weights ({name: {shape, data}}) into every parameter of `model`, cast to
+// `dt`; fails when a parameter has no reference or the reference holds more.
+inline void load_golden_weights(mf::nn::Module& model, const nlohmann::json& weights, DType dt) {
+  mf::nn::NamedTensors state;
+  for (auto& [pname, t] : model.named_parameters()) {
+    ASSERT_TRUE(weights.contains(pname)) << "no reference weight " << pname;
+    const nlohmann::json& w = weights[pname];
+    ASSERT_EQ(t.shape(), w["shape"].get<mf::Shape>()) << pname;
+    state.emplace_back(pname, mf::cast(mf::from_vector(w["data"].get<std::vector<double>>(), t.shape()), dt));
+  }
+  ASSERT_EQ(state.size(), weights.size());
+  model.load_state_dict(state);
+}
+
+}  // namespace mft
