@@ -77,19 +77,19 @@ T typed(const json& j, const std::string& path, const char* key, T fallback, con
 }
 }  // namespace
 
-int64_t json_int(const json& j, const std::string& path, const char* key, int64_t fallback) {
+int64_t json_get(const json& j, const std::string& path, const char* key, int64_t fallback) {
   if (j.contains(key) && j[key].is_number_float()) MF_THROW(path, ": \"", key, "\" is ", j[key].dump(), ", expected an integer");
   return typed<int64_t>(j, path, key, fallback, "an integer");
 }
-double json_float(const json& j, const std::string& path, const char* key, double fallback) {
+double json_get(const json& j, const std::string& path, const char* key, double fallback) {
   return typed<double>(j, path, key, fallback, "a number");
 }
-bool json_bool(const json& j, const std::string& path, const char* key, bool fallback) {
+bool json_get(const json& j, const std::string& path, const char* key, bool fallback) {
   if (j.contains(key) && !j[key].is_null() && !j[key].is_boolean())
     MF_THROW(path, ": \"", key, "\" is ", j[key].dump(), ", expected a bool");
   return typed<bool>(j, path, key, fallback, "a bool");
 }
-std::string json_string(const json& j, const std::string& path, const char* key, const std::string& fallback) {
+std::string json_get(const json& j, const std::string& path, const char* key, const std::string& fallback) {
   if (j.contains(key) && !j[key].is_null() && !j[key].is_string())
     MF_THROW(path, ": \"", key, "\" is ", j[key].dump(), ", expected a string");
   return typed<std::string>(j, path, key, fallback, "a string");

@@ -27,11 +27,14 @@ std::string hf_model_type(const std::string& config_json_path);
 
 // A config.json value: j[key], or `fallback` when absent or null; throws naming the file (`path`)
 // and the key when it has another type.
-int64_t json_int(const nlohmann::ordered_json& j, const std::string& path, const char* key, int64_t fallback);
-double json_float(const nlohmann::ordered_json& j, const std::string& path, const char* key, double fallback);
-bool json_bool(const nlohmann::ordered_json& j, const std::string& path, const char* key, bool fallback);
-std::string json_string(const nlohmann::ordered_json& j, const std::string& path, const char* key,
-                        const std::string& fallback);
+int64_t json_get(const nlohmann::ordered_json& j, const std::string& path, const char* key, int64_t fallback);
+inline int64_t json_get(const nlohmann::ordered_json& j, const std::string& path, const char* key, int fallback) {
+  return json_get(j, path, key, int64_t{fallback});
+}
+double json_get(const nlohmann::ordered_json& j, const std::string& path, const char* key, double fallback);
+bool json_get(const nlohmann::ordered_json& j, const std::string& path, const char* key, bool fallback);
+std::string json_get(const nlohmann::ordered_json& j, const std::string& path, const char* key,
+                     const std::string& fallback);
 // config.json's "torch_dtype" name of a dtype: "bfloat16", "float16", "float64" or "float32".
 const char* torch_dtype_name(DType dtype);
 

@@ -34,7 +34,7 @@ const char* bert_architecture(const BertConfig& c) {
 BertConfig bert_config_from_hf(const std::string& path) {
   const json j = io::read_json_file(path);
   MF_CHECK(j.is_object(), path, ": not a JSON object");
-  const std::string type = io::json_string(j, path, "model_type", "bert");
+  const std::string type = io::json_get(j, path, "model_type", std::string("bert"));
   MF_CHECK(type == "bert" || type == "roberta", path, ": model_type '", type, "' is not one of bert, roberta");
   BertConfig c;
   c.variant = type == "roberta" ? BertVariant::kRoberta : BertVariant::kBert;
@@ -42,9 +42,9 @@ BertConfig bert_config_from_hf(const std::string& path) {
   if (j.contains("architectures") && j["architectures"].is_array() && !j["architectures"].empty() &&
       j["architectures"][0].is_string())
     arch = j["architectures"][0].get<std::string>();
-  const std::string act = io::json_string(j, path, "hidden_act", "gelu");
+  const std::string act = io::json_get(j, path, "hidden_act", std::string("gelu"));
   MF_CHECK(act == "gelu", path, ": hidden_act '", act, "' is not supported (meshflow's BERT uses gelu, the erf form)");
-  const std::string pos = io::json_string(j, path, "position_embedding_type", "absolute");
+  const std::string pos = io::json_get(j, path, "position_embedding_type", std::string("absolute"));
   MF_CHECK(pos == "absolute", path, ": position_embedding_type '", pos, "' is not supported (absolute)");
   MF_CHECK(arch != "RobertaForSequenceClassification", path,
            ": RobertaForSequenceClassification (its dense + tanh head on <s>) is not supported; "
@@ -52,24 +52,24 @@ BertConfig bert_config_from_hf(const std::string& path) {
   if (ends_with(arch, "ForSequenceClassification")) {
     c.task = BertTask::kClassification;
     c.num_labels = j.contains("id2label") && j["id2label"].is_object() ? static_cast<int64_t>(j["id2label"].size())
-                                                                        : io::json_int(j, path, "num_labels", 2);
+                                                                        : io::json_get(j, path, "num_labels", 2);
   } else {
     c.task = BertTask::kPretraining;
   }
   c.add_binary_head = arch == "BertForPreTraining";
-  c.vocab_size = io::json_int(j, path, "vocab_size", c.variant == BertVariant::kRoberta ? 50265 : 30522);
-  c.hidden_size = io::json_int(j, path, "hidden_size", 768);
-  c.num_layers = io::json_int(j, path, "num_hidden_layers", 12);
-  c.num_attention_heads = io::json_int(j, path, "num_attention_heads", 12);
-  c.ffn_hidden_size = io::json_int(j, path, "intermediate_size", 3072);
-  c.num_tokentypes = io::json_int(j, path, "type_vocab_size", c.variant == BertVariant::kRoberta ? 1 : 2);
-  c.pad_token_id = io::json_int(j, path, "pad_token_id", c.variant == BertVariant::kRoberta ? 1 : 0);
-  const int64_t positions = io::json_int(j, path, "max_position_embeddings", 512);
+  c.vocab_size = io::json_get(j, path, "vocab_size", c.variant == BertVariant::kRoberta ? 50265 : 30522);
+  c.hidden_size = io::json_get(j, path, "hidden_size", 768);
+  c.num_layers = io::json_get(j, path, "num_hidden_layers", 12);
+  c.num_attention_heads = io::json_get(j, path, "num_attention_heads", 12);
+  c.ffn_hidden_size = io::json_get(j, path, "intermediate_size", 3072);
+  c.num_tokentypes = io::json_get(j, path, "type_vocab_size", c.variant == BertVariant::kRoberta ? 1 : 2);
+  c.pad_token_id = io::json_get(j, path, "pad_token_id", c.variant == BertVariant::kRoberta ? 1 : 0);
+  const int64_t positions = io::json_get(j, path, "max_position_embeddings", 512);
   c.max_seq_length = c.variant == BertVariant::kRoberta ? positions - c.pad_token_id - 1 : positions;
-  c.layernorm_epsilon = io::json_float(j, path, "layer_norm_eps", 1e-12);
-  c.embedding_dropout_prob = c.output_dropout_prob = io::json_float(j, path, "hidden_dropout_prob", 0.1);
-  c.attention_dropout_prob = io::json_float(j, path, "attention_probs_dropout_prob", 0.1);
-  c.initializer_range = io::json_float(j, path, "initializer_range", 0.02);
+  c.layernorm_epsilon = io::json_get(j, path, "layer_norm_eps", 1e-12);
+  c.embedding_dropout_prob = c.output_dropout_prob = io::json_get(j, path, "hidden_dropout_prob", 0.1);
+  c.attention_dropout_prob = io::json_get(j, path, "attention_probs_dropout_prob", 0.1);
+  c.initializer_range = io::json_get(j, path, "initializer_range", 0.02);
   try {
     c.validate();
   } catch (const Error& e) {

@@ -44,16 +44,7 @@ bool is_gpt2_parameter_name(const std::string& name) {
 Gpt2Config gpt2_config_from_hf(const std::string& path) {
   const json j = io::read_json_file(path);
   MF_CHECK(j.is_object(), path, ": not a JSON object");
-  auto get = [&](const char* key, auto fallback) {
-    using T = decltype(fallback);
-    if (!j.contains(key) || j[key].is_null()) return fallback;
-    try {
-      return j[key].get<T>();
-    } catch (const json::exception&) {
-      const char* want = std::is_same_v<T, bool> ? "a bool" : std::is_same_v<T, std::string> ? "a string" : "a number";
-      MF_THROW(path, ": \"", key, "\" is ", j[key].dump(), ", expected ", want);
-    }
-  };
+  auto get = [&](const char* key, auto fallback) { return io::json_get(j, path, key, fallback); };
   const std::string type = get("model_type", std::string("gpt2"));
   MF_CHECK(type == "gpt2", path, ": model_type '", type, "' is not GPT-2 (meshflow reads GPT2LMHeadModel weights)");
   const std::string act = get("activation_function", std::string("gelu_new"));
@@ -88,10 +79,7 @@ Gpt2Config gpt2_config_from_hf(const std::string& path) {
 }
 
 std::string gpt2_config_to_hf(const Gpt2Config& c, DType dtype) {
-  const char* torch_dtype = dtype == DType::kBF16  ? "bfloat16"
-                            : dtype == DType::kF16 ? "float16"
-                            : dtype == DType::kF64 ? "float64"
-                                                   : "float32";
+  const char* torch_dtype = io::torch_dtype_name(dtype);
   json j = {{"architectures", {"GPT2LMHeadModel"}},
             {"model_type", "gpt2"},
             {"vocab_size", c.vocab_size},

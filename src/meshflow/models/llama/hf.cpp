@@ -17,16 +17,10 @@ bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-// j[key] as T, `fallback` when absent or null; throws naming the file and the key for a wrong type.
+// j[key], `fallback` when absent or null; throws naming the file and the key for a wrong type.
 template <class T>
 T get(const json& j, const std::string& path, const char* key, T fallback) {
-  if (!j.contains(key) || j[key].is_null()) return fallback;
-  try {
-    return j[key].get<T>();
-  } catch (const json::exception&) {
-    const char* want = std::is_same_v<T, bool> ? "a bool" : std::is_same_v<T, std::string> ? "a string" : "a number";
-    MF_THROW(path, ": \"", key, "\" is ", j[key].dump(), ", expected ", want);
-  }
+  return io::json_get(j, path, key, fallback);
 }
 
 void read_rope_scaling(const json& j, const std::string& path, LlamaConfig& c) {
@@ -98,10 +92,7 @@ LlamaConfig llama_config_from_hf(const std::string& path) {
 }
 
 std::string llama_config_to_hf(const LlamaConfig& c, DType dtype) {
-  const char* torch_dtype = dtype == DType::kBF16  ? "bfloat16"
-                            : dtype == DType::kF16 ? "float16"
-                            : dtype == DType::kF64 ? "float64"
-                                                   : "float32";
+  const char* torch_dtype = io::torch_dtype_name(dtype);
   static const char* architectures[] = {"LlamaForCausalLM", "Qwen2ForCausalLM", "MistralForCausalLM"};
   json j = {{"architectures", {architectures[static_cast<int>(c.variant)]}},
             {"model_type", llama_variant_name(c.variant)},
