@@ -22,6 +22,7 @@ if [ ! -f data/fortunes_bert_text_sentence.idx ]; then
 fi
 [ -f data/fortune_classes/valid.jsonl ] || bash scripts/make_fortune_classification.sh data/fortune_classes
 stamp=$(date +%Y%m%d-%H%M%S)
+mkdir -p output
 pre=output/bert_tiny-$stamp
 ./build/meshflow train configs/bert/tiny.yaml "train.output_dir=$pre" "$@" | tee "$pre.log"
 ./build/meshflow train configs/bert/tiny_classify.yaml "model.pretrained=$pre" \

@@ -34,8 +34,7 @@ struct PipelineExecutor::Run {
   std::vector<InFlight> held;
   std::vector<comm::WorkPtr> sends;
   double loss_sum = 0;
-  Tensor loss_on_device;
-  Tensor last_hidden;  // evaluation: the last virtual stage's final hidden state  // a GPU run's losses, summed there in f64 and read once at the end
+  Tensor loss_on_device;  // a GPU run's losses, summed there in f64 and read once at the end
 
   int rank_of(int64_t j) const { return static_cast<int>(j % p); }
   int tag(int64_t micro, int64_t chunk, int kind) const { return static_cast<int>((2 * (micro * v + chunk) + kind) % 32768); }
@@ -61,7 +60,9 @@ struct PipelineExecutor::Run {
       sends.push_back(ex.g_.pp->send(contiguous(out.detach()), rank_of(j + 1), tag(micro, (j + 1) / p, 0)));
       return;
     }
-    if (!training) last_hidden = out;
+    // Evaluation: the metrics while the head's parameters are in use (ZeRO-3 releases them after
+    // head_loss).
+    if (!training) ex.last_metrics_ = ex.model_->head_metrics(out, batch);
     f.output = ex.model_->head_loss(out, batch, totals);
     if (ex.device_.type == DeviceType::kCPU) {
       loss_sum += f.output.item();
@@ -99,7 +100,7 @@ double PipelineExecutor::run(const std::vector<parallel::PipelineAction>& action
   Generator& gen = default_generator();
   const int64_t v = model_->stage().num_chunks(), rows = batches.front().rows();
   Run r{*this, batches, loss_totals, g_.pp_size(), g_.pp_rank(), v, seq_len, rows, training, gen.state().next_stream,
-        model_->streams_per_forward(), {}, {}, 0, {}, {}};
+        model_->streams_per_forward(), {}, {}, 0, {}};
   r.held.resize(batches.size() * static_cast<size_t>(v));
   auto& alloc = allocator_for(device_);
   const std::vector<Tensor> params = model_->parameters();
@@ -129,7 +130,6 @@ double PipelineExecutor::run(const std::vector<parallel::PipelineAction>& action
   }
   for (auto& w : r.sends) r.timed_wait(w);
   if (training) gen.set_state({gen.seed(), r.stream0 + static_cast<uint64_t>(batches.size()) * r.streams_per_forward});
-  if (!training && r.last_hidden.defined()) last_metrics_ = model_->head_metrics(r.last_hidden, batches.front());
   return r.loss_on_device.defined() ? r.loss_on_device.item() : r.loss_sum;
 }
 

@@ -160,7 +160,7 @@ ModelWeights read_model_weights(const std::string& path, const std::string& expe
   return hf_weights(path);  // needs config.json beside the weights
 }
 
-std::string load_model_weights(models::Model& m, const ModelWeights& w) {
+std::string load_model_weights(models::Model& m, const ModelWeights& w, bool new_heads) {
   const Config mc = m.model_config();
   const std::string name = mc.get_string("model.name");
   MF_CHECK(w.spec != nullptr && w.spec->name == name, w.source, " holds weights of model.name '",
@@ -173,6 +173,7 @@ std::string load_model_weights(models::Model& m, const ModelWeights& w) {
   // another shape) are dropped, and the model's head parameters they do not give keep their
   // initialisation.
   auto is_head = [&](const std::string& name) {
+    if (!new_heads) return false;
     for (const std::string& h : w.spec->head_prefixes)
       if (name.compare(0, h.size(), h) == 0) return true;
     return false;

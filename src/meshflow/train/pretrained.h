@@ -42,7 +42,10 @@ ModelWeights read_model_weights(const std::string& path, const std::string& expe
 // tensor, its shape and the expected one), and a config that came with the weights must give the
 // model's number of heads. Local: no communication. Returns a one-line description
 // ("148 tensors from X (Hugging Face, bf16 cast to f32)").
-std::string load_model_weights(models::Model& m, const ModelWeights& w);
+// new_heads (`model.pretrained`): task heads (ModelSpec::head_prefixes) the weights do not give, or
+// give with another shape, keep the model's initialisation and the weights' other heads are
+// dropped (the description names the new tensors); otherwise every parameter must be given.
+std::string load_model_weights(models::Model& m, const ModelWeights& w, bool new_heads = false);
 
 // `meshflow convert --from-hf`: a Hugging Face model into a weights-only meshflow checkpoint
 // in `out_dir`: config.yaml with the model sizes, then checkpoints/iter_0000000 (the model

@@ -89,8 +89,16 @@ RunSources make_sources(const Config& c, const models::Model& model, const Token
   RunSources r;
   const int64_t seq = sequence_length(c);
   const models::BatchKind kind = model.batch_kind();
+  // The BERT family pads with the tokenizer's padding token; RoBERTa's positions count from it.
+  auto special_tokens = [&] {
+    const BertSpecialTokens s = bert_special_tokens(tok);
+    const int64_t pad = c.get_int("model.pad_token_id");
+    MF_CHECK(s.pad == pad, "model.pad_token_id ", pad, " is not the tokenizer's padding token ", tok.id_to_token(s.pad),
+             " (id ", s.pad, "): set model.pad_token_id=", s.pad);
+    return s;
+  };
   if (kind == models::BatchKind::kSequenceClassification) {
-    const BertSpecialTokens special = bert_special_tokens(tok);
+    const BertSpecialTokens special = special_tokens();
     auto open = [&](const char* key, uint64_t seed, int64_t samples) {
       const std::string path = c.get_string(key);
       MF_CHECK(!path.empty(), key, " is empty: a sequence classifier trains on jsonl lines of {\"text\": ..., "
@@ -113,9 +121,10 @@ RunSources make_sources(const Config& c, const models::Model& model, const Token
       r.valid = [valid, seq, dp_rank, dp] { return std::make_unique<ClassificationBatchSource>(*valid, seq, dp_rank, dp); };
       const std::vector<int64_t> counts = valid->label_counts();
       const int64_t most = counts.empty() ? 0 : *std::max_element(counts.begin(), counts.end());
-      const int64_t scored = std::min<int64_t>(valid_samples, valid->num_examples());
+      const bool wraps = valid_samples > valid->num_examples();
       r.note = detail::cat("classification: ", train ? train->num_examples() : 0, " training examples, ",
-                           valid->num_examples(), " held out (", scored, " scored per evaluation), majority class ",
+                           valid->num_examples(), " held out (", valid_samples, " scored per evaluation, in order",
+                           wraps ? ", the first ones again after the last" : "", "), majority class ",
                            static_cast<double>(most) / static_cast<double>(std::max<int64_t>(1, valid->num_examples())),
                            " of them");
     }
@@ -125,7 +134,7 @@ RunSources make_sources(const Config& c, const models::Model& model, const Token
   const bool bert = kind == models::BatchKind::kMaskedLM;
   auto d = std::make_shared<RunData>(open_data(c, bert));
   if (bert) {
-    const BertSpecialTokens special = bert_special_tokens(tok);
+    const BertSpecialTokens special = special_tokens();
     const bool nsp = c.get_string("model.name") == "bert" && c.get_bool("model.add_binary_head");
     auto open = [&](DocumentRange range, uint64_t seed, int64_t samples) {
       BertDatasetOptions bo;
@@ -211,7 +220,7 @@ RunSummary run_training(const Config& c, std::FILE* out, const comm::CommPtr& wo
   if (!pretrained.empty() && !resuming) {
     std::string loaded;
     try {
-      loaded = load_model_weights(*model, read_model_weights(pretrained, c.get_string("model.name")));
+      loaded = load_model_weights(*model, read_model_weights(pretrained, c.get_string("model.name")), true);
     } catch (const Error& e) {
       throw Error(std::string("model.pretrained: ") + e.what());
     }
@@ -246,6 +255,8 @@ EvalStats run_evaluation(const Config& c, std::FILE* out) {
   TrainOptions opts = train_options(c);
   auto tok = tokenizer_from_config(c);
   auto model = models::build_model(c, tok->vocab_size());
+  MF_CHECK(opts.eval_iter > 0 && opts.eval_micro_batch > 0, "eval: train.evaluation.eval_iter (", opts.eval_iter,
+           ") and train.test_micro_batch_size (", opts.eval_micro_batch, ") must be positive");
   RunSources data = make_sources(c, *model, *tok, opts, 0, opts.eval_iter * opts.eval_micro_batch, 0, 1);
   auto ckpt = io::read_latest_checkpoint(opts.output_dir);
   MF_CHECK(ckpt.has_value(), "eval: no checkpoint in ", opts.output_dir, "/checkpoints (train first, or set train.output_dir)");

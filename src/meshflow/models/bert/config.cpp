@@ -29,6 +29,9 @@ void BertConfig::validate() const {
            " is outside the vocabulary of ", vocab_size);
   MF_CHECK(variant == BertVariant::kBert || !add_binary_head, v,
            ": RoBERTa has no next-sentence prediction (model.add_binary_head must be false)");
+  MF_CHECK(variant == BertVariant::kBert || task == BertTask::kPretraining, v,
+           ": model.task classification is BERT's (BertForSequenceClassification); RoBERTa's classification head "
+           "(dense + tanh on <s>, no pooler) is not implemented");
   for (double p : {embedding_dropout_prob, attention_dropout_prob, output_dropout_prob})
     MF_CHECK(p >= 0.0 && p < 1.0, v, ": dropout probabilities must be in [0, 1), got ", p);
   MF_CHECK(is_floating(settings.dtype), v, ": the parameter dtype must be f32, f64, bf16 or f16");

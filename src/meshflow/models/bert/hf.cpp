@@ -125,7 +125,11 @@ nn::NamedTensors read_hf_bert_tensors(const io::HfModelFiles& files, const BertC
   nn::NamedTensors out;
   std::map<std::string, std::pair<Tensor, std::string>> tied;  // decoder tensors and their file
   for (const std::string& file : files.weights) {
-    for (auto& [name, t] : io::load_safetensors(file).tensors) {
+    for (auto& [stored, t] : io::load_safetensors(file).tensors) {
+      // The original checkpoints' LayerNorm names (bert-base-uncased's file), as Hugging Face reads them.
+      std::string name = stored;
+      if (ends_with(name, "LayerNorm.gamma")) name = name.substr(0, name.size() - 5) + "weight";
+      if (ends_with(name, "LayerNorm.beta")) name = name.substr(0, name.size() - 4) + "bias";
       if (ends_with(name, "embeddings.position_ids")) continue;  // a buffer
       if (starts_with(name, decoder)) {
         tied[name] = {t, file};

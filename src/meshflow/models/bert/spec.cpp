@@ -50,7 +50,6 @@ ModelSpec spec(const char* name, const char* architecture) {
                     {"model.hidden_size", "hidden_size"},
                     {"model.num_attention_heads", "num_attention_heads"},
                     {"model.ffn_hidden_size", "intermediate_size"},
-                    {"model.max_seq_length", "max_position_embeddings"},
                     {"model.vocab_size", "vocab_size"},
                     {"model.num_tokentypes", "type_vocab_size"},
                     {"model.pad_token_id", "pad_token_id"},
