@@ -18,7 +18,7 @@
 #  bert    (masked LM + next-sentence prediction on sentence pairs of a sentence-split corpus,
 #          bert-base-uncased's WordPiece, padded samples, dropout on) the runs of mlp_lm but dp=4,
 #          GPipe and ZeRO 1 and 2, plus tp=4,
-#          full and selective recomputation, a RoBERTa (masked LM over single segments) under tp=2
+#          full and selective recomputation, bf16 dp=2 x tp=2, a RoBERTa (masked LM over single segments) under tp=2
 #          with sequence parallelism, and the sequence classifier under dp=2 x tp=2 and pp=2: the
 #          masked positions and the padding are the same under every layout, and each micro-batch's
 #          loss is its share of the global batch's masked tokens and rows.
@@ -177,6 +177,9 @@ if [ "$model" = bert ]; then
   run rc_full 1 8 train.activation_checkpoint.enabled=true
   run rc_sel 1 8 train.activation_checkpoint.enabled=true train.activation_checkpoint.granularity=selective
   compare one tp4 rc_full rc_sel
+  run bf16 1 8 train.amp.enabled=true
+  run bf16dp2tp2 4 4 train.amp.enabled=true train.dist.tensor_parallel_size=2
+  compare -t 2e-4 -g 1e-2 bf16 bf16dp2tp2
   run roberta_one 1 8 model.name=roberta
   run roberta_tp2sp 2 8 model.name=roberta train.dist.tensor_parallel_size=2 train.dist.sequence_parallel=true
   compare roberta_one roberta_tp2sp
