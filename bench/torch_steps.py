@@ -29,6 +29,6 @@ def time_training_steps(model, x, y, steps, name):
         print(f"step {s}: loss {loss.item():.4f}, {dt:.3f} s (forward {t_fwd:.3f}, backward {t_bwd - t_fwd:.3f}, "
               f"clip + AdamW {dt - t_bwd:.3f})", flush=True)
     mean = sum(times[1:]) / (len(times) - 1)
-    tokens = x.numel()
+    tokens = x[0].numel() if isinstance(x, tuple) else x.numel()  # x: the ids, or a tuple led by them
     print(f"pytorch: {tokens / mean:.1f} tokens/s (mean of steps 1..{steps - 1}), "
           f"best step {tokens / min(times[1:]):.1f} tokens/s")

@@ -18,14 +18,10 @@
 
 namespace mfb {
 
-inline void time_training_steps(mf::models::Model& model, int64_t vocab, int64_t B, int64_t T, int64_t steps) {
+// `batch` (B, T): its input_ids give the tokens per step.
+inline void time_training_steps(mf::models::Model& model, const mf::models::Batch& batch, int64_t steps) {
   mf::optim::AdamW opt(mf::optim::default_param_groups(model, 0.1), 6e-4, 0.9, 0.95, 1e-8);
-  std::vector<int64_t> ids(static_cast<size_t>(B * T)), labels(ids.size());
-  for (size_t i = 0; i < ids.size(); ++i) {
-    ids[i] = static_cast<int64_t>(mf::philox_uniform(1, 0, i) * static_cast<double>(vocab));
-    labels[i] = static_cast<int64_t>(mf::philox_uniform(1, 1, i) * static_cast<double>(vocab));
-  }
-  mf::Tensor x = mf::from_vector(ids, {B, T}), y = mf::from_vector(labels, {B, T});
+  const int64_t B = batch.input_ids.shape(0), T = batch.input_ids.shape(1);
   const double peak = mf::train::measured_peak_flops(), fpt = model.flops_per_token(T);
   std::printf("meshflow %s: %.1fM params; batch %lld x %lld; %d threads\n", model.describe().c_str(),
               static_cast<double>(model.num_parameters()) / 1e6, static_cast<long long>(B), static_cast<long long>(T),
@@ -38,7 +34,7 @@ inline void time_training_steps(mf::models::Model& model, int64_t vocab, int64_t
     getrusage(RUSAGE_SELF, &ru0);
     auto since = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
     opt.zero_grad();
-    mf::Tensor loss = model.loss(x, y);
+    mf::Tensor loss = model.loss(batch);
     const double t_fwd = since();
     loss.backward();
     const double t_bwd = since();
@@ -58,6 +54,16 @@ inline void time_training_steps(mf::models::Model& model, int64_t vocab, int64_t
   std::printf("meshflow: %.1f tokens/s (mean of steps 1..%lld), best step %.1f tokens/s, MFU %.1f%%, peak memory %.2f GB\n",
               tps, static_cast<long long>(steps - 1), static_cast<double>(B * T) / best, 100.0 * tps * fpt / peak,
               static_cast<double>(mf::allocator_for(mf::cpu_device()).stats().peak_bytes) / 1e9);
+}
+
+// A causal language model: random ids and labels in [0, vocab).
+inline void time_training_steps(mf::models::Model& model, int64_t vocab, int64_t B, int64_t T, int64_t steps) {
+  std::vector<int64_t> ids(static_cast<size_t>(B * T)), labels(ids.size());
+  for (size_t i = 0; i < ids.size(); ++i) {
+    ids[i] = static_cast<int64_t>(mf::philox_uniform(1, 0, i) * static_cast<double>(vocab));
+    labels[i] = static_cast<int64_t>(mf::philox_uniform(1, 1, i) * static_cast<double>(vocab));
+  }
+  time_training_steps(model, mf::models::Batch(mf::from_vector(ids, {B, T}), mf::from_vector(labels, {B, T})), steps);
 }
 
 }  // namespace mfb

@@ -220,6 +220,7 @@ std::vector<OpCase> all_ops() {
                  [](C c, G g) { return relu(c, g[0]); }, {}});
   ops.push_back({"silu", {{5, 3, 6}}, [](V t) { return mf::silu(t[0]); }, [](C c, G g) { return silu(c, g[0]); }, {}});
   ops.push_back({"exp", {{7, 6}}, [](V t) { return mf::exp(t[0]); }, [](C c, G g) { return exp(c, g[0]); }, {}});
+  ops.push_back({"tanh", {{7, 6}}, [](V t) { return mf::tanh(t[0]); }, [](C c, G g) { return tanh(c, g[0]); }, {}});
   ops.push_back({"softmax", {{5, 3, 7}}, [](V t) { return mf::softmax(t[0], -1); },
                  [](C c, G g) { return softmax(c, g[0]); }, {}});
   ops.push_back({"layer_norm", {{5, 7}, {7}, {7}}, [](V t) { return mf::layer_norm(t[0], t[1], t[2]); },
@@ -237,6 +238,9 @@ std::vector<OpCase> all_ops() {
                  [](C, G g) { return reshape(g[0], {5, -1}); }, {}});
   ops.push_back({"select", {{5, 3, 6}}, [](V t) { return mf::squeeze(mf::narrow(t[0], 1, 2, 1), 1); },
                  [](C, G g) { return select(g[0], 1, 2); }, {}});
+  static const Tensor rows = mf::from_vector<int64_t>({4, 0, 4, 2}, {4});  // a repeat: gradients add up
+  ops.push_back({"index_select", {{6, 3, 5}}, [](V t) { return mf::index_select(t[0], 0, rows); },
+                 [](C, G g) { return index_select(g[0], 0, rows); }, {}});
   ops.push_back({"permute", {{5, 3, 6}}, [](V t) { return mf::permute(t[0], {2, 0, 1}); },
                  [](C, G g) { return permute(g[0], {2, 0, 1}); }, {}});
   ops.push_back({"expand", {{5, 1, 6}}, [](V t) { return mf::expand(t[0], {5, 3, 6}); },
@@ -260,9 +264,9 @@ std::vector<OpCase> all_ops() {
     else if (n == "sum(axis=0)") op.signatures = sum_signatures(sh[0], 0);
     else if (n == "sum(axis=1)") op.signatures = sum_signatures(sh[0], 1);
     else if (n == "transpose(0,2)") op.signatures = transpose_signatures(sh[0], 0, 2);
-    else if (n.rfind("reshape", 0) == 0 || n == "select" || n == "permute" || n == "expand" || n == "rope") continue;
+    else if (n.rfind("reshape", 0) == 0 || n == "select" || n == "index_select" || n == "permute" || n == "expand" || n == "rope") continue;
     else if (n == "rms_norm") op.signatures = last_axis_signatures(sh[0], 1);
-    else op.signatures = unary_signatures(sh[0], false);  // gelu, relu, silu, exp
+    else op.signatures = unary_signatures(sh[0], false);  // gelu, relu, silu, tanh, exp
   }
   return ops;
 }

@@ -122,6 +122,29 @@ GlobalTensor select(const GlobalTensor& x, int64_t axis, int64_t index) {
                       })[0];
 }
 
+GlobalTensor index_select(const GlobalTensor& x, int64_t axis, const Tensor& index) {
+  const Shape& in = x.logical_shape;
+  const int64_t a = normalize_axis(axis, static_cast<int64_t>(in.size()), "global index_select");
+  MF_CHECK(index.defined() && index.ndim() == 1, "global index_select: index must be 1-D, got ",
+           index.defined() ? index.str() : std::string("none"));
+  Shape out = in;
+  out[static_cast<size_t>(a)] = index.shape(0);
+  auto candidates = [&] {
+    SignatureList l;
+    for (int64_t k = 0; k < static_cast<int64_t>(in.size()); ++k)
+      if (k != a) l.push_back({{S(k)}, {S(k)}});
+    l.push_back({{kP}, {kP}});
+    l.push_back({{kB}, {kB}});
+    return l;
+  };
+  const Tensor idx = index.device() == x.local.device() ? index : to(index, x.local.device());
+  return apply_global(context_of(x.placement),
+                      "index_select(" + std::to_string(a) + ", " + std::to_string(index.shape(0)) + ")" + shape_str(in),
+                      {x}, {out}, candidates, [a, &idx](const std::vector<Tensor>& t) -> std::vector<Tensor> {
+                        return {mf::index_select(t[0], a, idx)};
+                      })[0];
+}
+
 GlobalTensor permute(const GlobalTensor& x, const std::vector<int64_t>& dims) {
   const Shape& in = x.logical_shape;
   MF_CHECK(dims.size() == in.size(), "global permute: dims ", dims_str(dims), " for ", shape_str(in));

@@ -61,6 +61,7 @@ BertConfig bert_config(const Config& c, int64_t tokenizer_vocab_size) {
   m.attention_dropout_prob = c.get_float("model.attention_dropout_prob");
   m.output_dropout_prob = c.get_float("model.output_dropout_prob");
   m.initializer_range = c.get_float("model.initializer_range");
+  m.masked_lm_prob = c.get_float("data.masked_lm_prob");
   m.settings = training_settings(c);
   m.validate();
   return m;

@@ -42,6 +42,7 @@ struct BertConfig {
   double initializer_range = 0.02;
   TrainingSettings settings;
   int64_t head_chunk_elements = int64_t{1} << 24;  // the masked-LM head's logits per chunk
+  double masked_lm_prob = 0.15;      // data.masked_lm_prob: the share of positions the masked-LM head computes
 
   const char* prefix() const { return variant == BertVariant::kRoberta ? "roberta." : "bert."; }
   int64_t position_rows() const {

@@ -153,10 +153,15 @@ std::vector<nn::ParamUnit> BertModel::parameter_units() const {
 double BertModel::flops_per_token(int64_t seq_len) const {
   const std::string p = c_.prefix();
   double params = 0.0;
+  const bool pretraining = c_.task == BertTask::kPretraining;
   for (const auto& [name, shape] : parameter_shapes()) {
     const bool lookup = name.compare(0, p.size() + 11, p + "embeddings.") == 0;
-    const bool decoder = name == p + "embeddings.word_embeddings.weight" && c_.task == BertTask::kPretraining;
-    if (!lookup || decoder) params += static_cast<double>(shape_numel(shape));
+    const bool decoder = name == p + "embeddings.word_embeddings.weight" && pretraining;
+    const bool mlm_head = decoder || name.compare(0, 16, "cls.predictions.") == 0 || name.compare(0, 8, "lm_head.") == 0;
+    if (mlm_head)
+      params += c_.masked_lm_prob * static_cast<double>(shape_numel(shape));
+    else if (!lookup)
+      params += static_cast<double>(shape_numel(shape));
   }
   return 6.0 * params + 12.0 * static_cast<double>(c_.num_layers * c_.hidden_size * seq_len);
 }
@@ -214,14 +219,30 @@ std::optional<CheckpointGranularity> BertModel::recomputation(int64_t layer) con
 }
 
 GlobalTensor BertModel::mlm_loss(const GlobalTensor& hidden, const Tensor& labels) const {
+  // Only the predicted positions go through the head: the rows of hidden (B T, C) whose label
+  // counts (one ignored row when none does, so that the head's parameters still get a gradient).
+  const Tensor flat = contiguous(reshape(host_i64(labels), {-1}));
+  const int64_t* lp = flat.data<int64_t>();
+  std::vector<int64_t> rows, kept;
+  for (int64_t i = 0; i < flat.numel(); ++i)
+    if (lp[i] != -100) {
+      rows.push_back(i);
+      kept.push_back(lp[i]);
+    }
+  if (rows.empty()) {
+    rows.push_back(0);
+    kept.push_back(-100);
+  }
+  const int64_t n = static_cast<int64_t>(rows.size()), C = c_.hidden_size;
+  const GlobalTensor picked = global::index_select(global::reshape(hidden, {-1, C}), 0, from_vector(rows, {n}));  // (n, C)
   const GlobalTensor t = transform_norm_->forward(
-      layers::round_to(global::gelu(transform_->forward(hidden), false), c_.settings.dtype));  // (B, T, C)
+      layers::round_to(global::gelu(transform_->forward(picked), false), c_.settings.dtype));  // (n, C)
   layers::LmLossOptions o;
   o.chunk_elements = c_.head_chunk_elements;
   o.recompute = c_.settings.recompute && c_.settings.granularity == CheckpointGranularity::kFull && training();
   o.storage = c_.settings.dtype;
   o.bias = mlm_bias_.get();
-  return layers::lm_loss(t, labels, *word_, o);
+  return layers::lm_loss(t, from_vector(kept, {n}), *word_, o);
 }
 
 GlobalTensor BertModel::pooled(const GlobalTensor& hidden) const {

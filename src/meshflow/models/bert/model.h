@@ -55,8 +55,10 @@ class BertModel : public Model {
   std::vector<std::pair<std::string, Shape>> parameter_shapes() const override { return bert_parameter_shapes(c_); }
   std::vector<std::string> tied_parameters() const override;
   std::vector<nn::ParamUnit> parameter_units() const override;
-  // 6 * (every parameter but the embedding lookups, the masked-LM output projection counted) +
-  // 12 * layers * hidden * seq (attention scores and values, bidirectional: the whole square).
+  // 6 * (every parameter but the embedding lookups and the masked-LM head's) + 6 *
+  // masked_lm_prob * (the masked-LM head's: transform and output projection, computed on the
+  // predicted positions only) + 12 * layers * hidden * seq (attention scores and values,
+  // bidirectional: the whole square).
   double flops_per_token(int64_t seq_len) const override;
   BatchKind batch_kind() const override {
     return c_.task == BertTask::kClassification ? BatchKind::kSequenceClassification : BatchKind::kMaskedLM;
