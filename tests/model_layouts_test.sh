@@ -21,7 +21,8 @@
 #          full and selective recomputation, bf16 dp=2 x tp=2, a RoBERTa (masked LM over single segments) under tp=2
 #          with sequence parallelism, and the sequence classifier under dp=2 x tp=2 and pp=2: the
 #          masked positions and the padding are the same under every layout, and each micro-batch's
-#          loss is its share of the global batch's masked tokens and rows.
+#          loss is its share of the global batch's masked tokens and rows; evaluation under ZeRO-3
+#          prints dp=2's metrics.
 # Usage: model_layouts_test.sh MODEL MESHFLOW_BINARY SOURCE_DIR MPIEXEC
 set -uo pipefail
 model=$1
@@ -190,6 +191,14 @@ if [ "$model" = bert ]; then
   run cls_pp2 2 2 "${cls[@]}" train.dist.pipeline_parallel_size=2
   compare cls_one cls_dp2tp2
   compare cls_one_mb2 cls_pp2
+  # Evaluation (masked-LM loss, next-sentence accuracy) under ZeRO-3 prints the unsharded run's.
+  ev=(train.evaluation.enabled=true train.evaluation.eval_period=10 train.evaluation.eval_iter=2)
+  run ev_dp2 2 4 "${ev[@]}"
+  run ev_z3dp2 2 4 "${ev[@]}" $(zero 3)
+  if ! skipped ev_dp2 && ! cmp -s <(grep -o 'val_.*' "$work/log_ev_dp2") <(grep -o 'val_.*' "$work/log_ev_z3dp2"); then
+    echo "FAIL: evaluation under ZeRO-3 differs from dp=2:"; grep -h 'val_' "$work/log_ev_dp2" "$work/log_ev_z3dp2"; fail=1
+  fi
+  grep -qs val_nsp_accuracy "$work/log_ev_dp2" || skipped ev_dp2 || { echo "FAIL: no val_nsp_accuracy in the log"; fail=1; }
 fi
 
 [ "${MESHFLOW_TEST_QUICK:-0}" = 1 ] && { [ "$fail" -eq 0 ] && echo "$model quick subset passed"; exit "$fail"; }
