@@ -12,13 +12,13 @@
 #include "meshflow/core/atomic_file.h"
 #include "meshflow/models/llama/model.h"
 #include "meshflow/models/registry.h"
-#include "testing.h"
+#include "golden_testing.h"
 
 namespace {
 using namespace mft;
 using json = nlohmann::json;
 
-json golden() { return json::parse(mf::read_file(std::string(MESHFLOW_SOURCE_DIR) + "/tests/golden/llama_tiny.json")); }
+json golden() { return golden_file("llama_tiny.json"); }
 
 mf::models::LlamaConfig config_of(const json& g, DType dt) {
   using mf::models::LlamaVariant;
@@ -48,21 +48,7 @@ mf::models::LlamaConfig config_of(const json& g, DType dt) {
   return c;
 }
 
-Tensor ids_tensor(const json& rows) {
-  std::vector<int64_t> v;
-  for (auto& r : rows)
-    for (auto& e : r) v.push_back(e.get<int64_t>());
-  return mf::from_vector(v, {static_cast<int64_t>(rows.size()), static_cast<int64_t>(rows[0].size())});
-}
-
-// The largest |got - ref| / max(|ref|, 0.1 max|ref|) of a tensor (expect_rel_close's measure).
-double rel_error(const Tensor& got, const std::vector<double>& ref) {
-  double mx = 0, worst = 0;
-  for (double r : ref) mx = std::max(mx, std::abs(r));
-  const std::vector<double> g = to_f64(got);
-  for (size_t i = 0; i < g.size(); ++i) worst = std::max(worst, std::abs(g[i] - ref[i]) / std::max(std::abs(ref[i]), 0.1 * mx));
-  return worst;
-}
+Tensor ids_tensor(const json& rows) { return int_tensor(rows); }
 
 // Logits and loss within rtol; every gradient within rtol, or, in f32, within 1.5 times what
 // PyTorch's own f32 run of the same model reaches (recorded by the golden script: about 1.1e-5
@@ -74,15 +60,7 @@ void check_against_golden(DType dt, double rtol) {
     const std::string name = g["config"]["name"];
     SCOPED_TRACE(name);
     mf::models::LlamaModel model(config_of(g["config"], dt));
-    mf::nn::NamedTensors state;
-    for (auto& [pname, t] : model.named_parameters()) {
-      ASSERT_TRUE(g["weights"].contains(pname)) << "no reference weight " << pname;
-      const json& w = g["weights"][pname];
-      ASSERT_EQ(t.shape(), w["shape"].get<mf::Shape>()) << pname;
-      state.emplace_back(pname, mf::cast(mf::from_vector(w["data"].get<std::vector<double>>(), t.shape()), dt));
-    }
-    ASSERT_EQ(state.size(), g["weights"].size());
-    model.load_state_dict(state);
+    load_golden_weights(model, g["weights"], dt);
     Tensor ids = ids_tensor(g["ids"]), labels = ids_tensor(g["labels"]);
     expect_rel_close(model.logits(ids), g["logits"].get<std::vector<double>>(), rtol, "logits");
     Tensor loss = model.loss(ids, labels);
