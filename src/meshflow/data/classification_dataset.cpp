@@ -3,20 +3,13 @@
 #include "meshflow/data/classification_dataset.h"
 
 #include <algorithm>
-#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "meshflow/core/error.h"
+#include "meshflow/data/jsonl.h"
 #include "meshflow/data/shuffle.h"
 
 namespace mf {
-namespace {
-
-bool is_blank(const std::string& s) {
-  return std::all_of(s.begin(), s.end(), [](char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; });
-}
-
-}  // namespace
 
 ClassificationDataset::ClassificationDataset(const std::string& jsonl_path, const Tokenizer& tok, int32_t cls,
                                              int32_t sep, int32_t pad, const ClassificationOptions& o)
@@ -27,26 +20,10 @@ ClassificationDataset::ClassificationDataset(const std::string& jsonl_path, cons
     MF_CHECK(id >= 0 && id < tok.vocab_size(), where, ": ", name, " id ", id, " outside the tokenizer's vocabulary [0, ",
              tok.vocab_size(), ")");
 
-  std::ifstream in(jsonl_path, std::ios::binary);
-  MF_CHECK(in.is_open(), where, ": cannot open the file");
   const auto keep = static_cast<size_t>(seq_length_ - 2);
   offsets_.push_back(0);
-  std::string line;
-  int64_t lineno = 0;
-  while (std::getline(in, line)) {
-    ++lineno;
-    if (is_blank(line)) continue;
-    nlohmann::json j;
-    try {
-      j = nlohmann::json::parse(line);
-    } catch (const nlohmann::json::exception& e) {
-      MF_THROW(where, ":", lineno, ": invalid JSON (", e.what(), ")");
-    }
-    MF_CHECK(j.is_object(), where, ":", lineno, ": expected a JSON object, got ", j.type_name());
-    auto text = j.find(o.text_key);
-    MF_CHECK(text != j.end(), where, ":", lineno, ": no key '", o.text_key, "'");
-    MF_CHECK(text->is_string(), where, ":", lineno, ": '", o.text_key, "' is a ", text->type_name(),
-             ", not a string");
+  for_each_jsonl_object(jsonl_path, where, [&](int64_t lineno, const nlohmann::json& j) {
+    const std::string& text = jsonl_string(j, o.text_key, where, lineno);
     auto label = j.find(o.label_key);
     MF_CHECK(label != j.end(), where, ":", lineno, ": no key '", o.label_key, "'");
     MF_CHECK(label->is_number_integer(), where, ":", lineno, ": label '", o.label_key, "' must be an integer, got ",
@@ -57,7 +34,7 @@ ClassificationDataset::ClassificationDataset(const std::string& jsonl_path, cons
              label->dump(), " is too large (labels are below ", kMaxLabels, ")");
     const auto y = static_cast<int64_t>(label->get<uint64_t>());
 
-    std::vector<int32_t> ids = tok.encode(text->get_ref<const std::string&>());
+    std::vector<int32_t> ids = tok.encode(text);
     if (ids.size() > keep) {
       ++truncated_;
       ids.resize(keep);
@@ -67,8 +44,7 @@ ClassificationDataset::ClassificationDataset(const std::string& jsonl_path, cons
     labels_.push_back(y);
     if (y >= static_cast<int64_t>(label_counts_.size())) label_counts_.resize(static_cast<size_t>(y + 1), 0);
     ++label_counts_[static_cast<size_t>(y)];
-  }
-  MF_CHECK(!in.bad(), where, ": error reading the file");
+  });
   MF_CHECK(!labels_.empty(), where, ": the file holds no example");
 
   const int64_t n = num_examples();

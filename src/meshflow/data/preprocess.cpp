@@ -1,5 +1,6 @@
 // preprocess(): documents from jsonl / text files -> tokens -> indexed dataset.
 #include "meshflow/data/preprocess.h"
+#include "meshflow/data/jsonl.h"
 #include "meshflow/data/sentence_split.h"
 #include "meshflow/data/shuffle.h"
 
@@ -15,8 +16,6 @@ namespace {
 bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
-
-bool is_blank(std::string_view line) { return line.find_first_not_of(" \t\n\r\f\v") == std::string_view::npos; }
 
 using Document = std::vector<std::vector<int32_t>>;  // its sequences
 
@@ -59,27 +58,8 @@ class DocumentSink {
 };
 
 void read_jsonl(const std::string& path, const std::string& key, DocumentSink& sink) {
-  std::ifstream in(path, std::ios::binary);
-  MF_CHECK(in.is_open(), "preprocess: cannot open ", path);
-  std::string line;
-  int64_t lineno = 0;
-  while (std::getline(in, line)) {
-    ++lineno;
-    if (is_blank(line)) continue;
-    nlohmann::json j;
-    try {
-      j = nlohmann::json::parse(line);
-    } catch (const nlohmann::json::exception& e) {
-      MF_THROW("preprocess: ", path, ":", lineno, ": invalid JSON (", e.what(), ")");
-    }
-    MF_CHECK(j.is_object(), "preprocess: ", path, ":", lineno, ": expected a JSON object, got ", j.type_name());
-    auto it = j.find(key);
-    MF_CHECK(it != j.end(), "preprocess: ", path, ":", lineno, ": no key '", key, "'");
-    MF_CHECK(it->is_string(), "preprocess: ", path, ":", lineno, ": '", key, "' is a ", it->type_name(),
-             ", not a string");
-    sink.add(it->get_ref<const std::string&>());
-  }
-  MF_CHECK(!in.bad(), "preprocess: error reading ", path);
+  const std::string where = "preprocess: " + path;
+  for_each_jsonl_object(path, where, [&](int64_t line, const nlohmann::json& j) { sink.add(jsonl_string(j, key, where, line)); });
 }
 
 }  // namespace
