@@ -1,7 +1,9 @@
 // A micro-batch as the data gives it to a model, under Hugging Face's input names. Host tensors of
 // i64 (the trainer keeps them on the host; the model uploads what it computes with). Which fields
 // a model reads is its own: a causal language model input_ids and labels; BERT also
-// token_type_ids, attention_mask and next_sentence_label; a sequence classifier class labels.
+// token_type_ids, attention_mask and next_sentence_label; a sequence classifier class labels; an
+// encoder-decoder (T5) input_ids and attention_mask for its encoder, decoder_input_ids and
+// decoder_attention_mask for its decoder, and labels (B, T_dec) for the decoder's positions.
 #pragma once
 #include <cstdint>
 
@@ -18,6 +20,8 @@ struct Batch {
   Tensor token_type_ids;       // (B, T) segment ids; undefined: all 0
   Tensor attention_mask;       // (B, T) 1 = a real token, 0 = padding; undefined: no padding
   Tensor next_sentence_label;  // (B) 0 = segment B continues A, 1 = random; undefined: none
+  Tensor decoder_input_ids;       // (B, T_dec) encoder-decoder: the decoder's input (labels shifted right)
+  Tensor decoder_attention_mask;  // (B, T_dec) 1 = a real decoder token, 0 = padding; undefined: none
 
   int64_t rows() const { return input_ids.defined() ? input_ids.shape(0) : labels.shape(0); }
 };

@@ -81,8 +81,10 @@ struct ModelContext {
 // What batches a model trains on (models/batch.h). kCausalLM: input_ids and labels (B, T), the
 // ids shifted by one; kMaskedLM: BERT's sentence pairs with masked tokens, token types, padding and
 // next-sentence labels (or one segment without them); kSequenceClassification: padded texts and a
-// class label per row.
-enum class BatchKind { kCausalLM, kMaskedLM, kSequenceClassification };
+// class label per row; kSpanCorruption: T5's corrupted spans — the encoder reads the text with
+// each noise span replaced by a sentinel, the decoder predicts the sentinels and the spans
+// (input_ids, attention_mask (B, T_enc); decoder_input_ids, decoder_attention_mask, labels (B, T_dec)).
+enum class BatchKind { kCausalLM, kMaskedLM, kSequenceClassification, kSpanCorruption };
 
 // A layered model: an embedding (unit 0), num_layers layers (unit 1 + l) and a head (unit
 // num_layers + 1). The model writes each as for one device, on global tensors, and builds the
