@@ -269,12 +269,15 @@ def f32_error(case, w, inputs, labels):
     w32 = {k: t.detach().float().requires_grad_(True) for k, t in w.items()}
     logits, _ = forward(case, w32, *inputs)
     loss_of(logits, labels).backward()
-    worst = 0.0
-    for k, t in w.items():
-        r = t.grad
-        denom = torch.maximum(r.abs(), 0.1 * r.abs().max())
-        worst = max(worst, ((w32[k].grad.double() - r).abs() / denom).max().item())
-    return worst
+
+    def rel(got, ref):
+        denom = torch.maximum(ref.abs(), 0.1 * ref.abs().max())
+        return ((got.double() - ref).abs() / denom).max().item()
+
+    worst = max(rel(w32[k].grad, t.grad) for k, t in w.items())
+    with torch.no_grad():
+        logits64, _ = forward(case, w, *inputs)
+    return worst, rel(logits.detach(), logits64)
 
 
 def self_checks(case, w, inputs, logits):
@@ -314,7 +317,7 @@ for case in CASES:
     loss = loss_of(logits, labels)
     loss.backward()
     bias_effect = self_checks(case, w, inputs, logits.detach())
-    torch_f32 = f32_error(case, w, inputs, labels)
+    torch_f32, torch_f32_logits = f32_error(case, w, inputs, labels)
     act = "gelu_new" if gated(case) else "relu"
     out = {
         "config": {"name": case["name"], "model_type": "t5", "architectures": ["T5ForConditionalGeneration"],
@@ -333,9 +336,10 @@ for case in CASES:
         "loss": loss.item(),
         "grads": {k: rounded(t.grad) for k, t in w.items()},
         "torch_f32_grad_error": torch_f32,
+        "torch_f32_logit_error": torch_f32_logits,
     }
     cases.append(out)
-    print(case["name"], "loss", out["loss"], "PyTorch f32 gradient error", torch_f32,
+    print(case["name"], "loss", out["loss"], "PyTorch f32 gradient error", torch_f32, "logit error", torch_f32_logits,
           "largest |grad| f64", max(t.grad.abs().max().item() for t in w.values()),
           "smallest tensor max|grad|", min(t.grad.abs().max().item() for t in w.values()),
           "logit std", logits.detach().std().item(), "relative bias moves logits by", bias_effect,

@@ -27,7 +27,7 @@ model:
   layernorm_epsilon: 1.0e-5      # LayerNorm eps (GPT-2); RMSNorm eps, rms_norm_eps (Llama family)
   initializer_range: 0.02
   num_key_value_heads: 0        # Llama family: grouped-query attention's key/value heads; 0 = num_attention_heads
-  head_dim: 0                   # Llama family: 0 = hidden_size / num_attention_heads
+  head_dim: 0                   # Llama family, T5 (d_kv): a head's width; 0 = hidden_size / num_attention_heads
   rope_theta: 10000.0           # Llama family: the rotary embeddings' base
   rope_scaling:                 # Llama family: rotary frequency scaling
     type: ""                    #   "" = none; llama3 = Llama 3.1's (the four keys below)
@@ -35,14 +35,23 @@ model:
     low_freq_factor: 1.0
     high_freq_factor: 4.0
     original_max_position_embeddings: 8192
-  tie_word_embeddings: false    # Llama family: the output projection is the token embedding (GPT-2: always)
+  tie_word_embeddings: false    # Llama family, T5: the output projection is the token embedding (GPT-2: always;
+                                #   T5 v1.0: true, the decoder's output scaled by hidden_size^-0.5 first)
   qkv_bias: false               # Llama family: biases on the q, k, v projections (Qwen2)
   task: pretraining             # BERT family: pretraining (masked LM, + next-sentence prediction with
                                 #   add_binary_head) | classification (pooler + classifier over num_labels)
   num_tokentypes: 2             # BERT family: token types (segments); type_vocab_size (RoBERTa: 1)
-  pad_token_id: 0               # BERT family: the padding id (RoBERTa counts positions after it: 1)
+  pad_token_id: 0               # BERT family, T5: the padding id (RoBERTa counts positions after it: 1; T5's decoder
+                                #   starts with it)
   add_binary_head: true         # BERT: next-sentence prediction in pretraining (false: masked LM only; RoBERTa never)
   num_labels: 2                 # BERT family, classification: the classes
+  num_decoder_layers: 0         # T5: the decoder's blocks; 0 = num_layers (the encoder's)
+  feed_forward_proj: relu       # T5: relu (T5 v1.0) | gated-gelu (T5 v1.1, mT5: gelu (tanh form) of wi_0 x times wi_1 x)
+  relative_attention_num_buckets: 32   # T5: buckets of relative distance per stack (half per direction in the encoder)
+  relative_attention_max_distance: 128 # T5: distances from here on share the last bucket
+  decoder_seq_length: 114       # T5: the decoder's length of a training sample (the targets: sentinels and spans, </s>);
+                                #   the encoder's is data.seq_length (0 = max_seq_length)
+  initializer_factor: 1.0       # T5: scales Hugging Face's T5 initialisation (initializer_range is not used)
   sliding_window: 0             # Llama family: 0 = full causal attention; W = each position attends to the W
                                 #   latest positions, itself included (Mistral)
   pretrained: ""                # "" = random init; else weights to start from (any parallel layout, cast to the

@@ -145,6 +145,58 @@ GlobalTensor index_select(const GlobalTensor& x, int64_t axis, const Tensor& ind
                       })[0];
 }
 
+GlobalTensor narrow(const GlobalTensor& x, int64_t axis, int64_t start, int64_t length) {
+  const Shape& in = x.logical_shape;
+  const int64_t a = normalize_axis(axis, static_cast<int64_t>(in.size()), "global narrow");
+  MF_CHECK(start >= 0 && length >= 0 && start + length <= in[static_cast<size_t>(a)], "global narrow: [", start, ", ",
+           start + length, ") of axis ", a, " of ", shape_str(in));
+  Shape out = in;
+  out[static_cast<size_t>(a)] = length;
+  auto candidates = [&] {
+    SignatureList l;
+    for (int64_t k = 0; k < static_cast<int64_t>(in.size()); ++k)
+      if (k != a) l.push_back({{S(k)}, {S(k)}});
+    l.push_back({{kP}, {kP}});
+    l.push_back({{kB}, {kB}});
+    return l;
+  };
+  return apply_global(context_of(x.placement),
+                      "narrow(" + std::to_string(a) + ", " + std::to_string(start) + ", " + std::to_string(length) + ")" +
+                          shape_str(in),
+                      {x}, {out}, candidates, [a, start, length](const std::vector<Tensor>& t) -> std::vector<Tensor> {
+                        return {mf::narrow(t[0], a, start, length)};
+                      })[0];
+}
+
+GlobalTensor cat(const std::vector<GlobalTensor>& xs, int64_t axis) {
+  MF_CHECK(!xs.empty(), "global cat: no inputs");
+  const Shape& first = xs[0].logical_shape;
+  const int64_t a = normalize_axis(axis, static_cast<int64_t>(first.size()), "global cat");
+  Shape out = first;
+  out[static_cast<size_t>(a)] = 0;
+  std::string key = "cat(" + std::to_string(a) + ")";
+  for (const GlobalTensor& x : xs) {
+    MF_CHECK(x.logical_shape.size() == first.size(), "global cat: ", shape_str(x.logical_shape), " beside ", shape_str(first));
+    for (size_t k = 0; k < first.size(); ++k)
+      MF_CHECK(static_cast<int64_t>(k) == a || x.logical_shape[k] == first[k], "global cat: ", shape_str(x.logical_shape),
+               " beside ", shape_str(first), " along axis ", a);
+    MF_CHECK(x.placement == xs[0].placement, "global cat: inputs on different placements");
+    out[static_cast<size_t>(a)] += x.logical_shape[static_cast<size_t>(a)];
+    key += shape_str(x.logical_shape);
+  }
+  const size_t n = xs.size();
+  auto candidates = [&] {
+    SignatureList l;
+    for (int64_t k = 0; k < static_cast<int64_t>(first.size()); ++k)
+      if (k != a) l.push_back({std::vector<Sbp>(n, S(k)), {S(k)}});
+    l.push_back({std::vector<Sbp>(n, kP), {kP}});
+    l.push_back({std::vector<Sbp>(n, kB), {kB}});
+    return l;
+  };
+  return apply_global(context_of(xs[0].placement), key, xs, {out}, candidates,
+                      [a](const std::vector<Tensor>& t) -> std::vector<Tensor> { return {mf::cat(t, a)}; })[0];
+}
+
 GlobalTensor permute(const GlobalTensor& x, const std::vector<int64_t>& dims) {
   const Shape& in = x.logical_shape;
   MF_CHECK(dims.size() == in.size(), "global permute: dims ", dims_str(dims), " for ", shape_str(in));

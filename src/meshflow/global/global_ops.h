@@ -128,7 +128,8 @@ GlobalTensor layer_norm(const GlobalContext& ctx, const GlobalTensor& x, const G
 GlobalTensor sum(const GlobalContext& ctx, const GlobalTensor& x, int64_t axis);  // axis removed
 GlobalTensor transpose(const GlobalContext& ctx, const GlobalTensor& x, int64_t a, int64_t b);
 
-// ---- layout (global_layout_ops.cpp): views of the local pieces where the split allows.
+// ---- layout (global_layout_ops.cpp): views of the local pieces where the split allows. An input
+// split on the axis an op works along is boxed first (e.g. narrow of S(a) gathers to B).
 //   reshape  S(k) -> S(j) where output axis j starts where input axis k does and is as long, or
 //            one holds the other whole and the placement's ranks divide both; (P) -> P; (B) -> B
 //   select   index `i` of axis a, the axis removed: S(k != a) -> S(k shifted); (P) -> P; (B) -> B
@@ -140,6 +141,10 @@ GlobalTensor select(const GlobalTensor& x, int64_t axis, int64_t index);
 //   index_select  the positions `index` (a local i64 (m), the same on every rank) of axis a:
 //            S(k != a) -> S(k); (P) -> P; (B) -> B (a copy; its gradient adds back into place)
 GlobalTensor index_select(const GlobalTensor& x, int64_t axis, const Tensor& index);
+//   narrow   positions [start, start + length) of axis a (a view): S(k != a) -> S(k); (P) -> P; (B) -> B
+GlobalTensor narrow(const GlobalTensor& x, int64_t axis, int64_t start, int64_t length);
+//   cat      the inputs joined along axis a (a copy): (S(k != a), ...) -> S(k); (P, ...) -> P; (B, ...) -> B
+GlobalTensor cat(const std::vector<GlobalTensor>& xs, int64_t axis);
 GlobalTensor permute(const GlobalTensor& x, const std::vector<int64_t>& dims);
 
 // ---- the model ops (global_model_ops.cpp)

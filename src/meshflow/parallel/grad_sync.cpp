@@ -34,12 +34,8 @@ GradSync::GradSync(nn::NamedTensors named, std::vector<bool> split, std::vector<
     : named_(std::move(named)), split_(std::move(split)), units_(std::move(units)), g_(std::move(groups)), opts_(opts) {
   MF_CHECK(split_.size() == named_.size(), "GradSync: ", split_.size(), " split flags for ", named_.size(), " parameters");
   optim::check_clip_norm_type(opts_.norm_type, "optim.clip_grad_norm_type");
-  tied_.assign(named_.size(), false);
   tied_copy_.assign(named_.size(), false);
-  for (size_t k = 0; k < named_.size(); ++k) {
-    tied_[k] = std::find(tied.begin(), tied.end(), named_[k].first) != tied.end();
-    tied_copy_[k] = tied_[k] && g_.pp && g_.last_stage();
-  }
+  set_tied(std::move(tied));
   MF_CHECK(!g_.tp || (g_.all != nullptr && g_.all->size() == g_.dp_size() * g_.tp_size()), "GradSync: the group of all ",
            "ranks (", g_.all ? g_.all->size() : 1, ") must be data_parallel_size x tensor_parallel_size = ",
            g_.dp_size() * g_.tp_size());
@@ -118,7 +114,7 @@ double GradSync::finish() {
     exposed += zero_shards_->last_exposed_s();
     for (ParamShard& z : zero_) z.shard.set_grad(zero_shards_->shard_grad(z.index));
   }
-  if (g_.tied) {  // the tied parameters' sum over the first and last stage: after backward, all exposed
+  if (!tied_sums_.empty()) {  // the tied parameters' sums over their stages: after backward, all exposed
     const auto t0 = std::chrono::steady_clock::now();
     sum_tied_gradients();
     exposed += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -126,25 +122,60 @@ double GradSync::finish() {
   return exposed;
 }
 
+void GradSync::set_tied(std::vector<std::string> tied) {
+  if (!g_.pp || tied.empty()) return;
+  std::sort(tied.begin(), tied.end());
+  tied.erase(std::unique(tied.begin(), tied.end()), tied.end());
+  // Which stages hold each tied parameter: one all-gather of this stage's flags over the stages.
+  const int64_t n = static_cast<int64_t>(tied.size()), stages = g_.pp_size();
+  std::vector<int64_t> index(tied.size(), -1);
+  Tensor holds = zeros({n}, DType::kI64);
+  for (size_t j = 0; j < tied.size(); ++j)
+    for (size_t k = 0; k < named_.size(); ++k)
+      if (named_[k].first == tied[j]) {
+        index[j] = static_cast<int64_t>(k);
+        holds.data<int64_t>()[j] = 1;
+      }
+  Tensor all = zeros({stages * n}, DType::kI64);
+  g_.pp->all_gather(holds, all)->wait();
+  std::vector<std::pair<std::vector<int>, comm::CommPtr>> made;  // one group per set of stages
+  for (size_t j = 0; j < tied.size(); ++j) {
+    std::vector<int> holders;
+    for (int s = 0; s < stages; ++s)
+      if (all.data<int64_t>()[s * n + static_cast<int64_t>(j)]) holders.push_back(s);
+    if (holders.size() < 2) continue;
+    auto found = std::find_if(made.begin(), made.end(), [&](const auto& m) { return m.first == holders; });
+    if (found == made.end()) {  // every stage makes it, in the same order (sub_group is collective over pp)
+      const bool ends = holders == std::vector<int>{0, stages - 1};
+      made.emplace_back(holders, ends ? g_.tied : g_.pp->sub_group(holders));
+      found = made.end() - 1;
+    }
+    const comm::CommPtr group = found->second;
+    if (index[j] < 0) continue;
+    const size_t k = static_cast<size_t>(index[j]);
+    tied_copy_[k] = g_.pp_rank() != holders.front();
+    tied_sums_.emplace_back(k, group);
+  }
+}
+
 void GradSync::sum_tied_gradients() {
-  // A tied parameter's copies on the first and the last stage: the sum of their gradients (of
-  // their ZeRO slices) on both.
+  // A tied parameter's copies: the sum of their gradients (of their ZeRO slices) on every stage
+  // holding one, parameter by parameter in the order every stage follows.
   NoGradGuard ng;
-  for (size_t k = 0; k < named_.size(); ++k) {
-    if (!tied_[k]) continue;
+  for (auto& [k, group] : tied_sums_) {
     Tensor w = named_[k].second;
     if (zero_shards_) {
       for (ParamShard& z : zero_)
         if (z.index == k) {
           Tensor g = z.shard.grad();
-          g_.tied->all_reduce(g)->wait();
+          group->all_reduce(g)->wait();
         }
       continue;
     }
     Tensor g = w.grad();
     if (!g.defined()) g = zeros(w.shape(), w.dtype(), w.device());
     g = contiguous(g);
-    g_.tied->all_reduce(g)->wait();
+    group->all_reduce(g)->wait();
     w.set_grad(g);
   }
 }
@@ -243,11 +274,14 @@ void GradSync::reset_buffer_peak() {
 uint64_t GradSync::comm_bytes() const {
   // Every group this rank communicates on, each once: gradients (dp, dp x tp), the layers' tp
   // collectives, pipeline sends, the tied parameters' stages, the run-wide checks.
-  const comm::Communicator* groups[] = {g_.dp.get(), g_.all.get(), g_.tp.get(),
-                                        g_.pp.get(), g_.tied.get(), g_.world.get()};
+  std::vector<const comm::Communicator*> groups = {g_.dp.get(), g_.all.get(), g_.tp.get(),
+                                                   g_.pp.get(), g_.tied.get(), g_.world.get()};
+  for (const auto& [k, group] : tied_sums_) groups.push_back(group.get());
   uint64_t n = 0;
-  for (size_t i = 0; i < std::size(groups); ++i)
-    if (groups[i] && std::find(groups, groups + i, groups[i]) == groups + i) n += groups[i]->stats().total_bytes();
+  for (size_t i = 0; i < groups.size(); ++i)
+    if (groups[i] && std::find(groups.begin(), groups.begin() + static_cast<std::ptrdiff_t>(i), groups[i]) ==
+                         groups.begin() + static_cast<std::ptrdiff_t>(i))
+      n += groups[i]->stats().total_bytes();
   return n;
 }
 

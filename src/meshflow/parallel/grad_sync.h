@@ -49,8 +49,11 @@ class GradSync {
  public:
   // `named`: this rank's parameters (model order, on opts.device); `split[k]`: parameter k is
   // split over tp; `units`: the model's forward units (ZeRO-3 gathers by unit); `tied`: names of
-  // parameters whose copies on the first and the last stage are one parameter. Collective over
-  // the groups (ZeRO-3 releases the parameters here).
+  // parameters that several pipeline stages hold a copy of (a tied output embedding on the first
+  // and the last stage, a table every stage of an encoder uses), the same list on every stage:
+  // the copies are one parameter — their gradients are summed over the stages holding one, and
+  // the lowest such stage's copy is the one saved and counted. Collective over the groups (the
+  // stages agree which of them hold each tied parameter; ZeRO-3 releases the parameters here).
   GradSync(nn::NamedTensors named, std::vector<bool> split, std::vector<nn::ParamUnit> units,
            std::vector<std::string> tied, Groups groups, GradSyncOptions opts);
   ~GradSync();
@@ -87,7 +90,7 @@ class GradSync {
 
   // Checkpoint layout: parameter k's ZeRO slice, or null without ZeRO; whether ZeRO-3 holds the
   // parameters only as slices; whether parameter k is split over tp; whether this stage's
-  // parameter k is the copy of a tied parameter whose first-stage copy is the one saved.
+  // parameter k is the copy of a tied parameter whose copy on a lower stage is the one saved.
   const ParamShard* shard_of(size_t k) const;
   bool params_sliced() const { return opts_.zero_stage >= 3 && zero_shards_ != nullptr; }
   int zero_stage() const { return zero_.empty() ? 0 : opts_.zero_stage; }  // in effect (0 without dp)
@@ -99,11 +102,15 @@ class GradSync {
 
  private:
   void set_zero();
+  void set_tied(std::vector<std::string> tied);
   void sum_tied_gradients();
   std::vector<Tensor> params() const;
 
   nn::NamedTensors named_;
-  std::vector<bool> split_, tied_, tied_copy_;  // tied_copy_: tied and this is the last stage (not the first)
+  std::vector<bool> split_, tied_copy_;  // tied_copy_: a tied parameter a lower stage also holds
+  // Tied parameters this rank holds that other stages hold too, in the order of the sorted tied
+  // names (the same on every stage): the parameter and the group of the stages holding it.
+  std::vector<std::pair<size_t, comm::CommPtr>> tied_sums_;
   std::vector<nn::ParamUnit> units_;
   Groups g_;
   GradSyncOptions opts_;

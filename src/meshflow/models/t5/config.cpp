@@ -1,0 +1,149 @@
+#include "meshflow/models/t5/config.h"
+
+#include <algorithm>
+#include <iomanip>
+#include <sstream>
+
+#include "meshflow/ops/ops.h"
+
+namespace mf::models {
+
+DType T5Config::activation_dtype(Device device) const {
+  return native_half(device, settings.dtype) ? settings.dtype : compute_dtype(settings.dtype);
+}
+
+void T5Config::validate() const {
+  MF_CHECK(vocab_size > 0 && hidden_size > 0 && num_layers > 0 && num_decoder_layers > 0 && num_attention_heads > 0 &&
+               head_dim > 0 && ffn_hidden_size > 0 && max_seq_length > 0 && decoder_seq_length > 0,
+           "t5: model sizes must be positive (vocab_size ", vocab_size, ", hidden_size ", hidden_size, ", num_layers ",
+           num_layers, ", num_decoder_layers ", num_decoder_layers, ", num_attention_heads ", num_attention_heads,
+           ", head_dim ", head_dim, ", ffn_hidden_size ", ffn_hidden_size, ", max_seq_length ", max_seq_length,
+           ", decoder_seq_length ", decoder_seq_length, ")");
+  MF_CHECK(relative_attention_num_buckets >= 2 && relative_attention_max_distance > relative_attention_num_buckets / 2,
+           "t5: model.relative_attention_num_buckets (", relative_attention_num_buckets,
+           ") must be >= 2 and model.relative_attention_max_distance (", relative_attention_max_distance,
+           ") above half of it");
+  MF_CHECK(pad_token_id >= 0 && pad_token_id < vocab_size, "t5: model.pad_token_id ", pad_token_id,
+           " is outside the vocabulary of ", vocab_size);
+  for (double p : {embedding_dropout_prob, attention_dropout_prob, output_dropout_prob})
+    MF_CHECK(p >= 0.0 && p < 1.0, "t5: dropout probabilities must be in [0, 1), got ", p);
+  MF_CHECK(initializer_factor > 0, "t5: model.initializer_factor must be positive, got ", initializer_factor);
+  MF_CHECK(is_floating(settings.dtype), "t5: the parameter dtype must be f32, f64, bf16 or f16");
+}
+
+T5Config t5_config(const Config& c, int64_t tokenizer_vocab_size) {
+  T5Config m;
+  m.vocab_size = std::max(c.get_int("model.vocab_size"), tokenizer_vocab_size);
+  m.hidden_size = c.get_int("model.hidden_size");
+  m.num_layers = c.get_int("model.num_layers");
+  m.num_decoder_layers = c.get_int("model.num_decoder_layers");
+  if (m.num_decoder_layers == 0) m.num_decoder_layers = m.num_layers;
+  m.num_attention_heads = c.get_int("model.num_attention_heads");
+  m.head_dim = c.get_int("model.head_dim");
+  if (m.head_dim == 0) {
+    MF_CHECK(m.num_attention_heads > 0 && m.hidden_size % m.num_attention_heads == 0, "t5: model.hidden_size ",
+             m.hidden_size, " is not divisible by model.num_attention_heads ", m.num_attention_heads,
+             " (or set model.head_dim)");
+    m.head_dim = m.hidden_size / m.num_attention_heads;
+  }
+  m.ffn_hidden_size = c.get_int("model.ffn_hidden_size");
+  if (m.ffn_hidden_size == 0) m.ffn_hidden_size = 4 * m.hidden_size;
+  const std::string proj = c.get_string("model.feed_forward_proj");
+  MF_CHECK(proj == "relu" || proj == "gated-gelu", "t5: model.feed_forward_proj '", proj,
+           "' is not one of relu (T5 v1.0), gated-gelu (T5 v1.1, mT5)");
+  m.gated_gelu = proj == "gated-gelu";
+  m.tie_word_embeddings = c.get_bool("model.tie_word_embeddings");
+  m.relative_attention_num_buckets = c.get_int("model.relative_attention_num_buckets");
+  m.relative_attention_max_distance = c.get_int("model.relative_attention_max_distance");
+  m.max_seq_length = c.get_int("model.max_seq_length");
+  m.decoder_seq_length = c.get_int("model.decoder_seq_length");
+  m.pad_token_id = c.get_int("model.pad_token_id");
+  m.layernorm_epsilon = c.get_float("model.layernorm_epsilon");
+  m.embedding_dropout_prob = c.get_float("model.embedding_dropout_prob");
+  m.attention_dropout_prob = c.get_float("model.attention_dropout_prob");
+  m.output_dropout_prob = c.get_float("model.output_dropout_prob");
+  m.initializer_factor = c.get_float("model.initializer_factor");
+  m.settings = training_settings(c);
+  m.validate();
+  return m;
+}
+
+Config t5_model_config(const T5Config& m) {
+  Config y;
+  auto num = [](double v) {
+    std::ostringstream os;
+    os << std::setprecision(17) << v;
+    return os.str();
+  };
+  y.set("model.name", "t5");
+  y.set("model.num_layers", std::to_string(m.num_layers));
+  y.set("model.num_decoder_layers", std::to_string(m.num_decoder_layers));
+  y.set("model.hidden_size", std::to_string(m.hidden_size));
+  y.set("model.num_attention_heads", std::to_string(m.num_attention_heads));
+  y.set("model.head_dim", std::to_string(m.head_dim));
+  y.set("model.ffn_hidden_size", std::to_string(m.ffn_hidden_size));
+  y.set("model.feed_forward_proj", m.gated_gelu ? "gated-gelu" : "relu");
+  y.set("model.tie_word_embeddings", m.tie_word_embeddings ? "true" : "false");
+  y.set("model.relative_attention_num_buckets", std::to_string(m.relative_attention_num_buckets));
+  y.set("model.relative_attention_max_distance", std::to_string(m.relative_attention_max_distance));
+  y.set("model.max_seq_length", std::to_string(m.max_seq_length));
+  y.set("model.decoder_seq_length", std::to_string(m.decoder_seq_length));
+  y.set("model.vocab_size", std::to_string(m.vocab_size));
+  y.set("model.pad_token_id", std::to_string(m.pad_token_id));
+  y.set("model.layernorm_epsilon", num(m.layernorm_epsilon));
+  y.set("model.embedding_dropout_prob", num(m.embedding_dropout_prob));
+  y.set("model.attention_dropout_prob", num(m.attention_dropout_prob));
+  y.set("model.output_dropout_prob", num(m.output_dropout_prob));
+  y.set("model.initializer_factor", num(m.initializer_factor));
+  return y;
+}
+
+std::string t5_describe(const T5Config& m) {
+  return detail::cat("T5 ", m.gated_gelu ? "v1.1 (gated-gelu" : "v1.0 (relu", m.tie_word_embeddings ? ", tied" : ", untied",
+                     "): layers ", m.num_layers, "+", m.num_decoder_layers, ", hidden ", m.hidden_size, ", heads ",
+                     m.num_attention_heads, " x ", m.head_dim, ", MLP ", m.ffn_hidden_size, ", vocabulary ", m.vocab_size,
+                     ", lengths ", m.max_seq_length, "/", m.decoder_seq_length);
+}
+
+std::string t5_bias_table(bool decoder) {
+  return std::string(decoder ? "decoder" : "encoder") + ".block.0.layer.0.SelfAttention.relative_attention_bias.weight";
+}
+
+std::vector<std::pair<std::string, Shape>> t5_parameter_shapes(const T5Config& m) {
+  const int64_t C = m.hidden_size, F = m.ffn_hidden_size, I = m.inner_dim();
+  std::vector<std::pair<std::string, Shape>> out = {{"shared.weight", {m.vocab_size, C}}};
+  auto attention = [&](const std::string& q) {
+    for (const char* proj : {"q", "k", "v"}) out.emplace_back(q + proj + ".weight", Shape{I, C});
+    out.emplace_back(q + "o.weight", Shape{C, I});
+  };
+  auto mlp = [&](const std::string& q) {
+    if (m.gated_gelu) {
+      out.emplace_back(q + "DenseReluDense.wi_0.weight", Shape{F, C});
+      out.emplace_back(q + "DenseReluDense.wi_1.weight", Shape{F, C});
+    } else {
+      out.emplace_back(q + "DenseReluDense.wi.weight", Shape{F, C});
+    }
+    out.emplace_back(q + "DenseReluDense.wo.weight", Shape{C, F});
+    out.emplace_back(q + "layer_norm.weight", Shape{C});
+  };
+  for (const bool decoder : {false, true}) {
+    const std::string stack = decoder ? "decoder." : "encoder.";
+    const int64_t n = decoder ? m.num_decoder_layers : m.num_layers;
+    for (int64_t l = 0; l < n; ++l) {
+      const std::string b = stack + "block." + std::to_string(l) + ".layer.";
+      attention(b + "0.SelfAttention.");
+      if (l == 0) out.emplace_back(t5_bias_table(decoder), Shape{m.relative_attention_num_buckets, m.num_attention_heads});
+      out.emplace_back(b + "0.layer_norm.weight", Shape{C});
+      if (decoder) {
+        attention(b + "1.EncDecAttention.");
+        out.emplace_back(b + "1.layer_norm.weight", Shape{C});
+      }
+      mlp(b + (decoder ? "2." : "1."));
+    }
+    out.emplace_back(stack + "final_layer_norm.weight", Shape{C});
+  }
+  if (!m.tie_word_embeddings) out.emplace_back("lm_head.weight", Shape{m.vocab_size, C});
+  return out;
+}
+
+}  // namespace mf::models

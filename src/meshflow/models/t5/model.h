@@ -1,0 +1,130 @@
+// T5 and mT5 (T5ForConditionalGeneration): an encoder and a decoder of pre-norm blocks with T5's
+// RMS layer norm (no bias, no mean), attention without 1/sqrt(d) scaling plus a relative position
+// bias (bucketed relative distances; bidirectional in the encoder, causal in the decoder; one
+// table per stack, held by its block 0 and used by every block), cross-attention from the decoder
+// to the encoder's output, a ReLU (v1.0) or gated-GELU (v1.1, mT5) MLP, the shared embedding for
+// both inputs and the output projection (v1.0: the shared embedding, the output scaled by
+// d_model^-0.5; v1.1: lm_head). Parameter names, shapes and layouts are Hugging Face's.
+//
+// One layered model over every layout: the layers are the encoder blocks then the decoder blocks
+// (layer num_layers + j is decoder block j), so pipeline stages hold encoder and decoder blocks
+// from one list. The activation between layers is the pair (encoder states, decoder states)
+// joined along the sequence: (B, T_enc + T_dec, C). The first stage embeds both inputs; an
+// encoder block transforms the encoder part and passes the decoder part on; the first decoder
+// block applies the encoder's final norm (and the decoder's embedding dropout); decoder blocks
+// read the encoder part for cross-attention and pass it on, so the encoder's output travels with
+// the micro-batch to every decoder stage and its gradient comes back the same way. Every stage
+// holding blocks of a stack holds a copy of that stack's bias table (tied_parameters()).
+//
+// Written once, on global tensors: q, k, v and the MLP's input projections split their output
+// features (whole heads), o and wo their input features; the shared embedding and lm_head split
+// the vocabulary. Attention is computed unfused (scores, bias, mask, softmax, dropout, values) so
+// the bias reaches its table's gradient.
+#pragma once
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "meshflow/layers/layers.h"
+#include "meshflow/models/model.h"
+#include "meshflow/models/t5/config.h"
+
+namespace mf::models {
+
+// T5's relative position buckets of (query, key) distances (Hugging Face's
+// _relative_position_bucket, its float32 logarithm included): (Tq, Tk) i64 on the host.
+Tensor t5_relative_buckets(int64_t tq, int64_t tk, bool bidirectional, int64_t num_buckets, int64_t max_distance);
+
+class T5Attention : public nn::Module {
+ public:
+  T5Attention(const T5Config& c, const layers::Place& place);
+  // x (B, Tq, C) attends to kv (B, Tk, C); bias (H, Tq, Tk) or undefined; masked: a local bool
+  // broadcastable to (B, 1, Tq, Tk), true = hidden (undefined: none). recompute: checkpoint the
+  // core, from q, k, v to the output.
+  GlobalTensor forward(const GlobalTensor& x, const GlobalTensor& kv, const GlobalTensor& bias, const Tensor& masked,
+                       bool recompute) const;
+  // Registers its stack's bias table here (block 0 holds it as relative_attention_bias).
+  void hold_table(std::shared_ptr<layers::Embedding> table) { register_module("relative_attention_bias", std::move(table)); }
+
+ private:
+  T5Config c_;
+  std::shared_ptr<layers::Linear> q_, k_, v_, o_;
+};
+
+class T5Block : public nn::Module {
+ public:
+  T5Block(const T5Config& c, const layers::Place& place, bool decoder);
+  // x (B, T, C) -> (B, T, C). Encoder: self-attention (bias, masked). Decoder: also
+  // cross-attention to enc (B, T_enc, C) hiding enc_masked.
+  GlobalTensor forward(const GlobalTensor& x, const GlobalTensor& bias, const Tensor& masked, const GlobalTensor& enc,
+                       const Tensor& enc_masked, bool recompute_attention) const;
+  T5Attention& self_attention() const { return *self_; }
+
+ private:
+  GlobalTensor mlp(const GlobalTensor& x) const;
+
+  T5Config c_;
+  bool decoder_;
+  std::shared_ptr<T5Attention> self_, cross_;
+  std::shared_ptr<layers::RMSNorm> self_norm_, cross_norm_, mlp_norm_;
+  std::shared_ptr<layers::Linear> wi_, wi_1_, wo_;  // wi_: wi (relu) or wi_0 (gated)
+};
+
+class T5Model : public Model {
+ public:
+  explicit T5Model(const T5Config& c, const ModelContext& ctx = {});
+  // Hugging Face's initialisation (scaled by initializer_factor f): the shared embedding and
+  // lm_head N(0, f), q N(0, f (C d_kv)^-1/2), k and v N(0, f C^-1/2), o N(0, f (H d_kv)^-1/2),
+  // the bias tables N(0, f C^-1/2), wi N(0, f C^-1/2), wo N(0, f d_ff^-1/2), norms 1. Parameter i
+  // draws from a generator of its own.
+  void init_weights(uint64_t seed);
+  // Whole model only, this rank's piece: the logits (B, T_dec, V) (split on the vocabulary with
+  // the output projection) and the encoder's last hidden state (B, T_enc, C).
+  Tensor logits(const Batch& batch) const;
+  Tensor encoder_hidden_states(const Batch& batch) const;
+
+  DType activation_dtype(Device device) const override { return c_.activation_dtype(device); }
+  DType param_dtype() const override { return c_.settings.dtype; }
+  std::vector<std::pair<std::string, Shape>> parameter_shapes() const override { return t5_parameter_shapes(c_); }
+  std::vector<std::string> tied_parameters() const override;
+  std::vector<nn::ParamUnit> parameter_units() const override;
+  // Per encoder token of a sample of seq_len encoder and decoder_seq_length decoder tokens: 6 x
+  // (the encoder blocks' parameters x T_enc + the decoder blocks' and the output projection's x
+  // T_dec) + 12 x inner x (T_enc^2 per encoder block + (T_dec^2 + T_dec T_enc) per decoder block),
+  // divided by T_enc. The embedding lookups and the bias tables are not counted.
+  double flops_per_token(int64_t seq_len) const override;
+  BatchKind batch_kind() const override { return BatchKind::kSpanCorruption; }
+  Config model_config() const override { return t5_model_config(c_); }
+  std::string describe() const override { return t5_describe(c_); }
+  const T5Config& config() const { return c_; }
+
+ protected:
+  GlobalTensor embed(const GlobalTensor& ids, const Batch& batch) const override;
+  GlobalTensor run_layer(int64_t layer, const GlobalTensor& x, const Batch& batch, bool recompute_inside) const override;
+  GlobalTensor final_norm(const GlobalTensor& x) const override { return x; }  // the head's, on the decoder part
+  GlobalTensor head(const GlobalTensor& hidden, const Batch& batch, const std::vector<double>& totals) const override;
+  // self-attention, its output, cross-attention, its output, the MLP's inner and output dropout,
+  // and in decoder block 0 the encoder's final and the decoder embedding's dropout
+  uint64_t streams_per_layer() const override { return 8; }
+  uint64_t head_streams() const override { return 1; }  // the decoder's final dropout
+  Shape hidden_shape(int64_t rows, int64_t seq_len) const override {
+    return {rows, seq_len + c_.decoder_seq_length, c_.hidden_size};
+  }
+  std::optional<CheckpointGranularity> recomputation(int64_t layer) const override;
+
+ private:
+  // The relative position bias (H, Tq, Tk) of a stack, from its table.
+  GlobalTensor position_bias(bool decoder, int64_t tq, int64_t tk, const GlobalTensor& like) const;
+  // hidden (B, T_enc + T_dec, C) B -> the decoder's output after its final norm and dropout,
+  // scaled for the tied projection: (B, T_dec, C).
+  GlobalTensor decoder_output(const GlobalTensor& hidden, int64_t t_dec) const;
+  const layers::Embedding& output_table() const { return c_.tie_word_embeddings ? *shared_ : *lm_head_; }
+
+  T5Config c_;
+  std::shared_ptr<layers::Embedding> shared_, lm_head_, enc_table_, dec_table_;
+  std::vector<std::shared_ptr<T5Block>> blocks_;  // by layer; null: held by another rank
+  std::shared_ptr<layers::RMSNorm> enc_final_norm_, dec_final_norm_;
+};
+
+}  // namespace mf::models

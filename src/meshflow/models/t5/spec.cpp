@@ -1,0 +1,74 @@
+#include "meshflow/models/t5/spec.h"
+
+#include "meshflow/models/t5/hf.h"
+#include "meshflow/models/t5/model.h"
+
+namespace mf::models::t5 {
+
+namespace {
+
+// The sizes of a run config's model.* keys alone (no training settings).
+T5Config sizes(const Config& c) { return t5_config(c, 0); }
+
+Config with_name(Config c, const char* name) {
+  c.set("model.name", name);
+  return c;
+}
+
+Config checkpoint_config(const nn::NamedTensors& tensors, const Config* run, const std::string& source) {
+  MF_CHECK(run != nullptr, source, ": a T5 checkpoint needs the run's config.yaml (or a Hugging Face config.json) beside "
+           "it: the head count and the bucket sizes do not show in the tensors");
+  T5Config c = sizes(*run);
+  for (const auto& [name, t] : tensors)  // the tokenizer may have padded model.vocab_size
+    if (name == "shared.weight" && t.ndim() == 2) c.vocab_size = t.shape(0);
+  return with_name(t5_model_config(c), run->get_string("model.name").c_str());
+}
+
+ModelSpec spec(const char* name, const char* architecture) {
+  ModelSpec s;
+  s.name = name;
+  const bool mt5 = std::string(name) == "mt5";
+  s.build = [](const Config& c, int64_t vocab, const ModelContext& ctx) -> std::shared_ptr<Model> {
+    auto m = std::make_shared<T5Model>(t5_config(c, vocab), ctx);
+    m->init_weights(static_cast<uint64_t>(c.get_int("train.seed")));
+    return m;
+  };
+  s.config_keys = {"model.name", "model.num_layers", "model.num_decoder_layers", "model.hidden_size",
+                   "model.num_attention_heads", "model.head_dim", "model.ffn_hidden_size", "model.feed_forward_proj",
+                   "model.tie_word_embeddings", "model.relative_attention_num_buckets",
+                   "model.relative_attention_max_distance", "model.max_seq_length", "model.decoder_seq_length",
+                   "model.vocab_size", "model.pad_token_id", "model.layernorm_epsilon", "model.embedding_dropout_prob",
+                   "model.attention_dropout_prob", "model.output_dropout_prob", "model.initializer_factor"};
+  // What the tensors' shapes do not show.
+  s.structure_keys = {"model.num_attention_heads", "model.head_dim", "model.feed_forward_proj",
+                      "model.relative_attention_max_distance", "model.layernorm_epsilon", "model.tie_word_embeddings"};
+  s.parameter_shapes = [](const Config& c) { return t5_parameter_shapes(sizes(c)); };
+  s.describe = [](const Config& c) { return t5_describe(sizes(c)); };
+  s.checkpoint_config = checkpoint_config;
+  s.hf.model_type = name;
+  s.hf.architecture = architecture;
+  s.hf.read_config = [name](const std::string& path) { return with_name(t5_model_config(t5_config_from_hf(path)), name); };
+  s.hf.write_config = [mt5](const Config& c, DType dtype) { return t5_config_to_hf(sizes(c), dtype, mt5); };
+  s.hf.read_tensors = [](const io::HfModelFiles& files) { return read_hf_t5_tensors(files, t5_config_from_hf(files.config)); };
+  s.hf.key_names = {{"model.num_layers", "num_layers"},
+                    {"model.num_decoder_layers", "num_decoder_layers"},
+                    {"model.hidden_size", "d_model"},
+                    {"model.num_attention_heads", "num_heads"},
+                    {"model.head_dim", "d_kv"},
+                    {"model.ffn_hidden_size", "d_ff"},
+                    {"model.feed_forward_proj", "feed_forward_proj"},
+                    {"model.tie_word_embeddings", "tie_word_embeddings"},
+                    {"model.relative_attention_num_buckets", "relative_attention_num_buckets"},
+                    {"model.relative_attention_max_distance", "relative_attention_max_distance"},
+                    {"model.vocab_size", "vocab_size"},
+                    {"model.pad_token_id", "pad_token_id"},
+                    {"model.layernorm_epsilon", "layer_norm_epsilon"}};
+  return s;
+}
+
+}  // namespace
+
+ModelSpec t5_spec() { return spec("t5", "T5ForConditionalGeneration"); }
+ModelSpec mt5_spec() { return spec("mt5", "MT5ForConditionalGeneration"); }
+
+}  // namespace mf::models::t5
