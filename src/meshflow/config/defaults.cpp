@@ -40,9 +40,12 @@ model:
   task: pretraining             # BERT family: pretraining (masked LM, + next-sentence prediction with
                                 #   add_binary_head) | classification (pooler + classifier over num_labels)
   num_tokentypes: 2             # BERT family: token types (segments); type_vocab_size (RoBERTa: 1)
-  pad_token_id: 0               # BERT family: the padding id (RoBERTa counts positions after it: 1)
+  pad_token_id: 0               # BERT family, T5: the padding id (RoBERTa counts positions after it: 1; T5: also
+                                #   the decoder start token)
   add_binary_head: true         # BERT: next-sentence prediction in pretraining (false: masked LM only; RoBERTa never)
   num_labels: 2                 # BERT family, classification: the classes
+  decoder_seq_length: 0         # encoder-decoder (T5): the decoder's length (labels, decoder inputs); 0 = the target
+                                #   length of a sample whose span-corrupted input fills data.seq_length (512 -> 114)
   sliding_window: 0             # Llama family: 0 = full causal attention; W = each position attends to the W
                                 #   latest positions, itself included (Mistral)
   pretrained: ""                # "" = random init; else weights to start from (any parallel layout, cast to the
@@ -123,8 +126,10 @@ data:
   splits: "949,50,1"            # train, valid, test weights
   seq_length: 0                 # 0 = model.max_seq_length
   masked_lm_prob: 0.15          # BERT family pretraining: the share of tokens predicted (80% [MASK], 10% random, 10% kept)
-  short_seq_prob: 0.1           # BERT family pretraining: the probability of a shorter sample (Megatron's)
+  short_seq_prob: 0.1           # BERT family and T5 pretraining: the probability of a shorter sample (Megatron's)
   whole_word_masking: true      # BERT family pretraining: mask whole words (WordPiece "##" pieces with their word)
+  noise_density: 0.15           # T5 span corruption: the share of a sample's tokens that become noise spans
+  mean_noise_span_length: 3.0   # T5 span corruption: the mean length of a noise span (one sentinel each)
   train_file: ""                # classification: jsonl with "text" and an integer "label" per line (fine-tuning)
   validation_file: ""           # classification: the held-out jsonl, scored with accuracy
 
