@@ -20,6 +20,8 @@
 #include "meshflow/models/gpt2/model.h"
 #include "meshflow/models/llama/hf.h"
 #include "meshflow/models/llama/model.h"
+#include "meshflow/models/t5/hf.h"
+#include "meshflow/models/t5/model.h"
 #include "meshflow/io/safetensors.h"
 #include "meshflow/io/checkpoint.h"
 #include "meshflow/train/pretrained.h"
@@ -526,6 +528,86 @@ TEST_F(HfConvert, BertFamilyRoundTripIsBitIdentical) {
     const bool head = name.compare(0, 11, "classifier.") == 0;
     EXPECT_TRUE(bytes_of(t) == (head ? fresh.at(name) : bytes_of(pre_w.at(name)))) << name;
   }
+}
+
+// T5 v1.0 (tied) and v1.1 (untied, gated-GELU) files: Hugging Face -> meshflow checkpoint ->
+// Hugging Face gives every tensor back bit for bit and the same config.json; the files' aliases of
+// the shared embedding (encoder/decoder embed_tokens, a tied lm_head) are checked and dropped; the
+// converted model computes what the weights loaded directly compute.
+TEST_F(HfConvert, T5RoundTripIsBitIdentical) {
+  using mf::models::T5Config;
+  using mf::models::T5Model;
+  const json common = {{"vocab_size", 40}, {"d_model", 16}, {"d_kv", 6}, {"d_ff", 24}, {"num_layers", 2},
+                       {"num_decoder_layers", 3}, {"num_heads", 2}, {"relative_attention_num_buckets", 8},
+                       {"relative_attention_max_distance", 20}, {"dropout_rate", 0.1}, {"layer_norm_epsilon", 1e-6},
+                       {"initializer_factor", 1.0}, {"pad_token_id", 0}, {"eos_token_id", 1},
+                       {"decoder_start_token_id", 0}, {"is_encoder_decoder", true}, {"torch_dtype", "bfloat16"}};
+  struct Variant {
+    const char* name;
+    json cfg;
+  };
+  std::vector<Variant> variants = {
+      {"t5", {{"model_type", "t5"}, {"architectures", {"T5ForConditionalGeneration"}}, {"feed_forward_proj", "relu"},
+              {"tie_word_embeddings", true}}},
+      {"mt5", {{"model_type", "mt5"}, {"architectures", {"MT5ForConditionalGeneration"}},
+               {"feed_forward_proj", "gated-gelu"}, {"tie_word_embeddings", false}}}};
+  mf::models::Batch batch(mf::from_vector<int64_t>({5, 9, 3, 7, 1, 8, 4, 1, 0, 0}, {2, 5}),
+                          mf::from_vector<int64_t>({32, 6, 1, 39, 11, 1, -100, -100}, {2, 4}));
+  batch.attention_mask = mf::from_vector<int64_t>({1, 1, 1, 1, 1, 1, 1, 1, 0, 0}, {2, 5});
+  batch.decoder_input_ids = mf::from_vector<int64_t>({0, 32, 6, 1, 0, 39, 11, 0}, {2, 4});
+  batch.decoder_attention_mask = mf::from_vector<int64_t>({1, 1, 1, 1, 1, 1, 0, 0}, {2, 4});
+  for (Variant& v : variants) {
+    SCOPED_TRACE(v.name);
+    for (auto& [k, val] : common.items()) v.cfg[k] = val;
+    const std::string cfg_path = path(std::string(v.name) + "_cfg.json");
+    mf::write_file_atomic(cfg_path, v.cfg.dump(2));
+    const T5Config tc = mf::models::t5_config_from_hf(cfg_path);
+    T5Model model(tc);
+    model.init_weights(5);
+    std::vector<RawTensor> raw;
+    mf::nn::NamedTensors w;
+    std::string shared;
+    for (const auto& [name, t] : model.named_parameters()) {
+      w.emplace_back(name, mf::contiguous(mf::cast(t.detach(), DType::kBF16)));
+      raw.push_back({name, "BF16", t.shape(), bytes_of(w.back().second)});
+      if (name == "shared.weight") shared = raw.back().bytes;
+    }
+    for (const char* alias : {"encoder.embed_tokens.weight", "decoder.embed_tokens.weight"})
+      raw.push_back({alias, "BF16", {tc.vocab_size, tc.hidden_size}, shared});
+    if (tc.tie_word_embeddings) raw.push_back({"lm_head.weight", "BF16", {tc.vocab_size, tc.hidden_size}, shared});
+    const std::string src = hf_dir(std::string(v.name) + "_one", raw, v.cfg.dump(2));
+    const std::string ck = src + "_ck", out = src + "_hf";
+    mf::train::convert_from_hf(src, ck);
+    mf::train::convert_to_hf(ck, out);
+    Parsed parsed = parse_by_hand(out + "/model.safetensors");
+    for (const auto& [name, t] : w) {
+      ASSERT_TRUE(parsed.tensors.count(name)) << name;
+      EXPECT_EQ(parsed.tensors.at(name).dtype, "BF16") << name;
+      EXPECT_TRUE(parsed.tensors.at(name).bytes == bytes_of(t)) << name << " bytes differ";
+    }
+    EXPECT_EQ(parsed.tensors.size(), w.size());
+    const json back = json::parse(mf::read_file(out + "/config.json"));
+    for (auto& [k, val] : v.cfg.items()) EXPECT_EQ(back[k], val) << k;
+    T5Model direct(tc), loaded(tc);
+    direct.eval();
+    loaded.eval();
+    mf::nn::NamedTensors f32;
+    for (const auto& [name, t] : w) f32.emplace_back(name, mf::cast(t, DType::kF32));
+    direct.load_state_dict(f32);
+    mf::train::load_model_weights(loaded, mf::train::read_model_weights(ck));
+    EXPECT_EQ(loaded.logits(batch).to_vector<float>(), direct.logits(batch).to_vector<float>());
+  }
+  // An alias that is not the shared embedding is refused.
+  json cfg = variants[0].cfg;
+  T5Model model(mf::models::t5_config_from_hf(path("t5_cfg.json")));
+  model.init_weights(1);
+  std::vector<RawTensor> raw;
+  for (const auto& [name, t] : model.named_parameters())
+    raw.push_back({name, "F32", t.shape(), bytes_of(mf::contiguous(t.detach()))});
+  Tensor other = mf::zeros({40, 16}, DType::kF32);
+  raw.push_back({"decoder.embed_tokens.weight", "F32", {40, 16}, bytes_of(other)});
+  const std::string bad = hf_dir("t5_bad", raw, cfg.dump(2));
+  MFT_EXPECT_ERROR(mf::train::convert_from_hf(bad, bad + "_ck"), "decoder.embed_tokens.weight");
 }
 
 // `meshflow train model.pretrained=...` starts from the weights: with lr 0 the run's checkpoint

@@ -132,8 +132,10 @@ data:
   splits: "949,50,1"            # train, valid, test weights
   seq_length: 0                 # 0 = model.max_seq_length
   masked_lm_prob: 0.15          # BERT family pretraining: the share of tokens predicted (80% [MASK], 10% random, 10% kept)
-  short_seq_prob: 0.1           # BERT family pretraining: the probability of a shorter sample (Megatron's)
+  short_seq_prob: 0.1           # BERT family and T5 pretraining: the probability of a shorter sample (Megatron's)
   whole_word_masking: true      # BERT family pretraining: mask whole words (WordPiece "##" pieces with their word)
+  noise_density: 0.15           # T5 span corruption: the share of a sample's tokens that become noise spans
+  mean_noise_span_length: 3.0   # T5 span corruption: the mean length of a noise span (one sentinel each)
   train_file: ""                # classification: jsonl with "text" and an integer "label" per line (fine-tuning)
   validation_file: ""           # classification: the held-out jsonl, scored with accuracy
 

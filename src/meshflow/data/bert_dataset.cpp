@@ -8,36 +8,8 @@
 #include <utility>
 
 #include "meshflow/core/error.h"
-#include "meshflow/data/shuffle.h"
-#include "meshflow/random/philox.h"
 
 namespace mf {
-namespace {
-
-// The mapping's draws use their own key, so they never meet a sample's (seed, stream i) draws.
-constexpr uint64_t kMappingKeyOffset = 0x9E3779B97F4A7C15ull;
-
-// Sequential draws from one Philox (key, stream): block after block, two 64-bit values each.
-class PhiloxStream {
- public:
-  PhiloxStream(uint64_t key, uint64_t stream) : key_(key), stream_(stream) {}
-  uint64_t next_u64() {
-    if (half_ == 0) block_ = philox_block(key_, stream_, counter_++);
-    uint64_t v = (static_cast<uint64_t>(block_.v[2 * half_]) << 32) | block_.v[2 * half_ + 1];
-    half_ ^= 1;
-    return v;
-  }
-  double uniform() { return static_cast<double>(next_u64() >> 11) * (1.0 / 9007199254740992.0); }  // [0, 1)
-  uint64_t below(uint64_t bound) { return next_u64() % bound; }  // bias < bound / 2^64
-
- private:
-  uint64_t key_, stream_, counter_ = 0;
-  Philox4x32 block_{};
-  int half_ = 0;
-};
-
-}  // namespace
-
 BertSpecialTokens bert_special_tokens(const Tokenizer& tok) {
   struct Names {
     const char *cls, *sep, *mask, *pad;
@@ -70,82 +42,37 @@ BertSpecialTokens bert_special_tokens(const Tokenizer& tok) {
 
 BertDataset::BertDataset(const IndexedDataset& data, const BertSpecialTokens& special, const BertDatasetOptions& o)
     : data_(data), special_(special), o_(o) {
-  const std::string& name = data.prefix();
-  const DocumentRange& r = o.documents;
-  MF_CHECK(r.begin >= 0 && r.begin <= r.end && r.end <= data.num_documents(), "BertDataset ", name,
-           ": document range [", r.begin, ", ", r.end, ") outside the dataset's ", data.num_documents(), " documents");
+  const std::string name = "BertDataset " + data.prefix();
   const int64_t added = o.binary_head ? 3 : 2;
   max_num_tokens_ = o.seq_length - added;
-  MF_CHECK(max_num_tokens_ >= 2, "BertDataset ", name, ": seq_length ", o.seq_length, " too small (at least ",
-           added + 2, ": ", added, " special tokens and 2 of text)");
-  MF_CHECK(o.seq_length <= INT32_MAX, "BertDataset ", name, ": seq_length ", o.seq_length, " too large");
-  MF_CHECK(o.masked_lm_prob >= 0 && o.masked_lm_prob <= 1, "BertDataset ", name, ": masked_lm_prob ",
-           o.masked_lm_prob, " outside [0, 1]");
-  MF_CHECK(o.short_seq_prob >= 0 && o.short_seq_prob <= 1, "BertDataset ", name, ": short_seq_prob ",
-           o.short_seq_prob, " outside [0, 1]");
-  MF_CHECK(special.vocab_size > 0, "BertDataset ", name, ": vocab_size ", special.vocab_size, " (must be > 0)");
+  MF_CHECK(max_num_tokens_ >= 2, name, ": seq_length ", o.seq_length, " too small (at least ", added + 2, ": ", added,
+           " special tokens and 2 of text)");
+  MF_CHECK(o.seq_length <= INT32_MAX, name, ": seq_length ", o.seq_length, " too large");
+  MF_CHECK(o.masked_lm_prob >= 0 && o.masked_lm_prob <= 1, name, ": masked_lm_prob ", o.masked_lm_prob,
+           " outside [0, 1]");
+  MF_CHECK(special.vocab_size > 0, name, ": vocab_size ", special.vocab_size, " (must be > 0)");
   using Named = std::pair<const char*, int32_t>;
   for (auto [tname, id] : {Named{"[CLS]", special.cls}, Named{"[SEP]", special.sep}, Named{"[MASK]", special.mask},
                            Named{"[PAD]", special.pad}})
-    MF_CHECK(id >= 0 && id < special.vocab_size, "BertDataset ", name, ": special token ", tname, " id ", id,
+    MF_CHECK(id >= 0 && id < special.vocab_size, name, ": special token ", tname, " id ", id,
              " outside the vocabulary [0, ", special.vocab_size, ")");
 
-  // Documents that can give samples.
-  const std::vector<int64_t>& doc_idx = data.document_indices();
-  const std::vector<int32_t>& sizes = data.sequence_lengths();
-  const int64_t min_sent = o.binary_head ? 2 : 1;
-  std::vector<int64_t> usable;
-  for (int64_t d = r.begin; d < r.end; ++d) {
-    int64_t first = doc_idx[static_cast<size_t>(d)], last = doc_idx[static_cast<size_t>(d) + 1];
-    if (last - first < min_sent) continue;
-    bool long_sentence = false;
-    for (int64_t s = first; s < last && !long_sentence; ++s)
-      long_sentence = o.long_sentence_len > 0 && sizes[static_cast<size_t>(s)] > o.long_sentence_len;
-    if (!long_sentence) usable.push_back(d);
-  }
-  documents_used_ = static_cast<int64_t>(usable.size());
-  MF_CHECK(!usable.empty(), "BertDataset ", name, ": no document in [", r.begin, ", ", r.end, ") has ",
-           o.binary_head ? "2 or more sentences" : "a sentence",
-           o.long_sentence_len > 0 ? " and none longer than " + std::to_string(o.long_sentence_len) + " tokens" : "",
-           o.binary_head ? " (the next-sentence head needs sentence pairs: preprocess with --split-sentences)" : "");
-
-  // helpers.cpp build_mapping: one target length drawn per sample, sequentially, over all epochs.
-  const uint64_t key = o.seed + kMappingKeyOffset;
-  PhiloxStream draws(key, 0);
-  const uint64_t short_ratio = o.short_seq_prob > 0 ? static_cast<uint64_t>(std::llround(1.0 / o.short_seq_prob)) : 0;
-  auto target_length = [&]() -> int32_t {
-    if (short_ratio == 0) return static_cast<int32_t>(max_num_tokens_);
-    uint64_t x = draws.next_u64();
-    if (x % short_ratio == 0) return static_cast<int32_t>(2 + (x >> 32) % static_cast<uint64_t>(max_num_tokens_ - 1));
-    return static_cast<int32_t>(max_num_tokens_);
-  };
-  do {
-    for (int64_t d : usable) {
-      int64_t first = doc_idx[static_cast<size_t>(d)], last = doc_idx[static_cast<size_t>(d) + 1];
-      int64_t start = first, len = 0, num_sent = 0;
-      int32_t target = target_length();
-      for (int64_t s = first; s < last; ++s) {
-        len += sizes[static_cast<size_t>(s)];
-        ++num_sent;
-        int64_t remaining = last - s - 1;
-        if ((len >= target && remaining > 1 && num_sent >= min_sent) || remaining == 0) {
-          mapping_.push_back({start, s + 1, target});
-          start = s + 1;
-          len = num_sent = 0;
-          if (remaining > 0) target = target_length();
-        }
-      }
-    }
-    if (++num_epochs_ == 1) samples_per_epoch_ = static_cast<int64_t>(mapping_.size());
-  } while (o.num_samples > 0 && static_cast<int64_t>(mapping_.size()) < o.num_samples);
-
-  std::vector<int64_t> perm = random_permutation(static_cast<int64_t>(mapping_.size()), key, 1);
-  std::vector<Entry> shuffled(mapping_.size());
-  for (size_t k = 0; k < perm.size(); ++k) shuffled[k] = mapping_[static_cast<size_t>(perm[k])];
-  mapping_ = std::move(shuffled);
-  num_samples_ = o.num_samples > 0 ? static_cast<size_t>(o.num_samples) : mapping_.size();
-  mapping_.resize(num_samples_);
-  mapping_.shrink_to_fit();
+  SentenceMappingOptions mo;
+  mo.documents = o.documents;
+  mo.max_num_tokens = max_num_tokens_;
+  mo.short_seq_prob = o.short_seq_prob;
+  mo.seed = o.seed;
+  mo.num_samples = o.num_samples;
+  mo.min_sentences = o.binary_head ? 2 : 1;
+  mo.long_sentence_len = o.long_sentence_len;
+  SentenceMapping m = build_sentence_mapping(
+      data, mo, name,
+      o.binary_head ? " (the next-sentence head needs sentence pairs: preprocess with --split-sentences)" : "");
+  mapping_ = std::move(m.entries);
+  documents_used_ = m.documents_used;
+  num_epochs_ = m.num_epochs;
+  samples_per_epoch_ = m.samples_per_epoch;
+  num_samples_ = mapping_.size();
 }
 
 const BertDataset::Entry& BertDataset::entry(int64_t i) const {

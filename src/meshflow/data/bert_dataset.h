@@ -1,14 +1,11 @@
 // BERT pre-training samples, Megatron-LM's way (megatron/legacy/data/bert_dataset.py,
 // dataset_utils.py, and helpers.cpp build_mapping), over an indexed dataset of one sequence per
 // sentence (`meshflow preprocess --split-sentences`).
-//   The sample mapping walks the documents of the range in order, epoch after epoch, gathering
-//   whole sentences of one document until the target length is reached (max_num_tokens =
-//   seq_length - 3 with the binary head, - 2 without; with probability short_seq_prob a random
-//   target in [2, max_num_tokens]) and no fewer sentences than the head needs (2 / 1) stay in
-//   the document, or the document ends: each sample is (first sentence, end sentence, target
-//   length). Documents with fewer sentences than that, or holding a sentence longer than
-//   long_sentence_len tokens, give no samples (Megatron skips them too). The mapping of all
-//   epochs is then shuffled with the seed; size() is num_samples (or one epoch's samples).
+//   The sample mapping is Megatron's (sentence_mapping.h): whole sentences of one document up to
+//   a target length (max_num_tokens = seq_length - 3 with the binary head, - 2 without; shorter
+//   with probability short_seq_prob), at least as many sentences as the head needs (2 / 1);
+//   documents with fewer, or holding a sentence longer than long_sentence_len tokens, give no
+//   samples. size() is num_samples (or one epoch's samples).
 //   Sample i draws from Philox under (seed, stream i) only, so it is a pure function of
 //   (data, options, i): the split of its sentences into A and B (a_end in [1, n-1]), swapping
 //   them with probability 1/2 (next_sentence_label 1), truncation of the longer segment from its
@@ -26,6 +23,7 @@
 #include <vector>
 
 #include "meshflow/data/indexed_dataset.h"
+#include "meshflow/data/sentence_mapping.h"
 #include "meshflow/data/split.h"
 #include "meshflow/data/tokenizer.h"
 
@@ -76,10 +74,7 @@ class BertDataset {
   int64_t num_epochs() const { return num_epochs_; }
   int64_t samples_per_epoch() const { return samples_per_epoch_; }
 
-  struct Entry {
-    int64_t first, end;  // sentences (sequences) [first, end) of one document
-    int32_t target;      // target length of A + B
-  };
+  using Entry = SentenceMapping::Entry;  // sentences [first, end) of one document; target: length of A + B
   // Sample i's entry of the (shuffled) mapping.
   const Entry& entry(int64_t i) const;
 

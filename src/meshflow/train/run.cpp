@@ -13,6 +13,7 @@
 #include "meshflow/parallel/context.h"
 #include "meshflow/data/indexed_dataset.h"
 #include "meshflow/data/split.h"
+#include "meshflow/data/t5_dataset.h"
 #include "meshflow/models/registry.h"
 #include "meshflow/train/bert_batches.h"
 #include "meshflow/train/build.h"
@@ -23,6 +24,7 @@
 #include "meshflow/train/log_hook.h"
 #include "meshflow/parallel/pipeline_schedule.h"
 #include "meshflow/train/pretrained.h"
+#include "meshflow/train/t5_batches.h"
 
 namespace mf::train {
 
@@ -129,6 +131,51 @@ RunSources make_sources(const Config& c, const models::Model& model, const Token
                            " of them");
     }
     r.keep = std::make_shared<std::pair<decltype(train), decltype(valid)>>(train, valid);
+    return r;
+  }
+  if (kind == models::BatchKind::kSpanCorruption) {
+    // T5: span corruption over sentence-split documents; the encoder reads data.seq_length tokens,
+    // the decoder model.decoder_seq_length (0: what a full encoder input's target needs).
+    T5SpecialTokens special;
+    special.pad = static_cast<int32_t>(c.get_int("model.pad_token_id"));
+    special.eos = tok.eod_id();
+    special.sentinels = t5_sentinel_ids(tok);
+    special.vocab_size = tok.vocab_size();
+    MF_CHECK(!special.sentinels.empty(), "span corruption needs the sentinel tokens <extra_id_0>, <extra_id_1>, ... "
+             "and the ", tok.name(), " tokenizer has none: set tokenization.extra_ids=100 (T5's) on a sentencepiece "
+             "tokenizer");
+    if (std::optional<int32_t> p = tok.token_to_id("<pad>"))
+      MF_CHECK(*p == special.pad, "model.pad_token_id ", special.pad, " is not the tokenizer's <pad> (id ", *p,
+               "): set model.pad_token_id=", *p);
+    const int64_t dec = c.get_int("model.decoder_seq_length");
+    MF_CHECK(dec >= 0, "model.decoder_seq_length ", dec, " must be 0 (derived from data.seq_length) or a length");
+    auto d = std::make_shared<RunData>(open_data(c, /*by_document=*/true));
+    auto open = [&](DocumentRange range, uint64_t seed, int64_t samples) {
+      T5DatasetOptions to;
+      to.encoder_length = seq;
+      to.decoder_length = dec;
+      to.seed = seed;
+      to.num_samples = samples;
+      to.documents = range;
+      to.noise_density = c.get_float("data.noise_density");
+      to.mean_noise_span_length = c.get_float("data.mean_noise_span_length");
+      to.short_seq_prob = c.get_float("data.short_seq_prob");
+      return std::make_shared<T5Dataset>(*d->indexed, special, to);
+    };
+    std::shared_ptr<T5Dataset> train, valid;
+    if (train_samples > 0) train = open(d->train_range, o.seed, train_samples);
+    if (valid_samples > 0) {
+      MF_CHECK(d->valid_range.size() > 0, "data.splits '", c.get_string("data.splits"),
+               "' leaves no validation documents; change it or set train.evaluation.enabled=false");
+      valid = open(d->valid_range, o.seed + 1, valid_samples);
+    }
+    if (train) r.train = std::make_unique<T5BatchSource>(*train, dp_rank, dp);
+    if (valid) r.valid = [valid, dp_rank, dp] { return std::make_unique<T5BatchSource>(*valid, dp_rank, dp); };
+    const T5Dataset& any = train ? *train : *valid;
+    r.note = detail::cat("span corruption: raw samples of up to ", any.raw_length(), " tokens, encoder ",
+                         any.encoder_length(), " and decoder ", any.decoder_length(), " tokens, up to ",
+                         any.max_spans(), " noise spans (", special.sentinels.size(), " sentinels)");
+    r.keep = std::make_shared<std::tuple<decltype(d), decltype(train), decltype(valid)>>(d, train, valid);
     return r;
   }
   const bool bert = kind == models::BatchKind::kMaskedLM;

@@ -33,6 +33,7 @@ void T5Config::validate() const {
 
 T5Config t5_config(const Config& c, int64_t tokenizer_vocab_size) {
   T5Config m;
+  m.mt5 = c.get_string("model.name") == "mt5";
   m.vocab_size = std::max(c.get_int("model.vocab_size"), tokenizer_vocab_size);
   m.hidden_size = c.get_int("model.hidden_size");
   m.num_layers = c.get_int("model.num_layers");
@@ -75,7 +76,7 @@ Config t5_model_config(const T5Config& m) {
     os << std::setprecision(17) << v;
     return os.str();
   };
-  y.set("model.name", "t5");
+  y.set("model.name", m.mt5 ? "mt5" : "t5");
   y.set("model.num_layers", std::to_string(m.num_layers));
   y.set("model.num_decoder_layers", std::to_string(m.num_decoder_layers));
   y.set("model.hidden_size", std::to_string(m.hidden_size));
@@ -99,7 +100,7 @@ Config t5_model_config(const T5Config& m) {
 }
 
 std::string t5_describe(const T5Config& m) {
-  return detail::cat("T5 ", m.gated_gelu ? "v1.1 (gated-gelu" : "v1.0 (relu", m.tie_word_embeddings ? ", tied" : ", untied",
+  return detail::cat(m.mt5 ? "mT5 " : "T5 ", m.gated_gelu ? "v1.1 (gated-gelu" : "v1.0 (relu", m.tie_word_embeddings ? ", tied" : ", untied",
                      "): layers ", m.num_layers, "+", m.num_decoder_layers, ", hidden ", m.hidden_size, ", heads ",
                      m.num_attention_heads, " x ", m.head_dim, ", MLP ", m.ffn_hidden_size, ", vocabulary ", m.vocab_size,
                      ", lengths ", m.max_seq_length, "/", m.decoder_seq_length);

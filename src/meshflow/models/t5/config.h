@@ -15,6 +15,7 @@
 namespace mf::models {
 
 struct T5Config {
+  bool mt5 = false;                    // model.name mt5 (model_type mt5): T5 v1.1's blocks, mT5's files
   int64_t vocab_size = 32128;
   int64_t hidden_size = 768;           // d_model
   int64_t num_layers = 12;             // encoder blocks

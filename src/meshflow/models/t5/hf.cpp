@@ -23,6 +23,7 @@ T5Config t5_config_from_hf(const std::string& path) {
   const std::string type = io::json_get(j, path, "model_type", std::string("t5"));
   MF_CHECK(type == "t5" || type == "mt5", path, ": model_type '", type, "' is not one of t5, mt5");
   T5Config c;
+  c.mt5 = type == "mt5";
   const std::string proj = io::json_get(j, path, "feed_forward_proj", std::string("relu"));
   MF_CHECK(proj == "relu" || proj == "gated-gelu", path, ": feed_forward_proj '", proj,
            "' is not supported (relu: T5 v1.0; gated-gelu: T5 v1.1, mT5)");
@@ -52,7 +53,8 @@ T5Config t5_config_from_hf(const std::string& path) {
   return c;
 }
 
-std::string t5_config_to_hf(const T5Config& c, DType dtype, bool mt5) {
+std::string t5_config_to_hf(const T5Config& c, DType dtype) {
+  const bool mt5 = c.mt5;
   json j = {{"architectures", {mt5 ? "MT5ForConditionalGeneration" : "T5ForConditionalGeneration"}},
             {"model_type", mt5 ? "mt5" : "t5"},
             {"vocab_size", c.vocab_size},

@@ -10,24 +10,18 @@ namespace {
 // The sizes of a run config's model.* keys alone (no training settings).
 T5Config sizes(const Config& c) { return t5_config(c, 0); }
 
-Config with_name(Config c, const char* name) {
-  c.set("model.name", name);
-  return c;
-}
-
 Config checkpoint_config(const nn::NamedTensors& tensors, const Config* run, const std::string& source) {
   MF_CHECK(run != nullptr, source, ": a T5 checkpoint needs the run's config.yaml (or a Hugging Face config.json) beside "
            "it: the head count and the bucket sizes do not show in the tensors");
   T5Config c = sizes(*run);
   for (const auto& [name, t] : tensors)  // the tokenizer may have padded model.vocab_size
     if (name == "shared.weight" && t.ndim() == 2) c.vocab_size = t.shape(0);
-  return with_name(t5_model_config(c), run->get_string("model.name").c_str());
+  return t5_model_config(c);
 }
 
 ModelSpec spec(const char* name, const char* architecture) {
   ModelSpec s;
   s.name = name;
-  const bool mt5 = std::string(name) == "mt5";
   s.build = [](const Config& c, int64_t vocab, const ModelContext& ctx) -> std::shared_ptr<Model> {
     auto m = std::make_shared<T5Model>(t5_config(c, vocab), ctx);
     m->init_weights(static_cast<uint64_t>(c.get_int("train.seed")));
@@ -47,8 +41,8 @@ ModelSpec spec(const char* name, const char* architecture) {
   s.checkpoint_config = checkpoint_config;
   s.hf.model_type = name;
   s.hf.architecture = architecture;
-  s.hf.read_config = [name](const std::string& path) { return with_name(t5_model_config(t5_config_from_hf(path)), name); };
-  s.hf.write_config = [mt5](const Config& c, DType dtype) { return t5_config_to_hf(sizes(c), dtype, mt5); };
+  s.hf.read_config = [](const std::string& path) { return t5_model_config(t5_config_from_hf(path)); };
+  s.hf.write_config = [](const Config& c, DType dtype) { return t5_config_to_hf(sizes(c), dtype); };
   s.hf.read_tensors = [](const io::HfModelFiles& files) { return read_hf_t5_tensors(files, t5_config_from_hf(files.config)); };
   s.hf.key_names = {{"model.num_layers", "num_layers"},
                     {"model.num_decoder_layers", "num_decoder_layers"},
