@@ -23,6 +23,10 @@
 #          masked positions and the padding are the same under every layout, and each micro-batch's
 #          loss is its share of the global batch's masked tokens and rows; evaluation under ZeRO-3
 #          prints dp=2's metrics.
+#  t5      (T5 v1.1 span corruption on sentence-split text, a SentencePiece model trained on the
+#          corpus with its 100 sentinels, padded encoder and decoder rows, dropout on) the runs of
+#          bert, plus pp=4 (one block per stage), dp=2 x tp=2 x pp=2 on 8 ranks, and T5 v1.0 (ReLU,
+#          tied head) under tp=2 with sequence parallelism and pp=2.
 # Usage: model_layouts_test.sh MODEL MESHFLOW_BINARY SOURCE_DIR MPIEXEC
 set -uo pipefail
 model=$1
@@ -63,7 +67,25 @@ case "$model" in
           model.max_seq_length=32 data.seq_length=32 "data.data_prefix=$work/b_text_sentence" "${common[@]:8}"
           train.scheduler.warmup_iter=5 optim.lr=1e-3)
     ;;
-  *) echo "model_layouts_test: unknown model '$model' (mlp_lm, llama or bert)"; exit 2 ;;
+  t5)
+    spm=data/tokenizers/t5-tiny/spiece.model
+    [ -f "$spm" ] || { echo "model_layouts_test: $spm is missing: run bash scripts/make_t5_tokenizer.sh"; exit 1; }
+    for i in $(seq 1 120); do  # documents of 2 to 5 sentences
+      printf 'The cat number %d sat on the mat. A dog ran %d miles away!' "$i" "$((i * 7))"
+      [ $((i % 4)) -gt 0 ] && printf ' Where did the bird fly on day %d? It flew over the hill.' "$i"
+      [ $((i % 3)) -eq 0 ] && printf ' Mr. Smith saw it %d times.' "$((i % 11))"
+      printf '\n%%\n'
+    done > "$work/sentences.txt"
+    "$bin" preprocess --input "$work/sentences.txt" --output-prefix "$work/t" --tokenizer sentencepiece \
+      --tokenizer-file "$spm" --split-sentences --no-eod > /dev/null || { echo "preprocess --split-sentences failed"; exit 1; }
+    # 2 encoder + 2 decoder blocks: pp=2 puts the encoder and the decoder on different stages, pp=4
+    # one block per stage.
+    args=(configs/t5/tiny.yaml model.num_layers=2 model.num_decoder_layers=2 model.hidden_size=32
+          model.num_attention_heads=4 model.head_dim=8 model.ffn_hidden_size=64 model.max_seq_length=32
+          model.decoder_seq_length=12 data.seq_length=32 "data.data_prefix=$work/t_text_sentence" "${common[@]:8}"
+          train.scheduler.warmup_iter=5 optim.lr=1e-3)
+    ;;
+  *) echo "model_layouts_test: unknown model '$model' (mlp_lm, llama, bert or t5)"; exit 2 ;;
 esac
 
 # MESHFLOW_TEST_QUICK=1 (the sanitizer build) runs one run of each kind and its reference (the
@@ -71,9 +93,10 @@ esac
 quick_set=" one dp2tp2 tp2sp one_mb2 pp2il z3dp2tp2 "
 [ "$model" = llama ] && quick_set=" one tp4 rc_sel one_mb2 pp2il "
 [ "$model" = bert ] && quick_set=" one dp2tp2 one_mb2 pp2il cls_one cls_dp2tp2 "
+[ "$model" = t5 ] && quick_set=" one dp2tp2 tp2sp one_mb2 pp2il pp4 "
 skipped() {
-  # BERT leaves out the runs the test model already covers the same way (dp=4, GPipe, ZeRO 1 and 2).
-  [ "$model" = bert ] && [[ " dp4 pp2gpipe z1dp2 z2dp2 " == *" $1 "* ]] && return 0
+  # BERT and T5 leave out the runs the test model already covers the same way (dp=4, GPipe, ZeRO 1 and 2).
+  [[ " bert t5 " == *" $model "* ]] && [[ " dp4 pp2gpipe z1dp2 z2dp2 " == *" $1 "* ]] && return 0
   [ "${MESHFLOW_TEST_QUICK:-0}" = 1 ] && [[ "$quick_set" != *" $1 "* ]]
 }
 
@@ -199,6 +222,32 @@ if [ "$model" = bert ]; then
     echo "FAIL: evaluation under ZeRO-3 differs from dp=2:"; grep -h 'val_' "$work/log_ev_dp2" "$work/log_ev_z3dp2"; fail=1
   fi
   grep -qs val_nsp_accuracy "$work/log_ev_dp2" || skipped ev_dp2 || { echo "FAIL: no val_nsp_accuracy in the log"; fail=1; }
+fi
+
+if [ "$model" = t5 ]; then
+  # The encoder's output travels with the micro-batch to the decoder's stages; each stage holding
+  # blocks of a stack holds a copy of its bias table, their gradients summed over those stages.
+  run tp4 4 8 train.dist.tensor_parallel_size=4
+  run pp4 4 2 train.dist.pipeline_parallel_size=4
+  run dp2_mb2 2 2
+  run dp2tp2pp2 8 2 train.dist.tensor_parallel_size=2 train.dist.pipeline_parallel_size=2
+  run rc_full 1 8 train.activation_checkpoint.enabled=true
+  run rc_sel 1 8 train.activation_checkpoint.enabled=true train.activation_checkpoint.granularity=selective
+  compare one tp4 rc_full rc_sel
+  compare one_mb2 pp4
+  compare dp2_mb2 dp2tp2pp2
+  run bf16 1 8 train.amp.enabled=true
+  run bf16dp2tp2 4 4 train.amp.enabled=true train.dist.tensor_parallel_size=2
+  compare -t 2e-4 -g 1e-2 bf16 bf16dp2tp2
+  # T5 v1.0: a ReLU MLP and the output projection tied to the shared embedding (on the first and
+  # the last stage under pp).
+  v10=(model.feed_forward_proj=relu model.tie_word_embeddings=true)
+  run v10_one 1 8 "${v10[@]}"
+  run v10_tp2sp 2 8 "${v10[@]}" train.dist.tensor_parallel_size=2 train.dist.sequence_parallel=true
+  run v10_one_mb2 1 2 "${v10[@]}"
+  run v10_pp2 2 2 "${v10[@]}" train.dist.pipeline_parallel_size=2
+  compare v10_one v10_tp2sp
+  compare v10_one_mb2 v10_pp2
 fi
 
 [ "${MESHFLOW_TEST_QUICK:-0}" = 1 ] && { [ "$fail" -eq 0 ] && echo "$model quick subset passed"; exit "$fail"; }
