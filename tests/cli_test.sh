@@ -115,7 +115,23 @@ else
   echo "FAIL: preprocess with Llama 3's tokenizer.json ($llama3_tokens tokens) or Llama 2's tokenizer.model" \
        "($llama2_tokens tokens); are data/tokenizers fetched (bash scripts/fetch-tokenizers.sh)?"
 fi
-for o in o10 o11 o12; do [ -e "$work/${o}_text_document.bin" ] && { echo "FAIL: $o written after an error"; fail=$((fail + 1)); }; done
+# T5's SentencePiece tokenizer: the folder of scripts/make_t5_tokenizer.sh (spiece.model), 100 sentinels;
+# --extra-ids is for sentencepiece only.
+t5_tokens=$(tokens t5 --tokenizer sentencepiece --tokenizer-file data/tokenizers/t5-tiny --extra-ids 100)
+if [ -n "$t5_tokens" ] && [ "$t5_tokens" -gt 84 ]; then
+  pass=$((pass + 1))
+else
+  fail=$((fail + 1))
+  echo "FAIL: preprocess with the tiny T5 tokenizer ($t5_tokens tokens); is data/tokenizers/t5-tiny there" \
+       "(bash scripts/make_t5_tokenizer.sh)?"
+fi
+expect_error "preprocess byte with --extra-ids" \
+  "tokenization.extra_ids (100: T5's sentinel tokens) is for tokenization.tokenizer sentencepiece, not byte" \
+  "$bin" preprocess --input "$work/corpus.txt" --output-prefix "$work/o13" --tokenizer byte --extra-ids 100
+expect_error "preprocess with --extra-ids not a number" 'tokenization.extra_ids expects an integer, got "many" (from --extra-ids)' \
+  "$bin" preprocess --input "$work/corpus.txt" --output-prefix "$work/o14" --tokenizer sentencepiece \
+  --tokenizer-file data/tokenizers/t5-tiny --extra-ids many
+for o in o10 o11 o12 o13 o14; do [ -e "$work/${o}_text_document.bin" ] && { echo "FAIL: $o written after an error"; fail=$((fail + 1)); }; done
 for o in o5 o6 o7 o8; do [ -e "$work/$o" ] && { echo "FAIL: $o written after an error"; fail=$((fail + 1)); }; done
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -41,12 +41,15 @@ inline std::string gpt2_vocab_dir() {
 }
 
 // A real model's tokenizer file under data/tokenizers (e.g. "llama3/tokenizer.json"), which
-// scripts/fetch-tokenizers.sh downloads (scripts/test.sh runs it); throws, failing the test, when
+// scripts/fetch-tokenizers.sh downloads, or the tiny T5 tokenizer ("t5-tiny/spiece.model") that
+// scripts/make_t5_tokenizer.sh trains (scripts/test.sh runs both); throws, failing the test, when
 // it is missing.
 inline std::string tokenizer_data_file(const std::string& name) {
   std::filesystem::path p = std::filesystem::path(MESHFLOW_SOURCE_DIR) / "data" / "tokenizers" / name;
   if (!std::filesystem::exists(p))
-    throw mf::Error(p.string() + " is missing: run `bash scripts/fetch-tokenizers.sh` (scripts/test.sh does)");
+    throw mf::Error(p.string() + " is missing: run `bash " +
+                    (name.rfind("t5-tiny", 0) == 0 ? "scripts/make_t5_tokenizer.sh" : "scripts/fetch-tokenizers.sh") +
+                    "` (scripts/test.sh does)");
   return p.string();
 }
 

@@ -2,12 +2,20 @@
 // (tests/fixtures/gpt2_bpe.json, from scripts/make_tokenizer_fixtures.sh), the pre-tokeniser's
 // splits, Hugging Face-format files, and errors for bad vocabulary files; SentencePiece (Llama 2's
 // tokenizer.model, fetched by scripts/fetch-tokenizers.sh) against llama-tokenizer-js
-// (tests/fixtures/sentencepiece_llama2.json); the tokenizer factory and config keys. Hugging
-// Face tokenizer.json: hf_bpe_test.cpp.
+// (tests/fixtures/sentencepiece_llama2.json); SentencePiece models trained here with Debian's
+// spm_train on tests/fixtures/multilingual.txt against spm_encode's ids, T5's <extra_id_k>
+// sentinels against Hugging Face's id formula, and the tiny T5 tokenizer of
+// scripts/make_t5_tokenizer.sh; the tokenizer factory and config keys. Hugging Face
+// tokenizer.json: hf_bpe_test.cpp.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <thread>
 
 #include "data_testing.h"
@@ -228,6 +236,320 @@ TEST(MakeTokenizer, KindsFilesAndFolders) {
   auto from_config = tokenizer_registry().create("sentencepiece", c);
   EXPECT_EQ(from_config->vocab_size(), 32000);
   EXPECT_EQ(from_config->eod_id(), 1);
+}
+
+
+// --- SentencePiece models trained here, against Debian's command-line tools -----------------
+
+// Debian's SentencePiece tools (package `sentencepiece`; scripts/install-deps.sh installs it):
+// the independent trainer and encoder of these tests. Throws, failing the test, when missing.
+void require_spm_tools() {
+  for (const char* tool : {"spm_train", "spm_encode", "spm_decode", "spm_export_vocab"})
+    if (std::system((std::string("command -v ") + tool + " >/dev/null 2>&1").c_str()) != 0)
+      throw mf::Error(std::string(tool) +
+                      " is missing: install Debian's sentencepiece package (bash scripts/install-deps.sh does)");
+}
+
+// Runs `cmd` with /bin/sh; throws with the command and its output when it fails.
+void run_shell(const std::string& cmd) {
+  FILE* p = ::popen((cmd + " 2>&1").c_str(), "r");
+  if (!p) throw mf::Error("cannot run `" + cmd + "`");
+  std::string output;
+  char buf[4096];
+  for (size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) output.append(buf, n);
+  const int status = ::pclose(p);
+  if (status != 0) throw mf::Error("`" + cmd + "` failed (status " + std::to_string(status) + "): " + output);
+}
+
+std::vector<std::string> read_lines(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw mf::Error("cannot read " + path);
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(f, line);) lines.push_back(line);
+  return lines;
+}
+
+void write_lines(const std::string& path, const std::vector<std::string>& lines) {
+  std::string text;
+  for (const auto& l : lines) text += l + "\n";
+  mft::write_text(path, text);
+}
+
+// Trains `dir`/`name`.model with spm_train on `input` (one sentence per line).
+std::string train_spm(const mft::TempDir& dir, const std::string& name, const std::string& options,
+                      const std::string& input = mft::fixture_path("multilingual.txt")) {
+  require_spm_tools();
+  run_shell("cd '" + dir.path().string() + "' && spm_train --input='" + input + "' --model_prefix=" + name + " " +
+            options + " --num_threads=1 --minloglevel=2");
+  return dir.file(name + ".model");
+}
+
+// spm_encode --output_format=id of each line of `input` (written to `ids_file`).
+std::vector<std::vector<int32_t>> spm_encode_ids(const std::string& model, const std::string& input,
+                                                 const std::string& ids_file) {
+  run_shell("spm_encode --model='" + model + "' --output_format=id < '" + input + "' > '" + ids_file + "'");
+  std::vector<std::vector<int32_t>> out;
+  for (const std::string& line : read_lines(ids_file)) {
+    std::istringstream is(line);
+    std::vector<int32_t> ids;
+    for (int32_t id; is >> id;) ids.push_back(id);
+    out.push_back(ids);
+  }
+  return out;
+}
+
+// The model's piece count, from spm_export_vocab (one piece per line).
+int64_t spm_piece_count(const std::string& model, const std::string& vocab_file) {
+  run_shell("spm_export_vocab --model='" + model + "' > '" + vocab_file + "'");
+  return static_cast<int64_t>(read_lines(vocab_file).size());
+}
+
+// T5's conventions (scripts/make_t5_tokenizer.sh), small enough for the fixture's few lines.
+const char* kT5Options =
+    "--model_type=unigram --vocab_size=600 --hard_vocab_limit=false --character_coverage=1.0 "
+    "--pad_id=0 --eos_id=1 --unk_id=2 --bos_id=-1";
+
+TEST(SentencePieceTokenizer, MatchesSpmEncodeOnMultilingualText) {
+  const std::string text_file = mft::fixture_path("multilingual.txt");
+  const auto lines = read_lines(text_file);
+  ASSERT_GE(lines.size(), 40u);
+  mft::TempDir dir;
+  struct Model {
+    std::string name, options;
+  };
+  // A T5-style unigram model; a unigram model that leaves rare characters unknown; BPE with byte
+  // fallback (the rare characters become <0xNN> pieces).
+  const std::vector<Model> models = {
+      {"t5", kT5Options},
+      {"unigram_unk", "--model_type=unigram --vocab_size=400 --hard_vocab_limit=false --character_coverage=0.98"},
+      {"bpe_bytes", "--model_type=bpe --vocab_size=700 --character_coverage=0.98 --byte_fallback=true"}};
+  for (const Model& m : models) {
+    SCOPED_TRACE(m.name);
+    const std::string model = train_spm(dir, m.name, m.options);
+    const auto want = spm_encode_ids(model, text_file, dir.file(m.name + ".ids"));
+    run_shell("spm_decode --model='" + model + "' --input_format=id < '" + dir.file(m.name + ".ids") + "' > '" +
+              dir.file(m.name + ".decoded") + "'");
+    const auto decoded = read_lines(dir.file(m.name + ".decoded"));
+    ASSERT_EQ(want.size(), lines.size());
+    ASSERT_EQ(decoded.size(), lines.size());
+    // Sentinels (none in these lines) change no id.
+    for (int64_t extra_ids : {0, 100}) {
+      const auto tok = mf::SentencePieceTokenizer::from_file(model, "", extra_ids);
+      int64_t total = 0, unknown = 0, bytes = 0;
+      for (size_t i = 0; i < lines.size(); ++i) {
+        EXPECT_EQ(tok.encode(lines[i]), want[i]) << "line " << i + 1 << " of multilingual.txt: " << lines[i];
+        EXPECT_EQ(tok.decode(want[i]), decoded[i]) << "line " << i + 1;
+        for (int32_t id : want[i]) {
+          const std::string piece = tok.id_to_token(id);
+          unknown += piece == "<unk>";
+          bytes += piece.size() == 6 && piece.rfind("<0x", 0) == 0;
+        }
+        total += static_cast<int64_t>(want[i].size());
+      }
+      EXPECT_GT(total, 500);
+      if (m.name == "unigram_unk") {
+        EXPECT_GT(unknown, 0) << "the model should leave some characters unknown";
+      } else if (m.name == "bpe_bytes") {
+        EXPECT_GT(bytes, 0) << "the model should fall back to bytes";
+      } else {
+        EXPECT_EQ(unknown, 0);
+      }
+    }
+  }
+}
+
+TEST(SentencePieceTokenizer, T5SentinelsFollowHuggingFaceIds) {
+  mft::TempDir dir;
+  const std::string model = train_spm(dir, "t5", kT5Options);
+  const int64_t pieces = spm_piece_count(model, dir.file("t5.vocab.txt"));
+  using V = std::vector<int32_t>;
+  // Hugging Face's T5Tokenizer: <extra_id_k> is vocab_size - 1 - k, vocab_size = pieces + extra_ids.
+  auto hf_id = [&](int64_t k) { return static_cast<int32_t>(pieces + 100 - 1 - k); };
+  const auto tok = mf::SentencePieceTokenizer::from_file(model, "", 100);
+  EXPECT_EQ(tok.piece_size(), pieces);
+  EXPECT_EQ(tok.vocab_size(), pieces + 100);
+  EXPECT_EQ(tok.extra_ids(), 100);
+  EXPECT_EQ(tok.eod_id(), 1);  // </s>, not a sentinel
+  EXPECT_EQ(tok.token_to_id("<pad>"), 0);
+  EXPECT_EQ(tok.token_to_id("<unk>"), 2);
+  EXPECT_EQ(tok.bos_id(), -1);
+  EXPECT_EQ(tok.encode("<extra_id_0>"), V{hf_id(0)});
+  EXPECT_EQ(hf_id(0), tok.vocab_size() - 1);  // <extra_id_0> is the last id
+  EXPECT_EQ(tok.encode("<extra_id_99>"), V{static_cast<int32_t>(pieces)});
+  for (int64_t k = 0; k < 100; ++k) {
+    const std::string s = "<extra_id_" + std::to_string(k) + ">";
+    EXPECT_EQ(tok.token_to_id(s), hf_id(k)) << s;
+    EXPECT_EQ(tok.id_to_token(hf_id(k)), s);
+    EXPECT_EQ(tok.sentinel_id(k), hf_id(k));
+    EXPECT_EQ(tok.decode(V{hf_id(k)}), s);
+  }
+  for (const char* not_sentinel : {"<extra_id_100>", "<extra_id_07>", "<extra_id_-1>", "<extra_id_>", "extra_id_0",
+                                   "<Extra_id_0>", "<extra_id_0> "})
+    EXPECT_EQ(tok.token_to_id(not_sentinel), std::nullopt) << not_sentinel;
+
+  // Texts mixing sentinels and text; a part is a sentinel when it is one of the 100 spellings.
+  // Expected ids: the HF formula for the sentinels, spm_encode of each stretch of text between.
+  const std::vector<std::vector<std::string>> texts = {
+      {"Der schnelle ", "<extra_id_0>", " Fuchs", "<extra_id_1>", "springt über ", "<extra_id_99>"},
+      {"<extra_id_5>", "世界", "<extra_id_42>", " мир 😀 ", "<extra_id_42>"},
+      {"<extra_id_", "<extra_id_2>", ">"},
+      {"<extra_id_100>, <extra_id_07>, <Extra_id_1> and <extra_id_-3> stay text ", "<extra_id_3>", "<extra_id_3>"},
+      {"\ttabs and  spaces ", "<extra_id_10>", "  ", "<extra_id_11>", "x"},
+      {"Καλημέρα<extra_id_", "<extra_id_9>", "9>"},
+  };
+  auto sentinel_index = [](const std::string& part) -> int64_t {
+    for (int64_t k = 0; k < 100; ++k)
+      if (part == "<extra_id_" + std::to_string(k) + ">") return k;
+    return -1;
+  };
+  std::vector<std::string> stretches;
+  for (const auto& parts : texts)
+    for (const auto& part : parts)
+      if (sentinel_index(part) < 0) stretches.push_back(part);
+  write_lines(dir.file("stretches.txt"), stretches);
+  const auto stretch_ids = spm_encode_ids(model, dir.file("stretches.txt"), dir.file("stretches.ids"));
+  ASSERT_EQ(stretch_ids.size(), stretches.size());
+  size_t next = 0;
+  for (const auto& parts : texts) {
+    std::string text;
+    V want;
+    for (const auto& part : parts) {
+      text += part;
+      if (int64_t k = sentinel_index(part); k >= 0) {
+        want.push_back(hf_id(k));
+      } else {
+        const auto& ids = stretch_ids[next++];
+        want.insert(want.end(), ids.begin(), ids.end());
+      }
+    }
+    EXPECT_EQ(tok.encode(text), want) << "text: " << text;
+  }
+  // Without extra_ids the spellings are text.
+  const auto plain = mf::SentencePieceTokenizer::from_file(model);
+  EXPECT_EQ(plain.vocab_size(), pieces);
+  EXPECT_EQ(plain.token_to_id("<extra_id_0>"), std::nullopt);
+  write_lines(dir.file("plain.txt"), {"a <extra_id_0> b"});
+  EXPECT_EQ(plain.encode("a <extra_id_0> b"), spm_encode_ids(model, dir.file("plain.txt"), dir.file("plain.ids"))[0]);
+
+  // decode writes a sentinel as its text and decodes the runs between with SentencePiece (each
+  // run without its dummy-prefix space, so the spaces next to a sentinel are not restored).
+  for (const std::string s : {"<extra_id_0>Hello<extra_id_1>world<extra_id_99>", "世界<extra_id_3>мир",
+                              "<extra_id_0><extra_id_0>", "Der<extra_id_5>Fuchs."})
+    EXPECT_EQ(tok.decode(tok.encode(s)), s);
+  EXPECT_EQ(tok.decode(tok.encode("Hello <extra_id_0> world")), "Hello<extra_id_0>world");
+  EXPECT_EQ(tok.decode(V{hf_id(0), hf_id(99), 1}), "<extra_id_0><extra_id_99></s>");
+  const std::string past_end = std::to_string(pieces + 100);
+  MFT_EXPECT_ERROR(tok.decode(V{static_cast<int32_t>(pieces + 100)}), past_end.c_str(), "outside");
+  MFT_EXPECT_ERROR(tok.id_to_token(static_cast<int32_t>(pieces + 100)), "outside");
+  MFT_EXPECT_ERROR(tok.sentinel_id(100), "<extra_id_100>", "extra_ids is 100");
+
+  // Thread-safe like the rest.
+  std::vector<int> bad(4, 0);
+  std::vector<std::thread> threads;
+  const std::string mixed = "Der schnelle <extra_id_0> Fuchs<extra_id_1>springt über <extra_id_99>";
+  const V mixed_ids = tok.encode(mixed);
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 200; ++i) bad[t] += tok.encode(mixed) != mixed_ids;
+    });
+  for (auto& th : threads) th.join();
+  for (int b : bad) EXPECT_EQ(b, 0);
+
+  // End of document: a sentinel may be named; errors name the file and the key.
+  EXPECT_EQ(mf::SentencePieceTokenizer::from_file(model, "<extra_id_0>", 100).eod_id(), hf_id(0));
+  MFT_EXPECT_ERROR(mf::SentencePieceTokenizer::from_file(model, "<extra_id_0>"), "t5.model", "<extra_id_0>",
+                   "not a piece");
+  MFT_EXPECT_ERROR(mf::SentencePieceTokenizer::from_file(model, "", -1), "t5.model", "extra_ids", "-1");
+  MFT_EXPECT_ERROR(mf::SentencePieceTokenizer::from_file(model, "", 2147483647), "t5.model", "larger than int32");
+  const std::string own = train_spm(dir, "own", std::string(kT5Options) + " '--user_defined_symbols=<extra_id_0>'");
+  EXPECT_EQ(mf::SentencePieceTokenizer::from_file(own).token_to_id("<extra_id_0>"), 3);
+  MFT_EXPECT_ERROR(mf::SentencePieceTokenizer::from_file(own, "", 100), "own.model",
+                   "already has the piece <extra_id_0>");
+}
+
+TEST(SentencePieceTokenizer, T5FoldersFactoryAndConfig) {
+  mft::TempDir dir;
+  const std::string model = train_spm(dir, "t5", kT5Options);
+  const int64_t pieces = mf::SentencePieceTokenizer::from_file(model).vocab_size();
+  // A folder holding spiece.model (T5's name); tokenizer.model wins when both are there.
+  std::filesystem::create_directory(dir.path() / "t5");
+  std::filesystem::copy_file(model, dir.path() / "t5" / "spiece.model");
+  auto t5 = mf::make_tokenizer("sentencepiece", dir.file("t5"), "", true, 100);
+  EXPECT_EQ(t5->vocab_size(), pieces + 100);
+  EXPECT_EQ(t5->encode("<extra_id_0>"), (std::vector<int32_t>{static_cast<int32_t>(pieces + 99)}));
+  const std::string other =
+      train_spm(dir, "other", "--model_type=bpe --vocab_size=700 --character_coverage=0.98 --byte_fallback=true");
+  std::filesystem::copy_file(other, dir.path() / "t5" / "tokenizer.model");
+  EXPECT_EQ(mf::make_tokenizer("sentencepiece", dir.file("t5"))->vocab_size(), 700);
+  std::filesystem::create_directory(dir.path() / "empty");
+  MFT_EXPECT_ERROR(mf::make_tokenizer("sentencepiece", dir.file("empty")), "holds no tokenizer.model or spiece.model");
+  MFT_EXPECT_ERROR(mf::make_tokenizer("byte", "", "", true, 100), "extra_ids", "sentencepiece tokenizer only",
+                   "'byte'");
+  // tokenization.extra_ids (as training and `meshflow preprocess` read it).
+  using mf::train::tokenizer_registry;
+  mf::Config c;
+  EXPECT_EQ(c.get_int("tokenization.extra_ids"), 0);
+  c.set("tokenization.tokenizer_file", model, "test");
+  c.set("tokenization.extra_ids", "100", "test");
+  auto from_config = tokenizer_registry().create("sentencepiece", c);
+  EXPECT_EQ(from_config->vocab_size(), pieces + 100);
+  EXPECT_EQ(from_config->eod_id(), 1);
+  EXPECT_EQ(from_config->token_to_id("<extra_id_0>"), pieces + 99);
+  for (const std::string kind : {"byte", "gpt2_bpe", "hf_bpe", "wordpiece"}) {
+    const std::string not_kind = "sentencepiece, not " + kind;
+    MFT_EXPECT_ERROR(tokenizer_registry().create(kind, c), "tokenization.extra_ids (100", not_kind.c_str());
+  }
+  c.set("tokenization.extra_ids", "-1", "test");
+  MFT_EXPECT_ERROR(tokenizer_registry().create("sentencepiece", c), "extra_ids", "-1");
+}
+
+// The tiny T5 tokenizer of scripts/make_t5_tokenizer.sh (trained on the fortune corpus).
+TEST(SentencePieceTokenizer, TinyT5TokenizerEncodesTheCorpus) {
+  const std::string folder = mft::tokenizer_data_file("t5-tiny");
+  const std::string model = mft::tokenizer_data_file("t5-tiny/spiece.model");
+  auto tok = mf::make_tokenizer("sentencepiece", folder, "", true, 100);  // the folder: its spiece.model
+  EXPECT_EQ(tok->vocab_size(), 2000 + 100);
+  EXPECT_EQ(tok->eod_id(), 1);  // </s>
+  EXPECT_EQ(tok->token_to_id("<pad>"), 0);
+  EXPECT_EQ(tok->token_to_id("</s>"), 1);
+  EXPECT_EQ(tok->token_to_id("<unk>"), 2);
+  EXPECT_EQ(mf::SentencePieceTokenizer::from_file(model).bos_id(), -1);
+  EXPECT_EQ(tok->token_to_id("<extra_id_0>"), 2099);
+  EXPECT_EQ(tok->token_to_id("<extra_id_99>"), 2000);
+  // fortunes-min's database, one of the files it was trained on: spm_encode's ids, and neither
+  // pad, eos nor unk (character_coverage 1.0 keeps every character of the corpus).
+  const std::string corpus = "/usr/share/games/fortunes/fortunes";
+  ASSERT_TRUE(std::filesystem::exists(corpus)) << corpus << " is missing: bash scripts/prepare_corpus.sh (as root)";
+  require_spm_tools();
+  mft::TempDir dir;
+  std::vector<std::string> lines;
+  for (const std::string& line : read_lines(corpus))
+    if (line != "%") lines.push_back(line);
+  ASSERT_GT(lines.size(), 400u);
+  write_lines(dir.file("lines.txt"), lines);
+  const auto want = spm_encode_ids(model, dir.file("lines.txt"), dir.file("lines.ids"));
+  ASSERT_EQ(want.size(), lines.size());
+  int64_t total = 0;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    const auto ids = tok->encode(lines[i]);
+    EXPECT_EQ(ids, want[i]) << lines[i];
+    for (int32_t id : ids) EXPECT_TRUE(id > 2 && id < 2000) << "id " << id << " in: " << lines[i];
+    total += static_cast<int64_t>(ids.size());
+  }
+  EXPECT_GT(total, 5000);
+  // Sentinels in corpus text: HF's ids around spm_encode's.
+  write_lines(dir.file("stretches.txt"), {"A gift of a flower", "."});
+  const auto stretches = spm_encode_ids(model, dir.file("stretches.txt"), dir.file("stretches.ids"));
+  ASSERT_EQ(stretches.size(), 2u);
+  std::vector<int32_t> want_mixed = {2099};
+  want_mixed.insert(want_mixed.end(), stretches[0].begin(), stretches[0].end());
+  want_mixed.push_back(2098);
+  want_mixed.insert(want_mixed.end(), stretches[1].begin(), stretches[1].end());
+  const auto with_sentinels = tok->encode("<extra_id_0>A gift of a flower<extra_id_1>.");
+  EXPECT_EQ(with_sentinels, want_mixed);
+  EXPECT_EQ(tok->decode(with_sentinels), "<extra_id_0>A gift of a flower<extra_id_1>.");
+  const auto emoji = tok->encode("\U0001F600");  // not in the corpus: <unk>
+  EXPECT_NE(std::find(emoji.begin(), emoji.end(), 2), emoji.end());
 }
 
 }  // namespace

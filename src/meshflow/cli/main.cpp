@@ -36,7 +36,7 @@ namespace {
 struct PreprocessArgs {
   std::vector<std::string> inputs;
   std::string config;  // its tokenization.* keys are the defaults of the flags below
-  std::string output_prefix, tokenizer, vocab_file, merges_file, tokenizer_file, eod_token;
+  std::string output_prefix, tokenizer, vocab_file, merges_file, tokenizer_file, eod_token, extra_ids;
   std::string format = "auto", json_key = "text", split = "separator", separator = "%";
   bool append_eod = false, no_eod = false, split_sentences = false;
   int64_t shuffle_seed = -1;
@@ -50,6 +50,7 @@ int run_preprocess(const PreprocessArgs& a) {
   if (!a.merges_file.empty()) c.set("tokenization.merges_file", a.merges_file, "--merges-file");
   if (!a.tokenizer_file.empty()) c.set("tokenization.tokenizer_file", a.tokenizer_file, "--tokenizer-file");
   if (!a.eod_token.empty()) c.set("tokenization.eod_token", a.eod_token, "--eod-token");
+  if (!a.extra_ids.empty()) c.set("tokenization.extra_ids", a.extra_ids, "--extra-ids");
   if (a.append_eod) c.set("tokenization.append_eod", "true", "--append-eod");
   if (a.no_eod) c.set("tokenization.append_eod", "false", "--no-eod");
   auto tok = mf::train::tokenizer_from_config(c);
@@ -140,16 +141,20 @@ CLI::App* add_preprocess_command(CLI::App& app, PreprocessArgs& pa) {
   pre->add_option("--output-prefix", pa.output_prefix, "writes <prefix>_<json-key>_document.bin/.idx")->required();
   pre->add_option("--config", pa.config,
                   "a run's YAML config: its tokenization.* keys (tokenizer, vocab_file, merges_file, tokenizer_file, "
-                  "eod_token, do_lower_case, append_eod) are the defaults of the flags below");
+                  "eod_token, extra_ids, do_lower_case, append_eod) are the defaults of the flags below");
   pre->add_option("--tokenizer", pa.tokenizer,
                   "gpt2_bpe, hf_bpe, sentencepiece, wordpiece or byte (default: tokenization.tokenizer, gpt2_bpe)");
   pre->add_option("--vocab-file", pa.vocab_file, "GPT-2 vocab.json or encoder.json (default: tokenization.vocab_file)");
   pre->add_option("--merges-file", pa.merges_file, "GPT-2 merges.txt or vocab.bpe (default: tokenization.merges_file)");
   pre->add_option("--tokenizer-file,--tokenizer-model", pa.tokenizer_file,
-                  "hf_bpe: tokenizer.json; sentencepiece: tokenizer.model; wordpiece: vocab.txt; or the folder holding it "
-                  "(default: tokenization.tokenizer_file)");
+                  "hf_bpe: tokenizer.json; sentencepiece: tokenizer.model or spiece.model (T5); wordpiece: vocab.txt; or "
+                  "the folder holding it (default: tokenization.tokenizer_file)");
   pre->add_option("--eod-token", pa.eod_token,
                   "hf_bpe / sentencepiece: the end-of-document token's text (default: tokenization.eod_token)");
+  pre->add_option("--extra-ids", pa.extra_ids,
+                  "sentencepiece: T5's sentinel tokens <extra_id_0>.. after the model's pieces, written in the text "
+                  "as single tokens (T5: 100; default: tokenization.extra_ids, 0)")
+      ->type_name("INT");
   pre->add_option("--format", pa.format, "auto (by extension), jsonl or text")->capture_default_str();
   pre->add_option("--json-key", pa.json_key, "jsonl key holding the document text")->capture_default_str();
   pre->add_option("--split", pa.split, "text documents: separator (a line equal to --separator), blank, or file")

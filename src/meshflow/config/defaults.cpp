@@ -144,7 +144,10 @@ tokenization:
   vocab_file: ""                # gpt2_bpe: encoder.json / vocab.json
   merges_file: ""               # gpt2_bpe: vocab.bpe / merges.txt
   tokenizer_file: ""            # hf_bpe: a Hugging Face tokenizer.json (Llama 3, Qwen2); sentencepiece: a tokenizer.model
-                                #   (Llama 2, Mistral); wordpiece: a BERT vocab.txt; or the folder holding it
+                                #   (Llama 2, Mistral) or spiece.model (T5); wordpiece: a BERT vocab.txt; or the folder
+                                #   holding it (sentencepiece: tokenizer.model, else spiece.model)
+  extra_ids: 0                  # sentencepiece: T5's sentinel tokens <extra_id_0>..<extra_id_{N-1}> after the model's pieces
+                                #   (HF's T5Tokenizer: <extra_id_k> is id pieces + N - 1 - k; T5 and mT5: 100); 0: none
   eod_token: ""                 # hf_bpe / sentencepiece / wordpiece: the end-of-document token's text; "": hf_bpe <|end_of_text|> or
                                 #   <|endoftext|>, else tokenizer_config.json's eos_token; sentencepiece the model's </s>;
                                 #   wordpiece [SEP]

@@ -12,13 +12,16 @@
 namespace mf {
 namespace {
 
-// `path` itself, or `path`/`file_name` when `path` is a folder.
-std::string tokenizer_file(const std::string& kind, const std::string& path, const char* file_name) {
-  MF_CHECK(!path.empty(), "make_tokenizer: '", kind, "' needs a ", file_name, " file or a folder holding one");
+// `path` itself, or `path`/`file_name` when `path` is a folder, else `path`/`other_name` if given.
+std::string tokenizer_file(const std::string& kind, const std::string& path, const char* file_name,
+                           const char* other_name = nullptr) {
+  const std::string names = other_name ? std::string(file_name) + " or " + other_name : std::string(file_name);
+  MF_CHECK(!path.empty(), "make_tokenizer: '", kind, "' needs a ", names, " file or a folder holding one");
   std::filesystem::path p(path);
   if (!std::filesystem::is_directory(p)) return path;
-  MF_CHECK(std::filesystem::exists(p / file_name), "tokenizer folder ", path, " holds no ", file_name);
-  return (p / file_name).string();
+  if (std::filesystem::exists(p / file_name)) return (p / file_name).string();
+  MF_CHECK(other_name && std::filesystem::exists(p / other_name), "tokenizer folder ", path, " holds no ", names);
+  return (p / other_name).string();
 }
 
 }  // namespace
@@ -43,7 +46,9 @@ std::string ByteTokenizer::decode(std::span<const int32_t> ids) const {
 }
 
 std::unique_ptr<Tokenizer> make_tokenizer(const std::string& kind, const std::string& path,
-                                          const std::string& eod_token, bool lower_case) {
+                                          const std::string& eod_token, bool lower_case, int64_t extra_ids) {
+  MF_CHECK(extra_ids == 0 || kind == "sentencepiece", "make_tokenizer: extra_ids (", extra_ids,
+           ", T5's sentinel tokens) is for the sentencepiece tokenizer only, not '", kind, "'");
   if (kind == "byte") return std::make_unique<ByteTokenizer>();
   if (kind == "gpt2" || kind == "gpt2-bpe" || kind == "gpt2_bpe") {
     MF_CHECK(!path.empty(), "make_tokenizer: '", kind, "' needs a vocabulary directory");
@@ -54,7 +59,8 @@ std::unique_ptr<Tokenizer> make_tokenizer(const std::string& kind, const std::st
         HfBpeTokenizer::from_file(tokenizer_file(kind, path, "tokenizer.json"), eod_token));
   if (kind == "sentencepiece")
     return std::make_unique<SentencePieceTokenizer>(
-        SentencePieceTokenizer::from_file(tokenizer_file(kind, path, "tokenizer.model"), eod_token));
+        SentencePieceTokenizer::from_file(tokenizer_file(kind, path, "tokenizer.model", "spiece.model"), eod_token,
+                                          extra_ids));
   if (kind == "wordpiece")
     return std::make_unique<WordPieceTokenizer>(
         WordPieceTokenizer::from_file(tokenizer_file(kind, path, "vocab.txt"), lower_case, eod_token));

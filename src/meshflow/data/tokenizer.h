@@ -2,7 +2,8 @@
 // generation code use; `ByteTokenizer` (ids 0..255 = bytes, 256 = end of document) needs no
 // files; `Gpt2BpeTokenizer` (gpt2_bpe.h) is GPT-2's byte-level BPE, `HfBpeTokenizer` (hf_bpe.h)
 // byte-level BPE from a Hugging Face tokenizer.json (Llama 3, Qwen2), `SentencePieceTokenizer`
-// (sentencepiece.h) a SentencePiece tokenizer.model (Llama 2, Mistral), `WordPieceTokenizer`
+// (sentencepiece.h) a SentencePiece tokenizer.model (Llama 2, Mistral) or spiece.model (T5, with
+// its <extra_id_k> sentinels), `WordPieceTokenizer`
 // (wordpiece.h) BERT's WordPiece over a vocab.txt. All implementations are
 // safe to call from several threads at once.
 #pragma once
@@ -52,12 +53,15 @@ class ByteTokenizer final : public Tokenizer {
 
 // "byte" -> ByteTokenizer; "gpt2" / "gpt2-bpe" / "gpt2_bpe" -> Gpt2BpeTokenizer::from_directory(path);
 // "hf_bpe" -> HfBpeTokenizer from `path`, a tokenizer.json or a folder holding one;
-// "sentencepiece" -> SentencePieceTokenizer from `path`, a tokenizer.model or a folder holding one;
+// "sentencepiece" -> SentencePieceTokenizer from `path`, a SentencePiece model or a folder
+// holding tokenizer.model (Llama 2), else spiece.model (T5), with `extra_ids` sentinels (T5: 100);
 // "wordpiece" -> WordPieceTokenizer from `path`, a BERT vocab.txt or a folder holding one,
 // lower-casing and stripping accents when `lower_case` (the other kinds ignore it).
 // `eod_token` (those three kinds): the end-of-document token's text, "" for the kind's default.
-// Throws naming the kind when it is unknown, and the path when it holds no such file.
+// Throws naming the kind when it is unknown, the path when it holds no such file, and when
+// `extra_ids` is not 0 for a kind other than sentencepiece.
 std::unique_ptr<Tokenizer> make_tokenizer(const std::string& kind, const std::string& path = "",
-                                          const std::string& eod_token = "", bool lower_case = true);
+                                          const std::string& eod_token = "", bool lower_case = true,
+                                          int64_t extra_ids = 0);
 
 }  // namespace mf

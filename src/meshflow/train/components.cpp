@@ -14,6 +14,13 @@ struct Registries {
   TokenizerRegistry tokenizers{"tokenization.tokenizer"};
 };
 
+// tokenization.extra_ids adds T5's sentinels to a SentencePiece vocabulary; other kinds refuse it.
+void check_no_extra_ids(const Config& c, const std::string& kind) {
+  const int64_t n = c.get_int("tokenization.extra_ids");
+  MF_CHECK(n == 0, "tokenization.extra_ids (", n,
+           ": T5's sentinel tokens) is for tokenization.tokenizer sentencepiece, not ", kind);
+}
+
 void register_builtins(Registries& r) {
   r.optimizers.add("adamw", [](std::vector<optim::ParamGroup> g, const TrainOptions& o) -> std::unique_ptr<optim::Optimizer> {
     return std::make_unique<optim::AdamW>(std::move(g), o.lr, o.beta1, o.beta2, o.eps);
@@ -26,8 +33,12 @@ void register_builtins(Registries& r) {
       c.name = name;
       return optim::LrScheduler(c);
     });
-  r.tokenizers.add("byte", [](const Config&) -> std::unique_ptr<Tokenizer> { return std::make_unique<ByteTokenizer>(); });
+  r.tokenizers.add("byte", [](const Config& c) -> std::unique_ptr<Tokenizer> {
+    check_no_extra_ids(c, "byte");
+    return std::make_unique<ByteTokenizer>();
+  });
   r.tokenizers.add("gpt2_bpe", [](const Config& c) -> std::unique_ptr<Tokenizer> {
+    check_no_extra_ids(c, "gpt2_bpe");
     std::string vocab = c.get_string("tokenization.vocab_file"), merges = c.get_string("tokenization.merges_file");
     MF_CHECK(!vocab.empty() && !merges.empty(),
              "tokenization.tokenizer gpt2_bpe needs tokenization.vocab_file and tokenization.merges_file");
@@ -37,13 +48,17 @@ void register_builtins(Registries& r) {
     r.tokenizers.add(kind, [kind](const Config& c) -> std::unique_ptr<Tokenizer> {
       std::string file = c.get_string("tokenization.tokenizer_file");
       MF_CHECK(!file.empty(), "tokenization.tokenizer ", kind, " needs tokenization.tokenizer_file (",
-               std::string(kind) == "hf_bpe" ? "a tokenizer.json" : "a tokenizer.model", " or a folder holding it)");
-      return make_tokenizer(kind, file, c.get_string("tokenization.eod_token"));
+               std::string(kind) == "hf_bpe" ? "a tokenizer.json" : "a tokenizer.model or spiece.model",
+               " or a folder holding it)");
+      if (std::string(kind) != "sentencepiece") check_no_extra_ids(c, kind);
+      return make_tokenizer(kind, file, c.get_string("tokenization.eod_token"), true,
+                            c.get_int("tokenization.extra_ids"));
     });
   r.tokenizers.add("wordpiece", [](const Config& c) -> std::unique_ptr<Tokenizer> {
     std::string file = c.get_string("tokenization.tokenizer_file");
     MF_CHECK(!file.empty(), "tokenization.tokenizer wordpiece needs tokenization.tokenizer_file (a BERT vocab.txt or a "
                             "folder holding it)");
+    check_no_extra_ids(c, "wordpiece");
     return make_tokenizer("wordpiece", file, c.get_string("tokenization.eod_token"),
                           c.get_bool("tokenization.do_lower_case"));
   });
