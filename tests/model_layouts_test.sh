@@ -236,9 +236,12 @@ if [ "$model" = t5 ]; then
   compare one tp4 rc_full rc_sel
   compare one_mb2 pp4
   compare dp2_mb2 dp2tp2pp2
+  # bf16 to 5e-3 (losses) and 1e-2 (gradient norms): T5 v1.1's untied head at Hugging Face's
+  # initialisation (std 1) gives logits of std ~6 and losses ~17, so a bf16 logit rounded one ulp
+  # differently in another reduction order moves the loss more than in the other models.
   run bf16 1 8 train.amp.enabled=true
   run bf16dp2tp2 4 4 train.amp.enabled=true train.dist.tensor_parallel_size=2
-  compare -t 2e-4 -g 1e-2 bf16 bf16dp2tp2
+  compare -t 5e-3 -g 1e-2 bf16 bf16dp2tp2
   # T5 v1.0: a ReLU MLP and the output projection tied to the shared embedding (on the first and
   # the last stage under pp).
   v10=(model.feed_forward_proj=relu model.tie_word_embeddings=true)

@@ -165,7 +165,7 @@ TEST(PipelineSchedule, PipelineNumLayersMustBeTheModelsLayers) {
   }
   for (const char* pp : {"train.dist.pipeline_parallel_size=1", "train.dist.pipeline_parallel_size=2"})
     MFT_EXPECT_ERROR(mf::train::train_options(mf::Config::load(small, {"train.dist.pipeline_num_layers=6", pp}), 2),
-                     "train.dist.pipeline_num_layers 6 must be 0 or model.num_layers (12)");
+                     "train.dist.pipeline_num_layers 6 must be 0 or the model's layers (12");
 }
 
 }  // namespace

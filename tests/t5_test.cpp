@@ -7,6 +7,8 @@
 #include <cstdio>
 
 #include "golden_testing.h"
+#include "meshflow/config/config.h"
+#include "meshflow/models/registry.h"
 #include "meshflow/models/t5/model.h"
 
 namespace {
@@ -93,5 +95,50 @@ void check_against_golden(DType dt, double rtol) {
 
 TEST(T5, MatchesPyTorchReferenceF64) { check_against_golden(DType::kF64, 1e-9); }
 TEST(T5, MatchesPyTorchReferenceF32) { check_against_golden(DType::kF32, 1e-5); }
+
+// The configs shipped for the published sizes build models of the published parameter counts
+// (T5ForConditionalGeneration.num_parameters(): t5-base 222,903,552 with its tied head,
+// google/t5-v1_1-base 247,577,856, google/mt5-base 582,401,280).
+TEST(T5, ShippedConfigsHaveThePublishedSizes) {
+  const std::string dir = std::string(MESHFLOW_SOURCE_DIR) + "/configs/t5/";
+  auto params = [](const mf::Config& c) {
+    int64_t n = 0;
+    for (const auto& [name, shape] : mf::models::model_spec(c.get_string("model.name")).parameter_shapes(c))
+      n += mf::shape_numel(shape);
+    return n;
+  };
+  EXPECT_EQ(params(mf::Config::load(dir + "t5_base.yaml", {})), 222903552);
+  EXPECT_EQ(params(mf::Config::load(dir + "t5_v1_1_base.yaml", {})), 247577856);
+  EXPECT_EQ(params(mf::Config::load(dir + "mt5_base.yaml", {})), 582401280);
+  const mf::Config tiny = mf::Config::load(dir + "tiny.yaml", {"model.vocab_size=2100"});
+  EXPECT_EQ(mf::models::model_layers(tiny), 4);
+}
+
+// The relative position buckets of a few distances, worked by hand from the T5 paper's scheme
+// (Hugging Face's _relative_position_bucket): 32 buckets up to distance 128.
+TEST(T5, RelativeBuckets) {
+  // Bidirectional: 16 per direction, exact below 8; keys before the query in buckets 0-15, after in
+  // 16-31; distance 8 -> 8 + floor(log(1) ...) = 8; 12 -> 8 + floor(log(1.5)/log(16) * 8) = 9;
+  // 127 -> 8 + floor(log(15.875)/log(16) * 8) = 15; beyond 128 capped at 15.
+  const Tensor b = mf::models::t5_relative_buckets(1, 300, true, 32, 128);
+  const int64_t* p = b.data<int64_t>();
+  EXPECT_EQ(p[0], 0);
+  EXPECT_EQ(p[1], 17);
+  EXPECT_EQ(p[7], 23);
+  EXPECT_EQ(p[8], 24);
+  EXPECT_EQ(p[12], 25);
+  EXPECT_EQ(p[127], 31);
+  EXPECT_EQ(p[299], 31);
+  // Causal: keys after the query share bucket 0; 32 buckets, exact below 16 for keys before.
+  const Tensor c = mf::models::t5_relative_buckets(300, 1, false, 32, 128);
+  const int64_t* q = c.data<int64_t>();
+  EXPECT_EQ(q[0], 0);
+  EXPECT_EQ(q[15], 15);
+  EXPECT_EQ(q[16], 16);   // 16 + floor(log(1)/log(8) * 16)
+  EXPECT_EQ(q[32], 21);   // 16 + floor(log(2)/log(8) * 16) = 16 + 5
+  EXPECT_EQ(q[299], 31);
+  const Tensor after = mf::models::t5_relative_buckets(1, 5, false, 32, 128);
+  for (int64_t j = 0; j < 5; ++j) EXPECT_EQ(after.data<int64_t>()[j], 0);
+}
 
 }  // namespace

@@ -110,12 +110,13 @@ Tensor Model::stage_forward(const Batch& batch, const Tensor& input, uint64_t st
     enter(1 + layer);
     const std::optional<CheckpointGranularity> how =
         training() && grad_enabled() ? recomputation(layer) : std::nullopt;
+    // A layer's output between layers has the hidden SBP (a no-op for a layer that keeps it).
     if (how == CheckpointGranularity::kFull)
       x = global::checkpoint([this, layer, batch](const std::vector<GlobalTensor>& in) {
-            return std::vector<GlobalTensor>{run_layer(layer, in[0], batch, false)};
+            return std::vector<GlobalTensor>{global::box(run_layer(layer, in[0], batch, false), place_.hidden_sbp())};
           }, {x})[0];
     else
-      x = run_layer(layer, x, batch, how.has_value());
+      x = global::box(run_layer(layer, x, batch, how.has_value()), place_.hidden_sbp());
     x.local = leave(1 + layer, x.local);
   }
   use_stream(1 + streams_per_layer() * static_cast<uint64_t>(num_layers_));  // the head's streams
@@ -177,19 +178,31 @@ Tensor Model::loss(const Batch& batch) const {
 std::vector<nn::ParamUnit> Model::layered_units(const std::vector<std::string>& embedding_prefixes,
                                                 const std::string& layer_prefix,
                                                 const std::vector<std::string>& head_prefixes) const {
+  return layered_units(
+      embedding_prefixes,
+      [&layer_prefix](int64_t l) { return std::vector<std::string>{layer_prefix + std::to_string(l) + "."}; },
+      head_prefixes);
+}
+
+std::vector<nn::ParamUnit> Model::layered_units(const std::vector<std::string>& embedding_prefixes,
+                                                const std::function<std::vector<std::string>(int64_t)>& layer_prefixes,
+                                                const std::vector<std::string>& head_prefixes) const {
   const auto named = named_parameters();
   auto with_prefix = [&](const std::vector<std::string>& prefixes) {
     std::vector<size_t> r;
     for (size_t k = 0; k < named.size(); ++k)
       for (const std::string& pre : prefixes)
-        if (named[k].first.compare(0, pre.size(), pre) == 0) r.push_back(k);
+        if (named[k].first.compare(0, pre.size(), pre) == 0) {
+          r.push_back(k);
+          break;
+        }
     return r;
   };
   std::vector<nn::ParamUnit> units;
   if (stage().first) units.push_back({0, 0, with_prefix(embedding_prefixes)});
   for (size_t k = 0; k < chunk_layers_.size(); ++k)
     for (int64_t l = chunk_layers_[k].first; l < chunk_layers_[k].second; ++l)
-      units.push_back({1 + l, static_cast<int64_t>(k), with_prefix({layer_prefix + std::to_string(l) + "."})});
+      units.push_back({1 + l, static_cast<int64_t>(k), with_prefix(layer_prefixes(l))});
   if (stage().last) units.push_back({head_unit(), stage().num_chunks() - 1, with_prefix(head_prefixes)});
   return units;
 }

@@ -210,6 +210,11 @@ class Model : public nn::Module {
   std::vector<nn::ParamUnit> layered_units(const std::vector<std::string>& embedding_prefixes,
                                            const std::string& layer_prefix,
                                            const std::vector<std::string>& head_prefixes) const;
+  // The same with each layer's prefixes given by `layer_prefixes(layer)` (a parameter several
+  // layers use, in each of their units).
+  std::vector<nn::ParamUnit> layered_units(const std::vector<std::string>& embedding_prefixes,
+                                           const std::function<std::vector<std::string>(int64_t)>& layer_prefixes,
+                                           const std::vector<std::string>& head_prefixes) const;
   void enter(int64_t unit) const {
     if (hooks_) hooks_->enter(unit);
   }

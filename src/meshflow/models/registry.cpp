@@ -50,6 +50,11 @@ const ModelSpec* model_spec_for_hf_type(const std::string& type) {
   return nullptr;
 }
 
+int64_t model_layers(const Config& c) {
+  const ModelSpec& s = model_spec(c.get_string("model.name"));
+  return s.num_layers ? s.num_layers(c) : c.get_int("model.num_layers");
+}
+
 std::shared_ptr<Model> build_model(const Config& c, int64_t tokenizer_vocab_size, const ModelContext& ctx) {
   return model_spec(c.get_string("model.name")).build(c, tokenizer_vocab_size, ctx);
 }

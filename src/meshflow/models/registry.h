@@ -49,6 +49,9 @@ struct ModelSpec {
   // hold with another shape (another number of labels), keep their initialisation, as Hugging
   // Face's from_pretrained does.
   std::vector<std::string> head_prefixes;
+  // The layers a pipeline places over its stages for the model.* keys of `c` (null:
+  // model.num_layers; T5: its encoder's and decoder's blocks).
+  std::function<int64_t(const Config& c)> num_layers;
   // The whole model's parameters for the model.* keys of `c`: names and logical shapes, in model
   // order (Model::parameter_shapes() of the model those keys build).
   std::function<std::vector<std::pair<std::string, Shape>>(const Config& c)> parameter_shapes;
@@ -68,6 +71,8 @@ const ModelSpec& model_spec(const std::string& name);
 std::vector<std::string> model_names();
 // The spec whose Hugging Face model_type is `type`, or null.
 const ModelSpec* model_spec_for_hf_type(const std::string& type);
+// The layers of the model.* keys of `c` (ModelSpec::num_layers).
+int64_t model_layers(const Config& c);
 // model_spec(c.get_string("model.name")).build(c, tokenizer_vocab_size, ctx).
 std::shared_ptr<Model> build_model(const Config& c, int64_t tokenizer_vocab_size, const ModelContext& ctx = {});
 

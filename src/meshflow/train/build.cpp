@@ -6,6 +6,7 @@
 
 #include "meshflow/global/device_mesh.h"
 #include "meshflow/models/model.h"
+#include "meshflow/models/registry.h"
 #include "meshflow/parallel/pipeline_schedule.h"
 
 namespace mf::train {
@@ -27,7 +28,7 @@ int apply_thread_count(const Config& c) {
 }
 
 std::vector<std::pair<int64_t, int64_t>> pipeline_layers(const Config& c, int64_t virtual_stages) {
-  const int64_t layers = c.get_int("model.num_layers");
+  const int64_t layers = models::model_layers(c);
   std::vector<double> custom = c.get_float_list("train.dist.custom_pipeline_stage_id");
   if (!custom.empty()) {
     MF_CHECK(c.get_int("train.dist.virtual_pipeline_size") == 1,
@@ -92,9 +93,10 @@ void parallel_options(const Config& c, const global::MeshSizes& mesh, TrainOptio
   // LiBai's train.dist.pipeline_num_layers: the layers placed over the stages. Every layer of the
   // model is placed here (custom_pipeline_stage_id or the balanced split), so the key can only
   // restate model.num_layers; another value is a config meant for another model.
-  const int64_t layers = c.get_int("model.num_layers"), placed = c.get_int("train.dist.pipeline_num_layers");
+  const int64_t layers = models::model_layers(c), placed = c.get_int("train.dist.pipeline_num_layers");
   MF_CHECK(placed == 0 || placed == layers, "train.dist.pipeline_num_layers ", placed,
-           " must be 0 or model.num_layers (", layers, "): the pipeline places all of the model's layers");
+           " must be 0 or the model's layers (", layers, ": model.num_layers, T5 with model.num_decoder_layers): the "
+           "pipeline places all of the model's layers");
   MF_CHECK(o.virtual_pipeline_size >= 1, "train.dist.virtual_pipeline_size must be >= 1, got ", o.virtual_pipeline_size);
   const auto schedule = parallel::parse_pipeline_schedule(o.pipeline_schedule);
   if (mesh.pipeline > 1) {

@@ -135,7 +135,7 @@ RunSources make_sources(const Config& c, const models::Model& model, const Token
   }
   if (kind == models::BatchKind::kSpanCorruption) {
     // T5: span corruption over sentence-split documents; the encoder reads data.seq_length tokens,
-    // the decoder model.decoder_seq_length (0: what a full encoder input's target needs).
+    // the decoder model.decoder_seq_length.
     T5SpecialTokens special;
     special.pad = static_cast<int32_t>(c.get_int("model.pad_token_id"));
     special.eos = tok.eod_id();
@@ -148,7 +148,7 @@ RunSources make_sources(const Config& c, const models::Model& model, const Token
       MF_CHECK(*p == special.pad, "model.pad_token_id ", special.pad, " is not the tokenizer's <pad> (id ", *p,
                "): set model.pad_token_id=", *p);
     const int64_t dec = c.get_int("model.decoder_seq_length");
-    MF_CHECK(dec >= 0, "model.decoder_seq_length ", dec, " must be 0 (derived from data.seq_length) or a length");
+    MF_CHECK(dec > 0, "model.decoder_seq_length ", dec, " must be a length (114 for a 512-token encoder input)");
     auto d = std::make_shared<RunData>(open_data(c, /*by_document=*/true));
     auto open = [&](DocumentRange range, uint64_t seed, int64_t samples) {
       T5DatasetOptions to;

@@ -16,9 +16,10 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 }
 bool starts_with(const std::string& s, const std::string& prefix) { return s.compare(0, prefix.size(), prefix) == 0; }
 
-// A host tensor as a B global tensor beside `like` (its placement), on `like`'s device.
+// A host tensor as a B global tensor on `like`'s placement and device.
 GlobalTensor beside(const GlobalTensor& like, const Tensor& t) {
-  return GlobalTensor{like.placement, like.nd_sbp, t.shape(), to(t, like.local.device())};
+  return GlobalTensor{like.placement, global::uniform_sbp(like.placement, global::Sbp::broadcast()), t.shape(),
+                      to(t, like.local.device())};
 }
 
 Tensor host_i64(const Tensor& t) { return contiguous(cast(to(t.detach(), cpu_device()), DType::kI64)); }
@@ -194,7 +195,7 @@ T5Model::T5Model(const T5Config& c, const ModelContext& ctx) : Model(ctx, c.tota
         blocks_[static_cast<size_t>(first + j)] = group->add(std::to_string(j), std::make_shared<T5Block>(c, *p, decoder));
         any = p;
       }
-    if (any) {  // this stack's bias table: block 0's, or a copy where block 0 is another stage's
+    if (any) {  // this stack's bias table: block 0's, or a copy where another part holds block 0
       auto t = std::make_shared<layers::Embedding>(c.relative_attention_num_buckets, c.num_attention_heads, *any, false, dt);
       if (const auto& b0 = blocks_[static_cast<size_t>(first)]) {
         b0->self_attention().hold_table(t);
@@ -250,34 +251,20 @@ std::vector<std::string> T5Model::tied_parameters() const {
 }
 
 std::vector<nn::ParamUnit> T5Model::parameter_units() const {
-  const auto named = named_parameters();
   const int64_t Le = c_.num_layers;
-  auto with = [&](const std::vector<std::string>& prefixes) {
-    std::vector<size_t> r;
-    for (size_t k = 0; k < named.size(); ++k)
-      for (const std::string& pre : prefixes)
-        if (starts_with(named[k].first, pre)) {
-          r.push_back(k);
-          break;
-        }
-    return r;
-  };
-  std::vector<nn::ParamUnit> units;
-  if (stage().first) units.push_back({0, 0, with({"shared."})});
-  const auto& chunks = chunk_layers();
-  for (size_t k = 0; k < chunks.size(); ++k)
-    for (int64_t l = chunks[k].first; l < chunks[k].second; ++l) {
-      const bool decoder = l >= Le;
-      const std::string stack = decoder ? "decoder." : "encoder.";
-      std::vector<std::string> prefixes = {stack + "block." + std::to_string(decoder ? l - Le : l) + ".",
-                                           t5_bias_table(decoder)};
-      if (l == Le) prefixes.push_back("encoder.final_layer_norm.");
-      units.push_back({1 + l, static_cast<int64_t>(k), with(prefixes)});
-    }
-  if (stage().last)
-    units.push_back({head_unit(), stage().num_chunks() - 1,
-                     with({"decoder.final_layer_norm.", c_.tie_word_embeddings ? "shared." : "lm_head."})});
-  return units;
+  // Each block's unit holds its stack's bias table too (every block computes its bias from it);
+  // decoder block 0's the encoder's final norm.
+  return layered_units(
+      {"shared."},
+      [Le](int64_t l) {
+        const bool decoder = l >= Le;
+        std::vector<std::string> p = {std::string(decoder ? "decoder" : "encoder") + ".block." +
+                                          std::to_string(decoder ? l - Le : l) + ".",
+                                      t5_bias_table(decoder)};
+        if (l == Le) p.push_back("encoder.final_layer_norm.");
+        return p;
+      },
+      {"decoder.final_layer_norm.", c_.tie_word_embeddings ? "shared." : "lm_head."});
 }
 
 double T5Model::flops_per_token(int64_t seq_len) const {
@@ -336,7 +323,7 @@ GlobalTensor T5Model::run_layer(int64_t layer, const GlobalTensor& x, const Batc
                         hidden_keys(batch.decoder_attention_mask, B, Td, Td, true), enc,
                         hidden_keys(batch.attention_mask, B, 1, Te, false), recompute_inside);
   }
-  return global::box(global::cat({enc, dec}, 1), layer_place(layer)->hidden_sbp());
+  return global::cat({enc, dec}, 1);
 }
 
 std::optional<CheckpointGranularity> T5Model::recomputation(int64_t layer) const {

@@ -6,15 +6,15 @@
 // both inputs and the output projection (v1.0: the shared embedding, the output scaled by
 // d_model^-0.5; v1.1: lm_head). Parameter names, shapes and layouts are Hugging Face's.
 //
-// One layered model over every layout: the layers are the encoder blocks then the decoder blocks
-// (layer num_layers + j is decoder block j), so pipeline stages hold encoder and decoder blocks
-// from one list. The activation between layers is the pair (encoder states, decoder states)
-// joined along the sequence: (B, T_enc + T_dec, C). The first stage embeds both inputs; an
-// encoder block transforms the encoder part and passes the decoder part on; the first decoder
-// block applies the encoder's final norm (and the decoder's embedding dropout); decoder blocks
-// read the encoder part for cross-attention and pass it on, so the encoder's output travels with
-// the micro-batch to every decoder stage and its gradient comes back the same way. Every stage
-// holding blocks of a stack holds a copy of that stack's bias table (tied_parameters()).
+// One layered model: the layers are the encoder blocks then the decoder blocks (layer num_layers +
+// j is decoder block j), one list whatever holds them. The activation between layers is the pair
+// (encoder states, decoder states) joined along the sequence: (B, T_enc + T_dec, C). The
+// embedding takes both inputs; an encoder block transforms the encoder part and passes the
+// decoder part on; the first decoder block applies the encoder's final norm (and the decoder's
+// embedding dropout); decoder blocks read the encoder part for cross-attention and pass it on, so
+// the encoder's output travels with the micro-batch to every decoder block and its gradient comes
+// back the same way. A part of the model holding blocks of a stack without its block 0 holds a
+// copy of that stack's bias table (tied_parameters()).
 //
 // Written once, on global tensors: q, k, v and the MLP's input projections split their output
 // features (whole heads), o and wo their input features; the shared embedding and lm_head split

@@ -36,6 +36,10 @@ ModelSpec spec(const char* name, const char* architecture) {
   // What the tensors' shapes do not show.
   s.structure_keys = {"model.num_attention_heads", "model.head_dim", "model.feed_forward_proj",
                       "model.relative_attention_max_distance", "model.layernorm_epsilon", "model.tie_word_embeddings"};
+  s.num_layers = [](const Config& c) {  // the encoder's and the decoder's blocks (0 decoder layers: as many)
+    const int64_t enc = c.get_int("model.num_layers"), dec = c.get_int("model.num_decoder_layers");
+    return enc + (dec == 0 ? enc : dec);
+  };
   s.parameter_shapes = [](const Config& c) { return t5_parameter_shapes(sizes(c)); };
   s.describe = [](const Config& c) { return t5_describe(sizes(c)); };
   s.checkpoint_config = checkpoint_config;
