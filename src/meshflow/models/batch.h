@@ -3,7 +3,8 @@
 // a model reads is its own: a causal language model input_ids and labels; BERT also
 // token_type_ids, attention_mask and next_sentence_label; a sequence classifier class labels; an
 // encoder-decoder (T5) input_ids and attention_mask for its encoder, decoder_input_ids and
-// decoder_attention_mask for its decoder, and labels (B, T_dec) for the decoder's positions.
+// decoder_attention_mask for its decoder, and labels (B, T_dec) for the decoder's positions; an
+// image classifier (ViT) pixel_values (B, 3, H, W) f32, normalised, and a class label per row.
 #pragma once
 #include <cstdint>
 
@@ -22,8 +23,11 @@ struct Batch {
   Tensor next_sentence_label;  // (B) 0 = segment B continues A, 1 = random; undefined: none
   Tensor decoder_input_ids;       // (B, T_dec) encoder-decoder: the decoder's input (labels shifted right)
   Tensor decoder_attention_mask;  // (B, T_dec) 1 = a real decoder token, 0 = padding; undefined: none
+  Tensor pixel_values;            // (B, channels, H, W) f32 images, normalised (mean/std); undefined: none
 
-  int64_t rows() const { return input_ids.defined() ? input_ids.shape(0) : labels.shape(0); }
+  int64_t rows() const {
+    return input_ids.defined() ? input_ids.shape(0) : pixel_values.defined() ? pixel_values.shape(0) : labels.shape(0);
+  }
 };
 
 // Elements of `labels` that are not -100 (ignored), counted on the host.

@@ -83,8 +83,9 @@ struct ModelContext {
 // next-sentence labels (or one segment without them); kSequenceClassification: padded texts and a
 // class label per row; kSpanCorruption: T5's corrupted spans — the encoder reads the text with
 // each noise span replaced by a sentinel, the decoder predicts the sentinels and the spans
-// (input_ids, attention_mask (B, T_enc); decoder_input_ids, decoder_attention_mask, labels (B, T_dec)).
-enum class BatchKind { kCausalLM, kMaskedLM, kSequenceClassification, kSpanCorruption };
+// (input_ids, attention_mask (B, T_enc); decoder_input_ids, decoder_attention_mask, labels (B, T_dec));
+// kImageClassification: pixel_values (B, 3, H, W) and a class label per row.
+enum class BatchKind { kCausalLM, kMaskedLM, kSequenceClassification, kSpanCorruption, kImageClassification };
 
 // A layered model: an embedding (unit 0), num_layers layers (unit 1 + l) and a head (unit
 // num_layers + 1). The model writes each as for one device, on global tensors, and builds the
