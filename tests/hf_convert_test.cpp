@@ -22,6 +22,8 @@
 #include "meshflow/models/llama/model.h"
 #include "meshflow/models/t5/hf.h"
 #include "meshflow/models/t5/model.h"
+#include "meshflow/models/vit/hf.h"
+#include "meshflow/models/vit/model.h"
 #include "meshflow/io/safetensors.h"
 #include "meshflow/io/checkpoint.h"
 #include "meshflow/train/pretrained.h"
@@ -608,6 +610,68 @@ TEST_F(HfConvert, T5RoundTripIsBitIdentical) {
   raw.push_back({"decoder.embed_tokens.weight", "F32", {40, 16}, bytes_of(other)});
   const std::string bad = hf_dir("t5_bad", raw, cfg.dump(2));
   MFT_EXPECT_ERROR(mf::train::convert_from_hf(bad, bad + "_ck"), "decoder.embed_tokens.weight");
+}
+
+// ViTForImageClassification: Hugging Face -> meshflow checkpoint -> Hugging Face gives every tensor
+// back bit for bit and the same config.json (a ViTModel file's pooler dropped); loading into a model
+// of another image size interpolates the position embeddings, and into one of another class count
+// starts a new classifier.
+TEST_F(HfConvert, VitRoundTripIsBitIdentical) {
+  using mf::models::VitConfig;
+  using mf::models::VitModel;
+  json cfg = {{"model_type", "vit"}, {"architectures", {"ViTForImageClassification"}}, {"image_size", 12},
+              {"patch_size", 4}, {"num_channels", 3}, {"hidden_size", 16}, {"num_hidden_layers", 2},
+              {"num_attention_heads", 4}, {"intermediate_size", 24}, {"hidden_act", "gelu"}, {"layer_norm_eps", 1e-12},
+              {"qkv_bias", true}, {"torch_dtype", "bfloat16"},
+              {"id2label", {{"0", "LABEL_0"}, {"1", "LABEL_1"}, {"2", "LABEL_2"}}}};
+  const std::string cfg_path = path("vit_cfg.json");
+  mf::write_file_atomic(cfg_path, cfg.dump(2));
+  const VitConfig vc = mf::models::vit_config_from_hf(cfg_path);
+  ASSERT_EQ(vc.num_labels, 3);
+  VitModel model(vc);
+  model.init_weights(4);
+  std::vector<RawTensor> raw;
+  mf::nn::NamedTensors w;
+  for (const auto& [name, t] : model.named_parameters()) {
+    w.emplace_back(name, mf::contiguous(mf::cast(t.detach(), DType::kBF16)));
+    raw.push_back({name, "BF16", t.shape(), bytes_of(w.back().second)});
+  }
+  raw.push_back({"vit.pooler.dense.weight", "BF16", {16, 16}, raw[4].bytes.substr(0, 16 * 16 * 2)});
+  const std::string src = hf_dir("vit_one", raw, cfg.dump(2));
+  const std::string ck = src + "_ck", out = src + "_hf";
+  mf::train::convert_from_hf(src, ck);
+  mf::train::convert_to_hf(ck, out);
+  Parsed parsed = parse_by_hand(out + "/model.safetensors");
+  for (const auto& [name, t] : w) {
+    ASSERT_TRUE(parsed.tensors.count(name)) << name;
+    EXPECT_TRUE(parsed.tensors.at(name).bytes == bytes_of(t)) << name << " bytes differ";
+  }
+  EXPECT_EQ(parsed.tensors.size(), w.size());
+  const json back = json::parse(mf::read_file(out + "/config.json"));
+  for (auto& [k, val] : cfg.items()) EXPECT_EQ(back[k], val) << k;
+  mf::models::Batch batch;
+  batch.pixel_values = mf::cast(mf::from_vector(std::vector<double>(2 * 3 * 12 * 12, 0.25), {2, 3, 12, 12}), DType::kF32);
+  for (int64_t i = 0; i < batch.pixel_values.numel(); ++i) batch.pixel_values.data<float>()[i] = static_cast<float>((i * 37 % 101) / 50.0 - 1.0);
+  VitModel direct(vc), loaded(vc);
+  direct.eval();
+  loaded.eval();
+  mf::nn::NamedTensors f32;
+  for (const auto& [name, t] : w) f32.emplace_back(name, mf::cast(t, DType::kF32));
+  direct.load_state_dict(f32);
+  mf::train::load_model_weights(loaded, mf::train::read_model_weights(ck));
+  EXPECT_EQ(loaded.logits(batch).to_vector<float>(), direct.logits(batch).to_vector<float>());
+  // Another image size (16: a 4x4 grid) and class count (7): interpolated positions, a new head.
+  VitConfig other = vc;
+  other.image_size = 16;
+  other.num_labels = 7;
+  VitModel bigger(other);
+  bigger.init_weights(5);
+  const std::string note = mf::train::load_model_weights(bigger, mf::train::read_model_weights(src), true);
+  EXPECT_NE(note.find("position embeddings interpolated from 3x3 to 4x4"), std::string::npos) << note;
+  EXPECT_NE(note.find("newly initialised: classifier.weight classifier.bias"), std::string::npos) << note;
+  const auto got = by_name(bigger.named_parameters());
+  const Tensor expect = mf::models::vit_interpolate_positions(mf::cast(by_name(w).at("vit.embeddings.position_embeddings"), DType::kF32), 4);
+  EXPECT_EQ(got.at("vit.embeddings.position_embeddings").to_vector<float>(), expect.to_vector<float>());
 }
 
 // `meshflow train model.pretrained=...` starts from the weights: with lr 0 the run's checkpoint

@@ -16,7 +16,8 @@ mf::Config small_config(const std::string& name) {
   const bool t5 = name == "t5" || name == "mt5";
   return mf::Config::from_yaml("model: {name: " + name + (t5 ? ", num_layers: 2, num_decoder_layers: 2" : ", num_layers: 4") +
                                ", hidden_size: 16, num_attention_heads: 2, ffn_hidden_size: 32, "
-                               "max_seq_length: 8, decoder_seq_length: 2, vocab_size: 50, embedding_dropout_prob: 0.0, "
+                               "max_seq_length: 8, decoder_seq_length: 2, vocab_size: 50, image_size: 8, patch_size: 4, "
+                               "num_labels: 3, embedding_dropout_prob: 0.0, "
                                "attention_dropout_prob: 0.0, output_dropout_prob: 0.0}");
 }
 
@@ -32,6 +33,13 @@ mf::models::Batch small_batch(const mf::models::Model& m) {
     b.decoder_input_ids = mf::from_vector(std::vector<int64_t>{0, 7, 0, 8}, {2, 2});
     b.decoder_attention_mask = mf::from_vector(std::vector<int64_t>{1, 1, 1, 0}, {2, 2});
     b.labels = mf::from_vector(std::vector<int64_t>{7, 9, 8, -100}, {2, 2});
+  }
+  if (m.batch_kind() == mf::models::BatchKind::kImageClassification) {  // 8x8 images, 3 classes
+    b = mf::models::Batch();
+    std::vector<float> px(2 * 3 * 8 * 8);
+    for (size_t i = 0; i < px.size(); ++i) px[i] = static_cast<float>(static_cast<int>(i * 29 % 17) - 8) / 8.0f;
+    b.pixel_values = mf::from_vector(px, {2, 3, 8, 8});
+    b.labels = mf::from_vector(std::vector<int64_t>{2, 0}, {2});
   }
   return b;
 }
@@ -79,8 +87,9 @@ TEST(ModelZoo, SpecsDescribeTheModelsTheyBuild) {
       if (s == 0) {
         stage->eval();
         const mf::models::Batch b = small_batch(*stage);
-        mf::Tensor out = stage->stage_forward(b, mf::Tensor(), 0, 3);
-        EXPECT_EQ(out.shape(), stage->activation_shape(2, 3)) << name;
+        const int64_t T = stage->sequence_length(b);
+        mf::Tensor out = stage->stage_forward(b, mf::Tensor(), 0, T);
+        EXPECT_EQ(out.shape(), stage->activation_shape(2, T)) << name;
         EXPECT_EQ(out.dtype(), stage->activation_dtype(mf::cpu_device())) << name;
       }
     }
@@ -100,7 +109,8 @@ TEST(ModelZoo, TheWholeModelsLossIsItsStagesLoss) {
     for (auto* m : {whole.get(), first.get(), last.get()}) m->eval();
     const mf::models::Batch b = small_batch(*whole);
     const double l = whole->loss(b).item();
-    const mf::Tensor h = last->stage_forward(b, first->stage_forward(b, mf::Tensor(), 0, 3), 0, 3);
+    const int64_t T = whole->sequence_length(b);
+    const mf::Tensor h = last->stage_forward(b, first->stage_forward(b, mf::Tensor(), 0, T), 0, T);
     const double piped = last->head_loss(h, b, whole->loss_counts(b)).item();
     EXPECT_EQ(l, piped) << name << ": same seed, same initial values, same loss";
     EXPECT_GT(l, 0.0) << name;

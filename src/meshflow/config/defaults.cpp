@@ -44,7 +44,7 @@ model:
   pad_token_id: 0               # BERT family, T5: the padding id (RoBERTa counts positions after it: 1; T5's decoder
                                 #   starts with it)
   add_binary_head: true         # BERT: next-sentence prediction in pretraining (false: masked LM only; RoBERTa never)
-  num_labels: 2                 # BERT family, classification: the classes
+  num_labels: 2                 # BERT family, classification; ViT: the classes
   num_decoder_layers: 0         # T5: the decoder's blocks; 0 = num_layers (the encoder's)
   feed_forward_proj: relu       # T5: relu (T5 v1.0) | gated-gelu (T5 v1.1, mT5: gelu (tanh form) of wi_0 x times wi_1 x)
   relative_attention_num_buckets: 32   # T5: buckets of relative distance per stack (half per direction in the encoder)
@@ -52,6 +52,9 @@ model:
   decoder_seq_length: 114       # T5: the decoder's length of a training sample (the targets: sentinels and spans, </s>);
                                 #   the encoder's is data.seq_length (0 = max_seq_length)
   initializer_factor: 1.0       # T5: scales Hugging Face's T5 initialisation (initializer_range is not used)
+  image_size: 224               # ViT: the images' side in pixels (the data pipeline resizes and crops to it)
+  patch_size: 16                # ViT: the patches' side; (image_size / patch_size)^2 patches and a class token
+  num_channels: 3               # ViT: colour channels of the images
   sliding_window: 0             # Llama family: 0 = full causal attention; W = each position attends to the W
                                 #   latest positions, itself included (Mistral)
   pretrained: ""                # "" = random init; else weights to start from (any parallel layout, cast to the

@@ -162,6 +162,19 @@ GlobalTensor Linear::forward(const GlobalTensor& x) const {
   return round_to(global::linear(xin, place_.wrap(w), bias.defined() ? place_.wrap(b) : no_bias), storage);
 }
 
+Tensor ParamGroup::add_param(const std::string& name, const Shape& shape, DType dt) {
+  const nn::ParamLayout l = nn::replicated_layout(shape);
+  Tensor t = register_parameter(name, local_zeros(l, place_, dt), l);
+  own_.emplace_back(name, t);
+  return t;
+}
+
+GlobalTensor ParamGroup::value(const std::string& name) const {
+  for (const auto& [n, t] : own_)
+    if (n == name) return place_.wrap(nn::compute(t));
+  MF_THROW("ParamGroup: no parameter '", name, "'");
+}
+
 RMSNorm::RMSNorm(int64_t dim, double eps, const Place& place, DType dt)
     : weight(register_parameter("weight", ones({dim}, dt))), eps_(eps), place_(place) {}
 

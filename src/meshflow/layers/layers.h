@@ -4,6 +4,7 @@
 //   Embedding  a (num, dim) table; `split_rows` splits it S(0) (the vocabulary) — the lookup is
 //              then the vocabulary-split embedding (P, reduced to B inside the op); else B.
 //   LayerNorm  weight and bias B; keeps x's SBP.
+//   ParamGroup parameters of any shape under the caller's names, B.
 //   Conv1D     y = x W + b with W (in, out) (Hugging Face GPT-2's layout). Its WeightSplit:
 //     kNone     W, b B.
 //     kColumns  W split S(1) on its output features (in `groups` equal column blocks, each split:
@@ -111,6 +112,23 @@ class Linear : public nn::Module {
   Place place_;
   WeightSplit split_;
   bool whole_input_;  // kColumns asked for: x is boxed to B even when the layer stays whole
+};
+
+// Parameters of any shape under the caller's names, B on every rank (ViT's class token and
+// position embeddings, its patch projection's Conv2d weight): a group, so modules may be added
+// under it too; its own parameters come first in named_parameters().
+class ParamGroup : public nn::ModuleGroup {
+ public:
+  explicit ParamGroup(const Place& place) : place_(place) {}
+  // Registers parameter `name` of `shape` (zeros), returning it.
+  Tensor add_param(const std::string& name, const Shape& shape, DType dt = DType::kF32);
+  // Parameter `name` as the layers compute with it (nn::compute: f32 on the CPU under mixed
+  // precision), B with its own shape.
+  GlobalTensor value(const std::string& name) const;
+
+ private:
+  Place place_;
+  std::vector<std::pair<std::string, Tensor>> own_;
 };
 
 // RMSNorm over the last axis (x / sqrt(mean(x^2) + eps) * weight), weight B; keeps x's SBP.

@@ -95,11 +95,12 @@ Tensor Model::stage_forward(const Batch& batch, const Tensor& input, uint64_t st
   GlobalTensor x;
   if (st.first && chunk == 0) {
     const Tensor& ids = batch.input_ids;
-    MF_CHECK(ids.defined() && ids.ndim() == 2 && ids.shape(1) == seq_len, "model: input ids must be (batch, ", seq_len,
-             "), got ", ids.defined() ? ids.str() : std::string("none"));
+    if (ids.defined() || !batch.pixel_values.defined())
+      MF_CHECK(ids.defined() && ids.ndim() == 2 && ids.shape(1) == seq_len, "model: input ids must be (batch, ", seq_len,
+               "), got ", ids.defined() ? ids.str() : std::string("none"));
     enter(0);
     use_stream(0);
-    x = global::box(embed(place_.wrap(ids), batch), place_.hidden_sbp());
+    x = global::box(embed(place_.wrap(ids.defined() ? ids : batch.pixel_values), batch), place_.hidden_sbp());
     x.local = leave(0, x.local);
   } else {
     x = place_.wrap(input, place_.hidden_sbp(), hidden_shape(input.shape(0), seq_len));
@@ -161,17 +162,18 @@ Tensor Model::run_whole(const Tensor& ids, const std::function<GlobalTensor(cons
 Tensor Model::run_whole(const Batch& batch, const std::function<GlobalTensor(const GlobalTensor&)>& fn) const {
   MF_CHECK(stage().whole(), "model: the whole-model forward needs every layer (this is a pipeline stage)");
   const Tensor& ids = batch.input_ids;
-  MF_CHECK(ids.defined() && ids.ndim() == 2, "model: input ids must be (batch, seq)");
-  const Tensor h = stage_forward(batch, Tensor(), default_generator().state().next_stream, ids.shape(1));  // (B, T, C) B
+  MF_CHECK((ids.defined() && ids.ndim() == 2) || batch.pixel_values.defined(), "model: input ids must be (batch, seq)");
+  const Tensor h = stage_forward(batch, Tensor(), default_generator().state().next_stream, sequence_length(batch));  // (B, T, C) B
   return leave(head_unit(), fn(place_.wrap(h)).local);
 }
 
 Tensor Model::loss(const Batch& batch) const {
   MF_CHECK(stage().whole(), "model: the whole-model loss needs every layer (this is a pipeline stage)");
   const Tensor& ids = batch.input_ids;
-  MF_CHECK(ids.defined() && ids.ndim() == 2 && batch.labels.defined() && batch.labels.shape(0) == ids.shape(0),
+  MF_CHECK(((ids.defined() && ids.ndim() == 2) || batch.pixel_values.defined()) && batch.labels.defined() &&
+               batch.labels.shape(0) == batch.rows(),
            "model: input_ids ", ids.defined() ? ids.str() : std::string("none"), " must be (batch, seq) with labels for its rows");
-  const Tensor h = stage_forward(batch, Tensor(), default_generator().state().next_stream, ids.shape(1));
+  const Tensor h = stage_forward(batch, Tensor(), default_generator().state().next_stream, sequence_length(batch));
   return head_loss(h, batch, loss_counts(batch));
 }
 

@@ -96,8 +96,8 @@ class Model : public nn::Module {
   Model(ModelContext ctx, int64_t num_layers);
 
   // ---- forward, by pipeline stage (the executor's)
-  // `batch`: the micro-batch (the first stage's chunk 0 embeds its input_ids; layers may read its
-  // attention mask). `input`: the previous virtual stage's output (unused on the first).
+  // `batch`: the micro-batch (the first stage's chunk 0 embeds its input_ids, or its pixel_values
+  // for an image model; layers may read its attention mask). `input`: the previous virtual stage's output (unused on the first).
   // Returns the activation for the next virtual stage (this rank's piece), or on the last one the
   // input of head_loss(). Random streams: it draws streams [stream0, stream0 + streams_per_forward())
   // of the default generator at fixed places — stream 0 for the embedding, 1 + streams_per_layer()
@@ -129,6 +129,9 @@ class Model : public nn::Module {
   Tensor loss(const Tensor& ids, const Tensor& labels) const { return loss(Batch(ids, labels)); }
   // ---- evaluation metrics beside the loss (e.g. "accuracy"), the same names on every rank
   virtual std::vector<std::string> eval_metric_names() const { return {}; }
+  // The logical sequence length T of `batch`'s activations: its input_ids' length (an image model:
+  // its patches and class token).
+  virtual int64_t sequence_length(const Batch& batch) const { return batch.input_ids.shape(1); }
   // Last stage, evaluation: each metric's (sum, count) over `batch` (the metric is sum / count
   // over every batch and rank), in eval_metric_names() order.
   std::vector<std::pair<double, double>> head_metrics(const Tensor& hidden, const Batch& batch) const;
@@ -170,7 +173,8 @@ class Model : public nn::Module {
 
  protected:
   // ---- what a model writes, as for one device
-  // ids (B, T) of `batch` -> the first layer's input (B, T, C).
+  // ids (B, T) of `batch` (an image model: its pixel_values (B, channels, H, W)) -> the first
+  // layer's input (B, T, C).
   virtual GlobalTensor embed(const GlobalTensor& ids, const Batch& batch) const = 0;
   // Layer `layer` (held by this rank): (B, T, C) -> (B, T, C) of `batch`. recompute_inside:
   // recompute the layer's own choice of parts (selective recomputation) in backward.

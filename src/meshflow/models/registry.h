@@ -52,6 +52,9 @@ struct ModelSpec {
   // The layers a pipeline places over its stages for the model.* keys of `c` (null:
   // model.num_layers; T5: its encoder's and decoder's blocks).
   std::function<int64_t(const Config& c)> num_layers;
+  // The length of its activations' sequence for the model.* keys of `c` (null: data.seq_length, 0 =
+  // model.max_seq_length; ViT: its patches and class token).
+  std::function<int64_t(const Config& c)> sequence_length;
   // The whole model's parameters for the model.* keys of `c`: names and logical shapes, in model
   // order (Model::parameter_shapes() of the model those keys build).
   std::function<std::vector<std::pair<std::string, Shape>>(const Config& c)> parameter_shapes;
@@ -62,6 +65,10 @@ struct ModelSpec {
   // without one (`run` null), the sizes the tensors show, or a throw naming `source` when they do
   // not show enough.
   std::function<Config(const nn::NamedTensors& tensors, const Config* run, const std::string& source)> checkpoint_config;
+  // Weights made for other sizes the model can take, made to fit (ViT: position embeddings of
+  // another image size, interpolated); returns a note of what changed ("" when nothing did). Null:
+  // none. `model` holds the model's model.* keys.
+  std::function<std::string(const Config& model, nn::NamedTensors& tensors)> adapt_weights;
   // Hugging Face interop; model_type empty: none.
   HfMapping hf;
 };

@@ -12,6 +12,8 @@
 namespace mf::train {
 
 int64_t sequence_length(const Config& c) {
+  const models::ModelSpec& spec = models::model_spec(c.get_string("model.name"));
+  if (spec.sequence_length) return spec.sequence_length(c);
   int64_t s = c.get_int("data.seq_length");
   int64_t max = c.get_int("model.max_seq_length");
   if (s == 0) s = max;

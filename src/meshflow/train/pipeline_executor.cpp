@@ -153,7 +153,7 @@ PipelineExecutor::Evaluation PipelineExecutor::evaluate(const Batch& batch) {
   for (int64_t chunk = 0; chunk < model_->stage().num_chunks(); ++chunk) forwards.push_back({true, 0, chunk});
   last_metrics_.assign(model_->eval_metric_names().size(), {0.0, 0.0});
   Evaluation e;
-  e.loss = run(forwards, {batch}, model_->loss_counts(batch), batch.input_ids.shape(1), false, 1.0, nullptr);
+  e.loss = run(forwards, {batch}, model_->loss_counts(batch), model_->sequence_length(batch), false, 1.0, nullptr);
   e.metrics = last_metrics_;
   return e;
 }

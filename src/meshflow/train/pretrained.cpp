@@ -180,9 +180,11 @@ std::string load_model_weights(models::Model& m, const ModelWeights& w, bool new
   };
   std::unordered_map<std::string, Shape> model_shape;
   for (const auto& [name, shape] : m.parameter_shapes()) model_shape.emplace(name, shape);
+  nn::NamedTensors tensors = w.tensors;  // made to fit the model's sizes where the model can (ViT's image size)
+  const std::string adapted = w.spec->adapt_weights ? w.spec->adapt_weights(mc, tensors) : std::string();
   nn::NamedTensors given;
   std::set<std::string> given_names;
-  for (const auto& [name, t] : w.tensors) {
+  for (const auto& [name, t] : tensors) {
     auto it = model_shape.find(name);
     if (is_head(name) && (it == model_shape.end() || it->second != t.shape())) continue;
     given.emplace_back(name, t);
@@ -215,6 +217,7 @@ std::string load_model_weights(models::Model& m, const ModelWeights& w, bool new
   m.load_state_dict(nn::slice_local_state(m, mine, m.tensor_parallel()), fresh.empty());
   std::string note = w.hugging_face ? "Hugging Face " + w.spec->hf.architecture : "meshflow checkpoint";
   for (const auto& from : cast_from) note += detail::cat(", ", from, " cast to ", dtype_name(m.param_dtype()));
+  if (!adapted.empty()) note += "; " + adapted;
   if (!fresh.empty()) {
     note += "; newly initialised:";
     for (const std::string& f : fresh) note += " " + f;

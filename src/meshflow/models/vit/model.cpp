@@ -1,0 +1,236 @@
+#include "meshflow/models/vit/model.h"
+
+#include <cmath>
+#include <unordered_map>
+
+#include "meshflow/autograd/grad_mode.h"
+
+namespace mf::models {
+
+namespace {
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+Tensor host_i64(const Tensor& t) { return contiguous(cast(to(t.detach(), cpu_device()), DType::kI64)); }
+
+// PyTorch's cubic convolution weights (A = -0.75) of the 4 taps around a source position.
+void cubic_weights(double t, double w[4]) {
+  const double A = -0.75;
+  auto near = [&](double x) { return ((A + 2) * x - (A + 3)) * x * x + 1; };           // |x| <= 1
+  auto far = [&](double x) { return ((A * x - 5 * A) * x + 8 * A) * x - 4 * A; };      // 1 < |x| < 2
+  w[0] = far(t + 1);
+  w[1] = near(t);
+  w[2] = near(1 - t);
+  w[3] = far(2 - t);
+}
+
+}  // namespace
+
+Tensor vit_interpolate_positions(const Tensor& table, int64_t m) {
+  MF_CHECK(table.ndim() == 3 && table.shape(0) == 1, "vit: position embeddings ", table.str(), " must be (1, 1 + n², C)");
+  const int64_t rows = table.shape(1) - 1, C = table.shape(2);
+  const int64_t n = static_cast<int64_t>(std::llround(std::sqrt(static_cast<double>(rows))));
+  MF_CHECK(n * n == rows && m > 0, "vit: position embeddings of ", rows, " patches are not a square grid (or ", m,
+           " patches per side)");
+  const Tensor src = contiguous(cast(to(table.detach(), cpu_device()), DType::kF64));
+  Tensor out = zeros({1, 1 + m * m, C}, DType::kF64);
+  const double* s = src.data<double>();
+  double* o = out.data<double>();
+  for (int64_t c = 0; c < C; ++c) o[c] = s[c];  // the class token's row
+  const double scale = static_cast<double>(n) / static_cast<double>(m);
+  auto taps = [&](int64_t i, int64_t idx[4], double w[4]) {  // output index -> 4 clamped source taps
+    const double x = (static_cast<double>(i) + 0.5) * scale - 0.5;
+    const double f = std::floor(x);
+    cubic_weights(x - f, w);
+    for (int k = 0; k < 4; ++k) idx[k] = std::min<int64_t>(std::max<int64_t>(static_cast<int64_t>(f) - 1 + k, 0), n - 1);
+  };
+  for (int64_t y = 0; y < m; ++y) {
+    int64_t iy[4];
+    double wy[4];
+    taps(y, iy, wy);
+    for (int64_t x = 0; x < m; ++x) {
+      int64_t ix[4];
+      double wx[4];
+      taps(x, ix, wx);
+      double* dst = o + (1 + y * m + x) * C;
+      for (int a = 0; a < 4; ++a)
+        for (int b = 0; b < 4; ++b) {
+          const double w = wy[a] * wx[b];
+          const double* row = s + (1 + iy[a] * n + ix[b]) * C;
+          for (int64_t c = 0; c < C; ++c) dst[c] += w * row[c];
+        }
+    }
+  }
+  return cast(out, table.dtype());
+}
+
+VitLayer::VitLayer(const VitConfig& c, const layers::Place& place) : c_(c) {
+  using layers::WeightSplit;
+  const DType dt = c.settings.dtype;
+  const int64_t C = c.hidden_size, F = c.ffn_hidden_size, D = C / c.num_attention_heads;
+  auto attention = register_module("attention", std::make_shared<nn::ModuleGroup>());
+  auto self = attention->add("attention", std::make_shared<nn::ModuleGroup>());
+  const layers::SplitUnits heads{D, "model.num_attention_heads"};
+  query_ = self->add("query", std::make_shared<layers::Linear>(C, C, place, WeightSplit::kColumns, dt, true, heads));
+  key_ = self->add("key", std::make_shared<layers::Linear>(C, C, place, WeightSplit::kColumns, dt, true, heads));
+  value_ = self->add("value", std::make_shared<layers::Linear>(C, C, place, WeightSplit::kColumns, dt, true, heads));
+  auto attn_output = attention->add("output", std::make_shared<nn::ModuleGroup>());
+  attn_out_ = attn_output->add("dense", std::make_shared<layers::Linear>(C, C, place, WeightSplit::kRows, dt, true));
+  auto inter = register_module("intermediate", std::make_shared<nn::ModuleGroup>());
+  intermediate_ = inter->add("dense", std::make_shared<layers::Linear>(C, F, place, WeightSplit::kColumns, dt, true,
+                                                                       layers::SplitUnits{1, "model.ffn_hidden_size"}));
+  auto output = register_module("output", std::make_shared<nn::ModuleGroup>());
+  output_ = output->add("dense", std::make_shared<layers::Linear>(F, C, place, WeightSplit::kRows, dt, true));
+  norm_before_ = register_module("layernorm_before", std::make_shared<layers::LayerNorm>(C, c.layernorm_epsilon, place, dt));
+  norm_after_ = register_module("layernorm_after", std::make_shared<layers::LayerNorm>(C, c.layernorm_epsilon, place, dt));
+}
+
+GlobalTensor VitLayer::forward(const GlobalTensor& x, bool recompute_attention) const {
+  using layers::round_to;
+  const DType st = c_.settings.dtype;
+  const int64_t B = x.logical_shape[0], T = x.logical_shape[1], C = c_.hidden_size, H = c_.num_attention_heads;
+  const double p_out = training() ? c_.output_dropout_prob : 0.0;
+  const GlobalTensor n = norm_before_->forward(x);
+  auto heads = [&](const layers::Linear& proj) {  // (B, T, C) -> (B, H, T, D)
+    return global::permute(global::reshape(proj.forward(n), {B, T, H, C / H}), {0, 2, 1, 3});
+  };
+  const GlobalTensor q = heads(*query_), k = heads(*key_), v = heads(*value_);
+  AttentionOptions opts;
+  opts.dropout_p = training() ? c_.attention_dropout_prob : 0.0;
+  // The attention core: q, k, v (B, H, T, D) -> (B, H, T, D); its dropout takes the next stream.
+  auto core = [opts](const std::vector<GlobalTensor>& in) {
+    return std::vector<GlobalTensor>{global::attention(in[0], in[1], in[2], opts)};
+  };
+  GlobalTensor y = recompute_attention && q.local.requires_grad() ? global::checkpoint(core, {q, k, v})[0] : core({q, k, v})[0];
+  y = round_to(global::reshape(global::permute(y, {0, 2, 1, 3}), {B, T, C}), st);
+  const GlobalTensor h = round_to(global::add(x, global::dropout(attn_out_->forward(y), p_out)), st);
+  const GlobalTensor act = round_to(global::gelu(intermediate_->forward(norm_after_->forward(h)), false), st);
+  return round_to(global::add(h, global::dropout(output_->forward(act), p_out)), st);
+}
+
+VitModel::VitModel(const VitConfig& c, const ModelContext& ctx) : Model(ctx, c.num_layers), c_(c) {
+  c.validate();
+  const DType dt = c.settings.dtype;
+  const int64_t C = c.hidden_size, P = c.patch_size;
+  auto root = register_module("vit", std::make_shared<nn::ModuleGroup>());
+  if (const layers::Place* p = embedding_place()) {
+    embeddings_ = root->add("embeddings", std::make_shared<layers::ParamGroup>(*p));
+    embeddings_->add_param("cls_token", {1, 1, C}, dt);
+    embeddings_->add_param("position_embeddings", {1, c.sequence_length(), C}, dt);
+    auto patches = embeddings_->add("patch_embeddings", std::make_shared<nn::ModuleGroup>());
+    projection_ = patches->add("projection", std::make_shared<layers::ParamGroup>(*p));
+    projection_->add_param("weight", {C, c.num_channels, P, P}, dt);
+    projection_->add_param("bias", {C}, dt);
+  }
+  auto encoder = root->add("encoder", std::make_shared<nn::ModuleGroup>());
+  auto group = encoder->add("layer", std::make_shared<nn::ModuleGroup>());
+  layers_.resize(static_cast<size_t>(c.num_layers));
+  for (int64_t l = 0; l < c.num_layers; ++l)
+    if (const layers::Place* p = layer_place(l))
+      layers_[static_cast<size_t>(l)] = group->add(std::to_string(l), std::make_shared<VitLayer>(c, *p));
+  if (const layers::Place* p = head_place()) {
+    final_norm_ = root->add("layernorm", std::make_shared<layers::LayerNorm>(C, c.layernorm_epsilon, *p, dt));
+    classifier_ = register_module("classifier", std::make_shared<layers::Linear>(C, c.num_labels, *p,
+                                                                                 layers::WeightSplit::kNone, dt, true));
+  }
+}
+
+void VitModel::init_weights(uint64_t seed) {
+  NoGradGuard ng;
+  std::unordered_map<std::string, uint64_t> index;
+  for (const auto& [name, shape] : parameter_shapes()) index.emplace(name, index.size());
+  for (const nn::ParamPiece& p : parameter_pieces()) {
+    Generator g = nn::param_generator(seed, index.at(p.name));
+    Tensor t = p.piece;
+    const bool norm = p.name.find("layernorm") != std::string::npos;
+    if (norm)
+      fill_(t, ends_with(p.name, ".weight") ? 1.0 : 0.0);
+    else if (ends_with(p.name, "bias"))
+      fill_(t, 0.0);
+    else
+      nn::normal_piece_(p, c_.initializer_range, g);
+  }
+}
+
+std::vector<nn::ParamUnit> VitModel::parameter_units() const {
+  return layered_units({"vit.embeddings."}, "vit.encoder.layer.", {"vit.layernorm.", "classifier."});
+}
+
+double VitModel::flops_per_token(int64_t seq_len) const {
+  double params = 0.0;
+  for (const auto& [name, shape] : parameter_shapes())
+    if (name != "vit.embeddings.cls_token" && name != "vit.embeddings.position_embeddings" &&
+        name.compare(0, 11, "classifier.") != 0)
+      params += static_cast<double>(shape_numel(shape));
+  const double T = static_cast<double>(seq_len);
+  const double classifier = 6.0 * static_cast<double>(c_.hidden_size * c_.num_labels) / T;
+  // The patch projection runs on the patches only (T - 1 of the T tokens).
+  const double patch = 6.0 * static_cast<double>(c_.hidden_size * c_.patch_features()) / T;
+  return 6.0 * params - patch + classifier + 12.0 * static_cast<double>(c_.num_layers * c_.hidden_size) * T;
+}
+
+GlobalTensor VitModel::embed(const GlobalTensor& pixels, const Batch&) const {
+  const int64_t B = pixels.logical_shape[0], ch = c_.num_channels, S = c_.image_size, P = c_.patch_size, n = c_.grid();
+  const int64_t C = c_.hidden_size, N = c_.num_patches();
+  MF_CHECK(pixels.logical_shape == Shape({B, ch, S, S}), "vit: pixel_values ", shape_str(pixels.logical_shape),
+           " must be (batch, ", ch, ", ", S, ", ", S, ") (model.num_channels, model.image_size)");
+  // Patches (B, N, ch P P), each flattened channel-major as the Conv2d weight (C, ch, P, P) is.
+  GlobalTensor x = global::reshape(pixels, {B, ch, n, P, n, P});
+  x = global::reshape(global::permute(x, {0, 2, 4, 1, 3, 5}), {B, N, ch * P * P});
+  const GlobalTensor w = global::reshape(projection_->value("weight"), {C, ch * P * P});
+  x = layers::round_to(global::linear(x, w, projection_->value("bias")), c_.settings.dtype);  // (B, N, C)
+  const GlobalTensor cls = global::expand(embeddings_->value("cls_token"), {B, 1, C});
+  x = global::cat({cls, x}, 1);  // (B, N + 1, C)
+  x = global::add(x, global::reshape(embeddings_->value("position_embeddings"), {N + 1, C}));
+  x = layers::round_to(x, c_.settings.dtype);
+  return global::dropout(x, training() ? c_.embedding_dropout_prob : 0.0);
+}
+
+GlobalTensor VitModel::run_layer(int64_t layer, const GlobalTensor& x, const Batch&, bool recompute_inside) const {
+  return layers_.at(static_cast<size_t>(layer))->forward(x, recompute_inside);
+}
+
+std::optional<CheckpointGranularity> VitModel::recomputation(int64_t layer) const {
+  if (!c_.settings.recomputes(layer, c_.num_layers)) return std::nullopt;
+  return c_.settings.granularity;
+}
+
+GlobalTensor VitModel::classify(const GlobalTensor& hidden) const {
+  return classifier_->forward(global::select(hidden, 1, 0));  // the class token (B, C) -> (B, num_labels)
+}
+
+GlobalTensor VitModel::head(const GlobalTensor& hidden, const Batch& batch, const std::vector<double>& totals) const {
+  const int64_t B = hidden.logical_shape[0];
+  MF_CHECK(batch.labels.defined() && batch.labels.shape() == Shape{B}, "vit: labels must be (batch) = (", B, "), got ",
+           batch.labels.defined() ? batch.labels.str() : std::string("none"));
+  const Tensor labels = to(host_i64(batch.labels), hidden.local.device());
+  const GlobalTensor lg{hidden.placement, global::uniform_sbp(hidden.placement, global::Sbp::broadcast()), {B}, labels};
+  return step_share(global::cross_entropy(classify(hidden), lg), static_cast<double>(B), totals.at(0));
+}
+
+std::vector<std::pair<double, double>> VitModel::metrics(const GlobalTensor& hidden, const Batch& batch) const {
+  const Tensor logits = contiguous(cast(to(classify(hidden).local.detach(), cpu_device()), DType::kF64));
+  const Tensor labels = host_i64(batch.labels);
+  const int64_t B = logits.shape(0), n = logits.shape(1);
+  const double* l = logits.data<double>();
+  double correct = 0;
+  for (int64_t b = 0; b < B; ++b) {
+    int64_t best = 0;
+    for (int64_t k = 1; k < n; ++k)
+      if (l[b * n + k] > l[b * n + best]) best = k;
+    correct += best == labels.data<int64_t>()[b];
+  }
+  return {{correct, static_cast<double>(B)}};
+}
+
+Tensor VitModel::hidden_states(const Batch& batch) const {
+  return run_whole(batch, [](const GlobalTensor& h) { return h; });
+}
+
+Tensor VitModel::logits(const Batch& batch) const {
+  return run_whole(batch, [this](const GlobalTensor& h) { return classify(h); });
+}
+
+}  // namespace mf::models

@@ -1,0 +1,74 @@
+#include "meshflow/models/vit/spec.h"
+
+#include <cmath>
+
+#include "meshflow/models/vit/hf.h"
+#include "meshflow/models/vit/model.h"
+
+namespace mf::models::vit {
+
+namespace {
+
+// The sizes of a run config's model.* keys alone (no training settings).
+VitConfig sizes(const Config& c) { return vit_config(c); }
+
+Config checkpoint_config(const nn::NamedTensors& tensors, const Config* run, const std::string& source) {
+  MF_CHECK(run != nullptr, source, ": a ViT checkpoint needs the run's config.yaml (or a Hugging Face config.json) "
+           "beside it: the head count does not show in the tensors");
+  (void)tensors;
+  return vit_model_config(sizes(*run));
+}
+
+// Weights of another image size: their position embeddings interpolated to the model's grid.
+std::string adapt_weights(const Config& model, nn::NamedTensors& tensors) {
+  const VitConfig c = sizes(model);
+  for (auto& [name, t] : tensors) {
+    if (name != "vit.embeddings.position_embeddings" || t.ndim() != 3 || t.shape(1) == c.sequence_length()) continue;
+    const int64_t from = static_cast<int64_t>(std::llround(std::sqrt(static_cast<double>(t.shape(1) - 1))));
+    // bf16/f16 weights interpolate to f32 (the load then casts to the model's dtype, once).
+    t = vit_interpolate_positions(is_half(t.dtype()) ? cast(t, DType::kF32) : t, c.grid());
+    return detail::cat("position embeddings interpolated from ", from, "x", from, " to ", c.grid(), "x", c.grid(),
+                       " patches (bicubic)");
+  }
+  return "";
+}
+
+}  // namespace
+
+ModelSpec vit_spec() {
+  ModelSpec s;
+  s.name = "vit";
+  s.build = [](const Config& c, int64_t, const ModelContext& ctx) -> std::shared_ptr<Model> {
+    auto m = std::make_shared<VitModel>(vit_config(c), ctx);
+    m->init_weights(static_cast<uint64_t>(c.get_int("train.seed")));
+    return m;
+  };
+  s.config_keys = {"model.name", "model.image_size", "model.patch_size", "model.num_channels", "model.num_layers",
+                   "model.hidden_size", "model.num_attention_heads", "model.ffn_hidden_size", "model.num_labels",
+                   "model.layernorm_epsilon", "model.embedding_dropout_prob", "model.attention_dropout_prob",
+                   "model.output_dropout_prob", "model.initializer_range"};
+  s.structure_keys = {"model.num_attention_heads", "model.layernorm_epsilon", "model.patch_size"};
+  s.head_prefixes = {"classifier."};
+  s.sequence_length = [](const Config& c) { return sizes(c).sequence_length(); };
+  s.parameter_shapes = [](const Config& c) { return vit_parameter_shapes(sizes(c)); };
+  s.describe = [](const Config& c) { return vit_describe(sizes(c)); };
+  s.checkpoint_config = checkpoint_config;
+  s.adapt_weights = adapt_weights;
+  s.hf.model_type = "vit";
+  s.hf.architecture = "ViTForImageClassification";
+  s.hf.read_config = [](const std::string& path) { return vit_model_config(vit_config_from_hf(path)); };
+  s.hf.write_config = [](const Config& c, DType dtype) { return vit_config_to_hf(sizes(c), dtype); };
+  s.hf.read_tensors = [](const io::HfModelFiles& files) { return read_hf_vit_tensors(files, vit_config_from_hf(files.config)); };
+  s.hf.key_names = {{"model.image_size", "image_size"},
+                    {"model.patch_size", "patch_size"},
+                    {"model.num_channels", "num_channels"},
+                    {"model.num_layers", "num_hidden_layers"},
+                    {"model.hidden_size", "hidden_size"},
+                    {"model.num_attention_heads", "num_attention_heads"},
+                    {"model.ffn_hidden_size", "intermediate_size"},
+                    {"model.num_labels", "num_labels"},
+                    {"model.layernorm_epsilon", "layer_norm_eps"}};
+  return s;
+}
+
+}  // namespace mf::models::vit
