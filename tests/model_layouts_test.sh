@@ -27,6 +27,9 @@
 #          corpus with its 100 sentinels, padded encoder and decoder rows, dropout on) the runs of
 #          bert, plus pp=4 (one block per stage), dp=2 x tp=2 x pp=2 on 8 ranks, and T5 v1.0 (ReLU,
 #          tied head) under tp=2 with sequence parallelism and pp=2.
+#  vit     (100 handwritten digits, random resized crops and flips on, dropout on) the runs of bert,
+#          plus tp=4, pp=4, recomputation, bf16, and evaluation (accuracy) under dp=2 with ZeRO-3:
+#          every layout draws the same augmentation.
 # Usage: model_layouts_test.sh MODEL MESHFLOW_BINARY SOURCE_DIR MPIEXEC
 set -uo pipefail
 model=$1
@@ -85,7 +88,15 @@ case "$model" in
           model.decoder_seq_length=12 data.seq_length=32 "data.data_prefix=$work/t_text_sentence" "${common[@]:8}"
           train.scheduler.warmup_iter=5 optim.lr=1e-3)
     ;;
-  *) echo "model_layouts_test: unknown model '$model' (mlp_lm, llama, bert or t5)"; exit 2 ;;
+  vit)
+    # 100 of the handwritten digits (tests/fixtures/digits: 10 per class, 8x8 PNGs), upscaled to 16
+    # pixels, with random resized crops and flips on: every layout must draw the same ones.
+    args=(configs/vit/tiny.yaml model.num_layers=4 model.hidden_size=32 model.num_attention_heads=4
+          model.ffn_hidden_size=64 "data.train_folder=$src/tests/fixtures/digits"
+          "data.validation_folder=$src/tests/fixtures/digits" data.random_resized_crop=true data.horizontal_flip=true
+          "${common[@]:8}" train.scheduler.warmup_iter=5 optim.lr=1e-3)
+    ;;
+  *) echo "model_layouts_test: unknown model '$model' (mlp_lm, llama, bert, t5 or vit)"; exit 2 ;;
 esac
 
 # MESHFLOW_TEST_QUICK=1 (the sanitizer build) runs one run of each kind and its reference (the
@@ -94,9 +105,10 @@ quick_set=" one dp2tp2 tp2sp one_mb2 pp2il z3dp2tp2 "
 [ "$model" = llama ] && quick_set=" one tp4 rc_sel one_mb2 pp2il "
 [ "$model" = bert ] && quick_set=" one dp2tp2 one_mb2 pp2il cls_one cls_dp2tp2 "
 [ "$model" = t5 ] && quick_set=" one dp2tp2 tp2sp one_mb2 pp2il pp4 "
+[ "$model" = vit ] && quick_set=" one dp2tp2 tp2sp one_mb2 pp2il "
 skipped() {
-  # BERT and T5 leave out the runs the test model already covers the same way (dp=4, GPipe, ZeRO 1 and 2).
-  [[ " bert t5 " == *" $model "* ]] && [[ " dp4 pp2gpipe z1dp2 z2dp2 " == *" $1 "* ]] && return 0
+  # BERT, T5 and ViT leave out the runs the test model already covers the same way (dp=4, GPipe, ZeRO 1 and 2).
+  [[ " bert t5 vit " == *" $model "* ]] && [[ " dp4 pp2gpipe z1dp2 z2dp2 " == *" $1 "* ]] && return 0
   [ "${MESHFLOW_TEST_QUICK:-0}" = 1 ] && [[ "$quick_set" != *" $1 "* ]]
 }
 
@@ -251,6 +263,26 @@ if [ "$model" = t5 ]; then
   run v10_pp2 2 2 "${v10[@]}" train.dist.pipeline_parallel_size=2
   compare v10_one v10_tp2sp
   compare v10_one_mb2 v10_pp2
+fi
+
+if [ "$model" = vit ]; then
+  run tp4 4 8 train.dist.tensor_parallel_size=4
+  run pp4 4 2 train.dist.pipeline_parallel_size=4
+  run rc_full 1 8 train.activation_checkpoint.enabled=true
+  run rc_sel 1 8 train.activation_checkpoint.enabled=true train.activation_checkpoint.granularity=selective
+  compare one tp4 rc_full rc_sel
+  compare one_mb2 pp4
+  run bf16 1 8 train.amp.enabled=true
+  run bf16dp2tp2 4 4 train.amp.enabled=true train.dist.tensor_parallel_size=2
+  compare -t 2e-4 -g 1e-2 bf16 bf16dp2tp2
+  # Evaluation (accuracy) under ZeRO-3 and dp=2 prints one process's.
+  ev=(train.evaluation.enabled=true train.evaluation.eval_period=10 train.evaluation.eval_iter=2)
+  run ev_one 1 8 "${ev[@]}"
+  run ev_z3dp2 2 4 "${ev[@]}" $(zero 3)
+  if ! skipped ev_one && ! cmp -s <(grep -o 'val_.*' "$work/log_ev_one") <(grep -o 'val_.*' "$work/log_ev_z3dp2"); then
+    echo "FAIL: evaluation under dp=2 and ZeRO-3 differs from one process:"; grep -h 'val_' "$work/log_ev_one" "$work/log_ev_z3dp2"; fail=1
+  fi
+  grep -qs val_accuracy "$work/log_ev_one" || skipped ev_one || { echo "FAIL: no val_accuracy in the log"; fail=1; }
 fi
 
 [ "${MESHFLOW_TEST_QUICK:-0}" = 1 ] && { [ "$fail" -eq 0 ] && echo "$model quick subset passed"; exit "$fail"; }
