@@ -56,8 +56,9 @@ int run_preprocess_images(const PreprocessArgs& a) {
 }
 
 int run_preprocess(const PreprocessArgs& a) {
-  MF_CHECK(a.images.empty() != a.inputs.empty(), "preprocess: give --input (text to tokenize) or --images (an image "
-           "folder to pack), not both");
+  MF_CHECK(!a.images.empty() || !a.inputs.empty(), "preprocess: give --input (text to tokenize) or --images (an image "
+           "folder to pack)");
+  MF_CHECK(a.images.empty() || a.inputs.empty(), "preprocess: give --input or --images, not both");
   if (!a.images.empty()) return run_preprocess_images(a);
   // The tokenization section (of --config, else the defaults document), then the flags given.
   mf::Config c = a.config.empty() ? mf::Config::defaults() : mf::Config::load(a.config);

@@ -201,43 +201,50 @@ Image decode_jpeg(const uint8_t* data, size_t size, const std::string& name) {
 // ---------------------------------------------------------------- resampling
 
 // One axis of PIL's bilinear resampling: output i reads inputs [first[i], first[i] + count[i])
-// with weights w[i * taps ...].
+// with weights w[i * taps ...], in PIL's fixed point (kPrecisionBits fraction bits).
+constexpr int kPrecisionBits = 32 - 8 - 2;
+
 struct Taps {
   int64_t taps = 0;
   std::vector<int64_t> first, count;
-  std::vector<float> w;
+  std::vector<int32_t> w;
 };
 
 Taps bilinear_taps(int64_t in, int64_t out, bool antialias) {
   const double scale = static_cast<double>(in) / static_cast<double>(out);
   const double filterscale = antialias ? std::max(scale, 1.0) : 1.0;
   const double support = 1.0 * filterscale;  // the triangle's half-width, in input pixels
+  const double ss = 1.0 / filterscale;
   Taps t;
   t.taps = static_cast<int64_t>(std::ceil(support)) * 2 + 1;
   t.first.resize(static_cast<size_t>(out));
   t.count.resize(static_cast<size_t>(out));
-  t.w.assign(static_cast<size_t>(out * t.taps), 0.0f);
+  t.w.assign(static_cast<size_t>(out * t.taps), 0);
+  std::vector<double> ws(static_cast<size_t>(t.taps));
   for (int64_t i = 0; i < out; ++i) {
     const double center = (static_cast<double>(i) + 0.5) * scale;
     const int64_t lo = std::max<int64_t>(0, static_cast<int64_t>(center - support + 0.5));
     const int64_t hi = std::min<int64_t>(in, static_cast<int64_t>(center + support + 0.5));
     const int64_t n = std::min(hi - lo, t.taps);
-    double ws[64] = {0}, total = 0;
+    double total = 0;
     for (int64_t k = 0; k < n; ++k) {
-      const double x = (static_cast<double>(lo + k) - center + 0.5) / filterscale;
-      ws[k] = std::max(0.0, 1.0 - std::abs(x));
-      total += ws[k];
+      const double x = std::abs((static_cast<double>(lo + k) - center + 0.5) * ss);
+      ws[static_cast<size_t>(k)] = x < 1.0 ? 1.0 - x : 0.0;
+      total += ws[static_cast<size_t>(k)];
     }
-    for (int64_t k = 0; k < n; ++k) t.w[static_cast<size_t>(i * t.taps + k)] = static_cast<float>(total > 0 ? ws[k] / total : 0);
+    for (int64_t k = 0; k < n; ++k) {
+      const double wk = total != 0.0 ? ws[static_cast<size_t>(k)] / total : 0.0;
+      t.w[static_cast<size_t>(i * t.taps + k)] = static_cast<int32_t>(wk * (1 << kPrecisionBits) + 0.5);
+    }
     t.first[static_cast<size_t>(i)] = lo;
     t.count[static_cast<size_t>(i)] = n;
   }
   return t;
 }
 
-uint8_t to_u8(float v) {
-  const float r = std::floor(v + 0.5f);
-  return static_cast<uint8_t>(r < 0.0f ? 0.0f : r > 255.0f ? 255.0f : r);
+// A fixed-point sum (with its rounding half already added) to 8 bits.
+uint8_t clip8(int32_t v) {
+  return v <= 0 ? 0 : v >= (255 << kPrecisionBits) ? 255 : static_cast<uint8_t>(v >> kPrecisionBits);
 }
 
 }  // namespace
@@ -346,37 +353,45 @@ Image resize_bilinear(const Image& img, int64_t out_h, int64_t out_w, bool antia
   MF_CHECK(img.height > 0 && img.width > 0, "resize: empty input image");
   if (out_h == img.height && out_w == img.width) return img;
   const int64_t C = img.channels, H = img.height, W = img.width;
-  // Horizontal pass (H x out_w, f32), then vertical, as PIL orders them.
-  const Taps tx = bilinear_taps(W, out_w, antialias);
-  std::vector<float> mid(static_cast<size_t>(H * out_w * C));
-  for (int64_t y = 0; y < H; ++y) {
-    const uint8_t* src = img.pixels.data() + y * W * C;
-    float* dst = mid.data() + y * out_w * C;
-    for (int64_t x = 0; x < out_w; ++x) {
-      const float* w = tx.w.data() + x * tx.taps;
-      const int64_t first = tx.first[static_cast<size_t>(x)], n = tx.count[static_cast<size_t>(x)];
-      for (int64_t c = 0; c < C; ++c) {
-        float s = 0;
-        for (int64_t k = 0; k < n; ++k) s += w[k] * static_cast<float>(src[(first + k) * C + c]);
-        dst[x * C + c] = s;
+  constexpr int32_t kHalf = 1 << (kPrecisionBits - 1);
+  // Horizontal pass (H x out_w, 8 bits), then vertical, as PIL does them (a pass whose size does
+  // not change is skipped).
+  Image mid;
+  const Image* rows = &img;
+  if (out_w != W) {
+    const Taps tx = bilinear_taps(W, out_w, antialias);
+    mid = Image(H, out_w, C);
+    for (int64_t y = 0; y < H; ++y) {
+      const uint8_t* src = img.pixels.data() + y * W * C;
+      uint8_t* dst = mid.pixels.data() + y * out_w * C;
+      for (int64_t x = 0; x < out_w; ++x) {
+        const int32_t* w = tx.w.data() + x * tx.taps;
+        const int64_t first = tx.first[static_cast<size_t>(x)], n = tx.count[static_cast<size_t>(x)];
+        for (int64_t c = 0; c < C; ++c) {
+          int32_t s = kHalf;
+          for (int64_t k = 0; k < n; ++k) s += w[k] * static_cast<int32_t>(src[(first + k) * C + c]);
+          dst[x * C + c] = clip8(s);
+        }
       }
     }
+    rows = &mid;
   }
+  if (out_h == H) return mid;
   const Taps ty = bilinear_taps(H, out_h, antialias);
   Image out(out_h, out_w, C);
   const int64_t row = out_w * C;
-  std::vector<float> acc(static_cast<size_t>(row));
+  std::vector<int32_t> acc(static_cast<size_t>(row));
   for (int64_t y = 0; y < out_h; ++y) {
-    std::fill(acc.begin(), acc.end(), 0.0f);
-    const float* w = ty.w.data() + y * ty.taps;
+    std::fill(acc.begin(), acc.end(), kHalf);
+    const int32_t* w = ty.w.data() + y * ty.taps;
     const int64_t first = ty.first[static_cast<size_t>(y)], n = ty.count[static_cast<size_t>(y)];
     for (int64_t k = 0; k < n; ++k) {
-      const float* src = mid.data() + (first + k) * row;
-      const float wk = w[k];
-      for (int64_t i = 0; i < row; ++i) acc[static_cast<size_t>(i)] += wk * src[i];
+      const uint8_t* src = rows->pixels.data() + (first + k) * row;
+      const int32_t wk = w[k];
+      for (int64_t i = 0; i < row; ++i) acc[static_cast<size_t>(i)] += wk * static_cast<int32_t>(src[i]);
     }
     uint8_t* dst = out.pixels.data() + y * row;
-    for (int64_t i = 0; i < row; ++i) dst[i] = to_u8(acc[static_cast<size_t>(i)]);
+    for (int64_t i = 0; i < row; ++i) dst[i] = clip8(acc[static_cast<size_t>(i)]);
   }
   return out;
 }
