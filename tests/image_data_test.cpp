@@ -274,6 +274,11 @@ TEST(ImageResize, ShorterSideAndCentreCrop) {
   // 4 x 6 at 2: resized to 2 x 3 (torchvision: int(2 * 6 / 4) = 3), then columns 0..1 (round(0.5) = 0).
   const Image r = mf::resize_shorter_center_crop(pattern(4, 6, 3), 2);
   EXPECT_EQ(r, mf::crop(mf::resize_bilinear(pattern(4, 6, 3), 2, 3), 0, 0, 2, 2));
+  // A shrink by 150 x 300 (windows of hundreds of taps): a flat image stays flat.
+  Image flat(300, 600, 3);
+  std::fill(flat.pixels.begin(), flat.pixels.end(), 77);
+  const Image tiny = mf::resize_bilinear(flat, 2, 2);
+  for (uint8_t v : tiny.pixels) EXPECT_EQ(v, 77);
   // Crop and flip.
   EXPECT_EQ(channel0(mf::crop(wide, 1, 1, 1, 3)), (std::vector<int>{6, 7, 8}));
   EXPECT_EQ(channel0(mf::flip_horizontal(wide)), (std::vector<int>{4, 3, 2, 1, 8, 7, 6, 5}));

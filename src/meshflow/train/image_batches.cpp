@@ -20,7 +20,7 @@ ImageBatchSource::ImageBatchSource(const ImageDataset& data, const ImageBatchOpt
   MF_CHECK(o.decode_threads >= 0, "data.decode_threads ", o.decode_threads, " must be >= 0");
 }
 
-ImageBatchSource::~ImageBatchSource() = default;  // joins the decoding threads
+ImageBatchSource::~ImageBatchSource() { prefetch_.reset(); }  // joins the decoding threads first
 
 void ImageBatchSource::set_position(uint64_t pos) {
   prefetch_.reset();  // restarted at the new position by the next batch
@@ -64,6 +64,13 @@ ImageBatchSource::Sample ImageBatchSource::make_sample(int64_t k) const {
   const uint64_t pos = start_ + b * mb * static_cast<uint64_t>(world_) + static_cast<uint64_t>(rank_) * mb + r;
   Sample s;
   s.index = static_cast<int64_t>(pos % static_cast<uint64_t>(size()));
+  {
+    std::lock_guard<std::mutex> lock(pool_mu_);
+    if (!pool_.empty()) {
+      s.pixels = std::move(pool_.back());
+      pool_.pop_back();
+    }
+  }
   s.pixels.resize(static_cast<size_t>(sample_floats_));
   s.label = sample_into(s.index, s.pixels.data());
   return s;
@@ -94,6 +101,8 @@ models::Batch ImageBatchSource::next(int64_t micro_batch) {
              idx[static_cast<size_t>(b)]);
     std::memcpy(px + b * sample_floats_, s.pixels.data(), static_cast<size_t>(sample_floats_) * sizeof(float));
     out.labels.data<int64_t>()[b] = s.label;
+    std::lock_guard<std::mutex> lock(pool_mu_);
+    if (static_cast<int64_t>(pool_.size()) < 2 * micro_batch + o_.decode_threads) pool_.push_back(std::move(s.pixels));
   }
   return out;
 }

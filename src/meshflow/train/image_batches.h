@@ -70,12 +70,16 @@ class ImageBatchSource final : public BatchSource {
   int64_t rank_, world_;
   Sampler sampler_;
   int64_t sample_floats_;
+  mutable std::mutex order_mu_;
+  mutable std::map<int64_t, std::shared_ptr<const std::vector<int64_t>>> orders_;  // a few recent epochs
+  // Pixel buffers of samples already copied into a batch, reused (fresh large blocks page-fault).
+  mutable std::mutex pool_mu_;
+  mutable std::vector<std::vector<float>> pool_;
   // The prefetcher's stream: this rank's samples from position start_ in micro-batches of mb_.
   uint64_t start_ = 0;
   int64_t mb_ = 0;
+  // Last: its threads read the members above, so it is destroyed (joined) first.
   std::unique_ptr<OrderedPrefetcher<Sample>> prefetch_;
-  mutable std::mutex order_mu_;
-  mutable std::map<int64_t, std::shared_ptr<const std::vector<int64_t>>> orders_;  // a few recent epochs
 };
 
 // The sources of a run of an image classifier, from the config: data.train_folder (training, if
