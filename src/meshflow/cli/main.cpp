@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "meshflow/config/config.h"
+#include "meshflow/data/image_folder.h"
 #include "meshflow/data/preprocess.h"
 #include "meshflow/core/device.h"
 #include "meshflow/global/device_mesh.h"
@@ -40,9 +41,25 @@ struct PreprocessArgs {
   std::string format = "auto", json_key = "text", split = "separator", separator = "%";
   bool append_eod = false, no_eod = false, split_sentences = false;
   int64_t shuffle_seed = -1;
+  std::string images;        // an image folder to pack (instead of --input)
+  int64_t image_size = 224;  // --images: the packed squares' side
+  int threads = 2;           // --images: decoding threads
 };
 
+// `preprocess --images ROOT`: the packed image dataset (data/image_folder.h).
+int run_preprocess_images(const PreprocessArgs& a) {
+  const mf::PackImagesResult r = mf::pack_image_folder(a.images, a.output_prefix, a.image_size, a.threads);
+  std::printf("wrote %s and %s: %lld images of %lldx%lld RGB in %lld classes (%lld bytes)\n", r.bin.c_str(),
+              r.json.c_str(), static_cast<long long>(r.images), static_cast<long long>(a.image_size),
+              static_cast<long long>(a.image_size), static_cast<long long>(r.classes), static_cast<long long>(r.bytes));
+  return 0;
+}
+
 int run_preprocess(const PreprocessArgs& a) {
+  MF_CHECK(!a.images.empty() || !a.inputs.empty(), "preprocess: give --input (text to tokenize) or --images (an image "
+           "folder to pack)");
+  MF_CHECK(a.images.empty() || a.inputs.empty(), "preprocess: give --input or --images, not both");
+  if (!a.images.empty()) return run_preprocess_images(a);
   // The tokenization section (of --config, else the defaults document), then the flags given.
   mf::Config c = a.config.empty() ? mf::Config::defaults() : mf::Config::load(a.config);
   if (!a.tokenizer.empty()) c.set("tokenization.tokenizer", a.tokenizer, "--tokenizer");
@@ -136,9 +153,19 @@ void install_termination_handler(int rank, int size) {
 }
 
 CLI::App* add_preprocess_command(CLI::App& app, PreprocessArgs& pa) {
-  auto* pre = app.add_subcommand("preprocess", "Tokenize jsonl or text into a Megatron indexed dataset (.bin/.idx)");
-  pre->add_option("--input", pa.inputs, "input files (jsonl, or text)")->required();
-  pre->add_option("--output-prefix", pa.output_prefix, "writes <prefix>_<json-key>_document.bin/.idx")->required();
+  auto* pre = app.add_subcommand("preprocess", "Tokenize jsonl or text into a Megatron indexed dataset (.bin/.idx), "
+                                  "or pack an image folder (--images)");
+  pre->add_option("--input", pa.inputs, "input files (jsonl, or text)");
+  pre->add_option("--output-prefix", pa.output_prefix,
+                  "writes <prefix>_<json-key>_document.bin/.idx (--images: <prefix>.bin and <prefix>.json)")
+      ->required();
+  pre->add_option("--images", pa.images,
+                  "an image folder ROOT/<class>/<image>.png|jpg|jpeg to pack instead: each image decoded, its shorter "
+                  "side resized to --image-size and the centre square cropped, RGB bytes in <prefix>.bin, labels and "
+                  "class names in <prefix>.json (data.train_folder / data.validation_folder read either)");
+  pre->add_option("--image-size", pa.image_size, "--images: the side of the packed squares (model.image_size)")
+      ->capture_default_str();
+  pre->add_option("--threads", pa.threads, "--images: decoding threads")->capture_default_str();
   pre->add_option("--config", pa.config,
                   "a run's YAML config: its tokenization.* keys (tokenizer, vocab_file, merges_file, tokenizer_file, "
                   "eod_token, extra_ids, do_lower_case, append_eod) are the defaults of the flags below");

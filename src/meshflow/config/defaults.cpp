@@ -141,6 +141,17 @@ data:
   mean_noise_span_length: 3.0   # T5 span corruption: the mean length of a noise span (one sentinel each)
   train_file: ""                # classification: jsonl with "text" and an integer "label" per line (fine-tuning)
   validation_file: ""           # classification: the held-out jsonl, scored with accuracy
+  train_folder: ""              # image classification: root/<class>/<image>.png|jpg (classes sorted by name, the label
+                                #   is the index), or a packed prefix P (P.bin + P.json, `meshflow preprocess --images`)
+  validation_folder: ""         # image classification: the held-out images (folder or packed prefix), in order
+  image_mean: [0.5, 0.5, 0.5]   # image classification: the per-channel mean of (x / 255 - mean) / std (ViT's;
+                                #   ImageNet's [0.485, 0.456, 0.406])
+  image_std: [0.5, 0.5, 0.5]    # image classification: the per-channel std (ViT's; ImageNet's [0.229, 0.224, 0.225])
+  random_resized_crop: true     # image classification, training: torchvision's RandomResizedCrop (scale [0.08, 1],
+                                #   ratio [3/4, 4/3]); false: resize to model.image_size as evaluation does
+  horizontal_flip: true         # image classification, training: flip left-right with probability 0.5
+  decode_threads: 2             # image classification: background threads decoding and transforming images per
+                                #   process (0 = on the training thread)
 
 tokenization:
   tokenizer: gpt2_bpe           # gpt2_bpe | hf_bpe | sentencepiece | wordpiece | byte

@@ -21,6 +21,7 @@
 #include "meshflow/train/components.h"
 #include "meshflow/train/device_select.h"
 #include "meshflow/train/gpt_batches.h"
+#include "meshflow/train/image_batches.h"
 #include "meshflow/train/log_hook.h"
 #include "meshflow/parallel/pipeline_schedule.h"
 #include "meshflow/train/pretrained.h"
@@ -131,6 +132,15 @@ RunSources make_sources(const Config& c, const models::Model& model, const Token
                            " of them");
     }
     r.keep = std::make_shared<std::pair<decltype(train), decltype(valid)>>(train, valid);
+    return r;
+  }
+  if (kind == models::BatchKind::kImageClassification) {  // ViT: image folders or packed images
+    ImageSources img = image_sources(c, o.seed, train_samples, valid_samples, dp_rank, dp);
+    r.train = std::move(img.train);
+    r.valid = std::move(img.valid);
+    r.note = img.note;
+    r.keep = std::make_shared<std::pair<std::shared_ptr<ImageDataset>, std::shared_ptr<ImageDataset>>>(img.train_data,
+                                                                                                      img.valid_data);
     return r;
   }
   if (kind == models::BatchKind::kSpanCorruption) {
