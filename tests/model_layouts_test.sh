@@ -104,8 +104,8 @@ esac
 quick_set=" one dp2tp2 tp2sp one_mb2 pp2il z3dp2tp2 "
 [ "$model" = llama ] && quick_set=" one tp4 rc_sel one_mb2 pp2il "
 [ "$model" = bert ] && quick_set=" one dp2tp2 one_mb2 pp2il cls_one cls_dp2tp2 "
-[ "$model" = t5 ] && quick_set=" one dp2tp2 tp2sp one_mb2 pp2il pp4 "
-[ "$model" = vit ] && quick_set=" one dp2tp2 tp2sp one_mb2 pp2il "
+[ "$model" = t5 ] && quick_set=" one dp2tp2 one_mb2 pp4 "
+[ "$model" = vit ] && quick_set=" one tp2sp one_mb2 pp2il "
 skipped() {
   # BERT, T5 and ViT leave out the runs the test model already covers the same way (dp=4, GPipe, ZeRO 1 and 2).
   [[ " bert t5 vit " == *" $model "* ]] && [[ " dp4 pp2gpipe z1dp2 z2dp2 " == *" $1 "* ]] && return 0
