@@ -30,6 +30,8 @@ struct Batch {
   }
 };
 
+// `t` as a contiguous i64 host tensor (ids, labels and masks read on the host).
+Tensor host_i64(const Tensor& t);
 // Elements of `labels` that are not -100 (ignored), counted on the host.
 int64_t counted_labels(const Tensor& labels);
 // The keys padding hides from attention: attention_mask == 0, as a bool (B, T) host tensor;

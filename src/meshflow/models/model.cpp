@@ -51,9 +51,11 @@ const layers::Place* Model::layer_place(int64_t layer) const {
 
 std::vector<nn::ParamPiece> Model::parameter_pieces() const { return nn::param_pieces(*this, ctx_.tp); }
 
+Tensor host_i64(const Tensor& t) { return contiguous(cast(to(t.detach(), cpu_device()), DType::kI64)); }
+
 int64_t counted_labels(const Tensor& labels) {
   if (!labels.defined()) return 0;
-  const Tensor l = contiguous(cast(to(labels.detach(), cpu_device()), DType::kI64));
+  const Tensor l = host_i64(labels);
   const int64_t* p = l.data<int64_t>();
   int64_t n = 0;
   for (int64_t i = 0; i < l.numel(); ++i) n += p[i] != -100;
@@ -62,12 +64,32 @@ int64_t counted_labels(const Tensor& labels) {
 
 Tensor key_padding_mask(const Batch& batch) {
   if (!batch.attention_mask.defined()) return Tensor();
-  const Tensor m = contiguous(cast(to(batch.attention_mask.detach(), cpu_device()), DType::kI64));
+  const Tensor m = host_i64(batch.attention_mask);
   Tensor out = empty(m.shape(), DType::kBool);
   const int64_t* p = m.data<int64_t>();
   bool* q = out.data<bool>();
   for (int64_t i = 0; i < m.numel(); ++i) q[i] = p[i] == 0;
   return out;
+}
+
+std::pair<double, double> argmax_accuracy(const Tensor& logits_any, const Tensor& labels_any) {
+  const Tensor logits = contiguous(cast(to(logits_any.detach(), cpu_device()), DType::kF64));
+  const Tensor labels = host_i64(labels_any);
+  const int64_t B = logits.shape(0), n = logits.shape(1);
+  const double* l = logits.data<double>();
+  double correct = 0;
+  for (int64_t b = 0; b < B; ++b) {
+    int64_t best = 0;
+    for (int64_t k = 1; k < n; ++k)
+      if (l[b * n + k] > l[b * n + best]) best = k;
+    correct += best == labels.data<int64_t>()[b];
+  }
+  return {correct, static_cast<double>(B)};
+}
+
+GlobalTensor Model::host_beside(const GlobalTensor& like, const Tensor& t) {
+  return GlobalTensor{like.placement, global::uniform_sbp(like.placement, global::Sbp::broadcast()), t.shape(),
+                      to(t, like.local.device())};
 }
 
 GlobalTensor Model::step_share(const GlobalTensor& mean, double local, double total) {

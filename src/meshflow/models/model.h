@@ -87,6 +87,10 @@ struct ModelContext {
 // kImageClassification: pixel_values (B, 3, H, W) and a class label per row.
 enum class BatchKind { kCausalLM, kMaskedLM, kSequenceClassification, kSpanCorruption, kImageClassification };
 
+// (rows predicted right, rows) of class logits (B, n) (any device) against labels (B): the argmax
+// accuracy an evaluation metric sums.
+std::pair<double, double> argmax_accuracy(const Tensor& logits, const Tensor& labels);
+
 // A layered model: an embedding (unit 0), num_layers layers (unit 1 + l) and a head (unit
 // num_layers + 1). The model writes each as for one device, on global tensors, and builds the
 // layers the base says this rank holds; the base runs them by pipeline stage and chunk, with the
@@ -194,6 +198,8 @@ class Model : public nn::Module {
   virtual uint64_t streams_per_layer() const = 0;
   // Random streams the head draws (its dropout), after the layers'.
   virtual uint64_t head_streams() const { return 0; }
+  // A host tensor (ids, labels) as a B global tensor on `like`'s placement and device.
+  static GlobalTensor host_beside(const GlobalTensor& like, const Tensor& t);
   // A term's mean over this batch (`local` items) as its share of the step's (`total` items).
   static GlobalTensor step_share(const GlobalTensor& mean, double local, double total);
   // The logical activation between layers: (rows, seq_len, C).

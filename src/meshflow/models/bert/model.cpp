@@ -13,14 +13,6 @@ bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-// A host tensor as a B global tensor beside `like` (its placement), on `like`'s device.
-GlobalTensor beside(const GlobalTensor& like, const Tensor& t) {
-  return GlobalTensor{like.placement, like.nd_sbp, t.shape(), to(t, like.local.device())};
-}
-
-// i64 (B, T) host copy.
-Tensor host_i64(const Tensor& t) { return contiguous(cast(to(t.detach(), cpu_device()), DType::kI64)); }
-
 }  // namespace
 
 BertLayer::BertLayer(const BertConfig& c, const layers::Place& place) : c_(c) {
@@ -203,8 +195,8 @@ GlobalTensor BertModel::embed(const GlobalTensor& ids, const Batch& batch) const
   const Tensor types = batch.token_type_ids.defined() ? host_i64(batch.token_type_ids) : zeros({B, T}, DType::kI64);
   MF_CHECK(types.shape() == Shape({B, T}), bert_variant_name(c_.variant), ": token_type_ids ", types.str(),
            " must be (batch, seq) = (", B, ", ", T, ")");
-  GlobalTensor x = global::add(word_->forward(ids), token_type_->forward(beside(ids, types)));
-  x = global::add(x, position_->forward(beside(ids, positions)));  // (B, T, C) + (B, T, C) or (T, C)
+  GlobalTensor x = global::add(word_->forward(ids), token_type_->forward(host_beside(ids, types)));
+  x = global::add(x, position_->forward(host_beside(ids, positions)));  // (B, T, C) + (B, T, C) or (T, C)
   x = embed_norm_->forward(layers::round_to(x, c_.settings.dtype));
   return global::dropout(x, training() ? c_.embedding_dropout_prob : 0.0);
 }
@@ -261,7 +253,7 @@ GlobalTensor BertModel::head(const GlobalTensor& hidden, const Batch& batch, con
   auto row_labels = [&](const Tensor& t, const char* what) {
     MF_CHECK(t.defined() && t.shape() == Shape{B}, v, ": ", what, " must be (batch) = (", B, "), got ",
              t.defined() ? t.str() : std::string("none"));
-    return beside(hidden, host_i64(t));
+    return host_beside(hidden, host_i64(t));
   };
   if (c_.task == BertTask::kClassification) {
     const GlobalTensor loss = global::cross_entropy(classify(hidden), row_labels(batch.labels, "the class labels"));
@@ -276,30 +268,13 @@ GlobalTensor BertModel::head(const GlobalTensor& hidden, const Batch& batch, con
   return global::add(loss, step_share(nsp, rows, totals.at(1)));
 }
 
-namespace {
-// (rows predicted right, rows) of logits (B, n) (any device) against labels (B).
-std::pair<double, double> accuracy(const Tensor& logits_any, const Tensor& labels_any) {
-  const Tensor logits = contiguous(cast(to(logits_any.detach(), cpu_device()), DType::kF64));
-  const Tensor labels = host_i64(labels_any);
-  const int64_t B = logits.shape(0), n = logits.shape(1);
-  const double* l = logits.data<double>();
-  double correct = 0;
-  for (int64_t b = 0; b < B; ++b) {
-    int64_t best = 0;
-    for (int64_t k = 1; k < n; ++k)
-      if (l[b * n + k] > l[b * n + best]) best = k;
-    correct += best == labels.data<int64_t>()[b];
-  }
-  return {correct, static_cast<double>(B)};
-}
-}  // namespace
 
 std::vector<std::pair<double, double>> BertModel::metrics(const GlobalTensor& hidden, const Batch& batch) const {
-  if (c_.task == BertTask::kClassification) return {accuracy(classify(hidden).local, batch.labels)};
+  if (c_.task == BertTask::kClassification) return {argmax_accuracy(classify(hidden).local, batch.labels)};
   // The masked-LM loss alone (mean over every evaluated masked token) and the next-sentence accuracy.
   const double n = static_cast<double>(counted_labels(batch.labels));
   std::vector<std::pair<double, double>> out = {{n > 0 ? mlm_loss(hidden, batch.labels).local.item() * n : 0.0, n}};
-  if (c_.nsp()) out.push_back(accuracy(seq_relationship_->forward(pooled(hidden)).local, batch.next_sentence_label));
+  if (c_.nsp()) out.push_back(argmax_accuracy(seq_relationship_->forward(pooled(hidden)).local, batch.next_sentence_label));
   return out;
 }
 
@@ -328,7 +303,7 @@ std::pair<Tensor, Tensor> BertModel::pretraining_losses(const Batch& batch) cons
   Tensor nsp;
   const Tensor mlm = run_whole(batch, [&](const GlobalTensor& h) {
     if (c_.nsp())
-      nsp = global::cross_entropy(seq_relationship_->forward(pooled(h)), beside(h, host_i64(batch.next_sentence_label))).local;
+      nsp = global::cross_entropy(seq_relationship_->forward(pooled(h)), host_beside(h, host_i64(batch.next_sentence_label))).local;
     return mlm_loss(h, batch.labels);
   });
   return {mlm, nsp};

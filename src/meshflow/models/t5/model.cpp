@@ -16,14 +16,6 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 }
 bool starts_with(const std::string& s, const std::string& prefix) { return s.compare(0, prefix.size(), prefix) == 0; }
 
-// A host tensor as a B global tensor on `like`'s placement and device.
-GlobalTensor beside(const GlobalTensor& like, const Tensor& t) {
-  return GlobalTensor{like.placement, global::uniform_sbp(like.placement, global::Sbp::broadcast()), t.shape(),
-                      to(t, like.local.device())};
-}
-
-Tensor host_i64(const Tensor& t) { return contiguous(cast(to(t.detach(), cpu_device()), DType::kI64)); }
-
 // The most negative finite value of a compute dtype: what a hidden score becomes.
 double lowest(DType dt) {
   if (dt == DType::kF64) return std::numeric_limits<double>::lowest();
@@ -291,7 +283,7 @@ GlobalTensor T5Model::embed(const GlobalTensor& ids, const Batch& batch) const {
            batch.decoder_input_ids.defined() ? batch.decoder_input_ids.str() : std::string("none"));
   const GlobalTensor enc =
       global::dropout(shared_->forward(ids), training() ? c_.embedding_dropout_prob : 0.0);  // (B, T_enc, C)
-  const GlobalTensor dec = shared_->forward(beside(ids, host_i64(batch.decoder_input_ids)));  // (B, T_dec, C)
+  const GlobalTensor dec = shared_->forward(host_beside(ids, host_i64(batch.decoder_input_ids)));  // (B, T_dec, C)
   return layers::round_to(global::cat({enc, dec}, 1), c_.settings.dtype);  // its dropout: decoder block 0's
 }
 
@@ -299,7 +291,7 @@ GlobalTensor T5Model::position_bias(bool decoder, int64_t tq, int64_t tk, const 
   const layers::Embedding& table = decoder ? *dec_table_ : *enc_table_;
   const Tensor buckets = t5_relative_buckets(tq, tk, !decoder, c_.relative_attention_num_buckets,
                                              c_.relative_attention_max_distance);
-  const GlobalTensor b = table.forward(beside(like, buckets));  // (Tq, Tk, H)
+  const GlobalTensor b = table.forward(host_beside(like, buckets));  // (Tq, Tk, H)
   return global::permute(b, {2, 0, 1});  // (H, Tq, Tk)
 }
 

@@ -13,8 +13,6 @@ bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-Tensor host_i64(const Tensor& t) { return contiguous(cast(to(t.detach(), cpu_device()), DType::kI64)); }
-
 // PyTorch's cubic convolution weights (A = -0.75) of the 4 taps around a source position.
 void cubic_weights(double t, double w[4]) {
   const double A = -0.75;
@@ -205,24 +203,12 @@ GlobalTensor VitModel::head(const GlobalTensor& hidden, const Batch& batch, cons
   const int64_t B = hidden.logical_shape[0];
   MF_CHECK(batch.labels.defined() && batch.labels.shape() == Shape{B}, "vit: labels must be (batch) = (", B, "), got ",
            batch.labels.defined() ? batch.labels.str() : std::string("none"));
-  const Tensor labels = to(host_i64(batch.labels), hidden.local.device());
-  const GlobalTensor lg{hidden.placement, global::uniform_sbp(hidden.placement, global::Sbp::broadcast()), {B}, labels};
-  return step_share(global::cross_entropy(classify(hidden), lg), static_cast<double>(B), totals.at(0));
+  return step_share(global::cross_entropy(classify(hidden), host_beside(hidden, host_i64(batch.labels))),
+                    static_cast<double>(B), totals.at(0));
 }
 
 std::vector<std::pair<double, double>> VitModel::metrics(const GlobalTensor& hidden, const Batch& batch) const {
-  const Tensor logits = contiguous(cast(to(classify(hidden).local.detach(), cpu_device()), DType::kF64));
-  const Tensor labels = host_i64(batch.labels);
-  const int64_t B = logits.shape(0), n = logits.shape(1);
-  const double* l = logits.data<double>();
-  double correct = 0;
-  for (int64_t b = 0; b < B; ++b) {
-    int64_t best = 0;
-    for (int64_t k = 1; k < n; ++k)
-      if (l[b * n + k] > l[b * n + best]) best = k;
-    correct += best == labels.data<int64_t>()[b];
-  }
-  return {{correct, static_cast<double>(B)}};
+  return {argmax_accuracy(classify(hidden).local, batch.labels)};
 }
 
 Tensor VitModel::hidden_states(const Batch& batch) const {
