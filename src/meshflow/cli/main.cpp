@@ -19,6 +19,7 @@
 #include "meshflow/data/preprocess.h"
 #include "meshflow/core/device.h"
 #include "meshflow/global/device_mesh.h"
+#include "meshflow/infer/run.h"
 #include "meshflow/train/device_select.h"
 #include "meshflow/train/pretrained.h"
 #include "meshflow/train/run.h"
@@ -256,6 +257,21 @@ int main(int argc, char** argv) {
   auto* pre = add_preprocess_command(app, pa);
   ConvertArgs ca;
   auto* conv = add_convert_command(app, ca);
+  mf::infer::GenerateArgs ga;
+  auto* gen = app.add_subcommand("generate", "Generate text from a trained or pretrained causal language model");
+  gen->add_option("config", config, "the run's YAML config (its latest checkpoint) or one with model.pretrained=...")->required();
+  gen->add_option("overrides", overrides, "key=value overrides, e.g. model.pretrained=hf/gpt2 train.dist.tensor_parallel_size=2");
+  gen->add_option("--prompt", ga.prompts, "prompt text (repeat for a batch)");
+  gen->add_option("--prompt-file", ga.prompt_file, "a file of prompts, one per line, generated as one batch");
+  gen->add_option("--max-new-tokens", ga.max_new_tokens, "tokens to generate per prompt")->check(CLI::PositiveNumber);
+  gen->add_flag("--do-sample", ga.sampling.do_sample, "sample (default: greedy)");
+  gen->add_option("--temperature", ga.sampling.temperature, "sampling temperature (> 0)");
+  gen->add_option("--top-k", ga.sampling.top_k, "keep the k most likely tokens (0: all)");
+  gen->add_option("--top-p", ga.sampling.top_p, "keep the most likely tokens up to this probability mass (1: all)");
+  gen->add_option("--repetition-penalty", ga.sampling.repetition_penalty, "divide the logits of tokens already seen (1: off)");
+  gen->add_option("--seed", ga.sampling.seed, "sampling seed: the same seed draws the same tokens in any layout");
+  gen->add_flag("--ignore-eos", ga.ignore_eos, "do not stop at the end-of-text token");
+  gen->add_flag("--print-ids", ga.print_ids, "print the new token ids of each prompt");
   auto* devices = app.add_subcommand("devices", "Print the CUDA devices this process sees (first line: cuda_devices N)");
 
   try {
@@ -268,6 +284,9 @@ int main(int argc, char** argv) {
       const mf::Config c = mf::Config::load(config, overrides);
       const mf::comm::CommPtr run_world = device_world(c, world);
       mf::train::run_training(c, stdout, run_world);
+    } else if (*gen) {
+      const mf::Config c = mf::Config::load(config, overrides);
+      mf::infer::run_generation(c, ga, stdout, device_world(c, world));
     } else if (*devices) {
       return run_devices();
     } else if (*eval) {

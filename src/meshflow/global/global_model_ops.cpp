@@ -146,6 +146,16 @@ GlobalTensor rope(const GlobalTensor& x, const std::vector<double>& inv_freq) {
                       [&inv_freq](const std::vector<Tensor>& t) -> std::vector<Tensor> { return {mf::rope(t[0], inv_freq)}; })[0];
 }
 
+GlobalTensor rope(const GlobalTensor& x, const std::vector<double>& inv_freq, const std::vector<int64_t>& row_offsets) {
+  const Shape& xs = x.logical_shape;
+  MF_CHECK(xs.size() == 4, "global rope: x ", shape_str(xs), " must be (batch, heads, seq, head_dim)");
+  auto candidates = [] { return SignatureList{{{S(1)}, {S(1)}}, {{kB}, {kB}}}; };  // every row here
+  return apply_global(context_of(x.placement), "rope_rows", {x}, {xs}, candidates,
+                      [&](const std::vector<Tensor>& t) -> std::vector<Tensor> {
+                        return {mf::rope(t[0], inv_freq, row_offsets)};
+                      })[0];
+}
+
 GlobalTensor rms_norm(const GlobalTensor& x, const GlobalTensor& weight, double eps) {
   const Shape& xs = x.logical_shape;
   MF_CHECK(!xs.empty() && weight.logical_shape == Shape{xs.back()}, "global rms_norm: x ", shape_str(xs), ", weight ",

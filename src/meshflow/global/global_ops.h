@@ -167,6 +167,8 @@ GlobalTensor attention(const GlobalTensor& q, const GlobalTensor& k, const Globa
                        const AttentionOptions& opts);
 GlobalTensor cross_entropy(const GlobalTensor& logits, const GlobalTensor& labels);
 GlobalTensor rope(const GlobalTensor& x, const std::vector<double>& inv_freq);
+// The same with row b's positions starting at row_offsets[b] (decoding; no gradient): (S(1)) -> S(1); (B) -> B
+GlobalTensor rope(const GlobalTensor& x, const std::vector<double>& inv_freq, const std::vector<int64_t>& row_offsets);
 GlobalTensor rms_norm(const GlobalTensor& x, const GlobalTensor& weight, double eps);
 // `name` names fn in errors and the signature cache.
 GlobalTensor map(const GlobalTensor& x, const char* name, const std::function<Tensor(const Tensor&)>& fn);

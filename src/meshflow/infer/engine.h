@@ -65,6 +65,14 @@ class Engine {
   // The same logits computed in one forward without a cache.
   Tensor full_logits(const Tensor& ids);
 
+  // What the last generate() call took (this rank's clock): the prompt's forward (prefill: rows x
+  // longest prompt positions, padding included) and the single-token steps after it.
+  struct Timing {
+    double prefill_seconds = 0, decode_seconds = 0;
+    int64_t prefill_positions = 0, decode_steps = 0, rows = 0;
+  };
+  const Timing& last_timing() const { return timing_; }
+
   // The longest prompt + new tokens the model accepts (model.max_seq_length).
   int64_t max_sequence_length() const;
   const models::Model& model() const { return *model_; }
@@ -74,6 +82,7 @@ class Engine {
   std::shared_ptr<models::Model> model_;
   comm::CommPtr pipeline_, group_;
   std::unique_ptr<State> state_;
+  Timing timing_;
 };
 
 }  // namespace mf::infer

@@ -7,10 +7,34 @@
 // image classifier (ViT) pixel_values (B, 3, H, W) f32, normalised, and a class label per row.
 #pragma once
 #include <cstdint>
+#include <utility>
+#include <vector>
 
+#include "meshflow/layers/kv_cache.h"
 #include "meshflow/tensor/tensor.h"
 
 namespace mf::models {
+
+// Decoding with a key/value cache (infer/engine.h): where this call's new positions sit and the
+// caches of the layers. The batch is left-padded, so every row has `past` cached positions; row
+// b's real tokens start at position 0, its padding before them at negative positions (masked by
+// the batch's attention_mask, which covers the cached and the new positions: (B, past + T)).
+struct DecodeState {
+  int64_t past = 0;      // positions already in the caches
+  int64_t capacity = 0;  // positions each cache holds
+  std::vector<int64_t> row_start;             // (B) position of row b's first slot (-(its padding))
+  std::vector<layers::KvCache>* caches = nullptr;  // by whole-model layer index
+
+  // Row b's first new position: row_start[b] + past (rotary embeddings' per-row offsets).
+  std::vector<int64_t> row_offsets() const;
+  // The new positions (B, T) as an i64 host tensor, padding's clamped to 0 (a learned position
+  // table's lookup; masked anyway).
+  Tensor positions(int64_t new_tokens) const;
+  // Layer `layer`'s keys and values of every position so far, this call's k, v (B, H, T, D)
+  // appended.
+  std::pair<layers::GlobalTensor, layers::GlobalTensor> attend(int64_t layer, const layers::GlobalTensor& k,
+                                                               const layers::GlobalTensor& v) const;
+};
 
 struct Batch {
   Batch() = default;
@@ -24,6 +48,7 @@ struct Batch {
   Tensor decoder_input_ids;       // (B, T_dec) encoder-decoder: the decoder's input (labels shifted right)
   Tensor decoder_attention_mask;  // (B, T_dec) 1 = a real decoder token, 0 = padding; undefined: none
   Tensor pixel_values;            // (B, channels, H, W) f32 images, normalised (mean/std); undefined: none
+  const DecodeState* decode = nullptr;  // decoding: input_ids are the new positions (B, T) after the cached ones
 
   int64_t rows() const {
     return input_ids.defined() ? input_ids.shape(0) : pixel_values.defined() ? pixel_values.shape(0) : labels.shape(0);

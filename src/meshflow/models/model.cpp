@@ -1,5 +1,7 @@
 #include "meshflow/models/model.h"
 
+#include <algorithm>
+
 #include "meshflow/autograd/grad_mode.h"
 #include "meshflow/random/generator.h"
 
@@ -70,6 +72,26 @@ Tensor key_padding_mask(const Batch& batch) {
   bool* q = out.data<bool>();
   for (int64_t i = 0; i < m.numel(); ++i) q[i] = p[i] == 0;
   return out;
+}
+
+std::vector<int64_t> DecodeState::row_offsets() const {
+  std::vector<int64_t> o = row_start;
+  for (int64_t& x : o) x += past;
+  return o;
+}
+
+Tensor DecodeState::positions(int64_t new_tokens) const {
+  const int64_t B = static_cast<int64_t>(row_start.size());
+  Tensor out = empty({B, new_tokens}, DType::kI64);
+  int64_t* p = out.data<int64_t>();
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t t = 0; t < new_tokens; ++t) p[b * new_tokens + t] = std::max<int64_t>(0, row_start[static_cast<size_t>(b)] + past + t);
+  return out;
+}
+
+std::pair<GlobalTensor, GlobalTensor> DecodeState::attend(int64_t layer, const GlobalTensor& k, const GlobalTensor& v) const {
+  MF_CHECK(caches && layer >= 0 && layer < static_cast<int64_t>(caches->size()), "decode: no cache for layer ", layer);
+  return layers::append_kv((*caches)[static_cast<size_t>(layer)], k, v, past, capacity);
 }
 
 std::pair<double, double> argmax_accuracy(const Tensor& logits_any, const Tensor& labels_any) {
@@ -166,6 +188,23 @@ Tensor Model::head_loss(const Tensor& hidden, const Tensor& labels) const {
 std::vector<std::pair<double, double>> Model::head_metrics(const Tensor& hidden, const Batch& batch) const {
   MF_CHECK(stage().last, "model: metrics are computed on the last pipeline stage");
   return metrics(place_.wrap(hidden), batch);
+}
+
+GlobalTensor Model::output_logits(const GlobalTensor&) const {
+  MF_THROW("model: ", describe(), " does not generate text (no causal language-model head)");
+}
+
+Tensor Model::head_logits(const Tensor& hidden, bool whole, int64_t* vocab_offset) const {
+  MF_CHECK(stage().last, "model: logits are computed on the last pipeline stage");
+  MF_CHECK(hidden.ndim() == 3, "model: the final hidden state ", hidden.str(), " must be (batch, seq, hidden)");
+  GlobalTensor logits = output_logits(place_.wrap(hidden));  // (B, T, V)
+  if (whole) logits = global::box(logits, place_.broadcast());
+  if (vocab_offset) {
+    const LogicalSlice sl = global::local_slice(logits.logical_shape, *logits.nd_sbp, logits.placement->mesh_shape(),
+                                                global::coordinate_in(*logits.placement, place_.world_rank(), "head_logits"));
+    *vocab_offset = sl.whole() ? 0 : sl.start.at(2);
+  }
+  return leave(head_unit(), logits.local);
 }
 
 Shape Model::activation_shape(int64_t rows, int64_t seq_len) const {

@@ -140,6 +140,18 @@ class Model : public nn::Module {
   // over every batch and rank), in eval_metric_names() order.
   std::vector<std::pair<double, double>> head_metrics(const Tensor& hidden, const Batch& batch) const;
 
+  // ---- generation (infer/engine.h): a causal language model's logits, its layers reading and
+  // filling a key/value cache when the batch carries a DecodeState
+  virtual bool generates() const { return false; }
+  // Last stage: the logits (B, T, V) of the final hidden state (stage_forward()'s output on the
+  // last stage). whole: the whole vocabulary on every rank; else this rank's piece (split on the
+  // vocabulary over the ranks splitting the layers) and *vocab_offset its first id.
+  Tensor head_logits(const Tensor& hidden, bool whole, int64_t* vocab_offset = nullptr) const;
+  // The longest sequence the model reads (its position table, or model.max_seq_length).
+  virtual int64_t max_sequence_length() const { return 0; }
+  // The logits' vocabulary size.
+  virtual int64_t vocab_size() const { return 0; }
+
   // ---- the messages between pipeline stages
   // This rank's piece of the activation a stage sends (B = rows, logical sequence seq_len).
   Shape activation_shape(int64_t rows, int64_t seq_len) const;
@@ -172,6 +184,7 @@ class Model : public nn::Module {
   virtual std::string describe() const = 0;
 
   const PipelineStage& stage() const { return ctx_.stage; }
+  int64_t num_layers() const { return num_layers_; }
   // The ranks that split the layers (the runtime's: gradient synchronisation, checkpoints).
   const nn::TensorParallel& tensor_parallel() const { return ctx_.tp; }
 
@@ -195,6 +208,9 @@ class Model : public nn::Module {
     (void)batch;
     return {};
   }
+  // The output projection of the final hidden state (B, T, C) (after final_norm) -> logits
+  // (B, T, V): what a model that generates() writes.
+  virtual GlobalTensor output_logits(const GlobalTensor& hidden) const;
   virtual uint64_t streams_per_layer() const = 0;
   // Random streams the head draws (its dropout), after the layers'.
   virtual uint64_t head_streams() const { return 0; }

@@ -54,7 +54,8 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
            v.str());
   MF_CHECK(v.shape(2) == Tk, kOp, ": k ", k.str(), " and v ", v.str(), " differ in sequence length");
   MF_CHECK(D > 0 && Tk > 0, kOp, ": empty head dim or key sequence, q ", q.str(), ", k ", k.str());
-  MF_CHECK(!opts.causal || Tq == Tk, kOp, ": causal attention needs Tq == Tk, got q ", q.str(), ", k ", k.str());
+  MF_CHECK(!opts.causal || Tq <= Tk, kOp, ": causal attention needs Tq <= Tk (the queries are the last Tq positions), got q ",
+           q.str(), ", k ", k.str());
   MF_CHECK(opts.window >= 0 && (opts.window == 0 || opts.causal), kOp, ": a sliding window (", opts.window,
            ") needs causal attention and must be >= 0");
   MF_CHECK(opts.dropout_p >= 0.0 && opts.dropout_p < 1.0, kOp, ": dropout_p must be in [0, 1), got ", opts.dropout_p);

@@ -89,6 +89,8 @@ void uniform_(Tensor& t, double low, double high, Generator* gen = nullptr, cons
 
 // ---- fused attention (ops/attention.cpp)
 struct AttentionOptions {
+  // Query i sees keys j <= i + (Tk - Tq): aligned at the end, so Tq < Tk are the last Tq positions
+  // of a sequence whose earlier keys are cached (decoding). CUDA: Tq == Tk only.
   bool causal = false;
   Tensor key_padding_mask;  // optional bool (B, Tk): true = key is padding (masked out)
   double scale = 0.0;       // 0: 1/sqrt(D)
@@ -121,6 +123,10 @@ Tensor rope(const Tensor& x, double base = 10000.0, int64_t position_offset = 0)
 // The same with the pair frequencies given: pair i rotates by (t + position_offset) *
 // inv_freq[i] (D / 2 of them; rope_inv_freq(D, base) for the plain base^(-2i/D)).
 Tensor rope(const Tensor& x, const std::vector<double>& inv_freq, int64_t position_offset = 0);
+// Row b of x rotated by positions row_offsets[b] + t (decoding a left-padded batch: each row's
+// positions start where its real tokens do; negative offsets rotate padding, which is masked).
+// Inference: no gradient.
+Tensor rope(const Tensor& x, const std::vector<double>& inv_freq, const std::vector<int64_t>& row_offsets);
 std::vector<double> rope_inv_freq(int64_t head_dim, double base);
 
 // ---- matrix products (ops/matmul.cpp), through the BLAS with no copies for transposed views

@@ -1,5 +1,6 @@
 // rope: checks, the rotation kernel, and a backward that rotates the gradient back. bf16/f16 x
 // runs natively where the half kernel is registered (CUDA); the CPU refuses it.
+#include <algorithm>
 #include <cmath>
 
 #include "meshflow/ops/op_utils.h"
@@ -39,6 +40,20 @@ Tensor rope(const Tensor& x, const std::vector<double>& inv_freq, int64_t positi
     kernel<kernels::Rope>("rope", gc.device(), gc.dtype())(gc, inv_freq.data(), position_offset, -1, dx);
     return {dx};
   });
+  return out;
+}
+
+Tensor rope(const Tensor& x, const std::vector<double>& inv_freq, const std::vector<int64_t>& row_offsets) {
+  MF_CHECK(x.ndim() == 4 && static_cast<int64_t>(row_offsets.size()) == x.shape(0), "rope: ", row_offsets.size(),
+           " row offsets for x ", x.str(), " (one per row of (B, H, T, D))");
+  MF_CHECK(!any_requires_grad({x}), "rope: per-row positions are for inference (x ", x.str(), " requires grad)");
+  if (std::all_of(row_offsets.begin(), row_offsets.end(), [&](int64_t o) { return o == row_offsets[0]; }))
+    return rope(x, inv_freq, row_offsets.empty() ? 0 : row_offsets[0]);
+  Tensor out = empty(x.shape(), x.dtype(), x.device());
+  for (int64_t b = 0; b < x.shape(0); ++b) {
+    Tensor row = narrow(out, 0, b, 1);
+    copy_(row, rope(narrow(x, 0, b, 1), inv_freq, row_offsets[static_cast<size_t>(b)]));
+  }
   return out;
 }
 

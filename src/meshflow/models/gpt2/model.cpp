@@ -25,7 +25,8 @@ Gpt2Block::Gpt2Block(const Gpt2Config& c, const layers::Place& place) : c_(c) {
   mlp_proj_ = mlp->add("c_proj", std::make_shared<layers::Conv1D>(c.ffn(), C, place, WeightSplit::kRows, c.dtype));
 }
 
-GlobalTensor Gpt2Block::forward(const GlobalTensor& x, bool recompute_attention) const {
+GlobalTensor Gpt2Block::forward(const GlobalTensor& x, bool recompute_attention, const DecodeState* decode,
+                                int64_t layer, const Tensor& key_padding) const {
   using layers::round_to;
   const int64_t B = x.logical_shape[0], T = x.logical_shape[1], C = c_.hidden_size;
   const int64_t H = c_.num_attention_heads, D = C / H;
@@ -34,10 +35,16 @@ GlobalTensor Gpt2Block::forward(const GlobalTensor& x, bool recompute_attention)
   AttentionOptions opts;
   opts.causal = true;
   opts.dropout_p = training() ? c_.attention_dropout_prob : 0.0;
+  opts.key_padding_mask = key_padding;
   // The attention core: qkv (B, T, 3, H, D) -> (B, H, T, D). Its dropout takes the next stream of
-  // the default generator and reads the batch slice, both of which checkpoint() replays.
-  auto core = [opts](const std::vector<GlobalTensor>& in) {
+  // the default generator and reads the batch slice, both of which checkpoint() replays. Decoding:
+  // the keys and values are the cached positions' and these (B, H, past + T, D).
+  auto core = [opts, decode, layer](const std::vector<GlobalTensor>& in) {
     auto head_view = [&](int64_t i) { return global::permute(global::select(in[0], 2, i), {0, 2, 1, 3}); };  // (B,H,T,D)
+    if (decode) {
+      const auto [k, v] = decode->attend(layer, head_view(1), head_view(2));
+      return std::vector<GlobalTensor>{global::attention(head_view(0), k, v, opts)};
+    }
     return std::vector<GlobalTensor>{global::attention(head_view(0), head_view(1), head_view(2), opts)};
   };
   GlobalTensor y = recompute_attention && qkv.local.requires_grad() ? global::checkpoint(core, {qkv})[0] : core({qkv})[0];
@@ -99,18 +106,24 @@ void Gpt2Model::init_weights(uint64_t seed) {
   }
 }
 
-GlobalTensor Gpt2Model::embed(const GlobalTensor& ids, const Batch&) const {
-  const int64_t T = ids.logical_shape[1];
-  MF_CHECK(T > 0 && T <= c_.max_seq_length, "gpt2: sequence length ", T, " must be in [1, model.max_seq_length = ",
-           c_.max_seq_length, "]");
-  const GlobalTensor pos{ids.placement, ids.nd_sbp, {T}, to(arange(T, DType::kI64), ids.local.device())};  // B
+GlobalTensor Gpt2Model::embed(const GlobalTensor& ids, const Batch& batch) const {
+  const int64_t T = ids.logical_shape[1], past = batch.decode ? batch.decode->past : 0;
+  MF_CHECK(T > 0 && past + T <= c_.max_seq_length, "gpt2: sequence length ", past + T,
+           " must be in [1, model.max_seq_length = ", c_.max_seq_length, "]");
+  // The positions: 0 .. T-1, or decoding each row's (B, T) after its cached ones.
+  const Tensor positions = batch.decode ? batch.decode->positions(T) : arange(T, DType::kI64);
+  const GlobalTensor pos = host_beside(ids, positions);
   GlobalTensor x = global::add(wte_->forward(ids), wpe_->forward(pos));
   x = layers::round_to(x, c_.dtype);  // (B, T, C) + (T, C)
   return global::dropout(x, training() ? c_.embedding_dropout_prob : 0.0);
 }
 
-GlobalTensor Gpt2Model::run_layer(int64_t layer, const GlobalTensor& x, const Batch&, bool recompute_inside) const {
-  return blocks_.at(static_cast<size_t>(layer))->forward(x, recompute_inside);
+GlobalTensor Gpt2Model::run_layer(int64_t layer, const GlobalTensor& x, const Batch& batch, bool recompute_inside) const {
+  return blocks_.at(static_cast<size_t>(layer))->forward(x, recompute_inside, batch.decode, layer, key_padding_mask(batch));
+}
+
+GlobalTensor Gpt2Model::output_logits(const GlobalTensor& hidden) const {
+  return layers::round_to(global::linear(hidden, wte_->table()), c_.dtype);  // (B, T, C) -> (B, T, V)
 }
 
 std::optional<CheckpointGranularity> Gpt2Model::recomputation(int64_t layer) const {
@@ -119,9 +132,7 @@ std::optional<CheckpointGranularity> Gpt2Model::recomputation(int64_t layer) con
 }
 
 Tensor Gpt2Model::logits(const Tensor& ids) const {
-  return run_whole(ids, [this](const GlobalTensor& h) {  // (B, T, C) -> (B, T, V)
-    return layers::round_to(global::linear(h, wte_->table()), c_.dtype);
-  });
+  return run_whole(ids, [this](const GlobalTensor& h) { return output_logits(h); });
 }
 
 std::string Gpt2Model::describe() const { return gpt2_describe(c_); }

@@ -22,8 +22,10 @@ class Gpt2Block : public nn::Module {
  public:
   Gpt2Block(const Gpt2Config& c, const layers::Place& place);
   // (B, T, C) -> (B, T, C). recompute_attention: checkpoint the attention core (selective
-  // checkpointing) when grad mode is on.
-  GlobalTensor forward(const GlobalTensor& x, bool recompute_attention = false) const;
+  // checkpointing) when grad mode is on. decode: attend to the cached keys and values of layer
+  // `layer` too (the positions before x's), appending x's; key_padding: bool (B, keys), true = padding.
+  GlobalTensor forward(const GlobalTensor& x, bool recompute_attention = false, const DecodeState* decode = nullptr,
+                       int64_t layer = 0, const Tensor& key_padding = Tensor()) const;
 
  private:
   Gpt2Config c_;
@@ -62,6 +64,9 @@ class Gpt2Model : public Model {
   // the PaLM/Megatron count).
   double flops_per_token(int64_t seq_len) const override;
   Config model_config() const override { return gpt2_model_config(c_); }
+  bool generates() const override { return true; }
+  int64_t max_sequence_length() const override { return c_.max_seq_length; }
+  int64_t vocab_size() const override { return c_.vocab_size; }
   std::string describe() const override;
 
   // The tied embedding's copy this rank holds, or an undefined tensor.
@@ -75,6 +80,7 @@ class Gpt2Model : public Model {
   // Logits are computed for chunks of rows (Gpt2Config::head_chunk_elements), each recomputed in
   // backward under full activation checkpointing.
   GlobalTensor head(const GlobalTensor& hidden, const Batch& batch, const std::vector<double>& totals) const override;
+  GlobalTensor output_logits(const GlobalTensor& hidden) const override;
   uint64_t streams_per_layer() const override { return kStreamsPerBlock; }
   Shape hidden_shape(int64_t rows, int64_t seq_len) const override { return {rows, seq_len, c_.hidden_size}; }
   std::optional<CheckpointGranularity> recomputation(int64_t layer) const override;

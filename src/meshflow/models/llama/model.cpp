@@ -1,6 +1,7 @@
 #include "meshflow/models/llama/model.h"
 
 #include <algorithm>
+#include <tuple>
 #include <unordered_map>
 
 #include "meshflow/autograd/grad_mode.h"
@@ -45,23 +46,31 @@ LlamaBlock::LlamaBlock(const LlamaConfig& c, const layers::Place& place) : c_(c)
   down_ = mlp->add("down_proj", std::make_shared<layers::Linear>(F, C, place, WeightSplit::kRows, dt, false));
 }
 
-GlobalTensor LlamaBlock::heads(const layers::Linear& proj, const GlobalTensor& x, int64_t n, bool rotate) const {
+GlobalTensor LlamaBlock::heads(const layers::Linear& proj, const GlobalTensor& x, int64_t n, bool rotate,
+                               const DecodeState* decode) const {
   const int64_t B = x.logical_shape[0], T = x.logical_shape[1];
   GlobalTensor h = global::permute(global::reshape(proj.forward(x), {B, T, n, c_.dim()}), {0, 2, 1, 3});
-  return rotate ? layers::round_to(global::rope(h, inv_freq_), c_.settings.dtype) : h;  // (B, n, T, D)
+  if (!rotate) return h;  // (B, n, T, D)
+  const GlobalTensor r = decode ? global::rope(h, inv_freq_, decode->row_offsets()) : global::rope(h, inv_freq_);
+  return layers::round_to(r, c_.settings.dtype);
 }
 
-GlobalTensor LlamaBlock::forward(const GlobalTensor& x, bool recompute_attention) const {
+GlobalTensor LlamaBlock::forward(const GlobalTensor& x, bool recompute_attention, const DecodeState* decode,
+                                 int64_t layer, const Tensor& key_padding) const {
   using layers::round_to;
   const DType st = c_.settings.dtype;
   const int64_t B = x.logical_shape[0], T = x.logical_shape[1], H = c_.num_attention_heads;
   const GlobalTensor xn = input_norm_->forward(x);
-  const GlobalTensor q = heads(*q_, xn, H, true), k = heads(*k_, xn, c_.kv_heads(), true);
-  const GlobalTensor v = heads(*v_, xn, c_.kv_heads(), false);
+  const GlobalTensor q = heads(*q_, xn, H, true, decode);
+  GlobalTensor k = heads(*k_, xn, c_.kv_heads(), true, decode), v = heads(*v_, xn, c_.kv_heads(), false, decode);
+  // Decoding: the cached positions' keys and values and these (B, kv heads, past + T, D), cached
+  // once per key/value head.
+  if (decode) std::tie(k, v) = decode->attend(layer, k, v);
   AttentionOptions opts;
   opts.causal = true;
   opts.window = c_.sliding_window;
   opts.dropout_p = training() ? c_.attention_dropout_prob : 0.0;
+  opts.key_padding_mask = key_padding;
   // The attention core: q (B, H, T, D), k and v (B, kv heads, T, D) -> (B, H, T, D). Its dropout
   // takes the next stream of the default generator, which checkpoint() replays.
   const int64_t groups = H / c_.kv_heads();
@@ -122,15 +131,19 @@ std::vector<std::string> LlamaModel::tied_parameters() const {
   return {"model.embed_tokens.weight"};
 }
 
-GlobalTensor LlamaModel::embed(const GlobalTensor& ids, const Batch&) const {
-  const int64_t T = ids.logical_shape[1];
+GlobalTensor LlamaModel::embed(const GlobalTensor& ids, const Batch& batch) const {
+  const int64_t T = ids.logical_shape[1] + (batch.decode ? batch.decode->past : 0);
   MF_CHECK(T > 0 && T <= c_.max_seq_length, llama_variant_name(c_.variant), ": sequence length ", T,
            " must be in [1, model.max_seq_length = ", c_.max_seq_length, "]");
   return embed_tokens_->forward(ids);  // (B, T, C)
 }
 
-GlobalTensor LlamaModel::run_layer(int64_t layer, const GlobalTensor& x, const Batch&, bool recompute_inside) const {
-  return blocks_.at(static_cast<size_t>(layer))->forward(x, recompute_inside);
+GlobalTensor LlamaModel::run_layer(int64_t layer, const GlobalTensor& x, const Batch& batch, bool recompute_inside) const {
+  return blocks_.at(static_cast<size_t>(layer))->forward(x, recompute_inside, batch.decode, layer, key_padding_mask(batch));
+}
+
+GlobalTensor LlamaModel::output_logits(const GlobalTensor& hidden) const {
+  return layers::round_to(global::linear(hidden, output_table().table()), c_.settings.dtype);  // (B, T, C) -> (B, T, V)
 }
 
 std::optional<CheckpointGranularity> LlamaModel::recomputation(int64_t layer) const {
@@ -147,9 +160,7 @@ GlobalTensor LlamaModel::head(const GlobalTensor& hidden, const Batch& batch, co
 }
 
 Tensor LlamaModel::logits(const Tensor& ids) const {
-  return run_whole(ids, [this](const GlobalTensor& h) {  // (B, T, C) -> (B, T, V)
-    return layers::round_to(global::linear(h, output_table().table()), c_.settings.dtype);
-  });
+  return run_whole(ids, [this](const GlobalTensor& h) { return output_logits(h); });
 }
 
 std::vector<nn::ParamUnit> LlamaModel::parameter_units() const {

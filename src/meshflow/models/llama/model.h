@@ -25,12 +25,17 @@ class LlamaBlock : public nn::Module {
  public:
   LlamaBlock(const LlamaConfig& c, const layers::Place& place);
   // (B, T, C) -> (B, T, C). recompute_attention: checkpoint the attention core (from q, k, v to
-  // its output) when grad mode is on.
-  GlobalTensor forward(const GlobalTensor& x, bool recompute_attention = false) const;
+  // its output) when grad mode is on. decode: attend to the cached keys and values of layer
+  // `layer` too (the positions before x's, x's appended), rotating by each row's positions;
+  // key_padding: bool (B, keys), true = padding.
+  GlobalTensor forward(const GlobalTensor& x, bool recompute_attention = false, const DecodeState* decode = nullptr,
+                       int64_t layer = 0, const Tensor& key_padding = Tensor()) const;
 
  private:
-  // x (B, T, C) -> (B, heads, T, D): a projection's heads, rotated when `rotate`.
-  GlobalTensor heads(const layers::Linear& proj, const GlobalTensor& x, int64_t n, bool rotate) const;
+  // x (B, T, C) -> (B, heads, T, D): a projection's heads, rotated when `rotate` (by each row's
+  // positions when decoding).
+  GlobalTensor heads(const layers::Linear& proj, const GlobalTensor& x, int64_t n, bool rotate,
+                     const DecodeState* decode) const;
 
   LlamaConfig c_;
   std::vector<double> inv_freq_;
@@ -59,6 +64,9 @@ class LlamaModel : public Model {
   // seq (attention scores and values over the whole square, the PaLM/Megatron count).
   double flops_per_token(int64_t seq_len) const override;
   Config model_config() const override { return llama_model_config(c_); }
+  bool generates() const override { return true; }
+  int64_t max_sequence_length() const override { return c_.max_seq_length; }
+  int64_t vocab_size() const override { return c_.vocab_size; }
   std::string describe() const override { return llama_describe(c_); }
   const LlamaConfig& config() const { return c_; }
 
@@ -67,6 +75,7 @@ class LlamaModel : public Model {
   GlobalTensor run_layer(int64_t layer, const GlobalTensor& x, const Batch& batch, bool recompute_inside) const override;
   GlobalTensor final_norm(const GlobalTensor& x) const override { return norm_->forward(x); }
   GlobalTensor head(const GlobalTensor& hidden, const Batch& batch, const std::vector<double>& totals) const override;
+  GlobalTensor output_logits(const GlobalTensor& hidden) const override;
   uint64_t streams_per_layer() const override { return 1; }  // the attention dropout
   Shape hidden_shape(int64_t rows, int64_t seq_len) const override { return {rows, seq_len, c_.hidden_size}; }
   std::optional<CheckpointGranularity> recomputation(int64_t layer) const override;

@@ -64,11 +64,19 @@ inline uint64_t rng_base(const AttentionParams& p, int64_t bh, int64_t H, int64_
   return p.dropout_offset + static_cast<uint64_t>(((b * lh + p.head_offset + h) * Tq + i) * Tk);
 }
 
-// Number of unmasked-by-causality keys of query row i: causal requires Tq == Tk, key j <= i.
-inline int64_t row_keys(const AttentionParams& p, int64_t i, int64_t tk) { return p.causal ? i + 1 : tk; }
-// The first key query row i sees: i - window + 1 under a sliding window, else 0.
-inline int64_t row_first(const AttentionParams& p, int64_t i) {
-  return p.window > 0 ? std::max<int64_t>(0, i - p.window + 1) : 0;
+// Causal attention is aligned at the end: query row i sits at key position i + (Tk - Tq) (Tq < Tk:
+// the queries are the last Tq positions, keys before them cached) and sees keys j <= that.
+// Number of unmasked-by-causality keys of query row i.
+inline int64_t row_keys(const AttentionParams& p, int64_t i, int64_t tq, int64_t tk) {
+  return p.causal ? i + 1 + (tk - tq) : tk;
+}
+// The keys a causal block of query rows [i0, i1) reads: [0, kend).
+inline int64_t block_keys(const AttentionParams& p, int64_t i1, int64_t tq, int64_t tk) {
+  return p.causal ? i1 + (tk - tq) : tk;
+}
+// The first key query row i sees: its position - window + 1 under a sliding window, else 0.
+inline int64_t row_first(const AttentionParams& p, int64_t i, int64_t tq, int64_t tk) {
+  return p.window > 0 ? std::max<int64_t>(0, i + (tk - tq) - p.window + 1) : 0;
 }
 
 // In-place masked softmax of one row of scores s[0, kend) with `n` causally visible keys, those
@@ -131,7 +139,7 @@ void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const 
       const int64_t blk = p.causal ? nblk - 1 - task / (B * H) : task % nblk;
       const int64_t bh = p.causal ? task % (B * H) : task / nblk, b = bh / H, h = bh % H;
       const int64_t i0 = blk * kBlockRows, i1 = std::min(Tq, i0 + kBlockRows), m = i1 - i0;
-      const int64_t kend = p.causal ? i1 : Tk;
+      const int64_t kend = block_keys(p, i1, Tq, Tk);
       const T* qb = qp + b * gq.sb + h * gq.sh + i0 * gq.st;
       const T* kb = kp + b * gk.sb + h * gk.sh;
       const T* vb = vp + b * gv.sb + h * gv.sh;
@@ -142,7 +150,7 @@ void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const 
       for (int64_t r = 0; r < m; ++r) {
         const int64_t i = i0 + r;
         T* row = s.data() + r * lds;
-        lp[bh * Tq + i] = softmax_row(row, kend, row_keys(p, i, Tk), row_first(p, i), pad, &inv[r]);
+        lp[bh * Tq + i] = softmax_row(row, kend, row_keys(p, i, Tq, Tk), row_first(p, i, Tq, Tk), pad, &inv[r]);
         T sc = inv[r] * keep_scale;
         if (drop) {
           dropout_keep(p.seed, p.stream, rng_base(p, bh, H, Tq, Tk, i), kend, p.dropout_p, keep.data());
@@ -205,7 +213,7 @@ void attention_backward(const Tensor& dout, const Tensor& q, const Tensor& k, co
       const bool* pad = mp ? mp + b * Tk : nullptr;
       for (int64_t blk = 0; blk < nblk; ++blk) {
         const int64_t i0 = blk * kBlockRows, i1 = std::min(Tq, i0 + kBlockRows), m = i1 - i0;
-        const int64_t kend = p.causal ? i1 : Tk;
+        const int64_t kend = block_keys(p, i1, Tq, Tk);
         const T* qb = qp + b * gq.sb + h * gq.sh + i0 * gq.st;
         const T* ob = op + b * go.sb + h * go.sh + i0 * go.st;
         const T* dob = dop + b * gdo.sb + h * gdo.sh + i0 * gdo.st;
@@ -226,7 +234,7 @@ void attention_backward(const Tensor& dout, const Tensor& q, const Tensor& k, co
         // P (m, kend) = exp(scale * Qblk K^T - lse), zero where masked
         gemm(false, true, m, kend, D, static_cast<T>(p.scale), qb, gq.st, kb, gk.st, T(0), pbuf.data(), lds);
         for (int64_t r = 0; r < m; ++r) {
-          const int64_t i = i0 + r, n = row_keys(p, i, Tk);
+          const int64_t i = i0 + r, n = row_keys(p, i, Tq, Tk);
           T* row = pbuf.data() + r * lds;
           const T l = lp[bh * Tq + i];
           if (l == ninf) {
@@ -237,7 +245,7 @@ void attention_backward(const Tensor& dout, const Tensor& q, const Tensor& k, co
           for (int64_t j = 0; j < n; ++j) row[j] = fast_exp(row[j] - l);
           if (pad)
             for (int64_t j = 0; j < n; ++j) row[j] = pad[j] ? T(0) : row[j];
-          std::fill(row, row + std::min(row_first(p, i), n), T(0));
+          std::fill(row, row + std::min(row_first(p, i, Tq, Tk), n), T(0));
           std::fill(row + n, row + kend, T(0));
           if (drop) {
             uint8_t* kr = keep.data() + r * lds;

@@ -1,0 +1,71 @@
+#include "meshflow/infer/load.h"
+
+#include "meshflow/io/checkpoint.h"
+#include "meshflow/models/registry.h"
+#include "meshflow/parallel/context.h"
+#include "meshflow/train/build.h"
+#include "meshflow/train/device_select.h"
+#include "meshflow/train/pretrained.h"
+#include "meshflow/train/run.h"
+
+namespace mf::infer {
+
+namespace {
+
+// This rank's pipeline stage: train.dist's split of the layers over pipeline_parallel_size stages.
+models::PipelineStage stage_of(const Config& c, const parallel::ParallelContext& ctx) {
+  models::PipelineStage stage;
+  if (ctx.pipeline_size() <= 1) return stage;
+  const int64_t pp = ctx.pipeline_size(), s = ctx.pipeline_stage();
+  const auto layers = train::pipeline_layers(c, pp);
+  stage.first_layer = layers[static_cast<size_t>(s)].first;
+  stage.end_layer = layers[static_cast<size_t>(s)].second;
+  stage.first = s == 0;
+  stage.last = s == pp - 1;
+  return stage;
+}
+
+}  // namespace
+
+LoadedModel load_for_inference(const Config& c, const comm::CommPtr& world) {
+  train::apply_thread_count(c);
+  const train::RunDevice run_device = train::select_run_device(c);
+  const int world_size = world ? world->size() : 1;
+  MF_CHECK(c.get_int("train.dist.virtual_pipeline_size") <= 1,
+           "generate: train.dist.virtual_pipeline_size must be 1 (decoding runs whole pipeline stages)");
+  const parallel::ParallelContext ctx = parallel::ParallelContext::from_config(c, world, c.get_float("train.dist.timeout"));
+  MF_CHECK(ctx.groups.dp_size() == 1, "generate: ", world_size, " processes make ", ctx.groups.dp_size(),
+           " data-parallel replicas; decoding splits the model only (set train.dist.tensor_parallel_size x "
+           "pipeline_parallel_size = ", world_size, ")");
+  LoadedModel out;
+  out.main_rank = !world || world->rank() == 0;
+  out.tokenizer = train::tokenizer_from_config(c);
+  nn::TensorParallel tp = ctx.tensor_parallel();
+  tp.sequence_parallel = false;  // one new position per step: nothing to split
+  auto model = models::build_model(c, out.tokenizer->vocab_size(), {tp, stage_of(c, ctx)});
+  // The weights: model.pretrained, else the run's latest checkpoint.
+  train::ModelWeights weights;
+  const std::string pretrained = c.get_string("model.pretrained");
+  if (!pretrained.empty()) {
+    try {
+      weights = train::read_model_weights(pretrained, c.get_string("model.name"));
+    } catch (const Error& e) {
+      throw Error(std::string("model.pretrained: ") + e.what());
+    }
+  } else {
+    const std::string dir = c.get_string("train.output_dir");
+    auto ckpt = io::read_latest_checkpoint(dir);
+    MF_CHECK(ckpt.has_value(), "generate: no weights — set model.pretrained (a Hugging Face folder or a checkpoint), or "
+             "train first: no checkpoint in ", dir, "/checkpoints (train.output_dir)");
+    weights.source = ckpt->dir + "/model.safetensors";
+    weights.spec = &models::model_spec(c.get_string("model.name"));
+    weights.tensors = ckpt->model;
+  }
+  const std::string loaded = train::load_model_weights(*model, weights);
+  if (run_device.device.type != DeviceType::kCPU) model->to_device(run_device.device);
+  out.description = model->describe() + "; weights: " + loaded;
+  out.engine = std::make_shared<Engine>(model, ctx.groups.pp, world && world->size() > 1 ? world : nullptr);
+  return out;
+}
+
+}  // namespace mf::infer
