@@ -8,7 +8,8 @@ cd "$(dirname "$0")/.."
 pkgs=(libdnnl2 libdnnl-dev libopenblas0-openmp libopenblas-openmp-dev libgfortran5 libquadmath0
       ocl-icd-libopencl1 libyaml-cpp0.7 libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libgtest-dev
       zlib1g zlib1g-dev libicu72 libicu-dev libsentencepiece0 libsentencepiece-dev libpng16-16 libpng-dev
-      libjpeg62-turbo libjpeg62-turbo-dev)
+      libjpeg62-turbo libjpeg62-turbo-dev libcpp-httplib0.11 libcpp-httplib-dev libssl3 libssl-dev
+      libbrotli1)
 mkdir -p .gpudeps
 cd .gpudeps
 rm -f ./*.deb

@@ -3,7 +3,7 @@
 set -euo pipefail
 pkgs=(cmake ninja-build g++ ccache libopenblas-openmp-dev libdnnl-dev libgtest-dev libomp-dev
       libyaml-cpp-dev nlohmann-json3-dev libcli11-dev openmpi-bin libopenmpi-dev zlib1g-dev libicu-dev
-      libsentencepiece-dev sentencepiece libpng-dev libjpeg62-turbo-dev)
+      libsentencepiece-dev sentencepiece libpng-dev libjpeg62-turbo-dev libcpp-httplib-dev)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

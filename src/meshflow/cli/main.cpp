@@ -1,4 +1,4 @@
-// The meshflow command line: `meshflow train|eval|preprocess|convert ...`. Every failure prints one
+// The meshflow command line: `meshflow train|eval|preprocess|convert|serve ...`. Every failure prints one
 // line "meshflow: error: ..." and exits non-zero.
 //
 // Started by a launcher (`mpirun -np N meshflow train ...`, or `srun` with PMIx), it joins the
@@ -20,6 +20,9 @@
 #include "meshflow/core/device.h"
 #include "meshflow/global/device_mesh.h"
 #include "meshflow/infer/run.h"
+#include "meshflow/infer/load.h"
+#include "meshflow/serve/server.h"
+#include "meshflow/serve/signals.h"
 #include "meshflow/train/device_select.h"
 #include "meshflow/train/pretrained.h"
 #include "meshflow/train/run.h"
@@ -217,6 +220,76 @@ CLI::App* add_convert_command(CLI::App& app, ConvertArgs& ca) {
   return conv;
 }
 
+struct ServeArgs {
+  std::string host = "127.0.0.1";
+  int port = 8000;
+  int64_t max_batch = 8;
+  double batch_wait_ms = 5.0;
+  std::string model_name;  // default: model.name
+};
+
+CLI::App* add_serve_command(CLI::App& app, std::string& config, std::vector<std::string>& overrides, ServeArgs& sa) {
+  auto* srv = app.add_subcommand("serve", "Serve a model over HTTP with OpenAI's completions API (POST /v1/completions, "
+                                 "GET /v1/models, GET /health)");
+  srv->add_option("config", config,
+                  "the run's YAML config: the latest checkpoint in train.output_dir, or model.pretrained")
+      ->required();
+  srv->add_option("overrides", overrides, "key=value overrides");
+  srv->add_option("--host", sa.host, "address to listen on")->capture_default_str();
+  srv->add_option("--port", sa.port, "port to listen on (0: any free one)")->capture_default_str();
+  srv->add_option("--max-batch", sa.max_batch, "concurrent requests run together as the rows of one batch, up to this "
+                  "many rows")->capture_default_str();
+  srv->add_option("--batch-wait-ms", sa.batch_wait_ms, "how long a batch waits for more requests after its first")
+      ->capture_default_str();
+  srv->add_option("--served-model-name", sa.model_name, "the model's name in responses (default: model.name)");
+  srv->footer("Example:\n  meshflow serve configs/gpt2/tiny.yaml --port 8000 &\n"
+              "  curl localhost:8000/v1/completions -H 'Content-Type: application/json' \\\n"
+              "       -d '{\"prompt\": \"Once upon a time\", \"max_tokens\": 32, \"stream\": true}'\n"
+              "Several ranks (mpirun -np N, train.dist.*_parallel_size): rank 0 serves HTTP, the others follow.");
+  return srv;
+}
+
+// `meshflow serve`: rank 0 answers HTTP until SIGINT/SIGTERM; the other ranks run the batches it
+// sends them.
+int run_serve(const mf::Config& c, const mf::comm::CommPtr& world, const ServeArgs& a) {
+  const mf::comm::CommPtr run_world = device_world(c, world);
+  const mf::infer::LoadedModel m = mf::infer::load_for_inference(c, run_world);
+  const std::shared_ptr<mf::infer::Engine> engine = m.engine;
+  // Rank 0 generates on the server's worker thread: the run's GPU must be current there too (CUDA's
+  // current device belongs to a thread).
+  const mf::serve::GenerateFn generate = [engine, c](const std::vector<mf::infer::GenerationRequest>& rows,
+                                                     const mf::infer::TokenCallback& on_token) {
+    thread_local bool device_set = false;
+    if (!device_set) mf::train::select_run_device(c);
+    device_set = true;
+    return engine->generate(rows, on_token);
+  };
+  const bool several = run_world && run_world->size() > 1;
+  if (!m.main_rank) {
+    mf::serve::follow(generate, *run_world);
+    return 0;
+  }
+  mf::serve::ServeOptions o;
+  o.host = a.host;
+  o.port = a.port;
+  o.max_batch = a.max_batch;
+  o.batch_wait_ms = a.batch_wait_ms;
+  o.model_name = a.model_name.empty() ? c.get_string("model.name") : a.model_name;
+  o.max_sequence_length = engine->max_sequence_length();
+  mf::serve::Server server(generate, m.tokenizer, o, several ? run_world : nullptr, stdout);
+  const int port = server.bind();
+  const std::string ranks = several ? mf::detail::cat(" over ", run_world->size(), " ranks") : std::string();
+  std::printf("%s\nserving %s on http://%s:%d (POST /v1/completions, GET /v1/models, GET /health): up to %lld "
+              "tokens a row, batches of up to %lld rows%s; Ctrl-C stops\n",
+              m.description.c_str(), o.model_name.c_str(), o.host.c_str(), port,
+              static_cast<long long>(o.max_sequence_length), static_cast<long long>(o.max_batch),
+              ranks.c_str());
+  std::fflush(stdout);
+  mf::serve::StopOnSignals signals([&server] { server.stop(); });
+  server.run();
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -272,6 +345,8 @@ int main(int argc, char** argv) {
   gen->add_option("--seed", ga.sampling.seed, "sampling seed: the same seed draws the same tokens in any layout");
   gen->add_flag("--ignore-eos", ga.ignore_eos, "do not stop at the end-of-text token");
   gen->add_flag("--print-ids", ga.print_ids, "print the new token ids of each prompt");
+  ServeArgs sa;
+  auto* serve = add_serve_command(app, config, overrides, sa);
   auto* devices = app.add_subcommand("devices", "Print the CUDA devices this process sees (first line: cuda_devices N)");
 
   try {
@@ -291,6 +366,8 @@ int main(int argc, char** argv) {
       return run_devices();
     } else if (*eval) {
       mf::train::run_evaluation(mf::Config::load(config, overrides));
+    } else if (*serve) {
+      return run_serve(mf::Config::load(config, overrides), world, sa);
     } else if (*pre) {
       return run_preprocess(pa);
     } else if (*conv) {
