@@ -74,9 +74,11 @@ def allowed_keys(attention_mask, past, T, window=0):
 
 def attend(q, k, v, allowed):
     """softmax(q k^T / sqrt(D)) v over the allowed keys; rows with no allowed key give 0."""
-    scores = (q @ k.transpose(-2, -1)) / math.sqrt(q.shape[-1])
-    att = scores.masked_fill(~allowed, float("-inf")).softmax(-1)
-    att = torch.where(allowed.any(-1, keepdim=True), att, torch.zeros((), dtype=att.dtype))
+    scores = (q @ k.transpose(-2, -1)).div_(math.sqrt(q.shape[-1]))
+    att = scores.masked_fill_(~allowed, float("-inf")).softmax(-1)
+    seen = allowed.any(-1, keepdim=True)
+    if not bool(seen.all()):
+        att = torch.where(seen, att, torch.zeros((), dtype=att.dtype))
     return att @ v
 
 
