@@ -22,14 +22,14 @@
 #include "meshflow/serve/batch_wire.h"
 #include "meshflow/serve/openai.h"
 #include "meshflow/serve/server.h"
-#include "meshflow/serve/text_stream.h"
+#include "meshflow/infer/text_stream.h"
 
 namespace {
 
 using nlohmann::json;
 using mf::serve::CompletionRequest;
 using mf::serve::RequestError;
-using mf::serve::TextStream;
+using mf::infer::TextStream;
 namespace infer = mf::infer;
 namespace serve = mf::serve;
 
@@ -223,17 +223,17 @@ const std::unique_ptr<mf::Tokenizer>& gpt2_tokenizer() {
 }
 
 TEST(ServeText, CompleteUtf8Prefix) {
-  EXPECT_EQ(serve::complete_utf8_prefix(""), 0u);
-  EXPECT_EQ(serve::complete_utf8_prefix("abc"), 3u);
-  EXPECT_EQ(serve::complete_utf8_prefix("a\xC3"), 1u);
-  EXPECT_EQ(serve::complete_utf8_prefix("a\xC3\xA9"), 3u);
-  EXPECT_EQ(serve::complete_utf8_prefix("\xE2\x82"), 0u);
-  EXPECT_EQ(serve::complete_utf8_prefix("x\xE2\x82\xAC"), 4u);
-  EXPECT_EQ(serve::complete_utf8_prefix("\xF0\x9F\x98"), 0u);
-  EXPECT_EQ(serve::complete_utf8_prefix("\xF0\x9F\x98\x80"), 4u);
-  EXPECT_EQ(serve::complete_utf8_prefix("a\x80"), 2u);              // a stray continuation byte
-  EXPECT_EQ(serve::complete_utf8_prefix("a\xFF"), 2u);              // not UTF-8 at all
-  EXPECT_EQ(serve::complete_utf8_prefix("\x80\x80\x80\x80\x80"), 5u);
+  EXPECT_EQ(mf::infer::complete_utf8_prefix(""), 0u);
+  EXPECT_EQ(mf::infer::complete_utf8_prefix("abc"), 3u);
+  EXPECT_EQ(mf::infer::complete_utf8_prefix("a\xC3"), 1u);
+  EXPECT_EQ(mf::infer::complete_utf8_prefix("a\xC3\xA9"), 3u);
+  EXPECT_EQ(mf::infer::complete_utf8_prefix("\xE2\x82"), 0u);
+  EXPECT_EQ(mf::infer::complete_utf8_prefix("x\xE2\x82\xAC"), 4u);
+  EXPECT_EQ(mf::infer::complete_utf8_prefix("\xF0\x9F\x98"), 0u);
+  EXPECT_EQ(mf::infer::complete_utf8_prefix("\xF0\x9F\x98\x80"), 4u);
+  EXPECT_EQ(mf::infer::complete_utf8_prefix("a\x80"), 2u);              // a stray continuation byte
+  EXPECT_EQ(mf::infer::complete_utf8_prefix("a\xFF"), 2u);              // not UTF-8 at all
+  EXPECT_EQ(mf::infer::complete_utf8_prefix("\x80\x80\x80\x80\x80"), 5u);
 }
 
 // Every piece given out is complete UTF-8 and the pieces make the text.
@@ -243,7 +243,7 @@ void expect_streams_whole_characters(const mf::Tokenizer& tok, const std::string
   std::string joined;
   for (int32_t id : ids) {
     const std::string piece = ts.push(id);
-    EXPECT_EQ(serve::complete_utf8_prefix(piece), piece.size()) << "a split character given out";
+    EXPECT_EQ(mf::infer::complete_utf8_prefix(piece), piece.size()) << "a split character given out";
     joined += piece;
   }
   joined += ts.finish();

@@ -40,13 +40,14 @@ void run_generation(const Config& c, const GenerateArgs& a, std::FILE* out, cons
   }
   if (m.main_rank) std::fprintf(stderr, "generate: %s\n", m.description.c_str());
   const bool stream = rows.size() == 1 && m.main_rank;
-  TextStream text(tok);
+  const std::vector<int64_t> stops = a.ignore_eos ? std::vector<int64_t>{} : std::vector<int64_t>{tok.eod_id()};
+  TextStream text(tok, {}, stops);  // a stop token's text is not printed
   if (stream) {
     std::fprintf(out, "%s", prompts[0].c_str());
     std::fflush(out);
   }
   auto on_token = [&](int64_t, int64_t token) {
-    if (stream) {
+    if (stream && !text.stopped()) {
       std::fputs(text.push(token).c_str(), out);
       std::fflush(out);
     }
@@ -54,12 +55,13 @@ void run_generation(const Config& c, const GenerateArgs& a, std::FILE* out, cons
   };
   const std::vector<GenerationResult> res = m.engine->generate(rows, on_token);
   if (!m.main_rank) return;
-  if (stream) std::fprintf(out, "%s\n", text.flush().c_str());
+  if (stream) std::fprintf(out, "%s\n", text.finish().c_str());
   int64_t produced = 0;
   for (size_t i = 0; i < res.size(); ++i) {
     produced += static_cast<int64_t>(res[i].tokens.size());
     if (!stream) {
       std::vector<int32_t> ids(res[i].tokens.begin(), res[i].tokens.end());
+      if (!a.ignore_eos && !ids.empty() && ids.back() == tok.eod_id()) ids.pop_back();
       std::fprintf(out, "=== %zu (%s)\n%s%s\n", i, res[i].finish_reason.c_str(), prompts[i].c_str(), tok.decode(ids).c_str());
     }
     if (a.print_ids) {

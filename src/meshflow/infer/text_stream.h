@@ -1,7 +1,11 @@
-// The text of generated tokens as it grows, for streaming: push() returns the text the new token
-// completes. A character whose UTF-8 bytes are spread over several tokens (byte-level BPE) waits
-// for its last byte; the whole is decoded again each time, so a tokenizer that joins pieces
-// differently at the start (SentencePiece's leading space) streams the same text as one decode.
+// A generated row's text, token by token: the pieces of text that are final as each token
+// arrives, for streaming.
+//
+// Tokens decode incrementally: all the row's tokens so far are decoded and the new suffix is
+// given out only once it is complete UTF-8 (byte-level BPE can split a character over tokens).
+// Stop strings: the text is cut before the first stop string and the row ends; a tail of the
+// text that could begin a stop string is held back until the next tokens decide. A stop token
+// (the end-of-document token) ends the row too, without adding its text.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -11,23 +15,39 @@
 
 namespace mf::infer {
 
-// The length of the longest prefix of `s` that does not end inside a UTF-8 character.
+// Length of the longest prefix of `s` that does not end inside a UTF-8 character still waiting
+// for continuation bytes (invalid bytes count as complete: no later byte will mend them).
 size_t complete_utf8_prefix(const std::string& s);
 
 class TextStream {
  public:
-  explicit TextStream(const Tokenizer& tokenizer) : tok_(&tokenizer) {}
-  // The new text `token` completes (possibly empty).
+  TextStream(const Tokenizer& tok, std::vector<std::string> stop_strings, std::vector<int64_t> stop_tokens);
+
+  // Adds the row's next token; returns the text that became final (often empty). Afterwards
+  // stopped() says whether the row ended (a stop string or a stop token): the caller then asks
+  // for no more tokens. Not to be called once stopped.
   std::string push(int64_t token);
-  // What is left at the end (a character left incomplete included).
-  std::string flush();
-  // Everything decoded so far.
-  std::string text() const;
+  // The row ended without a stop (its length): the text held back, incomplete UTF-8 included.
+  std::string finish();
+
+  bool stopped() const { return stopped_; }
+  const std::string& text() const { return emitted_; }  // everything given out so far
+  int64_t tokens() const { return tokens_; }            // tokens pushed, a stop token included
 
  private:
-  const Tokenizer* tok_;
-  std::vector<int32_t> ids_;
-  size_t emitted_ = 0;  // bytes of the decoded text already returned
+  // Gives out the part of decoded_ past emitted_ that is final; `last`: no token follows.
+  std::string advance(bool last);
+
+  const Tokenizer& tok_;
+  std::vector<std::string> stops_;
+  std::vector<int64_t> stop_tokens_;
+  std::vector<int32_t> ids_;  // the row's tokens, stop tokens left out
+  size_t prefix_ = 0;         // ids_[prefix_, read_): read tokens decoded again as context
+  size_t read_ = 0;           // ids_[0, read_) are in decoded_
+  std::string decoded_;       // the text of ids_[0, read_)
+  std::string emitted_;
+  int64_t tokens_ = 0;
+  bool stopped_ = false;
 };
 
 }  // namespace mf::infer

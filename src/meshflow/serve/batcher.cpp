@@ -3,7 +3,7 @@
 #include <chrono>
 
 #include "meshflow/core/error.h"
-#include "meshflow/serve/text_stream.h"
+#include "meshflow/infer/text_stream.h"
 
 namespace mf::serve {
 namespace {
@@ -135,7 +135,7 @@ void Batcher::run_batch(const std::vector<JobPtr>& jobs) {
   };
   std::vector<infer::GenerationRequest> rows;
   std::vector<Row> where;
-  std::vector<TextStream> streams;
+  std::vector<infer::TextStream> streams;
   size_t total = 0;
   for (const JobPtr& job : jobs) total += job->rows.size();
   streams.reserve(total);
@@ -150,7 +150,7 @@ void Batcher::run_batch(const std::vector<JobPtr>& jobs) {
   const infer::TokenCallback on_token = [&](int64_t row, int64_t token) {
     MF_CHECK(row >= 0 && row < static_cast<int64_t>(rows.size()), "serve: a token for row ", row, " of a batch of ",
              rows.size());
-    TextStream& ts = streams[static_cast<size_t>(row)];
+    infer::TextStream& ts = streams[static_cast<size_t>(row)];
     if (ts.stopped()) return false;
     const Row w = where[static_cast<size_t>(row)];
     std::string text = ts.push(token);
@@ -172,7 +172,7 @@ void Batcher::run_batch(const std::vector<JobPtr>& jobs) {
   }
   int64_t prompt = 0, completion = 0;
   for (size_t r = 0; r < rows.size(); ++r) {
-    TextStream& ts = streams[r];
+    infer::TextStream& ts = streams[r];
     const bool stopped = ts.stopped() || results[r].finish_reason == "stop";
     std::string tail = ts.stopped() ? std::string() : ts.finish();
     const int64_t n = static_cast<int64_t>(results[r].tokens.size());
