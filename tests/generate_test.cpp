@@ -153,3 +153,142 @@ TEST(GenerateGolden, GreedyTokensAndLogitsMatchPyTorch) {
 }
 
 }  // namespace
+
+namespace {
+
+using mf::infer::SamplingParams;
+
+// One row's choice at draw `step`.
+int64_t choose(const std::vector<double>& logits, const SamplingParams& p, int64_t step = 0,
+               const std::vector<int64_t>& seen = {}) {
+  const Tensor l = mf::from_vector(logits, {1, static_cast<int64_t>(logits.size())});
+  return mf::infer::choose_tokens(l, 0, static_cast<int64_t>(logits.size()), {p}, {seen}, {step}, nullptr)[0];
+}
+
+// Frequencies of `draws` seeded draws (draw i: step i).
+std::vector<double> frequencies(const std::vector<double>& logits, const SamplingParams& p, int draws) {
+  std::vector<double> f(logits.size(), 0.0);
+  for (int i = 0; i < draws; ++i) f[static_cast<size_t>(choose(logits, p, i))] += 1.0 / draws;
+  return f;
+}
+
+std::vector<double> softmax(std::vector<double> l, double temperature) {
+  double mx = *std::max_element(l.begin(), l.end()), z = 0;
+  for (double& x : l) z += (x = std::exp((x - mx) / temperature));
+  for (double& x : l) x /= z;
+  return l;
+}
+
+// Within 5 standard deviations of a binomial frequency over n draws.
+void expect_frequencies(const std::vector<double>& got, const std::vector<double>& want, int n) {
+  for (size_t i = 0; i < got.size(); ++i)
+    EXPECT_NEAR(got[i], want[i], 5 * std::sqrt(want[i] * (1 - want[i]) / n) + 1e-12) << "token " << i;
+}
+
+TEST(Sampling, GreedyTakesTheLargestLogitAndTheLowestIdOnTies) {
+  EXPECT_EQ(choose({0.1, 2.0, -1.0, 2.0}, {}), 1);
+  EXPECT_EQ(choose({-3.0, -2.0, -2.5}, {}), 1);
+}
+
+TEST(Sampling, DrawsFollowTheSoftmaxAtTheTemperature) {
+  const std::vector<double> l = {1.0, 0.2, -0.5, 2.0, 0.0};
+  const int n = 20000;
+  for (double t : {1.0, 0.5}) {
+    SamplingParams p;
+    p.do_sample = true;
+    p.temperature = t;
+    p.seed = 7;
+    expect_frequencies(frequencies(l, p, n), softmax(l, t), n);
+  }
+}
+
+TEST(Sampling, TopKAndTopPKeepHuggingFacesTokens) {
+  // Probabilities 0.5, 0.3, 0.1, 0.07, 0.03.
+  const std::vector<double> probs = {0.5, 0.3, 0.1, 0.07, 0.03};
+  std::vector<double> l;
+  for (double q : probs) l.push_back(std::log(q));
+  const int n = 20000;
+  SamplingParams p;
+  p.do_sample = true;
+  p.seed = 3;
+  p.top_k = 3;  // the three largest, renormalised
+  expect_frequencies(frequencies(l, p, n), {0.5 / 0.9, 0.3 / 0.9, 0.1 / 0.9, 0, 0}, n);
+  p.top_k = 0;
+  p.top_p = 0.6;  // tokens with less than 0.6 of the mass above them: 0 (0) and 1 (0.5)
+  expect_frequencies(frequencies(l, p, n), {0.5 / 0.8, 0.3 / 0.8, 0, 0, 0}, n);
+  p.top_p = 0.5;  // token 1 has 0.5 above it: only token 0
+  expect_frequencies(frequencies(l, p, 200), {1, 0, 0, 0, 0}, 200);
+}
+
+TEST(Sampling, TheSameSeedDrawsTheSameTokensAndAnotherSeedOthers) {
+  std::vector<double> l(50);
+  for (size_t i = 0; i < l.size(); ++i) l[i] = std::sin(static_cast<double>(i));
+  SamplingParams a;
+  a.do_sample = true;
+  a.seed = 11;
+  SamplingParams b = a;
+  b.seed = 12;
+  int differ = 0;
+  for (int step = 0; step < 40; ++step) {
+    EXPECT_EQ(choose(l, a, step), choose(l, a, step));
+    differ += choose(l, a, step) != choose(l, b, step);
+  }
+  EXPECT_GT(differ, 10);
+}
+
+TEST(Sampling, RepetitionPenaltyDividesPositiveAndMultipliesNegativeLogitsOfSeenTokens) {
+  SamplingParams p;
+  p.repetition_penalty = 2.0;
+  EXPECT_EQ(choose({2.0, 1.5, -1.0}, p, 0, {0}), 1);      // 2.0 / 2 = 1.0 < 1.5
+  EXPECT_EQ(choose({-0.6, -1.0, -0.8}, p, 0, {0}), 2);    // -0.6 * 2 = -1.2
+  EXPECT_EQ(choose({2.0, 1.5, -1.0}, p, 0, {0, 0}), 1);   // once per token, however often seen
+  EXPECT_EQ(choose({2.0, 1.5, -1.0}, p, 0, {2}), 0);
+}
+
+TEST(Sampling, BadParametersAreRefusedNamingTheField) {
+  SamplingParams p;
+  p.temperature = 0;
+  MFT_EXPECT_ERROR(mf::infer::check_sampling(p), "temperature must be > 0");
+  p = {};
+  p.top_p = 0;
+  MFT_EXPECT_ERROR(mf::infer::check_sampling(p), "top_p must be in (0, 1]");
+  p = {};
+  p.top_k = -1;
+  MFT_EXPECT_ERROR(mf::infer::check_sampling(p), "top_k must be >= 0");
+  p = {};
+  p.repetition_penalty = 0;
+  MFT_EXPECT_ERROR(mf::infer::check_sampling(p), "repetition_penalty must be > 0");
+}
+
+TEST(Generate, RequestsThatDoNotFitAreRefusedBeforeAnyWork) {
+  mf::infer::Engine engine(tiny("gpt2"), nullptr, nullptr);
+  mf::infer::GenerationRequest r;
+  MFT_EXPECT_ERROR(engine.generate({r}), "prompt 0 is empty");
+  r.prompt.assign(30, 1);
+  r.max_new_tokens = 11;  // 41 positions > 40
+  MFT_EXPECT_ERROR(engine.generate({r}), "over the model's 40");
+  r.max_new_tokens = 4;
+  r.prompt[3] = 97;
+  MFT_EXPECT_ERROR(engine.generate({r}), "token id 97 outside the vocabulary");
+}
+
+TEST(Generate, StopTokensEndARowAndTheCallbackCanEndIt) {
+  mf::infer::Engine engine(tiny("llama"), nullptr, nullptr);
+  mf::infer::GenerationRequest r;
+  r.prompt = {3, 4, 5};
+  r.max_new_tokens = 10;
+  const auto free_run = engine.generate({r})[0].tokens;
+  ASSERT_EQ(free_run.size(), 10u);
+  r.stop_tokens = {free_run[2]};
+  const auto stopped = engine.generate({r, r})[1];
+  const size_t first = static_cast<size_t>(std::find(free_run.begin(), free_run.end(), free_run[2]) - free_run.begin());
+  EXPECT_EQ(stopped.tokens, std::vector<int64_t>(free_run.begin(), free_run.begin() + static_cast<int64_t>(first) + 1));
+  EXPECT_EQ(stopped.finish_reason, "stop");
+  r.stop_tokens.clear();
+  int calls = 0;
+  const auto cut = engine.generate({r}, [&](int64_t, int64_t) { return ++calls < 4; })[0];
+  EXPECT_EQ(cut.tokens.size(), 4u);
+  EXPECT_EQ(cut.finish_reason, "stop");
+}
+
+}  // namespace
