@@ -47,10 +47,10 @@ int64_t Engine::max_sequence_length() const { return model_->max_sequence_length
 
 // One forward of this stage over the new positions `ids` (B, T) (every rank holds them; the first
 // stage embeds them) with `mask` (B, keys) and the decode state (null: no cache). Returns the
-// last stage's logits (B, T, V) (whole or this rank's vocabulary piece, *offset its first id);
-// undefined elsewhere.
+// last stage's logits (B, T, V), or (B, 1, V) of the last position when `last_only` (whole or
+// this rank's vocabulary piece, *offset its first id); undefined elsewhere.
 static Tensor stage_step(const models::Model& m, const comm::CommPtr& pp, int& tag, const Tensor& ids, const Tensor& mask,
-                         const models::DecodeState* d, bool whole, int64_t* offset, Device device) {
+                         const models::DecodeState* d, bool whole, int64_t* offset, Device device, bool last_only = false) {
   const int64_t B = ids.shape(0), T = ids.shape(1);
   models::Batch batch;
   batch.input_ids = ids;
@@ -68,7 +68,7 @@ static Tensor stage_step(const models::Model& m, const comm::CommPtr& pp, int& t
     return Tensor();
   }
   ++tag;
-  return m.head_logits(out, whole, offset);
+  return m.head_logits(last_only ? contiguous(narrow(out, 1, T - 1, 1)) : out, whole, offset);
 }
 
 std::vector<GenerationResult> Engine::generate(const std::vector<GenerationRequest>& requests, const TokenCallback& on_token) {
@@ -128,10 +128,10 @@ std::vector<GenerationResult> Engine::generate(const std::vector<GenerationReque
     const Tensor step_mask = narrow(mask, 1, 0, d.past + T);
     int64_t offset = 0;
     const Tensor logits = stage_step(*model_, pipeline_, state_->tag, step_ids, contiguous(step_mask), &d, false, &offset,
-                                     state_->device);
+                                     state_->device, true);
     Tensor tokens = zeros({B}, DType::kI64);
     if (last_stage(pipeline_)) {
-      const Tensor last = reshape(narrow(logits, 1, T - 1, 1), {B, logits.shape(2)});  // (B, V here)
+      const Tensor last = reshape(logits, {B, logits.shape(2)});  // (B, V here) of the last position
       std::vector<int64_t> steps(static_cast<size_t>(B), step);
       const std::vector<int64_t> chosen = choose_tokens(last, offset, vocab, params, seen, steps, tp);
       std::copy(chosen.begin(), chosen.end(), tokens.data<int64_t>());
