@@ -343,6 +343,8 @@ int main(int argc, char** argv) {
   gen->add_option("--top-p", ga.sampling.top_p, "keep the most likely tokens up to this probability mass (1: all)");
   gen->add_option("--repetition-penalty", ga.sampling.repetition_penalty, "divide the logits of tokens already seen (1: off)");
   gen->add_option("--seed", ga.sampling.seed, "sampling seed: the same seed draws the same tokens in any layout");
+  gen->add_option("--num-beams", ga.num_beams, "beam search with this many beams (1: greedy or sampling)")->check(CLI::PositiveNumber);
+  gen->add_option("--length-penalty", ga.length_penalty, "beam search: hypotheses score log-probability / length^this");
   gen->add_flag("--ignore-eos", ga.ignore_eos, "do not stop at the end-of-text token");
   gen->add_flag("--print-ids", ga.print_ids, "print the new token ids of each prompt");
   ServeArgs sa;

@@ -4,28 +4,11 @@
 #include <chrono>
 
 #include "meshflow/autograd/grad_mode.h"
+#include "meshflow/infer/stages.h"
 #include "meshflow/layers/kv_cache.h"
 #include "meshflow/ops/ops.h"
 
 namespace mf::infer {
-
-namespace {
-
-bool last_stage(const comm::CommPtr& pp) { return !pp || pp->rank() == pp->size() - 1; }
-bool first_stage(const comm::CommPtr& pp) { return !pp || pp->rank() == 0; }
-
-// `t` from the last pipeline stage to every stage (its shape and dtype known everywhere).
-void from_last_stage(const comm::CommPtr& pp, Tensor& t) {
-  if (pp && pp->size() > 1) pp->broadcast(t, pp->size() - 1)->wait();
-}
-
-}  // namespace
-
-struct Engine::State {
-  std::vector<layers::KvCache> caches;  // by whole-model layer; this stage's filled
-  Device device = cpu_device();
-  int tag = 0;  // pipeline messages of successive forwards
-};
 
 Engine::Engine(std::shared_ptr<models::Model> model, comm::CommPtr pipeline, comm::CommPtr group)
     : model_(std::move(model)), pipeline_(std::move(pipeline)), group_(std::move(group)), state_(std::make_unique<State>()) {
@@ -45,12 +28,11 @@ Engine::~Engine() = default;
 
 int64_t Engine::max_sequence_length() const { return model_->max_sequence_length(); }
 
-// One forward of this stage over the new positions `ids` (B, T) (every rank holds them; the first
-// stage embeds them) with `mask` (B, keys) and the decode state (null: no cache). Returns the
-// last stage's logits (B, T, V), or (B, 1, V) of the last position when `last_only` (whole or
-// this rank's vocabulary piece, *offset its first id); undefined elsewhere.
-static Tensor stage_step(const models::Model& m, const comm::CommPtr& pp, int& tag, const Tensor& ids, const Tensor& mask,
-                         const models::DecodeState* d, bool whole, int64_t* offset, Device device, bool last_only = false) {
+Tensor Engine::forward(const Tensor& ids, const Tensor& mask, const models::DecodeState* d, bool whole, int64_t* offset,
+                       bool last_only) {
+  const models::Model& m = *model_;
+  const comm::CommPtr& pp = pipeline_;
+  int& tag = state_->tag;
   const int64_t B = ids.shape(0), T = ids.shape(1);
   models::Batch batch;
   batch.input_ids = ids;
@@ -58,21 +40,19 @@ static Tensor stage_step(const models::Model& m, const comm::CommPtr& pp, int& t
   batch.decode = d;
   Tensor input;
   if (!first_stage(pp)) {
-    input = empty(m.activation_shape(B, T), m.activation_dtype(device), device);
+    input = empty(m.activation_shape(B, T), m.activation_dtype(state_->device), state_->device);
     pp->recv(input, pp->rank() - 1, tag)->wait();
   }
   const Tensor out = m.stage_forward(batch, input, 0, T);
+  ++tag;
   if (!last_stage(pp)) {
-    pp->send(contiguous(out), pp->rank() + 1, tag)->wait();
-    ++tag;
+    pp->send(contiguous(out), pp->rank() + 1, tag - 1)->wait();
     return Tensor();
   }
-  ++tag;
   return m.head_logits(last_only ? contiguous(narrow(out, 1, T - 1, 1)) : out, whole, offset);
 }
 
-std::vector<GenerationResult> Engine::generate(const std::vector<GenerationRequest>& requests, const TokenCallback& on_token) {
-  NoGradGuard ng;
+models::DecodeState Engine::prepare(const std::vector<GenerationRequest>& requests, Tensor& ids, Tensor& mask) {
   const int64_t B = static_cast<int64_t>(requests.size()), vocab = model_->vocab_size(), limit = max_sequence_length();
   MF_CHECK(B > 0, "generate: no prompts");
   int64_t longest = 0, most_new = 0;
@@ -95,40 +75,50 @@ std::vector<GenerationResult> Engine::generate(const std::vector<GenerationReque
     most_new = std::max(most_new, r.max_new_tokens);
   }
   // The left-padded batch: row b's prompt at the end of `longest` slots, padding (id 0) masked.
-  Tensor ids = zeros({B, longest}, DType::kI64);
-  Tensor mask = zeros({B, longest + most_new}, DType::kI64);  // every slot the batch will fill
+  ids = zeros({B, longest}, DType::kI64);
+  mask = zeros({B, longest + most_new}, DType::kI64);  // every slot the batch will fill
   models::DecodeState d;
   d.capacity = longest + most_new - 1;
   d.caches = &state_->caches;
   d.row_start.resize(static_cast<size_t>(B));
-  std::vector<std::vector<int64_t>> seen(static_cast<size_t>(B));
-  std::vector<SamplingParams> params(static_cast<size_t>(B));
   for (int64_t b = 0; b < B; ++b) {
     const GenerationRequest& r = requests[static_cast<size_t>(b)];
     const int64_t n = static_cast<int64_t>(r.prompt.size()), pad = longest - n;
     for (int64_t t = 0; t < n; ++t) ids.data<int64_t>()[b * longest + pad + t] = r.prompt[static_cast<size_t>(t)];
     for (int64_t t = pad; t < longest + most_new; ++t) mask.data<int64_t>()[b * (longest + most_new) + t] = 1;
     d.row_start[static_cast<size_t>(b)] = -pad;
-    seen[static_cast<size_t>(b)] = r.prompt;
-    params[static_cast<size_t>(b)] = r.sampling;
   }
   state_->caches.clear();  // preallocated by each layer on its first append, for d.capacity positions
   state_->caches.resize(static_cast<size_t>(model_->num_layers()));
+  return d;
+}
 
+std::vector<GenerationResult> Engine::generate(const std::vector<GenerationRequest>& requests, const TokenCallback& on_token) {
+  NoGradGuard ng;
+  if (!requests.empty() && std::any_of(requests.begin(), requests.end(), [](const GenerationRequest& r) { return r.num_beams != 1; }))
+    return beam_search(requests, on_token);
+  Tensor ids, mask;
+  models::DecodeState d = prepare(requests, ids, mask);
+  const int64_t B = ids.shape(0), vocab = model_->vocab_size();
+  std::vector<std::vector<int64_t>> seen(static_cast<size_t>(B));
+  std::vector<SamplingParams> params(static_cast<size_t>(B));
+  for (int64_t b = 0; b < B; ++b) {
+    seen[static_cast<size_t>(b)] = requests[static_cast<size_t>(b)].prompt;
+    params[static_cast<size_t>(b)] = requests[static_cast<size_t>(b)].sampling;
+  }
   std::vector<GenerationResult> results(static_cast<size_t>(B));
   std::vector<bool> done(static_cast<size_t>(B), false);
   comm::Communicator* tp = model_->tensor_parallel().comm.get();
   Tensor step_ids = ids;
   timing_ = Timing{};
   timing_.rows = B;
-  timing_.prefill_positions = B * longest;
+  timing_.prefill_positions = B * ids.shape(1);
   auto clock = std::chrono::steady_clock::now();
   for (int64_t step = 0;; ++step) {
     const int64_t T = step_ids.shape(1);
     const Tensor step_mask = narrow(mask, 1, 0, d.past + T);
     int64_t offset = 0;
-    const Tensor logits = stage_step(*model_, pipeline_, state_->tag, step_ids, contiguous(step_mask), &d, false, &offset,
-                                     state_->device, true);
+    const Tensor logits = forward(step_ids, contiguous(step_mask), &d, false, &offset, true);
     Tensor tokens = zeros({B}, DType::kI64);
     if (last_stage(pipeline_)) {
       const Tensor last = reshape(logits, {B, logits.shape(2)});  // (B, V here) of the last position
@@ -192,7 +182,7 @@ Tensor Engine::cached_logits(const Tensor& ids_any, int64_t prefill) {
   for (int64_t t0 = 0; t0 < T;) {
     const int64_t n = t0 == 0 ? prefill : 1;
     const Tensor piece = contiguous(narrow(ids, 1, t0, n));
-    Tensor logits = stage_step(*model_, pipeline_, state_->tag, piece, Tensor(), &d, true, nullptr, state_->device);
+    Tensor logits = forward(piece, Tensor(), &d, true, nullptr, false);
     Tensor got = last_stage(pipeline_) ? contiguous(cast(to(logits, cpu_device()), DType::kF64)) : zeros({B, n, V}, DType::kF64);
     from_last_stage(pipeline_, got);
     Tensor dst = narrow(out, 1, t0, n);
@@ -209,7 +199,7 @@ Tensor Engine::full_logits(const Tensor& ids_any) {
   const Tensor ids = contiguous(cast(ids_any, DType::kI64));
   MF_CHECK(ids.ndim() == 2, "full_logits: ids ", ids.str(), " must be (B, T)");
   const int64_t B = ids.shape(0), T = ids.shape(1);
-  Tensor logits = stage_step(*model_, pipeline_, state_->tag, ids, Tensor(), nullptr, true, nullptr, state_->device);
+  Tensor logits = forward(ids, Tensor(), nullptr, true, nullptr, false);
   Tensor got = last_stage(pipeline_) ? contiguous(cast(to(logits, cpu_device()), DType::kF64))
                                      : zeros({B, T, model_->vocab_size()}, DType::kF64);
   from_last_stage(pipeline_, got);

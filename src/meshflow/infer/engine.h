@@ -29,11 +29,17 @@ struct GenerationRequest {
   int64_t max_new_tokens = 16;        // >= 1; prompt + new tokens must fit model.max_seq_length
   SamplingParams sampling;            // greedy by default
   std::vector<int64_t> stop_tokens;   // eos_token_id(s): the row ends after producing one of them
+  // Beam search (Hugging Face's, do_sample off, early_stopping false) when > 1: every row of the
+  // call must then have the same num_beams and max_new_tokens; the tokens reach the callback once
+  // the search ends. A hypothesis scores its summed log-probability / generated_len^length_penalty.
+  int64_t num_beams = 1;
+  double length_penalty = 1.0;
 };
 
 struct GenerationResult {
   std::vector<int64_t> tokens;  // the new tokens (a stop token included when it ended the row)
   std::string finish_reason;    // "stop" (a stop token, or the callback), "length" (max_new_tokens)
+  double score = 0;             // beam search: the chosen hypothesis' score
 };
 
 // Called after every step with each unfinished row's new token, in row order, on every rank of
@@ -79,6 +85,16 @@ class Engine {
 
  private:
   struct State;
+  // One forward of this stage over the new positions `ids` (B, T) (every rank holds them; the
+  // first stage embeds them) with `mask` (B, keys) and the decode state (null: no cache). Returns
+  // the last stage's logits (B, T, V), or (B, 1, V) of the last position when `last_only` (whole,
+  // or this rank's vocabulary piece whose first id is *offset); undefined on other stages.
+  Tensor forward(const Tensor& ids, const Tensor& mask, const models::DecodeState* d, bool whole, int64_t* offset,
+                 bool last_only);
+  // The left-padded batch of `requests` (ids (B, longest), mask (B, longest + most_new)) and its
+  // decode state over fresh caches; checks every request first.
+  models::DecodeState prepare(const std::vector<GenerationRequest>& requests, Tensor& ids, Tensor& mask);
+  std::vector<GenerationResult> beam_search(const std::vector<GenerationRequest>& requests, const TokenCallback& on_token);
   std::shared_ptr<models::Model> model_;
   comm::CommPtr pipeline_, group_;
   std::unique_ptr<State> state_;

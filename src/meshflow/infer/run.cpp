@@ -35,6 +35,8 @@ void run_generation(const Config& c, const GenerateArgs& a, std::FILE* out, cons
     r.max_new_tokens = a.max_new_tokens;
     r.sampling = a.sampling;
     r.sampling.seed = a.sampling.seed + i;  // row i draws from seed + i (the rows of a batch differ)
+    r.num_beams = a.num_beams;
+    r.length_penalty = a.length_penalty;
     if (!a.ignore_eos) r.stop_tokens = {tok.eod_id()};
     rows.push_back(std::move(r));
   }

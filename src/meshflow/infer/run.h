@@ -17,6 +17,8 @@ struct GenerateArgs {
   std::string prompt_file;           // --prompt-file: one prompt per line (empty lines skipped)
   int64_t max_new_tokens = 32;
   SamplingParams sampling;
+  int64_t num_beams = 1;  // beam search when > 1
+  double length_penalty = 1.0;
   bool ignore_eos = false;  // keep going past the tokenizer's end-of-text token
   bool print_ids = false;   // also print each row's new token ids ("ids: 12 7 ...")
 };

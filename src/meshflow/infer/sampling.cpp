@@ -209,4 +209,62 @@ std::vector<int64_t> choose_tokens(const Tensor& logits_any, int64_t offset, int
   return argmax_over(tp, best, id);
 }
 
+std::vector<std::vector<BeamCandidate>> beam_candidates(const Tensor& logits_any, int64_t offset, int64_t vocab, int64_t beams,
+                                                        const std::vector<double>& beam_scores, int64_t keep,
+                                                        comm::Communicator* tp) {
+  const Tensor logits = contiguous(cast(to(logits_any.detach(), cpu_device()), DType::kF64));
+  MF_CHECK(logits.ndim() == 2 && beams > 0 && logits.shape(0) % beams == 0 &&
+               static_cast<int64_t>(beam_scores.size()) == logits.shape(0) && keep > 0 && offset + logits.shape(1) <= vocab,
+           "beam search: logits ", logits.str(), " of ids [", offset, ", ", offset + logits.shape(1), ") of ", vocab, " for ",
+           beams, " beams with ", beam_scores.size(), " scores");
+  const int64_t R = logits.shape(0), V = logits.shape(1), G = R / beams;
+  const double* l = logits.data<double>();
+  // log_softmax over the whole vocabulary: the max and the sum of exponentials over the group.
+  std::vector<double> mx(static_cast<size_t>(R), kNegInf), z(static_cast<size_t>(R), 0.0);
+  for (int64_t r = 0; r < R; ++r)
+    for (int64_t i = 0; i < V; ++i) mx[static_cast<size_t>(r)] = std::max(mx[static_cast<size_t>(r)], l[r * V + i]);
+  mx = reduce(tp, mx, comm::ReduceOp::kMax);
+  for (int64_t r = 0; r < R; ++r)
+    for (int64_t i = 0; i < V; ++i) z[static_cast<size_t>(r)] += std::exp(l[r * V + i] - mx[static_cast<size_t>(r)]);
+  z = reduce(tp, z, comm::ReduceOp::kSum);
+  auto better = [](const BeamCandidate& a, const BeamCandidate& b) {
+    if (a.score != b.score) return a.score > b.score;
+    return a.beam != b.beam ? a.beam < b.beam : a.token < b.token;
+  };
+  // Each rank's `keep` best per group as (score, beam, token) triples, padded with -inf.
+  std::vector<double> mine(static_cast<size_t>(G * keep * 3), kNegInf);
+  for (int64_t g = 0; g < G; ++g) {
+    std::vector<BeamCandidate> c;
+    c.reserve(static_cast<size_t>(beams * V));
+    for (int64_t j = 0; j < beams; ++j) {
+      const int64_t r = g * beams + j;
+      const double base = beam_scores[static_cast<size_t>(r)] - mx[static_cast<size_t>(r)] - std::log(z[static_cast<size_t>(r)]);
+      for (int64_t i = 0; i < V; ++i) c.push_back({l[r * V + i] + base, j, offset + i});
+    }
+    const int64_t n = std::min<int64_t>(keep, static_cast<int64_t>(c.size()));
+    std::partial_sort(c.begin(), c.begin() + n, c.end(), better);
+    for (int64_t k = 0; k < n; ++k) {
+      double* t = mine.data() + (g * keep + k) * 3;
+      t[0] = c[static_cast<size_t>(k)].score;
+      t[1] = static_cast<double>(c[static_cast<size_t>(k)].beam);
+      t[2] = static_cast<double>(c[static_cast<size_t>(k)].token);
+    }
+  }
+  const std::vector<double> all = gather(tp, mine);
+  const size_t ranks = all.size() / mine.size();
+  std::vector<std::vector<BeamCandidate>> out(static_cast<size_t>(G));
+  for (int64_t g = 0; g < G; ++g) {
+    std::vector<BeamCandidate> c;
+    for (size_t r = 0; r < ranks; ++r)
+      for (int64_t k = 0; k < keep; ++k) {
+        const double* t = all.data() + r * mine.size() + static_cast<size_t>((g * keep + k) * 3);
+        if (t[0] > kNegInf) c.push_back({t[0], static_cast<int64_t>(t[1]), static_cast<int64_t>(t[2])});
+      }
+    std::sort(c.begin(), c.end(), better);
+    if (static_cast<int64_t>(c.size()) > keep) c.resize(static_cast<size_t>(keep));
+    out[static_cast<size_t>(g)] = std::move(c);
+  }
+  return out;
+}
+
 }  // namespace mf::infer

@@ -38,4 +38,17 @@ std::vector<int64_t> choose_tokens(const Tensor& logits, int64_t offset, int64_t
                                    const std::vector<std::vector<int64_t>>& seen, const std::vector<int64_t>& step,
                                    comm::Communicator* tp);
 
+// Beam search's candidates (Hugging Face's): for each group of `beams` rows of logits (B * beams,
+// V_local), the `keep` best of log_softmax(row) + beam_scores[row] over the group's beams and the
+// whole vocabulary, best first (ties: the lower beam, then the lower id), the same on every rank
+// of `tp` (each rank's `keep` best gathered; the softmax's max and sum reduced over the group).
+struct BeamCandidate {
+  double score;   // the sequence's summed log-probability with this token
+  int64_t beam;   // 0 .. beams-1 within its group
+  int64_t token;  // vocabulary id
+};
+std::vector<std::vector<BeamCandidate>> beam_candidates(const Tensor& logits, int64_t offset, int64_t vocab, int64_t beams,
+                                                        const std::vector<double>& beam_scores, int64_t keep,
+                                                        comm::Communicator* tp);
+
 }  // namespace mf::infer
