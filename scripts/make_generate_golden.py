@@ -16,8 +16,24 @@ and its 12 tokens in one forward without a cache ("logits"); "min_margin", the s
 the largest and the second largest logit over every greedy step of both runs. Each case's seed is
 the first from 1 up whose greedy steps all have a margin above 1e-3 (so an f32 implementation must
 choose the same tokens) and whose continuations have at least 5 distinct tokens each.
+Beam search (torch_decoder.beam_search: transformers' _beam_search, BeamSearchScorer and
+BeamHypotheses; do_sample=False, num_return_sequences=1, early_stopping=False; scores in f64) of the
+same prompts, 3 beams, up to 12 new tokens, one eos token E, under "beam" (length_penalty 1.0) and
+"beam_lp2" (length_penalty 2.0): {"num_beams", "length_penalty", "eos_token_id": E,
+"max_new_tokens", "single" (each prompt alone), "batch" (the left-padded batch), the best
+hypothesis' new tokens (E appended when it ended at E, as finalize() does), "finish_single",
+"finish_batch" ("stop": ended at E, "length": at max_new_tokens), "scores" (the best hypotheses'
+scores, single), "min_gap" (the smallest gap between consecutive candidates among the kept top
+2 * num_beams of a step and between the last kept one and the next, over every step of both runs of
+rows still running), "min_hyp_gap" (the smallest gap of the hypotheses' comparisons: a new eos
+hypothesis against the worst once num_beams are kept, is_done()'s worst against the best attainable score, the
+best against the second best at the end)}. E is the first token, in the order of first appearance
+in the greedy continuations (prompt 0's, then 1's, then 2's), for which the length_penalty 1.0 beams
+of the prompts alone end at least once at E and at least once at max_new_tokens, and both settings'
+gaps are above 1e-5.
 Checks before writing: the logits through the cache (prefill, then one token at a time) equal those
-without it to 1e-10, and the batch continues every prompt as it is continued alone.
+without it to 1e-10, the batch continues every prompt as it is continued alone (greedy and beam
+search), and beam search with one beam is greedy (cut after E where E comes).
 Run with Debian's python3-torch: /usr/bin/python3 scripts/make_generate_golden.py [--hf-dir DIR]
 (--hf-dir: also each case's weights as a Hugging Face folder DIR/<case>/{config.json,
 model.safetensors}, f32, readable by model.pretrained=DIR/<case>)."""
@@ -37,6 +53,9 @@ MAX_NEW = 12
 PAD = 0
 MIN_MARGIN = 1e-3
 MIN_DISTINCT = 5  # of the 12 new tokens of every prompt
+NUM_BEAMS = 3
+BEAM_SETTINGS = (("beam", 1.0), ("beam_lp2", 2.0))
+MIN_BEAM_GAP = 1e-5
 CASES = {
     "gpt2": {"name": "gpt2", "vocab_size": V, "max_seq_length": P, "hidden_size": C, "num_layers": L,
              "num_attention_heads": H},
@@ -142,6 +161,47 @@ def sig14(x):
     return float(f"{x:.14g}")
 
 
+def beam_setting(r, eos, length_penalty):
+    """One beam-search record of case r with eos token `eos`."""
+    model, prompts = r["model"], r["prompts"]
+    gaps, hyp_gaps = [], []
+    single = [td.beam_search(model, [p], MAX_NEW, NUM_BEAMS, [eos], length_penalty, PAD, gaps, hyp_gaps)[0]
+              for p in prompts]
+    batch = td.beam_search(model, prompts, MAX_NEW, NUM_BEAMS, [eos], length_penalty, PAD, gaps, hyp_gaps)
+    for b, (s, t) in enumerate(zip(single, batch)):
+        if s["tokens"] != t["tokens"] or s["finish"] != t["finish"] or abs(s["score"] - t["score"]) > 1e-10:
+            sys.exit(f"make_generate_golden: FAILED: beam search (eos {eos}, length_penalty {length_penalty}) of "
+                     f"prompt {b}: batch {t} != single {s}")
+    return {"num_beams": NUM_BEAMS, "length_penalty": length_penalty, "eos_token_id": eos, "max_new_tokens": MAX_NEW,
+            "single": [s["tokens"] for s in single], "batch": [t["tokens"] for t in batch],
+            "finish_single": [s["finish"] for s in single], "finish_batch": [t["finish"] for t in batch],
+            "scores": [sig14(s["score"]) for s in single], "min_gap": sig14(min(gaps)),
+            "min_hyp_gap": sig14(min(hyp_gaps))}
+
+
+def beam_records(r):
+    """{"beam": ..., "beam_lp2": ...} of case r, with its eos token chosen as the docstring says."""
+    model, prompts = r["model"], r["prompts"]
+    order = []
+    for s in r["single"]:
+        order += [t for t in s if t not in order]
+    for eos in order:
+        # One beam is greedy, cut after the first eos.
+        for p, g in zip(prompts, r["single"]):
+            cut = g[:g.index(eos) + 1] if eos in g else g
+            for eos_ids in ([], [eos]):
+                one = td.beam_search(model, [p], MAX_NEW, 1, eos_ids, 1.0, PAD)[0]
+                want = g if not eos_ids else cut
+                assert one["tokens"] == want, f"one beam {one['tokens']} != greedy {want} (eos {eos_ids})"
+        recs = {key: beam_setting(r, eos, lp) for key, lp in BEAM_SETTINGS}
+        finish = recs["beam"]["finish_single"]
+        gap = min(min(x["min_gap"], x["min_hyp_gap"]) for x in recs.values())
+        if "stop" in finish and "length" in finish and gap > MIN_BEAM_GAP:
+            return recs
+        print(f"  eos {eos} rejected: beam finishes {finish}, smallest gap {gap:.3g}")
+    sys.exit(f"make_generate_golden: FAILED: no eos token for {r['model'].config['name']}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--hf-dir", help="also write each case as a Hugging Face folder DIR/<case>")
@@ -163,6 +223,12 @@ def main():
         print(f"{name}: seed {r['seed']}, min_margin {r['min_margin']:.6g}, cache vs no cache {worst:.3g}")
         for p, s in zip(r["prompts"], r["single"]):
             print(f"  {p} -> {s}")
+        beams = beam_records(r)
+        for key, x in beams.items():
+            print(f"  {key}: eos {x['eos_token_id']}, length_penalty {x['length_penalty']}, "
+                  f"min_gap {x['min_gap']:.6g}, min_hyp_gap {x['min_hyp_gap']:.6g}")
+            for p, t, f, sc in zip(r["prompts"], x["single"], x["finish_single"], x["scores"]):
+                print(f"    {p} -> {t} ({f}, score {sc:.6g})")
         if args.hf_dir:
             folder = os.path.join(args.hf_dir, name)
             td.save_hf(folder, config, r["weights"])
@@ -182,6 +248,7 @@ def main():
             "greedy_batch": r["batch"],
             "logits": [[sig14(x) for x in row] for row in logits.tolist()],
             "min_margin": sig14(r["min_margin"]),
+            **beams,
         })
     with open(args.output, "w") as f:
         json.dump({"cases": cases}, f, separators=(",", ":"))

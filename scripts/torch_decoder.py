@@ -21,6 +21,10 @@ greedy_generate() is generate(do_sample=False) for a batch: left padding, positi
 cumsum(attention_mask) - 1 with the pads' set to 1 (prepare_inputs_for_generation), one prefill,
 then one token per row per step, argmax with the lowest id on ties.
 
+beam_search() is generate(num_beams=N, do_sample=False, num_return_sequences=1, early_stopping=
+False) as recent transformers' _beam_search with BeamSearchScorer and BeamHypotheses compute it (the
+scores in f64; on exactly equal candidate scores the lower flat index, beam-major then token id).
+
 load_hf()/save_hf() read and write a Hugging Face folder (config.json + model.safetensors, or
 shards listed by model.safetensors.index.json), the safetensors format parsed by hand (8-byte
 little-endian header length, JSON header {name: {dtype, shape, data_offsets}}, raw little-endian
@@ -56,6 +60,12 @@ class KVCache:
             self.keys[layer] = torch.cat((self.keys[layer], k), dim=2)
             self.values[layer] = torch.cat((self.values[layer], v), dim=2)
         return self.keys[layer], self.values[layer]
+
+    def reorder(self, rows):
+        """Keeps the batch rows `rows` (a (B,) index tensor, repeats allowed), in that order: beam
+        search's reorder_cache (index_select on the batch axis)."""
+        self.keys = [None if k is None else k.index_select(0, rows) for k in self.keys]
+        self.values = [None if v is None else v.index_select(0, rows) for v in self.values]
 
 
 def allowed_keys(attention_mask, past, T, window=0):
@@ -304,6 +314,143 @@ def greedy_generate(model, prompts, max_new_tokens, pad_id=0, margins=None, step
         pos = positions_from_mask(mask)[:, -1:]
         logits = model(nxt[:, None], pos, mask, cache)[:, -1]
     return torch.stack(out, dim=1).tolist()
+
+
+class BeamHypotheses:
+    """The finished hypotheses of one batch row (transformers' BeamHypotheses, early_stopping=False):
+    at most num_beams of them, (score, tokens, ended at eos), score = sum_logprobs / generated_len **
+    length_penalty."""
+
+    def __init__(self, num_beams, length_penalty, decoder_prompt_len):
+        self.num_beams = num_beams
+        self.length_penalty = length_penalty
+        self.decoder_prompt_len = decoder_prompt_len
+        self.beams = []
+        self.worst_score = 1e9
+
+    def __len__(self):
+        return len(self.beams)
+
+    def add(self, hyp, sum_logprobs, generated_len, eos, gaps=None):
+        """Returns the entry appended, or None."""
+        score = sum_logprobs / (generated_len ** self.length_penalty)
+        if gaps is not None and len(self) >= self.num_beams:
+            gaps.append(abs(score - self.worst_score))
+        if len(self) < self.num_beams or score > self.worst_score:
+            entry = (score, hyp, eos)
+            self.beams.append(entry)
+            if len(self) > self.num_beams:
+                ranked = sorted((s, i) for i, (s, _, _) in enumerate(self.beams))
+                del self.beams[ranked[0][1]]
+                self.worst_score = ranked[1][0]
+            else:
+                self.worst_score = min(score, self.worst_score)
+            return entry
+        return None
+
+    def is_done(self, best_sum_logprobs, cur_len, gaps=None, best_entry=None):
+        """best_entry: the hypothesis added from the best candidate itself (an eos) at this step, if
+        any; its score is highest_attainable by construction (the same expression), so the gap is
+        taken against the other hypotheses."""
+        if len(self) < self.num_beams:
+            return False
+        highest_attainable = best_sum_logprobs / (cur_len - self.decoder_prompt_len) ** self.length_penalty
+        if gaps is not None:
+            if any(e is best_entry for e in self.beams):
+                others = [abs(e[0] - highest_attainable) for e in self.beams if e is not best_entry]
+                if others:
+                    gaps.append(min(others))
+            else:
+                gaps.append(abs(self.worst_score - highest_attainable))
+        return self.worst_score >= highest_attainable
+
+
+@torch.no_grad()
+def beam_search(model, prompts, max_new_tokens, num_beams, eos_ids=(), length_penalty=1.0, pad_id=0, gaps=None,
+                hyp_gaps=None):
+    """generate(num_beams=num_beams, do_sample=False, num_return_sequences=1, early_stopping=False,
+    length_penalty=length_penalty, eos_token_id=eos_ids, pad_token_id=pad_id, max_new_tokens=...) of
+    every prompt, as one left-padded batch with a cache, each row repeated num_beams times (row b's
+    beams are rows b * num_beams ...). Returns per prompt {"tokens": the best hypothesis' new tokens,
+    with eos_ids[0] appended when it ended at an eos (as finalize() does), "finish": "stop" or
+    "length", "score": its score}. gaps: a list that gets, per step and per row still running, the
+    smallest gap between consecutive candidates among the kept ones and the next one (the top-k
+    boundary); hyp_gaps: a list that gets the gaps of the hypotheses' comparisons (an eos hypothesis'
+    add() against the worst score once full, is_done(), the best against the second best at the end; none for
+    num_beams=1, where is_done() only compares a hypothesis with itself)."""
+    eos_ids = list(eos_ids)
+    B, nb = len(prompts), num_beams
+    ids, mask = left_pad(prompts, pad_id)
+    ids, mask = ids.repeat_interleave(nb, dim=0), mask.repeat_interleave(nb, dim=0)
+    decoder_prompt_len = ids.shape[1]
+    max_length = decoder_prompt_len + max_new_tokens
+    hyps = [BeamHypotheses(nb, length_penalty, decoder_prompt_len) for _ in range(B)]
+    done = [False] * B
+    beam_scores = torch.zeros(B, nb, dtype=torch.float64)
+    beam_scores[:, 1:] = -1e9
+    beam_scores = beam_scores.view(B * nb)
+    n_keep = max(2, 1 + len(eos_ids)) * nb
+    cache = model.new_cache()
+    logits = model(ids, positions_from_mask(mask), mask, cache, last_only=True)[:, -1]
+    while True:
+        V = logits.shape[-1]
+        scores = F.log_softmax(logits.to(torch.float64), dim=-1) + beam_scores[:, None]
+        scores = scores.view(B, nb * V)
+        ranked, order = torch.sort(scores, dim=1, descending=True, stable=True)
+        next_scores, flat = ranked[:, :n_keep], order[:, :n_keep]
+        next_indices, next_tokens = flat // V, flat % V
+        if gaps is not None:
+            for b in range(B):
+                if not done[b]:
+                    gaps.append((ranked[b, :-1] - ranked[b, 1:])[:n_keep].min().item())
+        # BeamSearchScorer.process()
+        cur_len = ids.shape[1] + 1
+        new_scores = torch.zeros(B, nb, dtype=torch.float64)
+        new_tokens = torch.full((B, nb), pad_id, dtype=torch.long)
+        new_rows = torch.zeros(B, nb, dtype=torch.long)
+        for b in range(B):
+            if done[b]:
+                new_rows[b, :] = b * nb  # pads, score 0, from the row's beam 0: no longer used
+                continue
+            k, best_entry = 0, None
+            for rank in range(n_keep):
+                token, score = int(next_tokens[b, rank]), next_scores[b, rank].item()
+                row = b * nb + int(next_indices[b, rank])
+                if token in eos_ids:
+                    if rank >= nb:
+                        continue
+                    entry = hyps[b].add(ids[row].tolist(), score, cur_len - decoder_prompt_len, True, hyp_gaps)
+                    if rank == 0:
+                        best_entry = entry
+                else:
+                    new_scores[b, k], new_tokens[b, k], new_rows[b, k] = score, token, row
+                    k += 1
+                if k == nb:
+                    break
+            assert k == nb, "fewer running beams than num_beams"
+            done[b] = done[b] or hyps[b].is_done(next_scores[b].max().item(), cur_len, hyp_gaps, best_entry)
+        beam_idx = new_rows.view(B * nb)
+        ids = torch.cat((ids[beam_idx], new_tokens.view(B * nb, 1)), dim=1)
+        beam_scores = new_scores.view(B * nb)
+        if all(done) or ids.shape[1] >= max_length:
+            break
+        cache.reorder(beam_idx)
+        mask = torch.cat((mask, torch.ones(B * nb, 1, dtype=mask.dtype)), dim=1)
+        logits = model(ids[:, -1:], positions_from_mask(mask)[:, -1:], mask, cache)[:, -1]
+    # BeamSearchScorer.finalize()
+    out = []
+    for b in range(B):
+        if not done[b]:
+            for i in range(nb):
+                row = b * nb + i
+                hyps[b].add(ids[row].tolist(), beam_scores[row].item(), ids.shape[1] - decoder_prompt_len, False)
+        ranked = sorted(hyps[b].beams, key=lambda h: h[0])
+        if hyp_gaps is not None and len(ranked) > 1:
+            hyp_gaps.append(ranked[-1][0] - ranked[-2][0])
+        score, seq, eos = ranked[-1]
+        tokens = seq[decoder_prompt_len:] + ([eos_ids[0]] if eos else [])
+        out.append({"tokens": tokens, "finish": "stop" if eos else "length", "score": score})
+    return out
 
 
 @torch.no_grad()
