@@ -6,7 +6,8 @@
 # parallelism 2, and tp=2 x pp=2 on 4 ranks. A batch of 3 prompts of different lengths (left-padded
 # in the engine), 16 new tokens each (--ignore-eos: every row runs the full length), decoded
 # greedily, greedily with a repetition penalty, and sampled with a fixed seed (temperature, top-k,
-# top-p and repetition penalty together; temperature and top-p alone): the `ids` lines of
+# top-p and repetition penalty together; temperature and top-p alone), and by beam search (3
+# beams: the candidates gathered over the vocabulary split, the caches reordered): the `ids` lines of
 # --print-ids must match exactly. Then a layout that makes data-parallel replicas (2 processes, no
 # tp/pp) is refused: non-zero exit, one error line per rank naming data parallelism.
 # Usage: generate_layouts_test.sh MESHFLOW_BINARY SOURCE_DIR MPIEXEC
@@ -29,6 +30,7 @@ decodings=(
   "greedy_rep --repetition-penalty 1.5"
   "sample --do-sample --temperature 0.8 --top-k 40 --top-p 0.9 --repetition-penalty 1.3 --seed 7"
   "sample_p --do-sample --temperature 1.5 --top-p 0.6 --seed 123"
+  "beam --num-beams 3"
 )
 # MESHFLOW_TEST_QUICK=1 (the sanitizer build): greedy and the sampling with every processor only.
 [ "${MESHFLOW_TEST_QUICK:-0}" = 1 ] && decodings=("${decodings[0]}" "${decodings[2]}")
