@@ -44,7 +44,8 @@ RefOut reference(const RefCase& c, const std::vector<double>& q, const std::vect
         std::vector<bool> ok(Tk);
         double mx = -INFINITY;
         for (int64_t j = 0; j < Tk; ++j) {
-          ok[j] = !(c.causal && j > i) && !(c.window > 0 && j <= i - c.window) &&
+          const int64_t pos = i + Tk - Tq;  // causal: the queries are the last Tq positions
+          ok[j] = !(c.causal && j > pos) && !(c.window > 0 && j <= pos - c.window) &&
                   !(!c.mask.empty() && c.mask[b * Tk + j]);
           double acc = 0;
           for (int64_t d = 0; d < D; ++d) acc += Q(i, d) * K(j, d);
@@ -133,6 +134,22 @@ TEST(Attention, MatchesReferenceCausalAcrossBlocks) {
   check_against_reference(c, false, "causal");
   c.causal = false;
   check_against_reference(c, false, "non-causal long");
+}
+
+// Decoding: the queries are the last Tq of Tk positions (the keys before them cached), across
+// query blocks, with a sliding window and with padding.
+TEST(Attention, MatchesReferenceCausalQueriesAfterCachedKeys) {
+  RefCase c;
+  c.B = 2, c.H = 2, c.Tq = 70, c.Tk = 150, c.D = 16, c.causal = true;
+  check_against_reference(c, false, "causal, 80 cached keys");
+  c.Tq = 1;
+  check_against_reference(c, false, "causal, one new query");
+  c.Tq = 70, c.window = 20;
+  check_against_reference(c, false, "causal window, cached keys");
+  c.window = 0;
+  c.mask.assign(c.B * c.Tk, false);
+  for (int64_t j = 0; j < 30; ++j) c.mask[1 * 150 + j] = true;  // row 1 left-padded
+  check_against_reference(c, false, "causal, cached keys, padding");
 }
 
 TEST(Attention, MatchesReferencePaddingMaskAndFullyMaskedRow) {
@@ -260,8 +277,8 @@ TEST(Attention, BadInputs) {
   MFT_EXPECT_ERROR(mf::scaled_dot_product_attention(q, k, v, o), "scaled_dot_product_attention", "bool");
   mf::AttentionOptions c;
   c.causal = true;
-  Tensor k6 = randn({2, 2, 6, 4}, 5);
-  MFT_EXPECT_ERROR(mf::scaled_dot_product_attention(q, k6, k6, c), "scaled_dot_product_attention", "causal", "Tq == Tk");
+  Tensor k4 = randn({2, 2, 4, 4}, 5);  // q has 5 positions: more queries than keys
+  MFT_EXPECT_ERROR(mf::scaled_dot_product_attention(q, k4, k4, c), "scaled_dot_product_attention", "causal", "Tq <= Tk");
   c.causal = false;
   c.dropout_p = 1.0;
   MFT_EXPECT_ERROR(mf::scaled_dot_product_attention(q, k, v, c), "scaled_dot_product_attention", "dropout_p");

@@ -32,6 +32,21 @@ TEST(Rope, MatchesReference) {
                reference(to_f64(x32), 6, 7, 8, 10000.0, 3), 1e-6, 1e-6, "f32 strided");
 }
 
+// Decoding a left-padded batch: row b rotated from its own first position (negative on padding).
+TEST(Rope, PerRowOffsets) {
+  Tensor x = randn({3, 2, 5, 8}, 4);
+  const std::vector<double> f = mf::rope_inv_freq(8, 10000.0);
+  const std::vector<int64_t> offsets = {0, -3, 17};
+  const std::vector<double> all = to_f64(mf::rope(x, f, offsets));
+  const std::vector<double> xs = to_f64(x);
+  for (int64_t b = 0; b < 3; ++b) {
+    const std::vector<double> row(xs.begin() + b * 80, xs.begin() + (b + 1) * 80);
+    const std::vector<double> want = reference(row, 2, 5, 8, 10000.0, offsets[static_cast<size_t>(b)]);
+    for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(all[static_cast<size_t>(b * 80) + i], want[i], 1e-14) << b;
+  }
+  MFT_EXPECT_ERROR(mf::rope(x, f, std::vector<int64_t>{0, 1}), "rope", "2 row offsets");
+}
+
 // Given pair frequencies (Llama 3.1's scaled ones, say): pair i turns by (t + offset) * f[i];
 // and gradient-checked.
 TEST(Rope, GivenFrequencies) {
