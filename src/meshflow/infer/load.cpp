@@ -1,6 +1,7 @@
 #include "meshflow/infer/load.h"
 
-#include "meshflow/io/checkpoint.h"
+#include <filesystem>
+
 #include "meshflow/models/registry.h"
 #include "meshflow/parallel/context.h"
 #include "meshflow/train/build.h"
@@ -9,23 +10,6 @@
 #include "meshflow/train/run.h"
 
 namespace mf::infer {
-
-namespace {
-
-// This rank's pipeline stage: train.dist's split of the layers over pipeline_parallel_size stages.
-models::PipelineStage stage_of(const Config& c, const parallel::ParallelContext& ctx) {
-  models::PipelineStage stage;
-  if (ctx.pipeline_size() <= 1) return stage;
-  const int64_t pp = ctx.pipeline_size(), s = ctx.pipeline_stage();
-  const auto layers = train::pipeline_layers(c, pp);
-  stage.first_layer = layers[static_cast<size_t>(s)].first;
-  stage.end_layer = layers[static_cast<size_t>(s)].second;
-  stage.first = s == 0;
-  stage.last = s == pp - 1;
-  return stage;
-}
-
-}  // namespace
 
 LoadedModel load_for_inference(const Config& c, const comm::CommPtr& world) {
   train::apply_thread_count(c);
@@ -42,24 +26,20 @@ LoadedModel load_for_inference(const Config& c, const comm::CommPtr& world) {
   out.tokenizer = train::tokenizer_from_config(c);
   nn::TensorParallel tp = ctx.tensor_parallel();
   tp.sequence_parallel = false;  // one new position per step: nothing to split
-  auto model = models::build_model(c, out.tokenizer->vocab_size(), {tp, stage_of(c, ctx)});
-  // The weights: model.pretrained, else the run's latest checkpoint.
+  const models::PipelineStage stage = train::pipeline_stage(c, ctx.pipeline_size(), ctx.pipeline_stage(), 1);
+  auto model = models::build_model(c, out.tokenizer->vocab_size(), {tp, stage});
+  // The weights: model.pretrained, else the run's latest checkpoint (read as model.pretrained
+  // reads a run folder).
+  const std::string pretrained = c.get_string("model.pretrained"), dir = c.get_string("train.output_dir");
+  const bool own = pretrained.empty();
+  MF_CHECK(!own || std::filesystem::exists(std::filesystem::path(dir) / "checkpoints" / "latest"),
+           "generate: no weights — set model.pretrained (a Hugging Face folder or a checkpoint), or train first: no "
+           "checkpoint in ", dir, "/checkpoints (train.output_dir)");
   train::ModelWeights weights;
-  const std::string pretrained = c.get_string("model.pretrained");
-  if (!pretrained.empty()) {
-    try {
-      weights = train::read_model_weights(pretrained, c.get_string("model.name"));
-    } catch (const Error& e) {
-      throw Error(std::string("model.pretrained: ") + e.what());
-    }
-  } else {
-    const std::string dir = c.get_string("train.output_dir");
-    auto ckpt = io::read_latest_checkpoint(dir);
-    MF_CHECK(ckpt.has_value(), "generate: no weights — set model.pretrained (a Hugging Face folder or a checkpoint), or "
-             "train first: no checkpoint in ", dir, "/checkpoints (train.output_dir)");
-    weights.source = ckpt->dir + "/model.safetensors";
-    weights.spec = &models::model_spec(c.get_string("model.name"));
-    weights.tensors = ckpt->model;
+  try {
+    weights = train::read_model_weights(own ? dir : pretrained, c.get_string("model.name"));
+  } catch (const Error& e) {
+    throw Error(std::string(own ? "train.output_dir: " : "model.pretrained: ") + e.what());
   }
   const std::string loaded = train::load_model_weights(*model, weights);
   if (run_device.device.type != DeviceType::kCPU) model->to_device(run_device.device);

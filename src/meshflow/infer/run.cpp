@@ -27,6 +27,7 @@ void run_generation(const Config& c, const GenerateArgs& a, std::FILE* out, cons
   const std::vector<std::string> prompts = read_prompts(a);
   LoadedModel m = load_for_inference(c, world);
   const Tokenizer& tok = *m.tokenizer;
+  const std::vector<int64_t> stops = a.ignore_eos ? std::vector<int64_t>{} : std::vector<int64_t>{tok.eod_id()};
   std::vector<GenerationRequest> rows;
   for (size_t i = 0; i < prompts.size(); ++i) {
     GenerationRequest r;
@@ -37,12 +38,11 @@ void run_generation(const Config& c, const GenerateArgs& a, std::FILE* out, cons
     r.sampling.seed = a.sampling.seed + i;  // row i draws from seed + i (the rows of a batch differ)
     r.num_beams = a.num_beams;
     r.length_penalty = a.length_penalty;
-    if (!a.ignore_eos) r.stop_tokens = {tok.eod_id()};
+    r.stop_tokens = stops;
     rows.push_back(std::move(r));
   }
   if (m.main_rank) std::fprintf(stderr, "generate: %s\n", m.description.c_str());
   const bool stream = rows.size() == 1 && m.main_rank;
-  const std::vector<int64_t> stops = a.ignore_eos ? std::vector<int64_t>{} : std::vector<int64_t>{tok.eod_id()};
   TextStream text(tok, {}, stops);  // a stop token's text is not printed
   if (stream) {
     std::fprintf(out, "%s", prompts[0].c_str());

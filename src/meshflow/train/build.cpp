@@ -29,6 +29,18 @@ int apply_thread_count(const Config& c) {
   return omp_get_max_threads();
 }
 
+models::PipelineStage pipeline_stage(const Config& c, int64_t ranks, int64_t rank, int64_t chunks) {
+  models::PipelineStage stage;
+  if (ranks <= 1) return stage;
+  const auto layers = pipeline_layers(c, ranks * chunks);
+  stage.first_layer = layers[static_cast<size_t>(rank)].first;
+  stage.end_layer = layers[static_cast<size_t>(rank)].second;
+  stage.first = rank == 0;
+  stage.last = rank == ranks - 1;
+  for (int64_t k = 1; k < chunks; ++k) stage.later_chunks.push_back(layers[static_cast<size_t>(k * ranks + rank)]);
+  return stage;
+}
+
 std::vector<std::pair<int64_t, int64_t>> pipeline_layers(const Config& c, int64_t virtual_stages) {
   const int64_t layers = models::model_layers(c);
   std::vector<double> custom = c.get_float_list("train.dist.custom_pipeline_stage_id");

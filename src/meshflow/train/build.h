@@ -4,6 +4,7 @@
 // name the keys to fix.
 #pragma once
 #include "meshflow/config/config.h"
+#include "meshflow/models/model.h"
 #include "meshflow/train/trainer.h"
 
 namespace mf::train {
@@ -17,6 +18,9 @@ TrainOptions train_options(const Config& c, int world_size = 1);
 // 1F1B's p - s micro-batches of activations on stage s). Throws before any work for an
 // impossible split.
 std::vector<std::pair<int64_t, int64_t>> pipeline_layers(const Config& c, int64_t virtual_stages);
+// Pipeline rank `rank` of `ranks`, each with `chunks` virtual stages (chunk k of rank s is virtual
+// stage k * ranks + s): its layers as pipeline_layers() splits them. One rank: the whole model.
+models::PipelineStage pipeline_stage(const Config& c, int64_t ranks, int64_t rank, int64_t chunks);
 // data.seq_length, or model.max_seq_length when 0.
 int64_t sequence_length(const Config& c);
 // train.threads: > 0 sets this process's OpenMP thread count (omp_set_num_threads), 0 leaves

@@ -257,17 +257,8 @@ RunSummary run_training(const Config& c, std::FILE* out, const comm::CommPtr& wo
   const int64_t dp = ctx.groups.dp_size(), dp_rank = ctx.groups.dp_rank();
   auto tok = tokenizer_from_config(c);
   const int64_t train_samples = opts.train_iter * opts.micro_batch * opts.accumulation_steps * dp;
-  models::PipelineStage stage;
-  if (ctx.pipeline_size() > 1) {  // this rank's stage: its layers
-    // Chunk k of pipeline rank s is virtual stage k * pp + s of pp * virtual_pipeline_size.
-    const int64_t pp = ctx.pipeline_size(), s = ctx.pipeline_stage(), v = opts.virtual_pipeline_size;
-    const auto layers = pipeline_layers(c, pp * v);
-    stage.first_layer = layers[static_cast<size_t>(s)].first;
-    stage.end_layer = layers[static_cast<size_t>(s)].second;
-    stage.first = s == 0;
-    stage.last = s == pp - 1;
-    for (int64_t k = 1; k < v; ++k) stage.later_chunks.push_back(layers[static_cast<size_t>(k * pp + s)]);
-  }
+  const models::PipelineStage stage =  // this rank's stage: its layers
+      pipeline_stage(c, ctx.pipeline_size(), ctx.pipeline_stage(), opts.virtual_pipeline_size);
   auto model = models::build_model(c, tok->vocab_size(), {ctx.tensor_parallel(), stage});
   // model.pretrained replaces the random initialisation, on every rank before the trainer takes
   // the parameters (ZeRO slices them); a run resuming from its own checkpoint does not need it.
