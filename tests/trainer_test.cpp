@@ -4,7 +4,10 @@
 
 #include "meshflow/models/gpt2/model.h"
 #include "meshflow/random/philox.h"
+#include "meshflow/train/trace_hook.h"
 #include "meshflow/train/trainer.h"
+#include "meshflow/core/atomic_file.h"
+#include <nlohmann/json.hpp>
 #include "testing.h"
 
 namespace {
@@ -121,6 +124,62 @@ TEST(Trainer, RefusesOutputDirOfAnotherRunAndPrunes) {
   mf::train::Trainer again(o, tiny_model(), std::make_unique<SyntheticSource>(32, 16),
                            [] { return std::make_unique<SyntheticSource>(32, 16); });
   MFT_EXPECT_ERROR(again.train(), "already holds a run", "train.resume=true");
+  fs::remove_all(dir);
+}
+
+}  // namespace
+
+namespace {
+
+// train.profile: the profiled steps' timeline holds every micro-batch's forward and backward inside
+// the pipeline schedule inside its step, the global ops with their shapes, the backward ops and
+// the phases; the other steps record nothing.
+TEST(Trainer, ProfileWritesTheTimelineOfTheChosenSteps) {
+  const std::string dir = testing::TempDir() + "/mf_profile_" + std::to_string(::getpid());
+  fs::remove_all(dir);
+  auto model = tiny_model();
+  auto opts = options(dir, 5, false);
+  opts.profile.enabled = true;
+  opts.profile.start_step = 2;
+  opts.profile.num_steps = 2;
+  opts.eval_period = 3;
+  mf::train::Trainer t(opts, model, std::make_unique<SyntheticSource>(32, 16),
+                       [] { return std::make_unique<SyntheticSource>(32, 16); });
+  t.add_hook(std::make_unique<mf::train::TraceHook>());
+  t.train();
+  const nlohmann::json j = nlohmann::json::parse(mf::read_file((fs::path(dir) / "trace.json").string()));
+  EXPECT_TRUE(fs::exists(fs::path(dir) / "trace" / "rank_00000.json"));
+  EXPECT_EQ(j["otherData"]["start_step"], 2);
+  EXPECT_EQ(j["otherData"]["num_steps"], 2);
+  EXPECT_EQ(j["otherData"]["micro_batches"], 2);
+  std::map<std::string, std::vector<nlohmann::json>> by_cat;
+  for (const auto& e : j["traceEvents"])
+    if (e["ph"] == "X") by_cat[e["cat"]].push_back(e);
+  ASSERT_EQ(by_cat["step"].size(), 2u);
+  EXPECT_EQ(by_cat["step"][0]["args"]["step"], 2);
+  EXPECT_EQ(by_cat["step"][1]["args"]["step"], 3);
+  EXPECT_EQ(by_cat["schedule"].size(), 2u);
+  EXPECT_EQ(by_cat["forward"].size(), 4u);  // 2 steps x 2 micro-batches
+  EXPECT_EQ(by_cat["backward"].size(), 4u);
+  EXPECT_EQ(by_cat["optimizer"].size(), 2u);
+  EXPECT_EQ(by_cat["eval"].size(), 1u);  // step 3's evaluation
+  EXPECT_GE(by_cat["eval_forward"].size(), 2u);
+  auto inside = [](const nlohmann::json& a, const nlohmann::json& b) {
+    return a["ts"].get<double>() >= b["ts"].get<double>() &&
+           a["ts"].get<double>() + a["dur"].get<double>() <= b["ts"].get<double>() + b["dur"].get<double>();
+  };
+  for (const auto& f : by_cat["forward"]) {
+    const int step = f["ts"].get<double>() < by_cat["step"][1]["ts"].get<double>() ? 0 : 1;
+    EXPECT_TRUE(inside(f, by_cat["schedule"][static_cast<size_t>(step)]));
+    EXPECT_TRUE(inside(by_cat["schedule"][static_cast<size_t>(step)], by_cat["step"][static_cast<size_t>(step)]));
+  }
+  bool matmul = false, backward_op = false;
+  for (const auto& e : by_cat["op"])
+    if (e["name"].get<std::string>().rfind("affine", 0) == 0 && e["args"]["shapes"].get<std::string>().find("(2, 16, 16)") != std::string::npos) matmul = true;
+  for (const auto& e : by_cat["op_backward"])
+    if (e["name"].get<std::string>().find(" backward") != std::string::npos) backward_op = true;
+  EXPECT_TRUE(matmul);
+  EXPECT_TRUE(backward_op);
   fs::remove_all(dir);
 }
 

@@ -5,6 +5,7 @@
 #include <unordered_set>
 
 #include "meshflow/autograd/grad_mode.h"
+#include "meshflow/core/trace.h"
 #include "meshflow/autograd/node.h"
 #include "meshflow/ops/ops.h"
 
@@ -80,7 +81,11 @@ void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& g
     if (!n->accumulates_leaf())  // a leaf's gradient is already in its .grad
       for (size_t i = 0; i < in.size(); ++i)
         if (!in[i].defined()) in[i] = zeros(n->outputs[i].shape, n->outputs[i].dtype, n->outputs[i].device);
-    std::vector<Tensor> out = n->apply(std::move(in));
+    std::vector<Tensor> out;
+    {
+      const trace::Scope span = trace::enabled() ? trace::Scope("op_backward", n->name() + " backward") : trace::Scope();
+      out = n->apply(std::move(in));
+    }
     if (!retain_graph) n->release();
     MF_CHECK(out.size() == n->next_edges.size() || n->next_edges.empty(), "backward of '", n->name(), "' returned ",
              out.size(), " gradients for ", n->next_edges.size(), " inputs");

@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "meshflow/core/trace.h"
+
 namespace mf::comm {
 
 const char* reduce_op_name(ReduceOp op) {
@@ -90,14 +92,63 @@ void Communicator::check_peer(const char* op, const char* what, int peer) const 
 void Communicator::count(OpKind kind, uint64_t bytes) {
   stats_.calls[static_cast<int>(kind)] += 1;
   stats_.bytes_sent[static_cast<int>(kind)] += size_ > 1 ? bytes : 0;
+  last_kind_ = kind;
+  last_bytes_ = size_ > 1 ? bytes : 0;
+}
+
+namespace {
+// A profiled operation (train.profile): its span from issue to the completion this rank observes
+// (an asynchronous track), and each wait for it on the waiting thread's track.
+class TracedWork : public Work {
+ public:
+  TracedWork(WorkPtr inner, std::string name, std::string args)
+      : Work(inner->description()), inner_(std::move(inner)), name_(std::move(name)), args_(std::move(args)),
+        issued_ns_(trace::now_ns()) {}
+  void wait() override {
+    const int64_t t0 = trace::now_ns();
+    try {
+      inner_->wait();
+    } catch (...) {
+      error_ = inner_->error() ? inner_->error() : std::current_exception();
+      throw;
+    }
+    const int64_t t1 = trace::now_ns();
+    trace::add_span("comm_wait", "wait " + name_, t0, t1, args_);
+    completed(t1);
+  }
+  bool is_completed() override {
+    const bool done = inner_->is_completed();
+    if (done) completed(trace::now_ns());
+    return done;
+  }
+
+ private:
+  void completed(int64_t at_ns) {
+    if (recorded_) return;
+    recorded_ = true;
+    trace::add_span("comm", name_, issued_ns_, at_ns, args_, true);
+  }
+  WorkPtr inner_;
+  std::string name_, args_;
+  int64_t issued_ns_;
+  bool recorded_ = false;
+};
+}  // namespace
+
+WorkPtr Communicator::traced(WorkPtr work) {
+  if (!trace::enabled() || !work) return work;
+  std::string group = group_str().substr(6);  // "[0, 2]"
+  std::string args = "\"group\":" + trace::json_string(group) + ",\"bytes\":" + std::to_string(last_bytes_) +
+                     ",\"description\":" + trace::json_string(work->description());
+  return std::make_shared<TracedWork>(std::move(work), op_kind_name(last_kind_), std::move(args));
 }
 
 WorkPtr Communicator::all_reduce(Tensor& inout, ReduceOp op) {
   check_tensor("all_reduce", "tensor", inout);
   const uint64_t n = size_, nbytes = inout.nbytes();
   count(OpKind::kAllReduce, 2 * (n - 1) * nbytes / n);
-  return do_all_reduce(inout, op,
-                       std::string("all_reduce(") + reduce_op_name(op) + ") " + tstr(inout) + " on " + where());
+  return traced(do_all_reduce(inout, op,
+                       std::string("all_reduce(") + reduce_op_name(op) + ") " + tstr(inout) + " on " + where()));
 }
 
 namespace {
@@ -120,9 +171,9 @@ WorkPtr Communicator::reduce_scatter(const Tensor& in, Tensor& out, ReduceOp op)
   MF_CHECK(blocks_match(in, out, size_), "reduce_scatter: in ", tstr(in), " must be size (", size_, ") x out ",
            tstr(out), " along axis 0 (", where(), ")");
   count(OpKind::kReduceScatter, static_cast<uint64_t>(size_ - 1) * out.nbytes());
-  return do_reduce_scatter(in, out, op,
+  return traced(do_reduce_scatter(in, out, op,
                            std::string("reduce_scatter(") + reduce_op_name(op) + ") " + tstr(in) + " -> " +
-                               tstr(out) + " on " + where());
+                               tstr(out) + " on " + where()));
 }
 
 WorkPtr Communicator::all_gather(const Tensor& in, Tensor& out) {
@@ -134,7 +185,7 @@ WorkPtr Communicator::all_gather(const Tensor& in, Tensor& out) {
   MF_CHECK(blocks_match(out, in, size_), "all_gather: out ", tstr(out), " must be size (", size_, ") x in ",
            tstr(in), " along axis 0 (", where(), ")");
   count(OpKind::kAllGather, static_cast<uint64_t>(size_ - 1) * in.nbytes());
-  return do_all_gather(in, out, "all_gather " + tstr(in) + " -> " + tstr(out) + " on " + where());
+  return traced(do_all_gather(in, out, "all_gather " + tstr(in) + " -> " + tstr(out) + " on " + where()));
 }
 
 WorkPtr Communicator::all_to_all(const Tensor& in, Tensor& out) {
@@ -146,14 +197,14 @@ WorkPtr Communicator::all_to_all(const Tensor& in, Tensor& out) {
   MF_CHECK(in.ndim() >= 1 && in.shape(0) % size_ == 0, "all_to_all: axis 0 of ", tstr(in),
            " must split into size (", size_, ") equal chunks (", where(), ")");
   count(OpKind::kAllToAll, static_cast<uint64_t>(size_ - 1) * (in.nbytes() / size_));
-  return do_all_to_all(in, out, "all_to_all " + tstr(in) + " on " + where());
+  return traced(do_all_to_all(in, out, "all_to_all " + tstr(in) + " on " + where()));
 }
 
 WorkPtr Communicator::broadcast(Tensor& t, int root) {
   check_tensor("broadcast", "tensor", t);
   check_peer("broadcast", "root", root);
   count(OpKind::kBroadcast, rank_ == root ? t.nbytes() : 0);
-  return do_broadcast(t, root, "broadcast " + tstr(t) + " from root " + std::to_string(root) + " on " + where());
+  return traced(do_broadcast(t, root, "broadcast " + tstr(t) + " from root " + std::to_string(root) + " on " + where()));
 }
 
 namespace {
@@ -165,8 +216,8 @@ WorkPtr Communicator::send(const Tensor& t, int peer, int tag) {
   check_peer("send", "peer", peer);
   MF_CHECK(tag >= 0 && tag <= kMaxTag, "send: tag ", tag, " outside [0, ", kMaxTag, "] (", where(), ")");
   count(OpKind::kSend, t.nbytes());
-  return do_send(t, peer, tag,
-                 "send " + tstr(t) + " to " + std::to_string(peer) + " tag " + std::to_string(tag) + " on " + where());
+  return traced(do_send(t, peer, tag,
+                 "send " + tstr(t) + " to " + std::to_string(peer) + " tag " + std::to_string(tag) + " on " + where()));
 }
 
 WorkPtr Communicator::recv(Tensor& t, int peer, int tag) {
@@ -174,14 +225,14 @@ WorkPtr Communicator::recv(Tensor& t, int peer, int tag) {
   check_peer("recv", "peer", peer);
   MF_CHECK(tag >= 0 && tag <= kMaxTag, "recv: tag ", tag, " outside [0, ", kMaxTag, "] (", where(), ")");
   count(OpKind::kRecv, 0);
-  return do_recv(t, peer, tag,
+  return traced(do_recv(t, peer, tag,
                  "recv " + tstr(t) + " from " + std::to_string(peer) + " tag " + std::to_string(tag) + " on " +
-                     where());
+                     where()));
 }
 
 WorkPtr Communicator::barrier() {
   count(OpKind::kBarrier, 0);
-  return do_barrier("barrier on " + where());
+  return traced(do_barrier("barrier on " + where()));
 }
 
 std::shared_ptr<Communicator> Communicator::sub_group(const std::vector<int>& ranks) {

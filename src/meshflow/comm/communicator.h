@@ -146,12 +146,16 @@ class Communicator {
   void check_disjoint(const char* op, const Tensor& in, const Tensor& out) const;
   void check_peer(const char* op, const char* what, int peer) const;
   void count(OpKind kind, uint64_t bytes);
+  // With profiling on (core/trace.h): `work` wrapped to record its span; else `work` itself.
+  WorkPtr traced(WorkPtr work);
 
   int rank_;
   int size_;
   std::vector<int> world_ranks_;
   double timeout_seconds_ = 600.0;
   CommStats stats_;
+  OpKind last_kind_ = OpKind::kBarrier;  // of the operation being issued (for traced())
+  uint64_t last_bytes_ = 0;
 };
 
 using CommPtr = std::shared_ptr<Communicator>;

@@ -117,6 +117,12 @@ train:
     alpha: 0.1                  # final lr = lr * alpha (cosine, linear)
     milestones: []              # multistep: iterations where lr *= gamma
     gamma: 0.1
+  profile:                      # a timeline of some steps: <output_dir>/trace.json (Chrome trace events, one
+                                #   track per rank; open in ui.perfetto.dev or chrome://tracing; `meshflow report`
+                                #   draws its pipeline timeline), and each rank's own in <output_dir>/trace/
+    enabled: false
+    start_step: 3               # the first profiled step (1-based; the first steps warm the allocator up)
+    num_steps: 2                # profiled steps, each with its evaluation and checkpoint if it has one
   threads: 0                    # OpenMP threads of each process (omp_set_num_threads); 0 = OpenMP's default
                                 #   (OMP_NUM_THREADS, else one per core)
 

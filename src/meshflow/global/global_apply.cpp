@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "meshflow/core/error.h"
+#include "meshflow/core/trace.h"
 #include "meshflow/global/boxing.h"
 #include "meshflow/global/global_ops.h"
 
@@ -51,12 +52,23 @@ std::vector<GlobalTensor> apply_on_one_rank(const GlobalContext& ctx, const std:
   return r;
 }
 
+// A profiled op's arguments: the logical shapes of its inputs.
+std::string shapes_arg(const std::vector<GlobalTensor>& inputs) {
+  std::string s;
+  for (const GlobalTensor& x : inputs) {
+    if (!s.empty()) s += ' ';
+    s += shape_str(x.logical_shape);
+  }
+  return "\"shapes\":" + trace::json_string(s);
+}
+
 }  // namespace
 
 std::vector<GlobalTensor> apply_global(const GlobalContext& ctx, const std::string& op,
                                        const std::vector<GlobalTensor>& inputs,
                                        const std::vector<Shape>& output_shapes, const SignatureFn& candidates,
                                        const PlacedLocalFn& local) {
+  const trace::Scope span = trace::enabled() ? trace::Scope("op", op, shapes_arg(inputs)) : trace::Scope();
   check_inputs(op, inputs, ctx.world_rank);
   const Placement* pl = inputs[0].placement;
   if (pl->size() == 1) return apply_on_one_rank(ctx, op, inputs, output_shapes, local);

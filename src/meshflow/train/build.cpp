@@ -173,6 +173,12 @@ TrainOptions train_options(const Config& c, int world_size) {
   o.accumulation_steps = accumulation_steps(c, o.micro_batch, mesh.data);
   parallel_options(c, mesh, o);
   o.log_period = c.get_int("train.log_period");
+  MF_CHECK(o.log_period >= 1, "train.log_period=", o.log_period, " must be at least 1");
+  o.profile.enabled = c.get_bool("train.profile.enabled");
+  o.profile.start_step = c.get_int("train.profile.start_step");
+  o.profile.num_steps = c.get_int("train.profile.num_steps");
+  MF_CHECK(o.profile.start_step >= 1 && o.profile.num_steps >= 1, "train.profile.start_step=", o.profile.start_step,
+           " and train.profile.num_steps=", o.profile.num_steps, " must be at least 1");
   o.seed = static_cast<uint64_t>(c.get_int("train.seed"));
   o.checkpoint_period = c.get_int("train.checkpointer.period");
   o.max_to_keep = c.get_int("train.checkpointer.max_to_keep");

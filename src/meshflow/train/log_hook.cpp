@@ -38,8 +38,7 @@ void LoggingHook::after_step(Trainer& t, const StepStats& s) {
   ++steps_;
   bar_->update(s.iter, s.loss, s.tokens_per_sec);
   const TrainOptions& o = t.options();
-  bool log_now = s.iter % std::max<int64_t>(1, o.log_period) == 0 || s.iter == o.train_iter;
-  if (!log_now) return;
+  if (!t.log_step(s.iter)) return;
   double loss = loss_sum_ / static_cast<double>(steps_);
   double tps = tokens_ / time_sum_;
   double mfu = t.peak_flops() > 0 ? tps * t.model().flops_per_token(o.seq_length) / t.peak_flops() : 0.0;
@@ -77,6 +76,23 @@ void LoggingHook::after_step(Trainer& t, const StepStats& s) {
     fields["comm_bytes_est"] = s.comm_bytes_est;
     fields["exposed_comm_time"] = s.exposed_comm_s;
   }
+  // Every rank's figures of this (the last) step, by world rank.
+  nlohmann::ordered_json ranks = nlohmann::ordered_json::array();
+  for (const RankStepStats& r : s.ranks)
+    ranks.push_back({{"rank", r.rank},
+                     {"stage", r.stage},
+                     {"dp", r.dp},
+                     {"tp", r.tp},
+                     {"step_time", r.step_seconds},
+                     {"exposed_comm_time", r.exposed_comm_s},
+                     {"pipeline_wait_time", r.pipeline_wait_s},
+                     {"peak_bytes", r.peak_bytes},
+                     {"mem_parameters", r.memory.parameters},
+                     {"mem_gradients", r.memory.gradients},
+                     {"mem_optimizer_state", r.memory.optimizer_state},
+                     {"mem_activations", r.memory.activations},
+                     {"mem_comm_buffers", r.memory.comm_buffers}});
+  if (!ranks.empty()) fields["ranks"] = std::move(ranks);
   metrics_->write(fields);
   tb_->add_scalar("train/loss", loss, s.iter);
   tb_->add_scalar("train/lr", s.lr, s.iter);

@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "meshflow/autograd/grad_mode.h"
+#include "meshflow/core/trace.h"
 #include "meshflow/ops/ops.h"
 #include "meshflow/random/batch_slice.h"
 #include "meshflow/random/generator.h"
@@ -15,6 +16,12 @@ namespace mf::train {
 namespace {
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+// A profiled micro-batch's span: its forward or backward on this stage, without the waits.
+trace::Scope micro_span(const char* kind, int64_t micro, int64_t chunk) {
+  if (!trace::enabled()) return trace::Scope();
+  return trace::Scope(kind, std::string(kind) + " " + std::to_string(micro) + (chunk > 0 ? "." + std::to_string(chunk) : ""),
+                      "\"micro_batch\":" + std::to_string(micro) + ",\"chunk\":" + std::to_string(chunk));
 }
 }  // namespace
 
@@ -39,6 +46,7 @@ struct PipelineExecutor::Run {
   int rank_of(int64_t j) const { return static_cast<int>(j % p); }
   int tag(int64_t micro, int64_t chunk, int kind) const { return static_cast<int>((2 * (micro * v + chunk) + kind) % 32768); }
   void timed_wait(const comm::WorkPtr& w) {
+    const trace::Scope span = trace::enabled() ? trace::Scope("pipeline_wait", "wait") : trace::Scope();
     const auto t0 = std::chrono::steady_clock::now();
     w->wait();
     ex.stats_.wait_seconds += seconds_since(t0);
@@ -53,6 +61,7 @@ struct PipelineExecutor::Run {
       timed_wait(ex.g_.pp->recv(f.input, rank_of(j - 1), tag(micro, chunk, 0)));
       if (training) f.input.set_requires_grad(true);
     }
+    const trace::Scope span = micro_span(training ? "forward" : "eval_forward", micro, chunk);
     Tensor out =
         ex.model_->stage_forward(batch, f.input, stream0 + static_cast<uint64_t>(micro) * streams_per_forward, T, chunk);
     if (j + 1 < p * v) {
@@ -76,10 +85,12 @@ struct PipelineExecutor::Run {
     const int64_t j = chunk * p + stage;
     InFlight& f = held[static_cast<size_t>(micro * v + chunk)];
     if (j + 1 == p * v) {
+      const trace::Scope span = micro_span("backward", micro, chunk);
       scale(f.output, backward_scale).backward();
     } else {
       Tensor g = ex.stage_buffer(rows, T);
       timed_wait(ex.g_.pp->recv(g, rank_of(j + 1), tag(micro, chunk, 1)));
+      const trace::Scope span = micro_span("backward", micro, chunk);
       f.output.backward(g);
     }
     if (j > 0) sends.push_back(ex.g_.pp->send(contiguous(f.input.grad()), rank_of(j - 1), tag(micro, (j - 1) / p, 1)));
@@ -141,6 +152,11 @@ double PipelineExecutor::train(const std::vector<Batch>& batches, const std::vec
       parallel::pipeline_actions(g_.pp ? schedule : parallel::PipelineSchedule::k1F1B, g_.pp_size(), g_.pp_rank(), m, v);
   stats_ = PipelineStats{};
   stats_.max_in_flight = parallel::max_in_flight(actions);
+  const trace::Scope span =
+      trace::enabled() ? trace::Scope("schedule", std::string("pipeline ") + parallel::pipeline_schedule_name(g_.pp ? schedule : parallel::PipelineSchedule::k1F1B),
+                                      "\"micro_batches\":" + std::to_string(m) + ",\"stages\":" + std::to_string(g_.pp_size()) +
+                                          ",\"chunks\":" + std::to_string(v))
+                       : trace::Scope();
   const auto t0 = std::chrono::steady_clock::now();
   const double loss = run(actions, batches, loss_totals, seq_len, true, backward_scale, before_last_backward);
   stats_.step_seconds = seconds_since(t0);

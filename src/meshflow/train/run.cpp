@@ -23,6 +23,7 @@
 #include "meshflow/train/gpt_batches.h"
 #include "meshflow/train/image_batches.h"
 #include "meshflow/train/log_hook.h"
+#include "meshflow/train/trace_hook.h"
 #include "meshflow/parallel/pipeline_schedule.h"
 #include "meshflow/train/pretrained.h"
 #include "meshflow/train/t5_batches.h"
@@ -282,6 +283,7 @@ RunSummary run_training(const Config& c, std::FILE* out, const comm::CommPtr& wo
   Trainer trainer(opts, model, std::move(data.train), data.valid);
   if (ctx.mesh) trainer.set_groups(ctx.groups);
   if (trainer.is_main_rank()) trainer.add_hook(std::make_unique<LoggingHook>(out));
+  if (opts.profile.enabled) trainer.add_hook(std::make_unique<TraceHook>());
   auto last = std::make_unique<LastStats>();
   LastStats* last_ptr = last.get();
   trainer.add_hook(std::move(last));

@@ -3,11 +3,13 @@
 #include <chrono>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <filesystem>
 #include <unordered_map>
 
 #include "meshflow/autograd/grad_mode.h"
 #include "meshflow/core/atomic_file.h"
+#include "meshflow/core/trace.h"
 #include "meshflow/ops/ops.h"
 #include "meshflow/tensor/allocator.h"
 #include "meshflow/tensor/storage.h"
@@ -128,6 +130,9 @@ void Trainer::run_hooks(const std::function<void(HookBase&)>& f) {
 }
 
 StepStats Trainer::train_step() {
+  const trace::Scope span =
+      trace::enabled() ? trace::Scope("step", "step " + std::to_string(iter_ + 1), "\"step\":" + std::to_string(iter_ + 1))
+                       : trace::Scope();
   auto t0 = std::chrono::steady_clock::now();
   allocator_for(device_).reset_peak();
   sync_->reset_buffer_peak();
@@ -159,11 +164,17 @@ StepStats Trainer::train_step() {
   const auto schedule = parallel::parse_pipeline_schedule(opts_.pipeline_schedule);
   double loss_sum =
       executor_.train(batches, totals, schedule, opts_.seq_length, backward_scale, [&] { sync_->prepare(); });
-  const double exposed = sync_->finish();
+  double exposed = 0;
+  {
+    const trace::Scope phase = trace::enabled() ? trace::Scope("grad_sync", "gradient reduction") : trace::Scope();
+    exposed = sync_->finish();
+  }
   loss_sum = parallel::sum_over(groups_.dp.get(), parallel::sum_over(groups_.pp.get(), loss_sum));
   // Mixed precision: gradients with an inf or NaN on any rank skip the update (parameters,
   // optimizer state and its step count unchanged; the iteration and the data advance), as
   // Megatron-LM does for fp16; bf16 skips such a step too rather than poison the weights.
+  std::optional<trace::Scope> phase;
+  if (trace::enabled()) phase.emplace("optimizer", "clip and update");
   const double grad_norm = sync_->clip(opts_.clip_grad_max_norm, loss_scale);
   const bool skip = mixed_precision() && parallel::any_over(groups_.everyone(), !std::isfinite(grad_norm));
   if (!skip) {
@@ -173,6 +184,7 @@ StepStats Trainer::train_step() {
     ++skipped_iters_;
   }
   scaler_.update(skip);
+  phase.reset();
   ++iter_;
   StepStats s;
   s.iter = iter_;
@@ -189,7 +201,40 @@ StepStats Trainer::train_step() {
   s.loss_scale = loss_scale;
   s.skipped = skip;
   s.skipped_iters = skipped_iters_;
+  if (log_step(iter_)) s.ranks = gather_rank_stats(s);
   return s;
+}
+
+std::vector<RankStepStats> Trainer::gather_rank_stats(const StepStats& s) const {
+  comm::Communicator* everyone = groups_.everyone();
+  const int n = everyone ? everyone->size() : 1, me = everyone ? everyone->rank() : 0;
+  const MemoryReport& m = s.memory;
+  const std::vector<double> mine = {static_cast<double>(groups_.pp_rank()), static_cast<double>(groups_.dp_rank()),
+                                    static_cast<double>(groups_.tp_rank()), s.step_seconds, s.exposed_comm_s,
+                                    executor_.last_stats().wait_seconds, static_cast<double>(m.parameters),
+                                    static_cast<double>(m.gradients), static_cast<double>(m.optimizer_state),
+                                    static_cast<double>(m.activations), static_cast<double>(m.comm_buffers),
+                                    static_cast<double>(m.peak), static_cast<double>(s.peak_bytes)};
+  const size_t k = mine.size();
+  std::vector<double> all(k * static_cast<size_t>(n), 0.0);  // each rank fills its row; the sum gathers them
+  std::copy(mine.begin(), mine.end(), all.begin() + static_cast<std::ptrdiff_t>(k * static_cast<size_t>(me)));
+  all = parallel::sum_over(everyone, all);
+  std::vector<RankStepStats> out(static_cast<size_t>(n));
+  for (int r = 0; r < n; ++r) {
+    const double* v = all.data() + k * static_cast<size_t>(r);
+    RankStepStats& x = out[static_cast<size_t>(r)];
+    x.rank = r;
+    x.stage = static_cast<int>(v[0]);
+    x.dp = static_cast<int>(v[1]);
+    x.tp = static_cast<int>(v[2]);
+    x.step_seconds = v[3];
+    x.exposed_comm_s = v[4];
+    x.pipeline_wait_s = v[5];
+    x.memory = {static_cast<int64_t>(v[6]), static_cast<int64_t>(v[7]), static_cast<int64_t>(v[8]),
+                static_cast<int64_t>(v[11]), static_cast<int64_t>(v[9]), static_cast<int64_t>(v[10])};
+    x.peak_bytes = static_cast<int64_t>(v[12]);
+  }
+  return out;
 }
 
 EvalStats Trainer::evaluate() {
@@ -237,15 +282,23 @@ void Trainer::train() {
   peak_flops_ = device_peak_flops() * static_cast<double>(dp_size() * tp_size() * pp_size());
   run_hooks([&](HookBase& h) { h.before_train(*this); });
   while (iter_ < opts_.train_iter) {
+    run_hooks([&](HookBase& h) { h.before_step(*this); });
     StepStats s = train_step();
     run_hooks([&](HookBase& h) { h.after_step(*this, s); });
     bool exiting = opts_.exit_iter > 0 && iter_ == opts_.exit_iter;
     bool last = iter_ == opts_.train_iter || exiting;
     if (opts_.eval_enabled && ((opts_.eval_period > 0 && iter_ % opts_.eval_period == 0) || last)) {
-      EvalStats e = evaluate();
+      EvalStats e;
+      {
+        const trace::Scope phase = trace::enabled() ? trace::Scope("eval", "evaluation") : trace::Scope();
+        e = evaluate();
+      }
       run_hooks([&](HookBase& h) { h.after_eval(*this, e); });
     }
-    if ((opts_.checkpoint_period > 0 && iter_ % opts_.checkpoint_period == 0) || last) save_checkpoint();
+    if ((opts_.checkpoint_period > 0 && iter_ % opts_.checkpoint_period == 0) || last) {
+      const trace::Scope phase = trace::enabled() ? trace::Scope("checkpoint", "checkpoint save") : trace::Scope();
+      save_checkpoint();
+    }
     if (exiting) break;
   }
   run_hooks([&](HookBase& h) { h.after_train(*this); });

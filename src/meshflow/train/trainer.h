@@ -1,6 +1,7 @@
 // The training loop: gradient accumulation, clipping, optimizer and LR schedule, evaluation,
 // checkpoints and resume, with hooks (LiBai's HookBase pattern) for everything periodic.
 #pragma once
+#include <algorithm>
 #include <functional>
 #include <memory>
 #include <string>
@@ -64,6 +65,11 @@ struct TrainOptions {
   // the loss (loss_scaler.h; `enabled` is set from the model's dtype).
   optim::LossScalerOptions loss_scaler;
   std::string config_yaml;  // resolved config, written to <output_dir>/config.yaml
+  // train.profile: steps [start_step, start_step + num_steps) recorded as a timeline (trace_hook.h).
+  struct Profile {
+    bool enabled = false;
+    int64_t start_step = 3, num_steps = 2;
+  } profile;
 };
 
 // This rank's memory by kind, from the tensors themselves and the allocator (bytes). Gradients
@@ -76,6 +82,15 @@ struct MemoryReport {
   // packs and all-gather targets (data-parallel buckets hold the gradients themselves; tensor-
   // and pipeline-parallel messages are activations). Part of `activations`.
   int64_t comm_buffers = 0;
+};
+
+// One rank's figures of a step (StepStats::ranks).
+struct RankStepStats {
+  int rank = 0, stage = 0, dp = 0, tp = 0;  // in the world; its pipeline stage, dp and tp index
+  double step_seconds = 0, exposed_comm_s = 0;
+  double pipeline_wait_s = 0;  // waiting for the neighbour stages' activations and gradients
+  MemoryReport memory;
+  int64_t peak_bytes = 0;
 };
 
 struct StepStats {
@@ -96,6 +111,9 @@ struct StepStats {
   double loss_scale = 1;
   bool skipped = false;
   int64_t skipped_iters = 0;
+  // Every rank's figures of this step, by world rank, gathered at log steps (log_step()); empty
+  // at the other steps.
+  std::vector<RankStepStats> ranks;
 };
 
 struct EvalStats {
@@ -115,6 +133,7 @@ class HookBase {
  public:
   virtual ~HookBase() = default;
   virtual void before_train(Trainer&) {}
+  virtual void before_step(Trainer&) {}  // the step about to run is iter() + 1
   virtual void after_step(Trainer&, const StepStats&) {}
   virtual void after_eval(Trainer&, const EvalStats&) {}
   virtual void after_train(Trainer&) {}
@@ -146,6 +165,9 @@ class Trainer {
   int64_t tp_size() const { return model_->tensor_parallel().size(); }
   int64_t pp_size() const { return groups_.pp_size(); }
   bool is_main_rank() const { return groups_.main_rank(); }
+  const parallel::Groups& groups() const { return groups_; }
+  // Whether step `iter` is logged: every train.log_period steps and the last.
+  bool log_step(int64_t iter) const { return iter % std::max<int64_t>(1, opts_.log_period) == 0 || iter == opts_.train_iter; }
   // Pipeline statistics of the last step (this stage).
   const PipelineStats& last_pipeline_stats() const { return executor_.last_stats(); }
   // The reducer of the data-parallel gradients (of every parameter when tp == 1), or null.
@@ -176,6 +198,7 @@ class Trainer {
  private:
   StepStats train_step();
   MemoryReport memory_report(int64_t peak) const;
+  std::vector<RankStepStats> gather_rank_stats(const StepStats& s) const;  // collective over every rank
   // Builds the gradient synchronisation for groups_ and the optimizer over what it shards.
   void build_sync();
   void run_hooks(const std::function<void(HookBase&)>& f);
