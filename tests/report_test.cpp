@@ -10,6 +10,7 @@
 #include <regex>
 
 #include "data_testing.h"
+#include "testing.h"
 #include "meshflow/core/atomic_file.h"
 #include "meshflow/core/error.h"
 #include "meshflow/report/bar_chart.h"
@@ -47,15 +48,6 @@ std::vector<std::vector<std::pair<double, double>>> polylines(const std::string&
     out.push_back(pts);
   }
   return out;
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const mf::Error& e) {
-    return e.what();
-  }
-  return "(no error)";
 }
 
 size_t count(const std::string& s, const std::string& what) {
@@ -244,13 +236,10 @@ TEST(ReportBubble, TimelineOfTheFirstStep) {
 }
 
 TEST(ReportBubble, BadTraceNamesTheEvent) {
-  const std::string e = error_of([] {
-    pipeline_bubble(nlohmann::json::parse(R"({"traceEvents":[{"ph":"X","cat":"forward","pid":0,"ts":"x","dur":1}]})"));
-  });
-  EXPECT_NE(e.find("traceEvents[0]"), std::string::npos) << e;
-  EXPECT_NE(e.find("\"ts\""), std::string::npos) << e;
-  EXPECT_NE(error_of([] { pipeline_bubble(nlohmann::json::parse(R"({"events":[]})")); }).find("traceEvents"),
-            std::string::npos);
+  MFT_EXPECT_ERROR(
+      pipeline_bubble(nlohmann::json::parse(R"({"traceEvents":[{"ph":"X","cat":"forward","pid":0,"ts":"x","dur":1}]})")),
+      "traceEvents[0]", "\"ts\"");
+  MFT_EXPECT_ERROR(pipeline_bubble(nlohmann::json::parse(R"({"events":[]})")), "no \"traceEvents\" array");
 }
 
 // ---------------------------------------------------------------- run folders
@@ -305,29 +294,31 @@ TEST(ReportMetrics, OlderFilesWithoutRanks) {
 
 TEST(ReportMetrics, BadInputNamesFileAndLine) {
   TempDir dir;
-  const std::string path = dir.file("metrics.jsonl");
-  write_text(path, "{\"step\":1,\"loss\":2}\n{\"step\":2,\"loss\":\n");
-  std::string e = error_of([&] { load_metrics(path); });
-  EXPECT_NE(e.find(path + ":2: not JSON"), std::string::npos) << e;
-  write_text(path, "\n{\"step\":1,\"loss\":\"high\"}\n");
-  e = error_of([&] { load_metrics(path); });
-  EXPECT_NE(e.find(path + ":2: \"loss\" is string, not a number"), std::string::npos) << e;
-  write_text(path, "[1,2]\n");
-  EXPECT_NE(error_of([&] { load_metrics(path); }).find(path + ":1: a array, not a JSON object"), std::string::npos);
-  write_text(path, "{\"step\":1,\"loss\":1,\"ranks\":[{\"rank\":0,\"mem_gradients\":\"x\"}]}\n");
-  e = error_of([&] { load_metrics(path); });
-  EXPECT_NE(e.find(path + ":1: ranks[0]: \"mem_gradients\""), std::string::npos) << e;
+  const std::string path = dir.file("metrics.jsonl"), trace = dir.file("trace.json"), config = dir.file("config.yaml");
+  const std::string run = dir.path().string();
+  // metrics.jsonl's content, the error's text after "<path>:".
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"{\"step\":1,\"loss\":2}\n{\"step\":2,\"loss\":\n", "2: not JSON"},
+      {"\n{\"step\":1,\"loss\":\"high\"}\n", "2: \"loss\" is string, not a number"},
+      {"[1,2]\n", "1: a array, not a JSON object"},
+      {"{\"loss\":1}\n", "1: no \"step\""},
+      {"{\"step\":1,\"loss\":1,\"ranks\":[{\"rank\":0,\"mem_gradients\":\"x\"}]}\n", "1: ranks[0]: \"mem_gradients\""}};
+  for (const auto& [content, error] : cases) {
+    write_text(path, content);
+    const std::string want = path + ":" + error;  // named: the macro's list holds pointers into it
+    MFT_EXPECT_ERROR(load_metrics(path), want.c_str());
+  }
   fs::remove(path);
-  e = error_of([&] { load_run(dir.path().string()); });
-  EXPECT_NE(e.find(path + ": not found"), std::string::npos) << e;
+  const std::string missing = path + ": not found";
+  MFT_EXPECT_ERROR(load_run(run), missing.c_str());
   write_text(path, "{\"step\":1,\"loss\":1}\n");
-  write_text(dir.file("trace.json"), "{\"traceEvents\": [\n{]");
-  e = error_of([&] { load_run(dir.path().string()); });
-  EXPECT_NE(e.find(dir.file("trace.json") + ": not JSON: parse error at line 2"), std::string::npos) << e;
-  fs::remove(dir.file("trace.json"));
-  write_text(dir.file("config.yaml"), "train:\n  dist: [1,\n");
-  e = error_of([&] { load_run(dir.path().string()); });
-  EXPECT_NE(e.find(dir.file("config.yaml") + ":"), std::string::npos) << e;
+  write_text(trace, "{\"traceEvents\": [\n{]");
+  const std::string bad_trace = trace + ": not JSON: parse error at line 2";
+  MFT_EXPECT_ERROR(load_run(run), bad_trace.c_str());
+  fs::remove(trace);
+  write_text(config, "train:\n  dist: [1,\n");
+  const std::string bad_config = config + ":";
+  MFT_EXPECT_ERROR(load_run(run), bad_config.c_str());
 }
 
 // ---------------------------------------------------------------- the page
@@ -355,7 +346,7 @@ TEST(ReportPage, SelfContainedWithEveryFigureInline) {
 
 TEST(ReportPage, SeveralRunsOverlaid) {
   TempDir dir;
-  EXPECT_NE(error_of([] { default_output_dir({kFixture, kFixture}); }).find("--output"), std::string::npos);
+  MFT_EXPECT_ERROR(default_output_dir({kFixture, kFixture}), "several runs need --output");
   EXPECT_EQ(default_output_dir({kFixture}), kFixture + "/report");
   fs::create_directories(dir.file("other"));
   fs::copy_file(kFixture + "/metrics.jsonl", dir.file("other/metrics.jsonl"));

@@ -14,6 +14,13 @@ double value_at(const BarPart& p, size_t i) {
   return std::isfinite(v) && v > 0 ? v : 0;
 }
 
+// A category's name under a vertical bar: cut before " (" when it is wider than the bar's band
+// ("rank 3 (stage 1, dp 0, tp 1)" -> "rank 3"; the tooltips keep the whole name).
+std::string fit(const std::string& name, double band_px) {
+  const size_t cut = name.find(" (");
+  return text_width(name, 11) <= band_px * 0.95 || cut == std::string::npos ? name : name.substr(0, cut);
+}
+
 }  // namespace
 
 std::string render_stacked_bars(const StackedBars& c, Layout l) {
@@ -56,7 +63,7 @@ std::string render_stacked_bars(const StackedBars& c, Layout l) {
   for (size_t i = 0; i < n; ++i) {
     const double centre = (c.horizontal ? l.plot_top() : l.plot_left()) + band * (static_cast<double>(i) + 0.5);
     if (c.horizontal) svg.text(l.plot_left() - 8, centre + 4, c.categories[i], "end", 11, "#333");
-    else if (i % label_every == 0) svg.text(centre, l.plot_bottom() + 18, c.categories[i], "middle", 11, "#333");
+    else if (i % label_every == 0) svg.text(centre, l.plot_bottom() + 18, fit(c.categories[i], band), "middle", 11, "#333");
     double base = 0;
     for (const BarPart& p : c.parts) {
       const double v = value_at(p, i);

@@ -178,8 +178,12 @@ Figure timeline_figure(const TraceEvents& events, const std::string& prefix) {
   Timeline t;
   t.title = st.step >= 0 ? "Pipeline timeline of step " + std::to_string(st.step) : "Timeline of the trace";
   t.x_label = "time since the step began (ms)";
-  t.kinds = {{"forward", palette(0)},   {"backward", palette(1)},  {"pipeline wait", "#a0a0a0"},
-             {"comm wait", palette(3)}, {"grad sync", palette(2)}, {"optimizer", palette(4)}};
+  t.kinds = {{"forward", palette(0)},
+             {"backward", palette(1)},
+             {"pipeline wait", "#a0a0a0"},
+             {"collective wait (strip)", palette(3), true},
+             {"grad sync", palette(2)},
+             {"optimizer", palette(4)}};
   const std::vector<std::string> cats = {"forward", "backward", "pipeline_wait", "comm_wait", "grad_sync", "optimizer"};
   for (int64_t rank : st.ranks) {
     const auto it = events.rank_name.find(rank);
@@ -201,8 +205,10 @@ Figure timeline_figure(const TraceEvents& events, const std::string& prefix) {
   }
   return Figure{prefix + "timeline",
                 "The main thread of each rank in the first profiled step, from trace.json: forward and backward "
-                "of each micro-batch (labelled with its number), waits for a pipeline neighbour, for a "
-                "collective, gradient synchronisation and the optimizer.",
+                "of each micro-batch (labelled with its number), waits for a pipeline neighbour, gradient "
+                "synchronisation and the optimizer; the strip along the bottom of a row marks waits for a "
+                "collective (inside the others: tensor-parallel all-reduces in forward and backward, "
+                "pipeline receives, gradient reductions).",
                 render_timeline(t, Layout{1100, 320})};
 }
 

@@ -193,7 +193,7 @@ Svg::Svg(double width_px, double height_px, std::string_view css_class)
     : width_(width_px), height_(height_px), class_(css_class) {}
 
 namespace {
-// Append ` name="value"` to `out` (the value escaped; nothing for an empty one), or a number.
+// Append ` name="value"` to `out` (the value escaped; nothing for an empty one).
 void put(std::string& out, std::string_view name, std::string_view value) {
   if (value.empty()) return;
   out += ' ';
@@ -202,9 +202,14 @@ void put(std::string& out, std::string_view name, std::string_view value) {
   out += xml_escape(value);
   out += '"';
 }
-void put(std::string& out, std::string_view name, double value) { put(out, name, std::string_view(px(value))); }
-// Closes an element: "/>" or, with a tooltip, "><title>...</title></tag>".
-void close(std::string& out, std::string_view tag, std::string_view title) {
+
+using Attributes = std::initializer_list<std::pair<std::string_view, std::string>>;
+
+// An empty element `<tag a="v" .../>`, or with a tooltip `<tag ...><title>...</title></tag>`.
+void element(std::string& out, std::string_view tag, Attributes attributes, std::string_view title = {}) {
+  out += '<';
+  out += tag;
+  for (const auto& [name, value] : attributes) put(out, name, value);
   if (title.empty()) {
     out += "/>\n";
     return;
@@ -219,27 +224,26 @@ void close(std::string& out, std::string_view tag, std::string_view title) {
 
 void Svg::rect(double x, double y, double w, double h, std::string_view fill, std::string_view title,
                std::string_view css_class) {
-  body_ += "<rect";
-  put(body_, "x", x);
-  put(body_, "y", y);
-  put(body_, "width", std::max(0.0, w));
-  put(body_, "height", std::max(0.0, h));
-  put(body_, "fill", fill);
-  put(body_, "class", css_class);
-  close(body_, "rect", title);
+  element(body_, "rect",
+          {{"x", px(x)},
+           {"y", px(y)},
+           {"width", px(std::max(0.0, w))},
+           {"height", px(std::max(0.0, h))},
+           {"fill", std::string(fill)},
+           {"class", std::string(css_class)}},
+          title);
 }
 
 void Svg::line(double x1, double y1, double x2, double y2, std::string_view stroke, double width,
                std::string_view dash) {
-  body_ += "<line";
-  put(body_, "x1", x1);
-  put(body_, "y1", y1);
-  put(body_, "x2", x2);
-  put(body_, "y2", y2);
-  put(body_, "stroke", stroke);
-  put(body_, "stroke-width", width);
-  put(body_, "stroke-dasharray", dash);
-  close(body_, "line", {});
+  element(body_, "line",
+          {{"x1", px(x1)},
+           {"y1", px(y1)},
+           {"x2", px(x2)},
+           {"y2", px(y2)},
+           {"stroke", std::string(stroke)},
+           {"stroke-width", px(width)},
+           {"stroke-dasharray", std::string(dash)}});
 }
 
 void Svg::polyline(const std::vector<std::pair<double, double>>& points, std::string_view stroke, double width,
@@ -251,32 +255,26 @@ void Svg::polyline(const std::vector<std::pair<double, double>>& points, std::st
     pts += ',';
     pts += px(y);
   }
-  body_ += "<polyline";
-  put(body_, "points", pts);
-  put(body_, "fill", "none");
-  put(body_, "stroke", stroke);
-  put(body_, "stroke-width", width);
-  put(body_, "stroke-dasharray", dash);
-  put(body_, "stroke-linejoin", "round");
-  close(body_, "polyline", {});
+  element(body_, "polyline",
+          {{"points", pts},
+           {"fill", "none"},
+           {"stroke", std::string(stroke)},
+           {"stroke-width", px(width)},
+           {"stroke-dasharray", std::string(dash)},
+           {"stroke-linejoin", "round"}});
 }
 
 void Svg::circle(double cx, double cy, double r, std::string_view fill, std::string_view title) {
-  body_ += "<circle";
-  put(body_, "cx", cx);
-  put(body_, "cy", cy);
-  put(body_, "r", r);
-  put(body_, "fill", fill);
-  close(body_, "circle", title);
+  element(body_, "circle", {{"cx", px(cx)}, {"cy", px(cy)}, {"r", px(r)}, {"fill", std::string(fill)}}, title);
 }
 
 void Svg::text(double x, double y, std::string_view s, std::string_view anchor, double size_px,
                std::string_view fill, double rotate, bool bold) {
   body_ += "<text";
-  put(body_, "x", x);
-  put(body_, "y", y);
+  put(body_, "x", px(x));
+  put(body_, "y", px(y));
   put(body_, "text-anchor", anchor);
-  put(body_, "font-size", size_px);
+  put(body_, "font-size", px(size_px));
   put(body_, "fill", fill);
   if (bold) put(body_, "font-weight", "bold");
   if (rotate != 0) put(body_, "transform", "rotate(" + px(rotate) + " " + px(x) + " " + px(y) + ")");
@@ -300,8 +298,8 @@ void Svg::end_group() {
 
 std::string Svg::str() const {
   std::string s = "<svg xmlns=\"http://www.w3.org/2000/svg\"";
-  put(s, "width", width_);
-  put(s, "height", height_);
+  put(s, "width", px(width_));
+  put(s, "height", px(height_));
   put(s, "viewBox", "0 0 " + px(width_) + " " + px(height_));
   put(s, "class", class_);
   put(s, "font-family", "sans-serif");

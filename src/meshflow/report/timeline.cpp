@@ -8,6 +8,7 @@ namespace mf::report {
 namespace {
 constexpr double kRowPx = 30;   // pixels per row
 constexpr double kBarPx = 20;   // a bar's height in its row
+constexpr double kStripPx = 5;  // a strip kind's height, at the bottom of the bar
 }  // namespace
 
 std::string render_timeline(const Timeline& t, Layout l) {
@@ -32,14 +33,16 @@ std::string render_timeline(const Timeline& t, Layout l) {
   for (size_t r = 0; r < t.rows.size(); ++r)
     svg.text(l.plot_left() - 8, l.plot_top() + kRowPx * (static_cast<double>(r) + 0.5) + 4, t.rows[r], "end", 11, "#333");
   svg.begin_group("data");
-  for (const TimelineBar& b : t.bars) {
-    if (b.row >= t.rows.size() || b.kind >= t.kinds.size()) continue;
-    const double x0 = x(b.start), x1 = std::max(x(b.end), x0 + 0.5);  // every span at least half a pixel
-    const double y = l.plot_top() + kRowPx * static_cast<double>(b.row) + (kRowPx - kBarPx) / 2;
-    svg.rect(x0, y, x1 - x0, kBarPx, t.kinds[b.kind].color, b.tooltip);
-    if (!b.label.empty() && text_width(b.label, 10) + 4 < x1 - x0)
-      svg.text((x0 + x1) / 2, y + kBarPx / 2 + 4, b.label, "middle", 10, "#fff");
-  }
+  for (bool strips : {false, true})
+    for (const TimelineBar& b : t.bars) {
+      if (b.row >= t.rows.size() || b.kind >= t.kinds.size() || t.kinds[b.kind].strip != strips) continue;
+      const double x0 = x(b.start), x1 = std::max(x(b.end), x0 + 0.5);  // every span at least half a pixel
+      const double top = l.plot_top() + kRowPx * static_cast<double>(b.row) + (kRowPx - kBarPx) / 2;
+      const double y = strips ? top + kBarPx - kStripPx : top, h = strips ? kStripPx : kBarPx;
+      svg.rect(x0, y, x1 - x0, h, t.kinds[b.kind].color, b.tooltip);
+      if (!strips && !b.label.empty() && text_width(b.label, 10) + 4 < x1 - x0)
+        svg.text((x0 + x1) / 2, y + kBarPx / 2 + 3, b.label, "middle", 10, "#fff");
+    }
   svg.end_group();
   if (t.bars.empty())
     svg.text((l.plot_left() + l.plot_right()) / 2, (l.plot_top() + l.plot_bottom()) / 2, "no data", "middle", 14, "#888");

@@ -9,6 +9,9 @@ namespace mf::report {
 
 struct TimelineKind {
   std::string name, color;
+  // Drawn as a thin strip along the bottom of the row, over the other bars: for spans nested in
+  // them (a collective's wait inside a forward) that would otherwise hide them.
+  bool strip = false;
 };
 
 struct TimelineBar {
