@@ -1,4 +1,4 @@
-// The meshflow command line: `meshflow train|eval|preprocess|convert|serve ...`. Every failure prints one
+// The meshflow command line: `meshflow train|eval|preprocess|convert|generate|serve|report ...`. Every failure prints one
 // line "meshflow: error: ..." and exits non-zero.
 //
 // Started by a launcher (`mpirun -np N meshflow train ...`, or `srun` with PMIx), it joins the
@@ -21,6 +21,7 @@
 #include "meshflow/global/device_mesh.h"
 #include "meshflow/infer/run.h"
 #include "meshflow/infer/load.h"
+#include "meshflow/report/report.h"
 #include "meshflow/serve/server.h"
 #include "meshflow/serve/signals.h"
 #include "meshflow/train/device_select.h"
@@ -249,6 +250,35 @@ CLI::App* add_serve_command(CLI::App& app, std::string& config, std::vector<std:
   return srv;
 }
 
+struct ReportArgs {
+  std::vector<std::string> runs;
+  std::string output;  // default: RUN_DIR/report (one run)
+};
+
+CLI::App* add_report_command(CLI::App& app, ReportArgs& ra) {
+  auto* rep = app.add_subcommand("report", "Write an HTML report of training runs (self-contained, works offline) "
+                                 "with each figure also as an SVG file");
+  rep->add_option("runs", ra.runs, "run folders written by meshflow train (metrics.jsonl, config.yaml, and "
+                  "trace.json when profiled); several are overlaid in the curves")
+      ->required();
+  rep->add_option("--output", ra.output,
+                  "folder for index.html and the figures' .svg files (default for one run: RUN_DIR/report; "
+                  "required for several)");
+  rep->footer("The page: loss and validation loss, learning rate, gradient norm, tokens/s and MFU over steps; each "
+              "rank's memory by kind and step time in parts (the last training line); with trace.json, the "
+              "pipeline timeline of the first profiled step and the measured bubble beside the schedule's; the "
+              "config.\nExamples:\n  meshflow report output/gpt2_tiny-X   # -> output/gpt2_tiny-X/report/index.html\n"
+              "  meshflow report runs/a runs/b --output compare/");
+  return rep;
+}
+
+int run_report(const ReportArgs& a) {
+  const std::string out = a.output.empty() ? mf::report::default_output_dir(a.runs) : a.output;
+  const mf::report::ReportFiles files = mf::report::write_report(a.runs, out);
+  std::printf("wrote %s and %zu figures (.svg) beside it\n", files.index_html.c_str(), files.svg_files.size());
+  return 0;
+}
+
 // `meshflow serve`: rank 0 answers HTTP until SIGINT/SIGTERM; the other ranks run the batches it
 // sends them.
 int run_serve(const mf::Config& c, const mf::comm::CommPtr& world, const ServeArgs& a) {
@@ -349,6 +379,8 @@ int main(int argc, char** argv) {
   gen->add_flag("--print-ids", ga.print_ids, "print the new token ids of each prompt");
   ServeArgs sa;
   auto* serve = add_serve_command(app, config, overrides, sa);
+  ReportArgs ra;
+  auto* report = add_report_command(app, ra);
   auto* devices = app.add_subcommand("devices", "Print the CUDA devices this process sees (first line: cuda_devices N)");
 
   try {
@@ -364,6 +396,8 @@ int main(int argc, char** argv) {
     } else if (*gen) {
       const mf::Config c = mf::Config::load(config, overrides);
       mf::infer::run_generation(c, ga, stdout, device_world(c, world));
+    } else if (*report) {
+      return run_report(ra);
     } else if (*devices) {
       return run_devices();
     } else if (*eval) {
