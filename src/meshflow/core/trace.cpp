@@ -14,12 +14,29 @@ std::atomic<bool> g_enabled{false};
 
 namespace {
 
+// What is kept while recording: fixed-size records whose texts live in one buffer, both reserved
+// at start() (large enough for a few steps of a big model; they grow if not).
+struct Record {
+  char ph;
+  int tid;
+  const char* cat;
+  size_t text;  // name, then args, in Recorder::text
+  uint32_t name_len, args_len;
+  int64_t start_ns, end_ns;
+  double value;
+};
+
+constexpr size_t kReservedRecords = size_t{1} << 17;
+constexpr size_t kReservedText = size_t{16} << 20;
+
 struct Recorder {
   std::mutex mu;
-  std::vector<Event> events;
+  std::vector<Record> records;
+  std::string text;
   std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
   std::thread::id main_thread;
   int64_t (*probe)() = nullptr;
+  uint64_t generation = 0;  // counts start() calls: a Scope open across stop() records nothing
 };
 
 Recorder& recorder() {
@@ -29,22 +46,23 @@ Recorder& recorder() {
 
 int track_of_this_thread() { return std::this_thread::get_id() == recorder().main_thread ? 0 : 99; }
 
-void push(Event e) {
-  Recorder& r = recorder();
-  std::lock_guard<std::mutex> lock(r.mu);
-  r.events.push_back(std::move(e));
+// Appends name and args to the buffer; where they start. Called with the lock held.
+size_t put_text(Recorder& r, std::string_view name, std::string_view args) {
+  const size_t at = r.text.size();
+  r.text.append(name.data(), name.size());
+  r.text.append(args.data(), args.size());
+  return at;
 }
 
-void sample_memory(int64_t at_ns) {
-  int64_t (*probe)() = recorder().probe;
-  if (probe == nullptr) return;
-  Event e;
-  e.ph = 'C';
-  e.cat = "allocated_MB";
-  e.name = "memory";
-  e.start_ns = e.end_ns = at_ns;
-  e.value = static_cast<double>(probe()) / 1e6;
-  push(std::move(e));
+void push(const Record& rec, int64_t sample_at_ns) {
+  Recorder& r = recorder();
+  std::lock_guard<std::mutex> lock(r.mu);
+  r.records.push_back(rec);
+  if (sample_at_ns >= 0 && r.probe != nullptr) {  // the memory counter, at a main-thread span's end
+    static constexpr std::string_view kName = "memory";
+    r.records.push_back({'C', 0, "allocated_MB", put_text(r, kName, {}), static_cast<uint32_t>(kName.size()), 0,
+                         sample_at_ns, sample_at_ns, static_cast<double>(r.probe()) / 1e6});
+  }
 }
 
 void append_us(std::string& out, int64_t ns) {
@@ -59,9 +77,13 @@ void start() {
   Recorder& r = recorder();
   {
     std::lock_guard<std::mutex> lock(r.mu);
-    r.events.clear();
+    r.records.clear();
+    r.text.clear();
+    r.records.reserve(kReservedRecords);
+    r.text.reserve(kReservedText);
     r.t0 = std::chrono::steady_clock::now();
     r.main_thread = std::this_thread::get_id();
+    ++r.generation;
   }
   detail::g_enabled.store(true);
 }
@@ -71,7 +93,21 @@ std::vector<Event> stop() {
   Recorder& r = recorder();
   std::lock_guard<std::mutex> lock(r.mu);
   std::vector<Event> out;
-  out.swap(r.events);
+  out.reserve(r.records.size());
+  for (const Record& rec : r.records) {
+    Event e;
+    e.ph = rec.ph;
+    e.cat = rec.cat;
+    e.name = r.text.substr(rec.text, rec.name_len);
+    e.args = r.text.substr(rec.text + rec.name_len, rec.args_len);
+    e.start_ns = rec.start_ns;
+    e.end_ns = rec.end_ns;
+    e.tid = rec.tid;
+    e.value = rec.value;
+    out.push_back(std::move(e));
+  }
+  std::vector<Record>().swap(r.records);  // the reserved memory goes back
+  std::string().swap(r.text);
   return out;
 }
 
@@ -79,44 +115,54 @@ int64_t now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - recorder().t0).count();
 }
 
-void add_span(const char* cat, std::string name, int64_t start_ns, int64_t end_ns, std::string args, bool async) {
+void add_span(const char* cat, std::string_view name, int64_t start_ns, int64_t end_ns, std::string_view args, bool async) {
   if (!enabled()) return;
-  Event e;
-  e.cat = cat;
-  e.name = std::move(name);
-  e.start_ns = start_ns;
-  e.end_ns = std::max(start_ns, end_ns);
-  e.tid = async ? -1 : track_of_this_thread();
-  e.args = std::move(args);
-  const bool main_thread = e.tid == 0;
-  push(std::move(e));
-  if (main_thread) sample_memory(end_ns);
+  Recorder& r = recorder();
+  const int tid = async ? -1 : track_of_this_thread();
+  size_t at;
+  {
+    std::lock_guard<std::mutex> lock(r.mu);
+    at = put_text(r, name, args);
+  }
+  push({'X', tid, cat, at, static_cast<uint32_t>(name.size()), static_cast<uint32_t>(args.size()), start_ns,
+        std::max(start_ns, end_ns), 0.0},
+       tid == 0 ? end_ns : -1);
 }
 
 void add_counter(const char* name, const char* key, double value) {
   if (!enabled()) return;
-  Event e;
-  e.ph = 'C';
-  e.cat = key;
-  e.name = name;
-  e.start_ns = e.end_ns = now_ns();
-  e.value = value;
-  push(std::move(e));
+  Recorder& r = recorder();
+  const int64_t t = now_ns();
+  size_t at;
+  {
+    std::lock_guard<std::mutex> lock(r.mu);
+    at = put_text(r, name, {});
+  }
+  push({'C', 0, key, at, static_cast<uint32_t>(std::string_view(name).size()), 0, t, t, value}, -1);
 }
 
 void set_memory_probe(int64_t (*probe)()) { recorder().probe = probe; }
 
-Scope::Scope(const char* cat, std::string name, std::string args) {
+Scope::Scope(const char* cat, std::string_view name, std::string_view args) {
   if (!enabled()) return;
+  Recorder& r = recorder();
+  {
+    std::lock_guard<std::mutex> lock(r.mu);
+    text_ = put_text(r, name, args);
+    generation_ = r.generation;
+  }
   active_ = true;
   cat_ = cat;
-  name_ = std::move(name);
-  args_ = std::move(args);
+  name_len_ = static_cast<uint32_t>(name.size());
+  args_len_ = static_cast<uint32_t>(args.size());
   start_ns_ = now_ns();
 }
 
 Scope::~Scope() {
-  if (active_) add_span(cat_, std::move(name_), start_ns_, now_ns(), std::move(args_));
+  if (!active_ || !enabled() || generation_ != recorder().generation) return;
+  const int64_t end = now_ns();
+  const int tid = track_of_this_thread();
+  push({'X', tid, cat_, text_, name_len_, args_len_, start_ns_, end, 0.0}, tid == 0 ? end : -1);
 }
 
 std::string json_string(const std::string& s) {

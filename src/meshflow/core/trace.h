@@ -14,6 +14,7 @@
 #include <atomic>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace mf::trace {
@@ -42,7 +43,7 @@ std::vector<Event> stop();
 int64_t now_ns();
 
 // Records a finished span (any thread; `async`: laid out on the communication tracks).
-void add_span(const char* cat, std::string name, int64_t start_ns, int64_t end_ns, std::string args = {},
+void add_span(const char* cat, std::string_view name, int64_t start_ns, int64_t end_ns, std::string_view args = {},
               bool async = false);
 // Records a counter sample now: series `name`, value under `key` (e.g. "memory", "allocated_MB").
 void add_counter(const char* name, const char* key, double value);
@@ -52,11 +53,13 @@ void add_counter(const char* name, const char* key, double value);
 void set_memory_probe(int64_t (*probe)());
 
 // A span from construction to destruction, on the calling thread's track. Inactive (records
-// nothing) when default-constructed or when recording is off at construction.
+// nothing) when default-constructed or when recording is off at construction. Its name and
+// arguments are copied into the recorder's own buffer, reserved at start(): recording allocates
+// nothing on the heap the tensors share, so the run's memory behaves as it does unrecorded.
 class Scope {
  public:
   Scope() = default;
-  Scope(const char* cat, std::string name, std::string args = {});
+  Scope(const char* cat, std::string_view name, std::string_view args = {});
   ~Scope();
   Scope(const Scope&) = delete;
   Scope& operator=(const Scope&) = delete;
@@ -64,8 +67,10 @@ class Scope {
  private:
   bool active_ = false;
   const char* cat_ = "";
-  std::string name_, args_;
+  size_t text_ = 0;  // where the name and arguments are in the recorder's buffer
+  uint32_t name_len_ = 0, args_len_ = 0;
   int64_t start_ns_ = 0;
+  uint64_t generation_ = 0;
 };
 
 // JSON string literal of `s` (quotes included, control characters escaped).

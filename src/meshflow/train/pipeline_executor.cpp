@@ -20,8 +20,12 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 // A profiled micro-batch's span: its forward or backward on this stage, without the waits.
 trace::Scope micro_span(const char* kind, int64_t micro, int64_t chunk) {
   if (!trace::enabled()) return trace::Scope();
-  return trace::Scope(kind, std::string(kind) + " " + std::to_string(micro) + (chunk > 0 ? "." + std::to_string(chunk) : ""),
-                      "\"micro_batch\":" + std::to_string(micro) + ",\"chunk\":" + std::to_string(chunk));
+  std::string name = std::string(kind) + ' ' + std::to_string(micro);
+  if (chunk > 0) {
+    name += '.';
+    name += std::to_string(chunk);
+  }
+  return trace::Scope(kind, name, "\"micro_batch\":" + std::to_string(micro) + ",\"chunk\":" + std::to_string(chunk));
 }
 }  // namespace
 
