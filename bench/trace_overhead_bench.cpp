@@ -103,6 +103,7 @@ int main(int argc, char** argv) {
     std::printf("profiling overhead: %+.2f%% (means), %+.2f%% (medians)\n", 100 * (mean(h->on) / mean(h->off) - 1),
                 100 * (median(h->on) / median(h->off) - 1));
   }
-  std::filesystem::remove_all(o.output_dir);
+  world->barrier()->wait();
+  if (s == 0) std::filesystem::remove_all(o.output_dir);
   return 0;
 }
