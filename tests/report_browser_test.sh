@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # `meshflow report` in a browser: a short profiled 4-rank run (dp 1 x tp 2 x pp 2, 1F1B over 4
-# micro-batches, steps 3 and 4 traced) of a tiny byte-level GPT-2, its report opened in headless
+# micro-batches, steps 3 and 4 traced) of a tiny byte-level GPT-2 (its trace.json checked as
+# trace-event JSON with every rank's micro-batches, metrics.jsonl's per-rank figures), its report opened in headless
 # Chromium (no network), a screenshot of the whole page taken, and tests/report_page_check.py
 # checking that every figure's plot area holds drawn data, that every SVG file is well-formed and
 # inline in the page, and that Chromium logged no console message. The screenshot is kept:
@@ -53,6 +54,42 @@ fi
 for f in metrics.jsonl config.yaml trace.json; do
   [ -f "$run/$f" ] || { echo "FAIL: the run folder $run has no $f"; exit 1; }
 done
+
+# The run's own files: trace.json is valid trace-event JSON with every rank's track, each holding
+# the forward and backward of every micro-batch of both profiled steps inside its step; every
+# training line of metrics.jsonl holds every rank's figures at its place in the mesh.
+if [ -z "${MESHFLOW_REPORT_RUN_DIR:-}" ] && ! /usr/bin/python3 - "$run" <<'EOF'
+import json, sys
+run = sys.argv[1]
+trace = json.load(open(run + "/trace.json"))
+ev = trace["traceEvents"]
+other = trace["otherData"]
+assert (other["world_size"], other["tp"], other["pp"], other["micro_batches"]) == (4, 2, 2, 4), other
+for e in ev:
+    assert e["ph"] in ("X", "C", "M") and isinstance(e["pid"], int) and "name" in e, e
+    if e["ph"] == "X":
+        assert e["dur"] >= 0 and e["ts"] >= 0 and "cat" in e, e
+for pid in range(4):
+    steps = [e for e in ev if e["pid"] == pid and e.get("cat") == "step"]
+    assert [s["args"]["step"] for s in steps] == [3, 4], (pid, steps)
+    for kind in ("forward", "backward"):
+        spans = [e for e in ev if e["pid"] == pid and e.get("cat") == kind]
+        assert sorted(e["args"]["micro_batch"] for e in spans) == [0, 0, 1, 1, 2, 2, 3, 3], (pid, kind)
+        for e in spans:
+            assert any(s["ts"] <= e["ts"] and e["ts"] + e["dur"] <= s["ts"] + s["dur"] for s in steps), e
+    assert any(e["pid"] == pid and e.get("cat") == "comm" and e["tid"] >= 1 for e in ev), pid
+    assert any(e["pid"] == pid and e["ph"] == "C" and e["name"] == "memory" for e in ev), pid
+lines = [json.loads(l) for l in open(run + "/metrics.jsonl") if '"loss"' in l]
+assert lines, "no training line"
+for l in lines:
+    ranks = l["ranks"]
+    assert [(r["rank"], r["stage"], r["tp"]) for r in ranks] == [(0, 0, 0), (1, 0, 1), (2, 1, 0), (3, 1, 1)], ranks
+    assert all(r["step_time"] > 0 and r["mem_parameters"] > 0 for r in ranks), ranks
+print("trace.json: %d events, 4 ranks; metrics.jsonl: every rank's figures on %d lines" % (len(ev), len(lines)))
+EOF
+then
+  echo "FAIL: the run's trace.json or metrics.jsonl is not what it should be"; exit 1
+fi
 
 # 2. The report.
 if ! "$bin" report "$run" --output "$work/report" > "$work/report.log" 2>&1; then
