@@ -57,7 +57,7 @@ std::string figures_html(const std::vector<Figure>& figures) {
 }
 
 std::string layout_text(const RunLayout& l) {
-  std::string s = "dp " + std::to_string(l.dp) + " × tp " + std::to_string(l.tp) + " × pp " + std::to_string(l.pp);
+  std::string s = (l.dp > 0 ? "dp " + std::to_string(l.dp) : std::string("dp (derived)")) + " × tp " + std::to_string(l.tp) + " × pp " + std::to_string(l.pp);
   if (l.pp > 1 && !l.schedule.empty()) s += " (" + l.schedule + ")";
   return s;
 }

@@ -2,6 +2,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -176,6 +177,10 @@ RunFiles load_run(const std::string& dir) {
     r.layout = parse_layout(r.config_text, config.string());
   }
   r.metrics = load_metrics(metrics.string());
+  // data_parallel_size 0 is derived by the run: world size / (tp x pp), the world being the
+  // ranks of a training line.
+  if (r.layout.dp <= 0 && !r.metrics.train.empty() && !r.metrics.train.back().ranks.empty())
+    r.layout.dp = static_cast<int64_t>(r.metrics.train.back().ranks.size()) / std::max<int64_t>(1, r.layout.tp * r.layout.pp);
   const fs::path trace = d / "trace.json";
   if (fs::is_regular_file(trace)) {
     try {
