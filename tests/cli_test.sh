@@ -131,6 +131,79 @@ expect_error "preprocess byte with --extra-ids" \
 expect_error "preprocess with --extra-ids not a number" 'tokenization.extra_ids expects an integer, got "many" (from --extra-ids)' \
   "$bin" preprocess --input "$work/corpus.txt" --output-prefix "$work/o14" --tokenizer sentencepiece \
   --tokenizer-file data/tokenizers/t5-tiny --extra-ids many
+# ---- Found when tried as a new user would: each case failed before its fix.
+: > "$work/empty.yaml"
+expect_error "empty config file" "config $work/empty.yaml is empty" "$bin" train "$work/empty.yaml"
+expect_error "unknown command" "unknown command 'frobnicate'; the commands are train, eval" "$bin" frobnicate
+expect_error "negative learning rate" "optim.lr=-1 is outside its range \[0, inf)" "$bin" train "${good[@]}" optim.lr=-1 "train.output_dir=$work/o15"
+printf '\n\n' > "$work/blank.txt"
+expect_error "empty corpus" "$work/blank.txt holds no documents" \
+  "$bin" preprocess --input "$work/blank.txt" --output-prefix "$work/o16" --tokenizer byte
+[ -e "$work/o16_text_document.bin" ] && { echo "FAIL: o16 written for an empty corpus"; fail=$((fail + 1)); }
+echo "keep me" > "$work/a_file"
+expect_error "convert onto an existing file" "$work/a_file is an existing file" "$bin" convert --to-hf "$work/ok" --output "$work/a_file"
+[ "$(cat "$work/a_file")" = "keep me" ] || { echo "FAIL: convert overwrote a file"; fail=$((fail + 1)); }
+expect_error "convert onto an exported model" "already holds model.safetensors" "$bin" convert --to-hf "$work/ok" --output "$work/hf"
+# A loss that turns non-finite stops the run before the update, with no checkpoint of those weights.
+expect_error "non-finite loss" "iteration [0-9]*: the loss is .*stopped before the update" "$bin" train "${good[@]}" \
+  train.train_iter=20 optim.lr=1e30 train.scheduler.warmup_iter=0 optim.clip_grad_max_norm=0 train.checkpointer.period=1 \
+  "train.output_dir=$work/o17"
+for d in "$work"/o17/checkpoints/iter_*; do
+  [ -e "$d" ] || continue
+  python3 - "$d" <<'EOF' || { echo "FAIL: a checkpoint with non-finite weights: $d"; fail=$((fail + 1)); }
+import json, math, struct, sys, glob
+for f in glob.glob(sys.argv[1] + "/shard_*.safetensors"):
+    data = open(f, "rb").read()
+    n = struct.unpack("<Q", data[:8])[0]
+    header = json.loads(data[8:8 + n])
+    for name, t in header.items():
+        if name == "__metadata__" or t["dtype"] != "F32":
+            continue
+        b, e = t["data_offsets"]
+        vals = struct.unpack("<%df" % ((e - b) // 4), data[8 + n + b:8 + n + e])
+        assert all(math.isfinite(v) for v in vals), name
+EOF
+done
+# Resume: `latest` missing, pointing nowhere, holding a NUL byte; the newest checkpoint damaged;
+# metadata.json edited.
+"$bin" train "${good[@]}" train.train_iter=3 train.checkpointer.period=1 train.checkpointer.max_to_keep=3 \
+  "train.output_dir=$work/r" > /dev/null 2>&1 || { echo "FAIL: the run to resume failed"; fail=$((fail + 1)); }
+cp -r "$work/r" "$work/r_saved"
+reset_run() { rm -rf "$work/r" && cp -r "$work/r_saved" "$work/r"; }
+rm "$work/r/checkpoints/latest"
+"$bin" train "${good[@]}" train.train_iter=4 train.resume=true "train.output_dir=$work/r" > "$work/out" 2> "$work/err"
+if grep -q "from iteration 3" "$work/out" && grep -q "warning: resuming from .*iter_0000003 (.*latest is missing" "$work/err"; then
+  pass=$((pass + 1))
+else
+  fail=$((fail + 1)); echo "FAIL: resume without checkpoints/latest:"; cat "$work/err"; grep "^training" "$work/out"
+fi
+reset_run
+printf 'iter_0000003\0\n' > "$work/r/checkpoints/latest"
+expect_error "NUL byte in latest" "latest holds 'iter_0000003\\\\x00', not a checkpoint name (iter_NNNNNNN); the newest complete checkpoint there is iter_0000003" \
+  "$bin" train "${good[@]}" train.train_iter=4 train.resume=true "train.output_dir=$work/r"
+reset_run
+python3 - "$work/r/checkpoints/iter_0000003" <<'EOF'
+import glob, sys
+f = sorted(glob.glob(sys.argv[1] + "/shard_*.safetensors"))[0]
+data = bytearray(open(f, "rb").read())
+data[-1] ^= 0xFF
+open(f, "wb").write(bytes(data))
+EOF
+expect_error "damaged newest checkpoint" "iter_0000003.*the previous complete checkpoint is iter_0000002: to resume from it, write its name into" \
+  "$bin" train "${good[@]}" train.train_iter=4 train.resume=true "train.output_dir=$work/r"
+reset_run
+sed -i 's/"iter": 3/"iter": 1/' "$work/r/checkpoints/iter_0000003/metadata.json"
+expect_error "edited metadata.json" "iter_0000003/metadata.json: its checksum does not match its contents" \
+  "$bin" train "${good[@]}" train.train_iter=4 train.resume=true "train.output_dir=$work/r"
+# Two runs in one output_dir: the second is refused while the first runs.
+reset_run
+"$bin" train "${good[@]}" train.train_iter=100000 train.resume=true train.checkpointer.period=0 "train.output_dir=$work/r" \
+  > /dev/null 2>&1 &
+first=$!
+for _ in $(seq 100); do grep -q "^pid $first" "$work/r/.lock" 2>/dev/null && break; sleep 0.1; done
+expect_error "a second run in the same output_dir" "train.output_dir '$work/r' is in use by another run ($work/r/.lock is locked by pid $first)" \
+  "$bin" train "${good[@]}" train.train_iter=4 train.resume=true "train.output_dir=$work/r"
+kill "$first" 2> /dev/null; wait "$first" 2> /dev/null
 for o in o10 o11 o12 o13 o14; do [ -e "$work/${o}_text_document.bin" ] && { echo "FAIL: $o written after an error"; fail=$((fail + 1)); }; done
 for o in o5 o6 o7 o8; do [ -e "$work/$o" ] && { echo "FAIL: $o written after an error"; fail=$((fail + 1)); }; done
 echo "$pass passed, $fail failed"

@@ -182,8 +182,8 @@ TEST(Config, BaseChainsOverrideInOrder) {
   EXPECT_EQ(t.get_int("model.hidden_size"), 256);
   EXPECT_EQ(t.get_int("model.num_layers"), 6);
 
-  // An empty file is all defaults.
-  EXPECT_EQ(Config::load(d.write("empty.yaml", ""), {}), Config::defaults());
+  // An empty file is a mistake (a config sets keys or names a base), said plainly.
+  MFT_EXPECT_ERROR(Config::load(d.write("empty.yaml", "# nothing\n"), {}), "empty.yaml is empty");
 }
 
 TEST(Config, FileErrorsNameKeyAndFile) {
@@ -236,7 +236,7 @@ TEST(Config, DumpLoadsBackIdentically) {
   c.apply_override("model.embedding_dropout_prob=0.1");
   c.apply_override("model.attention_dropout_prob=0.30000000000000004");
   c.apply_override("model.layernorm_epsilon=1e-12");
-  c.apply_override("train.scheduler.warmup_factor=100");
+  c.apply_override("train.scheduler.gamma=100");
   c.apply_override("optim.betas=[0.9, 0.999, 1e-300]");
   c.apply_override("train.scheduler.milestones=[]");
   c.apply_override("model.pretrained=");
@@ -245,11 +245,11 @@ TEST(Config, DumpLoadsBackIdentically) {
   c.apply_override("tokenization.vocab_file=0123");
   c.apply_override("tokenization.merges_file=a: b # c");
   c.apply_override("train.amp.dtype=null");
-  c.apply_override("train.seed=-3");
+  c.apply_override("train.activation_checkpoint.end_layer=-1");
   std::string text = c.dump();
   EXPECT_NE(text.find("lr: 0.0003"), std::string::npos) << text;
   EXPECT_NE(text.find("model:\n  name: gpt2"), std::string::npos) << text;
-  EXPECT_NE(text.find("warmup_factor: 100.0"), std::string::npos) << text;
+  EXPECT_NE(text.find("gamma: 100.0"), std::string::npos) << text;
   EXPECT_EQ(text.find("_base_"), std::string::npos);
 
   std::string path = d.path + "/resolved.yaml";
@@ -318,6 +318,32 @@ TEST(ConfigRegistry, CreatesByNameAndListsUnknown) {
   MFT_EXPECT_ERROR(reg.add("gpt2", [](const Config&, int) { return std::make_unique<int>(0); }), "registered twice");
   mf::Registry<int()> empty("optim.name");
   MFT_EXPECT_ERROR(empty.get("sgd"), "unknown optim.name `sgd`", "registered: none");
+}
+
+}  // namespace
+
+namespace {
+
+// Every numeric key of the defaults document has its valid range; a value outside it is refused
+// from the command line and from a file, naming key, value, range and source.
+TEST(Config, EveryNumericKeyHasARangeAndOutOfRangeValuesAreRefused) {
+  for (const auto& e : mf::config_detail::schema()) {
+    const bool numeric = e.type == mf::ConfigType::kInt || e.type == mf::ConfigType::kFloat || e.type == mf::ConfigType::kFloatList;
+    EXPECT_EQ(mf::config_detail::range_of(e.key) != nullptr, numeric) << e.key;
+  }
+  Config c = Config::defaults();
+  MFT_EXPECT_ERROR(c.apply_override("optim.lr=-1"), "optim.lr=-1 is outside its range [0, inf)", "command line");
+  MFT_EXPECT_ERROR(c.apply_override("model.attention_dropout_prob=1"), "outside its range [0, 1)");
+  MFT_EXPECT_ERROR(c.apply_override("train.zero_optimization.stage=4"), "outside its range [1, 3]");
+  MFT_EXPECT_ERROR(c.apply_override("train.dist.timeout=0"), "outside its range (0, inf)");
+  MFT_EXPECT_ERROR(c.apply_override("optim.betas=[0.9, 1.5]"), "optim.betas=[0.9, 1.5]", "(for each element)");
+  MFT_EXPECT_ERROR(c.apply_override("train.train_micro_batch_size=0"), "outside its range [1, inf)");
+  c.apply_override("optim.clip_grad_norm_type=.inf");  // the bounds that are in range are accepted
+  c.apply_override("optim.clip_grad_max_norm=-1");
+  c.apply_override("train.activation_checkpoint.end_layer=-1");
+  EXPECT_EQ(c.get_float("optim.lr"), 6e-4);  // unchanged by the refused override
+  TempDir d;
+  MFT_EXPECT_ERROR(Config::load(d.write("neg.yaml", "optim:\n  lr: -0.5\n"), {}), "optim.lr=-0.5", "neg.yaml");
 }
 
 }  // namespace

@@ -181,6 +181,32 @@ TEST(CheckpointFormat, DamageIsAnErrorNamingTheFile) {
     mf::write_file_atomic(meta, text);
     MFT_EXPECT_ERROR(mf::io::read_latest_checkpoint(d.path().string()), "metadata.json", "version 99", "newer");
   }
+  {  // edited: a state value changed by hand is caught by the metadata's own checksum
+    mft::TempDir d;
+    save(d.path().string(), 1);
+    const std::string meta = (d.path() / "checkpoints/iter_0000001/metadata.json").string();
+    std::string text = mf::read_file(meta);
+    const std::string key = "\"iter\": 1";
+    ASSERT_NE(text.find(key), std::string::npos) << text.substr(0, 200);
+    text.replace(text.find(key), key.size(), "\"iter\": 7");
+    mf::write_file_atomic(meta, text);
+    MFT_EXPECT_ERROR(mf::io::read_latest_checkpoint(d.path().string()), "metadata.json", "checksum does not match");
+  }
+  {  // `latest` missing: the newest complete checkpoint, with a note; naming nothing: an error
+    mft::TempDir d;
+    save(d.path().string(), 1);
+    save(d.path().string(), 2);
+    fs::remove(d.path() / "checkpoints/latest");
+    auto r = mf::io::CheckpointReader::open_latest(d.path().string());
+    ASSERT_TRUE(r.has_value());
+    EXPECT_EQ(r->state().iter, 2);
+    EXPECT_NE(r->note().find("latest is missing"), std::string::npos) << r->note();
+    mf::write_file_atomic((d.path() / "checkpoints/latest").string(), std::string("iter_0000002\0\n", 14));
+    MFT_EXPECT_ERROR(mf::io::CheckpointReader::open_latest(d.path().string()), "\\x00", "not a checkpoint name",
+                     "newest complete checkpoint there is iter_0000002");
+    mf::write_file_atomic((d.path() / "checkpoints/latest").string(), "iter_0000009\n");
+    MFT_EXPECT_ERROR(mf::io::CheckpointReader::open_latest(d.path().string()), "iter_0000009', which does not exist");
+  }
 }
 
 TEST(CheckpointFormat, AWriterKilledMidSaveLeavesThePreviousCheckpoint) {

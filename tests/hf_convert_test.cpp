@@ -779,7 +779,14 @@ TEST_F(HfConvert, BadInputNamesTheFileAndTheTensor) {
   MFT_EXPECT_ERROR(mf::train::convert_to_hf(hf, path("o9")), "already a Hugging Face model");
   // --from-hf does not overwrite a run.
   mf::train::convert_from_hf(hf, path("o10"));
-  MFT_EXPECT_ERROR(mf::train::convert_from_hf(hf, path("o10")), "already holds a run or a checkpoint");
+  MFT_EXPECT_ERROR(mf::train::convert_from_hf(hf, path("o10")), "already holds checkpoints", "nothing is overwritten");
+  // Nor a file, nor a Hugging Face model already exported.
+  mf::write_file_atomic(path("o11"), "keep me");
+  MFT_EXPECT_ERROR(mf::train::convert_from_hf(hf, path("o11")), "--output", "o11 is an existing file");
+  MFT_EXPECT_ERROR(mf::train::convert_to_hf(path("o10"), path("o11")), "o11 is an existing file");
+  EXPECT_EQ(mf::read_file(path("o11")), "keep me");
+  mf::train::convert_to_hf(path("o10"), path("o12"));
+  MFT_EXPECT_ERROR(mf::train::convert_to_hf(path("o10"), path("o12")), "already holds model.safetensors");
 }
 
 }  // namespace

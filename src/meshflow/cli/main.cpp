@@ -383,6 +383,20 @@ int main(int argc, char** argv) {
   auto* report = add_report_command(app, ra);
   auto* devices = app.add_subcommand("devices", "Print the CUDA devices this process sees (first line: cuda_devices N)");
 
+  // An unknown command: one line naming it and the commands there are (CLI11 would say only that
+  // a subcommand is required).
+  std::string names;
+  bool known = false;
+  for (const CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) {
+    if (!names.empty()) names += ", ";
+    names += sub->get_name();
+    known = known || (argc > 1 && sub->get_name() == argv[1]);
+  }
+  if (argc > 1 && argv[1][0] != '-' && !known) {
+    std::fprintf(stderr, "meshflow: error: unknown command '%s'; the commands are %s (meshflow --help)\n", argv[1],
+                 names.c_str());
+    return 2;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

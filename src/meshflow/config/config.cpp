@@ -116,6 +116,10 @@ void Config::apply_yaml(const std::string& text, const std::string& source, cons
   } catch (const YAML::Exception& e) {
     MF_THROW("cannot parse config ", source, ": ", e.what());
   }
+  // A file with nothing in it (or only comments) is a mistake, not the defaults: say so rather
+  // than fail later on a key it was meant to set.
+  MF_CHECK(!root.IsNull() || chain.size() != 1, "config ", source,
+           " is empty: a config sets keys (model.*, train.*, data.*, ...) or names a `_base_`, e.g. configs/gpt2/tiny.yaml");
   if (root.IsNull()) return;
   MF_CHECK(root.IsMap(), "config ", source, " must be a mapping of sections, got \"", flow_text(root), "\"");
 

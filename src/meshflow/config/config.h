@@ -91,6 +91,16 @@ std::string suggest_key(const std::string& key);
 std::string did_you_mean(const std::string& key);
 // Text → value of type `t`; throws "<key> expects <type>, got "<text>" (<source>)".
 ConfigValue parse_value(const std::string& key, ConfigType t, const std::string& text, const std::string& source);
+// A numeric key's valid range (ranges.cpp; a list's holds for each element), "[0, inf)" as text,
+// and the check parse_value() makes: throws "<key>=<text> is outside its range [lo, hi] (from
+// <source>)". Keys without a range (strings, bools) pass.
+struct Range {
+  double lo, hi;
+  bool lo_open, hi_open;
+};
+const Range* range_of(const std::string& key);
+std::string range_text(const Range& r);
+void check_range(const std::string& key, const ConfigValue& v, const std::string& text, const std::string& source);
 // Value → the text dump() writes.
 std::string format_value(const ConfigValue& v);
 // Shortest decimal text that parses back to exactly `x` (".inf", "-.inf", ".nan" for those).

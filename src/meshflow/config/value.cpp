@@ -66,7 +66,8 @@ bool parse_double(std::string s, double& out) {
 
 }  // namespace
 
-ConfigValue parse_value(const std::string& key, ConfigType t, const std::string& raw, const std::string& source) {
+namespace {
+ConfigValue parse_typed(const std::string& key, ConfigType t, const std::string& raw, const std::string& source) {
   std::string text = t == ConfigType::kString ? raw : trim(raw);
   switch (t) {
     case ConfigType::kInt: {
@@ -103,6 +104,13 @@ ConfigValue parse_value(const std::string& key, ConfigType t, const std::string&
     }
   }
   bad_value(key, t, raw, source);
+}
+}  // namespace
+
+ConfigValue parse_value(const std::string& key, ConfigType t, const std::string& raw, const std::string& source) {
+  ConfigValue v = parse_typed(key, t, raw, source);
+  check_range(key, v, t == ConfigType::kString ? raw : trim(raw), source);
+  return v;
 }
 
 std::string format_double(double x) {

@@ -120,6 +120,12 @@ PreprocessResult preprocess(const std::vector<std::string>& inputs, const std::s
     std::vector<int64_t> order = random_permutation(static_cast<int64_t>(held.size()), *options.shuffle_seed, 0);
     for (int64_t i : order) builder.add_document(held[static_cast<size_t>(i)]);
   }
+  if (result.documents == 0) {  // the builder's temporary files go with it: nothing is written
+    std::string names;
+    for (const std::string& path : inputs) names += (names.empty() ? "" : ", ") + path;
+    MF_THROW("preprocess: ", names, " hold", inputs.size() == 1 ? "s" : "", " no documents (no text that is not blank, ",
+             "under the json key \"", options.json_key, "\" for jsonl); nothing written");
+  }
   builder.finalize();
   return result;
 }

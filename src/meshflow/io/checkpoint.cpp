@@ -182,6 +182,20 @@ std::pair<int64_t, uint32_t> write_shard(const fs::path& path, int rank, const s
   return {static_cast<int64_t>(8 + hlen + offset), static_cast<uint32_t>(crc)};
 }
 
+// CRC-32 of the metadata without its "metadata_crc32" member, over its compact text (keys sorted):
+// what is stored in that member, so that an edited or damaged metadata.json is noticed.
+int64_t metadata_crc(const json& meta) {
+  json rest = meta;
+  rest.erase("metadata_crc32");
+  const std::string text = rest.dump();
+  return static_cast<int64_t>(crc32(crc32(0L, Z_NULL, 0), reinterpret_cast<const Bytef*>(text.data()), static_cast<uInt>(text.size())));
+}
+
+bool is_checkpoint_name(const std::string& n) {
+  if (n.size() <= 5 || n.rfind("iter_", 0) != 0) return false;
+  return std::all_of(n.begin() + 5, n.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
 void prune(const fs::path& root, int64_t max_to_keep) {
   std::vector<std::string> dirs;
   for (auto& e : fs::directory_iterator(root)) {
@@ -296,7 +310,8 @@ void write_checkpoint_shards(comm::Communicator* world, const std::string& outpu
       const int64_t bytes = all.data<int64_t>()[2 * q];
       if (bytes > 0) index_shard_file(tmp, shard_name(q), bytes, all.data<int64_t>()[2 * q + 1], files, tensors);
     }
-    const json meta = metadata_json(st, config_yaml, layout, std::move(files), std::move(tensors));
+    json meta = metadata_json(st, config_yaml, layout, std::move(files), std::move(tensors));
+    meta["metadata_crc32"] = metadata_crc(meta);
     write_file_atomic((tmp / "metadata.json").string(), meta.dump(1) + "\n");
     fsync_dir(tmp);
     fs::remove_all(final_dir);
@@ -358,6 +373,9 @@ CheckpointReader::CheckpointReader(const std::string& dir) : impl_(std::make_uni
              " is newer than this meshflow supports (", kFormatVersion, ")");
     MF_CHECK(version == kFormatVersion, meta_path.string(), ": checkpoint format version ", version,
              " is older than this meshflow reads (", kFormatVersion, ")");
+    if (j.contains("metadata_crc32"))
+      MF_CHECK(j.at("metadata_crc32").get<int64_t>() == metadata_crc(j), meta_path.string(),
+               ": its checksum does not match its contents (edited or damaged)");
     m.state.iter = j.at("iter").get<int64_t>();
     m.state.optimizer_steps = j.at("optimizer_steps").get<int64_t>();
     m.state.data_position = j.at("data_position").get<uint64_t>();
@@ -412,14 +430,48 @@ CheckpointReader::CheckpointReader(const std::string& dir) : impl_(std::make_uni
 CheckpointReader::~CheckpointReader() = default;
 CheckpointReader::CheckpointReader(CheckpointReader&&) noexcept = default;
 
+std::vector<std::string> complete_checkpoints(const std::string& output_dir) {
+  const fs::path root = fs::path(output_dir) / "checkpoints";
+  std::vector<std::string> names;
+  std::error_code ec;
+  if (!fs::is_directory(root, ec)) return names;
+  for (auto& e : fs::directory_iterator(root)) {
+    const std::string n = e.path().filename().string();
+    if (e.is_directory() && is_checkpoint_name(n) && fs::exists(e.path() / "metadata.json")) names.push_back(n);
+  }
+  std::sort(names.begin(), names.end(), [](const std::string& a, const std::string& b) {
+    return std::stoll(a.substr(5)) > std::stoll(b.substr(5));
+  });
+  return names;
+}
+
 std::optional<CheckpointReader> CheckpointReader::open_latest(const std::string& output_dir) {
   const fs::path root = fs::path(output_dir) / "checkpoints";
   const fs::path latest = root / "latest";
-  if (!fs::exists(latest)) return std::nullopt;
+  const std::vector<std::string> complete = complete_checkpoints(output_dir);
+  if (!fs::exists(latest)) {
+    // Saving replaces `latest` last: without it, the newest complete checkpoint is the state.
+    if (complete.empty()) return std::nullopt;
+    CheckpointReader r((root / complete.front()).string());
+    r.note_ = latest.string() + " is missing; the newest complete checkpoint is " + complete.front();
+    return r;
+  }
   std::string name = read_file(latest.string());
   while (!name.empty() && (name.back() == '\n' || name.back() == ' ')) name.pop_back();
+  const std::string newest = complete.empty() ? std::string("none") : complete.front();
+  if (!is_checkpoint_name(name)) {
+    std::string shown;  // control bytes (a NUL) written as \xNN
+    for (char c : name.substr(0, 64)) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", static_cast<unsigned char>(c));
+      shown += static_cast<unsigned char>(c) < 0x20 || c == 0x7f ? std::string(buf) : std::string(1, c);
+    }
+    MF_THROW(latest.string(), " holds '", shown, "', not a checkpoint name (iter_NNNNNNN); the newest complete "
+             "checkpoint there is ", newest);
+  }
   const fs::path dir = root / name;
-  MF_CHECK(fs::is_directory(dir), latest.string(), " names '", name, "', which does not exist");
+  MF_CHECK(fs::is_directory(dir), latest.string(), " names '", name, "', which does not exist; the newest complete "
+           "checkpoint there is ", newest);
   return CheckpointReader(dir.string());
 }
 

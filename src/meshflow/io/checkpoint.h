@@ -76,8 +76,13 @@ class CheckpointReader {
   explicit CheckpointReader(const std::string& dir);
   ~CheckpointReader();
   CheckpointReader(CheckpointReader&&) noexcept;
-  // The checkpoint `<output_dir>/checkpoints/latest` names, or nullopt when there is none.
+  // The checkpoint `<output_dir>/checkpoints/latest` names, or nullopt when there is none. Without
+  // `latest` (a save killed before replacing it, a file removed by hand), the newest complete
+  // checkpoint, with note() saying so. A `latest` that names no checkpoint is an error naming
+  // the newest complete one.
   static std::optional<CheckpointReader> open_latest(const std::string& output_dir);
+  // Why this checkpoint was chosen when it is not the one `latest` names; "" otherwise.
+  const std::string& note() const { return note_; }
 
   // Verifies the shard files' CRC-32s, each file by one rank of `world` (null: all here); on a
   // mismatch every rank throws naming the file. Collective.
@@ -97,6 +102,7 @@ class CheckpointReader {
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
+  std::string note_;
 };
 
 // Testing: the next write_checkpoint_shards kills its own process (SIGKILL) after the shard
@@ -113,6 +119,9 @@ struct LoadedCheckpoint {
   TrainingState state;
   nn::NamedTensors model, optimizer;  // whole logical tensors, plain names
 };
+// The complete checkpoints of a run (folders checkpoints/iter_N holding their metadata.json),
+// newest first.
+std::vector<std::string> complete_checkpoints(const std::string& output_dir);
 // The checkpoint `latest` points to, verified and read whole, or nullopt when there is none.
 std::optional<LoadedCheckpoint> read_latest_checkpoint(const std::string& output_dir);
 

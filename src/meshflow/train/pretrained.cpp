@@ -225,13 +225,24 @@ std::string load_model_weights(models::Model& m, const ModelWeights& w, bool new
   return detail::cat(whole.size(), " tensors from ", w.source, " (", note, ")");
 }
 
+namespace {
+// --output must be a new folder or an existing one without what conversion writes: nothing is
+// overwritten.
+void check_output_folder(const std::string& out_dir, const std::vector<const char*>& written) {
+  const fs::path out(out_dir);
+  MF_CHECK(!fs::exists(out) || fs::is_directory(out), "--output ", out_dir,
+           " is an existing file; give a new folder (nothing is overwritten)");
+  for (const char* name : written)
+    MF_CHECK(!fs::exists(out / name), "--output ", out_dir, " already holds ", name, "; choose another folder (nothing is overwritten)");
+}
+}  // namespace
+
 std::string convert_from_hf(const std::string& hf_path, const std::string& out_dir) {
+  check_output_folder(out_dir, {"checkpoints", "config.yaml"});
   ModelWeights w = read_model_weights(hf_path);
   MF_CHECK(w.hugging_face, hf_path, " is a meshflow checkpoint, not a Hugging Face model (--from-hf reads config.json "
            "and model.safetensors)");
   const fs::path out(out_dir);
-  MF_CHECK(!fs::exists(out / "checkpoints") && !fs::exists(out / "config.yaml"), out_dir,
-           " already holds a run or a checkpoint (config.yaml or checkpoints/); choose another --output");
   fs::create_directories(out);
   // The sizes first, the checkpoint (whose `latest` pointer is written last) after: an
   // interrupted conversion leaves no loadable checkpoint rather than one without its sizes.
@@ -245,6 +256,7 @@ std::string convert_from_hf(const std::string& hf_path, const std::string& out_d
 }
 
 std::string convert_to_hf(const std::string& checkpoint_path, const std::string& out_dir) {
+  check_output_folder(out_dir, {"model.safetensors", "config.json"});
   ModelWeights w = read_model_weights(checkpoint_path);
   MF_CHECK(!w.hugging_face, checkpoint_path, " is already a Hugging Face model (--to-hf reads a meshflow checkpoint)");
   MF_CHECK(w.has_config, checkpoint_path, ": no config.yaml of the run at ", w.config_source,

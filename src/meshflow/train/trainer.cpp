@@ -1,6 +1,7 @@
 #include "meshflow/train/trainer.h"
 
 #include <chrono>
+#include <cstdio>
 #include <cmath>
 #include <limits>
 #include <optional>
@@ -9,6 +10,7 @@
 
 #include "meshflow/autograd/grad_mode.h"
 #include "meshflow/core/atomic_file.h"
+#include "meshflow/core/file_lock.h"
 #include "meshflow/core/trace.h"
 #include "meshflow/ops/ops.h"
 #include "meshflow/tensor/allocator.h"
@@ -176,6 +178,12 @@ StepStats Trainer::train_step() {
   std::optional<trace::Scope> phase;
   if (trace::enabled()) phase.emplace("optimizer", "clip and update");
   const double grad_norm = sync_->clip(opts_.clip_grad_max_norm, loss_scale);
+  // Full precision has no overflow to skip: a non-finite loss or gradient stops the run before the
+  // update, so that no checkpoint of such weights is written and the last complete one stays the
+  // newest (the loss and the norm are the same on every rank: every rank stops here).
+  MF_CHECK(mixed_precision() || (std::isfinite(loss_sum) && std::isfinite(grad_norm)), "iteration ", iter_ + 1,
+           ": the loss is ", loss_sum, " and the gradient norm ", grad_norm, "; stopped before the update (the newest "
+           "checkpoint is kept as it is). Lower optim.lr, keep optim.clip_grad_max_norm > 0, or check the data");
   const bool skip = mixed_precision() && parallel::any_over(groups_.everyone(), !std::isfinite(grad_norm));
   if (!skip) {
     optimizer_->set_grad_scale(1.0 / loss_scale);
@@ -267,6 +275,20 @@ EvalStats Trainer::evaluate() {
 
 void Trainer::train() {
   fs::create_directories(opts_.output_dir);
+  // One run per folder: the main rank holds <output_dir>/.lock until the trainer goes; a second
+  // run (or a resume started while the first still runs) stops here on every rank.
+  const fs::path lock_path = fs::path(opts_.output_dir) / ".lock";
+  std::string holder;
+  if (is_main_rank() && !lock_) {
+    lock_ = std::make_unique<FileLock>(lock_path.string());
+    if (!lock_->locked()) {
+      holder = lock_->holder().empty() ? std::string("another process") : lock_->holder();
+      lock_.reset();
+    }
+  }
+  MF_CHECK(!parallel::any_over(groups_.everyone(), !holder.empty()), "train.output_dir '", opts_.output_dir,
+           "' is in use by another run (", lock_path.string(), " is locked by ", holder.empty() ? "it" : holder,
+           "); wait for that run to end or choose another train.output_dir");
   fs::path cfg = fs::path(opts_.output_dir) / "config.yaml";
   bool has_run = fs::exists(cfg) || fs::exists(fs::path(opts_.output_dir) / "checkpoints");
   parallel::barrier(groups_.everyone());  // every rank has looked before the main rank writes
@@ -325,12 +347,36 @@ void Trainer::save_checkpoint() {
 }
 
 bool Trainer::load_latest_checkpoint() {
-  auto reader = io::CheckpointReader::open_latest(opts_.output_dir);
+  std::optional<io::CheckpointReader> reader;
+  try {
+    if (auto found = io::CheckpointReader::open_latest(opts_.output_dir)) reader.emplace(std::move(*found));
+    if (reader) reader->verify(groups_.everyone());
+  } catch (const Error& e) {
+    // A damaged newest checkpoint: name the complete one before it, which a resume can use.
+    const std::vector<std::string> complete = io::complete_checkpoints(opts_.output_dir);
+    std::string bad = reader ? fs::path(reader->dir()).filename().string() : std::string();
+    const fs::path latest = fs::path(opts_.output_dir) / "checkpoints" / "latest";
+    if (bad.empty() && fs::exists(latest)) {  // the metadata of the checkpoint `latest` names failed
+      bad = read_file(latest.string());
+      while (!bad.empty() && (bad.back() == '\n' || bad.back() == ' ')) bad.pop_back();
+      if (std::find(complete.begin(), complete.end(), bad) == complete.end()) bad.clear();
+    }
+    std::string previous;
+    for (const std::string& n : complete)
+      if (!bad.empty() && n != bad && std::stoll(n.substr(5)) < std::stoll(bad.substr(5))) {
+        previous = n;
+        break;
+      }
+    if (previous.empty()) throw;
+    throw Error(std::string(e.what()) + "; the previous complete checkpoint is " + previous +
+                ": to resume from it, write its name into " + latest.string());
+  }
   if (!reader) {
     manual_seed(opts_.seed);
     return false;
   }
-  reader->verify(groups_.everyone());
+  if (!reader->note().empty() && is_main_rank())
+    std::fprintf(stderr, "meshflow: warning: resuming from %s (%s)\n", reader->dir().c_str(), reader->note().c_str());
   // Each rank reads the regions it holds, whatever layout wrote them.
   NoGradGuard ng;
   for (StateSlot& s : state_slots(*model_, *sync_, *optimizer_)) {

@@ -18,6 +18,10 @@
 #include "meshflow/parallel/grad_sync.h"
 #include "meshflow/parallel/groups.h"
 
+namespace mf {
+class FileLock;
+}
+
 namespace mf::train {
 
 // Where micro-batches (models/batch.h: host tensors, i64) come from; its position is part of the
@@ -219,6 +223,7 @@ class Trainer {
   Device device_ = cpu_device();
   optim::LossScaler scaler_;
   int64_t skipped_iters_ = 0;
+  std::unique_ptr<FileLock> lock_;  // the main rank's hold on <output_dir>/.lock while training
 };
 
 }  // namespace mf::train
