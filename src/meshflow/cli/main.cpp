@@ -14,6 +14,7 @@
 #include <string>
 #include <unistd.h>
 
+#include "meshflow/comm/watchdog.h"
 #include "meshflow/config/config.h"
 #include "meshflow/data/image_folder.h"
 #include "meshflow/data/preprocess.h"
@@ -139,6 +140,8 @@ char g_term_line[160];
 size_t g_term_len = 0;
 
 extern "C" void on_terminate(int) {
+  // A running failure watchdog explains the termination itself (names the rank that died).
+  if (mf::comm::Watchdog::forward_signal(SIGTERM)) return;
   // Async-signal-safe: a prepared line, write(2), _exit.
   ssize_t n = write(STDERR_FILENO, g_term_line, g_term_len);
   (void)n;

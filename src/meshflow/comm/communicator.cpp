@@ -2,6 +2,7 @@
 #include "meshflow/comm/communicator.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 
 #include "meshflow/core/trace.h"
@@ -30,6 +31,15 @@ const char* op_kind_name(OpKind kind) {
     case OpKind::kBarrier: return "barrier";
   }
   return "?";
+}
+
+namespace {
+std::atomic<int64_t> g_wait_ns{0};
+}  // namespace
+
+double comm_wait_seconds() { return static_cast<double>(g_wait_ns.load(std::memory_order_relaxed)) * 1e-9; }
+void add_comm_wait_seconds(double seconds) {
+  g_wait_ns.fetch_add(static_cast<int64_t>(seconds * 1e9), std::memory_order_relaxed);
 }
 
 uint64_t CommStats::total_bytes() const {

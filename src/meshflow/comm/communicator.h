@@ -80,6 +80,11 @@ class Work {
 
 using WorkPtr = std::shared_ptr<Work>;
 
+// Seconds this process has spent blocked in Work::wait, over every communicator (backends add
+// each wait's duration): a step's compute time is its wall time less the change in this.
+double comm_wait_seconds();
+void add_comm_wait_seconds(double seconds);
+
 class Communicator {
  public:
   virtual ~Communicator() = default;

@@ -71,6 +71,9 @@ train:
   num_accumulation_steps: 0     # 0 = derive from global_batch_size (1 if both are 0)
   test_micro_batch_size: 8
   log_period: 20
+  straggler_factor: 1.5         # a rank whose compute time (its step time less its waits in communication)
+                                #   exceeds the median rank's by this factor is named in the log and in
+                                #   metrics.jsonl's "stragglers", every log period; 0 = off
   seed: 1234
   resume: false
   checkpointer:
@@ -109,6 +112,9 @@ train:
     pipeline_schedule: 1f1b     # gpipe | 1f1b | interleaved_1f1b: the order of micro-batch forwards and backwards
     virtual_pipeline_size: 1    # interleaved_1f1b: model chunks per pipeline rank
     timeout: 300.0              # seconds (a float: 0.5 is valid) a collective may wait before the run fails
+    heartbeat: true             # a watchdog per rank (comm/watchdog.h): beats in <output_dir>/.heartbeat every
+                                #   min(1, timeout/10) s; a peer whose process is gone, or silent for timeout/2,
+                                #   ends the run on every rank with one line naming it (ranks sharing output_dir)
     grad_bucket_mb: 25.0        # data parallel: gradients are all-reduced in buckets of this size
   scheduler:
     name: cosine                # cosine | linear | constant | multistep

@@ -62,6 +62,7 @@ const std::map<std::string, Range>& ranges() {
       {"train.num_accumulation_steps", at_least(0)},
       {"train.test_micro_batch_size", at_least(1)},
       {"train.log_period", at_least(1)},
+      {"train.straggler_factor", at_least(0)},
       {"train.seed", any_number()},  // any integer: a seed is a name
       {"train.checkpointer.period", at_least(0)},
       {"train.checkpointer.max_to_keep", at_least(0)},

@@ -122,6 +122,7 @@ void parallel_options(const Config& c, const global::MeshSizes& mesh, TrainOptio
     MF_CHECK(o.zero_stage >= 0 && o.zero_stage <= 3, "train.zero_optimization.stage must be 0 to 3, got ", o.zero_stage);
   }
   o.dist_timeout_seconds = c.get_float("train.dist.timeout");
+  o.heartbeat = c.get_bool("train.dist.heartbeat");
   MF_CHECK(o.dist_timeout_seconds > 0, "train.dist.timeout must be positive (seconds), got ", o.dist_timeout_seconds);
   const double bucket_mb = c.get_float("train.dist.grad_bucket_mb");
   MF_CHECK(bucket_mb > 0, "train.dist.grad_bucket_mb must be positive, got ", bucket_mb);
@@ -173,6 +174,9 @@ TrainOptions train_options(const Config& c, int world_size) {
   o.accumulation_steps = accumulation_steps(c, o.micro_batch, mesh.data);
   parallel_options(c, mesh, o);
   o.log_period = c.get_int("train.log_period");
+  o.straggler_factor = c.get_float("train.straggler_factor");
+  MF_CHECK(o.straggler_factor == 0 || o.straggler_factor > 1, "train.straggler_factor=", o.straggler_factor,
+           " must be 0 (off) or above 1 (a rank this many times slower than the median is named)");
   MF_CHECK(o.log_period >= 1, "train.log_period=", o.log_period, " must be at least 1");
   o.profile.enabled = c.get_bool("train.profile.enabled");
   o.profile.start_step = c.get_int("train.profile.start_step");

@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "meshflow/train/stragglers.h"
+
 namespace mf::train {
 
 void LoggingHook::before_train(Trainer& t) {
@@ -86,6 +88,8 @@ void LoggingHook::after_step(Trainer& t, const StepStats& s) {
                      {"step_time", r.step_seconds},
                      {"exposed_comm_time", r.exposed_comm_s},
                      {"pipeline_wait_time", r.pipeline_wait_s},
+                     {"comm_wait_time", r.comm_wait_s},
+                     {"compute_time", r.compute_s()},
                      {"peak_bytes", r.peak_bytes},
                      {"mem_parameters", r.memory.parameters},
                      {"mem_gradients", r.memory.gradients},
@@ -93,6 +97,24 @@ void LoggingHook::after_step(Trainer& t, const StepStats& s) {
                      {"mem_activations", r.memory.activations},
                      {"mem_comm_buffers", r.memory.comm_buffers}});
   if (!ranks.empty()) fields["ranks"] = std::move(ranks);
+  // Ranks whose compute time exceeds the median rank's by train.straggler_factor (this step).
+  const std::vector<Straggler> slow = find_stragglers(s.ranks, o.straggler_factor);
+  if (!slow.empty()) {
+    nlohmann::ordered_json list = nlohmann::ordered_json::array();
+    std::string line;
+    for (const Straggler& x : slow) {
+      list.push_back({{"rank", x.rank}, {"compute_time", x.compute_s}, {"median_compute_time", x.median_compute_s},
+                      {"ratio", x.ratio}});
+      char b[160];
+      std::snprintf(b, sizeof b, "%srank %d (compute %.3f s, %.1fx the median %.3f s)", line.empty() ? "" : ", ",
+                    x.rank, x.compute_s, x.ratio, x.median_compute_s);
+      line += b;
+    }
+    fields["stragglers"] = std::move(list);
+    std::fprintf(out_, "stragglers at iter %lld (compute time over %.2gx the median rank's): %s\n",
+                 static_cast<long long>(s.iter), o.straggler_factor, line.c_str());
+    std::fflush(out_);
+  }
   metrics_->write(fields);
   tb_->add_scalar("train/loss", loss, s.iter);
   tb_->add_scalar("train/lr", s.lr, s.iter);

@@ -9,6 +9,7 @@
 #include <unordered_map>
 
 #include "meshflow/autograd/grad_mode.h"
+#include "meshflow/comm/watchdog.h"
 #include "meshflow/core/atomic_file.h"
 #include "meshflow/core/file_lock.h"
 #include "meshflow/core/trace.h"
@@ -136,6 +137,7 @@ StepStats Trainer::train_step() {
       trace::enabled() ? trace::Scope("step", "step " + std::to_string(iter_ + 1), "\"step\":" + std::to_string(iter_ + 1))
                        : trace::Scope();
   auto t0 = std::chrono::steady_clock::now();
+  const double waited0 = comm::comm_wait_seconds();
   allocator_for(device_).reset_peak();
   sync_->reset_buffer_peak();
   model_->train();
@@ -200,6 +202,7 @@ StepStats Trainer::train_step() {
   s.lr = lr;
   s.grad_norm = grad_norm;
   s.step_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  s.comm_wait_s = comm::comm_wait_seconds() - waited0;
   s.tokens_per_sec = static_cast<double>(tokens_per_step()) / s.step_seconds;
   s.mfu = peak_flops_ > 0 ? s.tokens_per_sec * model_->flops_per_token(opts_.seq_length) / peak_flops_ : 0.0;
   s.peak_bytes = allocator_for(device_).stats().peak_bytes;
@@ -222,7 +225,7 @@ std::vector<RankStepStats> Trainer::gather_rank_stats(const StepStats& s) const 
                                     executor_.last_stats().wait_seconds, static_cast<double>(m.parameters),
                                     static_cast<double>(m.gradients), static_cast<double>(m.optimizer_state),
                                     static_cast<double>(m.activations), static_cast<double>(m.comm_buffers),
-                                    static_cast<double>(m.peak), static_cast<double>(s.peak_bytes)};
+                                    static_cast<double>(m.peak), static_cast<double>(s.peak_bytes), s.comm_wait_s};
   const size_t k = mine.size();
   std::vector<double> all(k * static_cast<size_t>(n), 0.0);  // each rank fills its row; the sum gathers them
   std::copy(mine.begin(), mine.end(), all.begin() + static_cast<std::ptrdiff_t>(k * static_cast<size_t>(me)));
@@ -241,6 +244,7 @@ std::vector<RankStepStats> Trainer::gather_rank_stats(const StepStats& s) const 
     x.memory = {static_cast<int64_t>(v[6]), static_cast<int64_t>(v[7]), static_cast<int64_t>(v[8]),
                 static_cast<int64_t>(v[11]), static_cast<int64_t>(v[9]), static_cast<int64_t>(v[10])};
     x.peak_bytes = static_cast<int64_t>(v[12]);
+    x.comm_wait_s = v[13];
   }
   return out;
 }
@@ -289,6 +293,11 @@ void Trainer::train() {
   MF_CHECK(!parallel::any_over(groups_.everyone(), !holder.empty()), "train.output_dir '", opts_.output_dir,
            "' is in use by another run (", lock_path.string(), " is locked by ", holder.empty() ? "it" : holder,
            "); wait for that run to end or choose another train.output_dir");
+  // A dead or stopped peer ends the run with a line naming it, whatever the launcher does.
+  if (opts_.heartbeat && groups_.everyone() != nullptr && groups_.everyone()->size() > 1 && !watchdog_)
+    watchdog_ = std::make_unique<comm::Watchdog>(*groups_.everyone(), (fs::path(opts_.output_dir) / ".heartbeat").string(),
+                                                 std::min(1.0, opts_.dist_timeout_seconds / 10),
+                                                 opts_.dist_timeout_seconds / 2);
   fs::path cfg = fs::path(opts_.output_dir) / "config.yaml";
   bool has_run = fs::exists(cfg) || fs::exists(fs::path(opts_.output_dir) / "checkpoints");
   parallel::barrier(groups_.everyone());  // every rank has looked before the main rank writes
@@ -304,6 +313,7 @@ void Trainer::train() {
   peak_flops_ = device_peak_flops() * static_cast<double>(dp_size() * tp_size() * pp_size());
   run_hooks([&](HookBase& h) { h.before_train(*this); });
   while (iter_ < opts_.train_iter) {
+    comm::note_step(iter_ + 1);
     run_hooks([&](HookBase& h) { h.before_step(*this); });
     StepStats s = train_step();
     run_hooks([&](HookBase& h) { h.after_step(*this, s); });
@@ -324,6 +334,7 @@ void Trainer::train() {
     if (exiting) break;
   }
   run_hooks([&](HookBase& h) { h.after_train(*this); });
+  watchdog_.reset();  // this rank finished: peers stop watching it
 }
 
 void Trainer::save_checkpoint() {

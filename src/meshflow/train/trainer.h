@@ -20,6 +20,9 @@
 
 namespace mf {
 class FileLock;
+namespace comm {
+class Watchdog;
+}
 }
 
 namespace mf::train {
@@ -41,6 +44,7 @@ struct TrainOptions {
   int64_t micro_batch = 4;
   int64_t accumulation_steps = 1;
   int64_t log_period = 10;
+  double straggler_factor = 0;  // train.straggler_factor (0 = off)
   uint64_t seed = 1234;
   int64_t checkpoint_period = 0;  // 0: only at the end
   int64_t max_to_keep = 2;
@@ -58,6 +62,7 @@ struct TrainOptions {
   // Data parallelism (train.dist.*): the gradient bucket size and the collective timeout.
   int64_t grad_bucket_bytes = int64_t{25} << 20;
   double dist_timeout_seconds = 300;
+  bool heartbeat = false;  // train.dist.heartbeat: the failure watchdog of multi-rank runs (comm/watchdog.h)
   std::string pipeline_schedule = "1f1b";  // with pipeline parallelism (pipeline_schedule.h)
   int64_t virtual_pipeline_size = 1;       // model chunks per rank (interleaved_1f1b)
   // ZeRO (train.zero_optimization), over the data-parallel group: 1 = each dp rank keeps and
@@ -93,6 +98,8 @@ struct RankStepStats {
   int rank = 0, stage = 0, dp = 0, tp = 0;  // in the world; its pipeline stage, dp and tp index
   double step_seconds = 0, exposed_comm_s = 0;
   double pipeline_wait_s = 0;  // waiting for the neighbour stages' activations and gradients
+  double comm_wait_s = 0;      // blocked in any collective or send/recv (comm::comm_wait_seconds)
+  double compute_s() const { return step_seconds - comm_wait_s; }
   MemoryReport memory;
   int64_t peak_bytes = 0;
 };
@@ -118,6 +125,8 @@ struct StepStats {
   // Every rank's figures of this step, by world rank, gathered at log steps (log_step()); empty
   // at the other steps.
   std::vector<RankStepStats> ranks;
+  // Seconds this rank was blocked in communication during the step (every group).
+  double comm_wait_s = 0;
 };
 
 struct EvalStats {
@@ -224,6 +233,7 @@ class Trainer {
   optim::LossScaler scaler_;
   int64_t skipped_iters_ = 0;
   std::unique_ptr<FileLock> lock_;  // the main rank's hold on <output_dir>/.lock while training
+  std::unique_ptr<comm::Watchdog> watchdog_;  // multi-rank runs with train.dist.heartbeat, while training
 };
 
 }  // namespace mf::train

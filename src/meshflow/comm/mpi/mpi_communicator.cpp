@@ -2,10 +2,14 @@
 // reduction ops per dtype (user ops for bf16/f16), communicator RAII and the MPI runtime guard.
 #include "meshflow/comm/mpi/mpi_communicator.h"
 
+#include <atomic>
 #include <chrono>
 #include <climits>
 #include <cstdio>
+#include <optional>
 #include <thread>
+
+#include "meshflow/comm/watchdog.h"
 
 namespace mf::comm {
 
@@ -37,6 +41,9 @@ struct HalfTypes {
 };
 HalfTypes g_half;
 MpiRuntime* g_runtime = nullptr;
+// Some wait of this process timed out: the job is going down. Pending operations' destructors
+// then test once and keep their buffers without a word (no second timeout, no second line).
+std::atomic<bool> g_timed_out{false};
 
 template <class H, ReduceOp R>
 void half_reduce(void* in, void* inout, int* len, MPI_Datatype*) {
@@ -103,7 +110,7 @@ class MpiWork final : public Work {
     try {
       // MPI may still read or write the tensors: finish before releasing them. After a timeout
       // (the job is usually going down) only test once, so unwinding never blocks again.
-      if (timed_out_) test(); else wait();
+      if (timed_out_ || g_timed_out.load()) test(); else wait();
     } catch (...) {
     }
     if (!done_) leak();
@@ -118,17 +125,30 @@ class MpiWork final : public Work {
 
   void wait() override {
     if (failed_) std::rethrow_exception(error_);
+    if (g_timed_out.load() && !test()) {  // the job is going down: no second timeout
+      timed_out_ = true;
+      error_ = std::make_exception_ptr(
+          Error(description_ + ": not waited for, an earlier collective of this rank timed out"));
+      std::rethrow_exception(error_);
+    }
     using Clock = std::chrono::steady_clock;
     const auto start = Clock::now();
+    struct Account {  // this wait's duration, however it ends
+      Clock::time_point t0;
+      ~Account() { add_comm_wait_seconds(std::chrono::duration<double>(Clock::now() - t0).count()); }
+    } account{start};
     const auto deadline = start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s_));
+    std::optional<WaitNote> note;  // what the heartbeat says this rank waits in (comm/watchdog.h)
     for (int polls = 0; !test(); ++polls) {
       if (polls < 200) continue;  // short operations finish here, at full speed
+      if (!note) note.emplace(description_);
       if (polls < 2000) {
         std::this_thread::yield();
         continue;
       }
       if (Clock::now() > deadline) {
         timed_out_ = true;
+        g_timed_out.store(true);
         error_ = std::make_exception_ptr(Error(
             description_ + ": timed out after " + ::mf::detail::cat(timeout_s_) + " s waiting for the other ranks of the group (this rank is world rank " + std::to_string(world_rank()) +
             "); another rank may have died or issued a different collective (or none). The operation is still "
@@ -186,7 +206,8 @@ class MpiWork final : public Work {
     orphans->push_back(std::move(keep_));
     static auto* orphan_comms = new std::vector<std::shared_ptr<MpiCommHandle>>();
     orphan_comms->push_back(std::move(comm_));
-    std::fprintf(stderr, "meshflow: %s never completed; its buffers are leaked\n", description_.c_str());
+    if (!g_timed_out.load())  // else the timeout's own message says it all
+      std::fprintf(stderr, "meshflow: %s never completed; its buffers are leaked\n", description_.c_str());
   }
 
   std::shared_ptr<MpiCommHandle> comm_;
