@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# A straggler named: rank 1 of a 3-rank run is held back (stopped 60% of the time by this script,
-# as a slow or shared machine would), so its compute time is about 2.5x the others'; the log and
-# metrics.jsonl must name rank 1 as a straggler and never another rank.
+# A straggler named: rank 1 of a 3-rank run is held back (stopped 75% of the time by this script,
+# as a slow or shared machine would), so its compute time is well above the others'; the log and
+# metrics.jsonl must name rank 1 as a straggler (train.straggler_factor=1.25; in at least half of the
+# logged periods: the machine may be loaded) and never another rank.
 # Usage: straggler_test.sh MESHFLOW_BINARY SOURCE_DIR MPIEXEC
 set -uo pipefail
 bin=$1
@@ -16,10 +17,10 @@ export OMP_NUM_THREADS=1
 for i in $(seq 1 100); do printf 'line %d of the small corpus, with some words.\n%%\n' "$i" >> "$work/corpus.txt"; done
 "$bin" preprocess --input "$work/corpus.txt" --output-prefix "$work/c" --tokenizer byte > /dev/null || { echo "preprocess failed"; exit 1; }
 "$mpiexec" --allow-run-as-root --oversubscribe -np 3 "$bin" train configs/gpt2/tiny.yaml tokenization.tokenizer=byte \
-  model.vocab_size=257 "data.data_prefix=$work/c_text_document" model.num_layers=2 model.hidden_size=64 \
-  model.num_attention_heads=2 model.ffn_hidden_size=256 model.max_seq_length=64 data.seq_length=64 \
-  train.train_iter=1000000 train.train_micro_batch_size=4 train.log_period=2 train.evaluation.enabled=false \
-  train.checkpointer.period=0 train.straggler_factor=1.5 "train.output_dir=$work/run" > "$work/out" 2> "$work/err" &
+  model.vocab_size=257 "data.data_prefix=$work/c_text_document" model.num_layers=2 model.hidden_size=32 \
+  model.num_attention_heads=2 model.ffn_hidden_size=128 model.max_seq_length=128 data.seq_length=128 \
+  train.train_iter=1000000 train.train_micro_batch_size=16 train.log_period=5 train.evaluation.enabled=false \
+  train.checkpointer.period=0 train.straggler_factor=1.25 "train.output_dir=$work/run" > "$work/out" 2> "$work/err" &
 job=$!
 for _ in $(seq 1 3000); do
   [ "$(cat "$work/run/metrics.jsonl" 2> /dev/null | wc -l)" -ge 1 ] && break
@@ -36,7 +37,7 @@ lines0=$(wc -l < "$work/run/metrics.jsonl")
 # Hold rank 1 back until 6 more steps are logged (at most 120 s).
 end=$(($(date +%s) + 120))
 while [ "$(wc -l < "$work/run/metrics.jsonl")" -lt $((lines0 + 6)) ] && [ "$(date +%s)" -lt "$end" ]; do
-  kill -STOP "$victim"; sleep 0.06; kill -CONT "$victim"; sleep 0.04
+  kill -STOP "$victim"; sleep 0.045; kill -CONT "$victim"; sleep 0.015
 done
 kill -9 "$job" 2> /dev/null
 wait "$job" 2> /dev/null
@@ -47,19 +48,19 @@ python3 - "$work/run/metrics.jsonl" "$lines0" << 'PY' || fail=1
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()][int(sys.argv[2]) + 1:]  # the held-back steps
 named = [r for r in rows if "stragglers" in r]
-if len(named) < len(rows) - 1 or not rows:
+if 2 * len(named) < len(rows) or not rows:
     sys.exit(f"FAIL: only {len(named)} of {len(rows)} held-back logged steps name a straggler")
 for r in named:
     ranks = [s["rank"] for s in r["stragglers"]]
     if ranks != [1]:
         sys.exit(f"FAIL: step {r['step']} names ranks {ranks}, not [1]")
-    if not all("compute_time" in x and "comm_wait_time" in x for x in r["ranks"]):
-        sys.exit("FAIL: a rank's entry lacks compute_time or comm_wait_time")
+    if not all("mean_compute_time" in x and "comm_wait_time" in x for x in r["ranks"]):
+        sys.exit("FAIL: a rank's entry lacks mean_compute_time or comm_wait_time")
 ratios = [r["stragglers"][0]["ratio"] for r in named]
 print(f"rank 1 named in {len(named)} of {len(rows)} logged steps; its compute time "
       f"{min(ratios):.1f}x to {max(ratios):.1f}x the median rank's")
 PY
-grep -q "^stragglers at iter [0-9]* (compute time over 1.5x the median rank's): rank 1 (compute" "$work/out" ||
+grep -q "^stragglers at iter [0-9]* (compute time per step since the last log over 1.25x the median rank's): rank 1 (compute" "$work/out" ||
   { echo "FAIL: no straggler line in the log"; fail=1; }
 [ "$fail" -eq 0 ] || { tail -5 "$work/out"; cat "$work/err"; }
 exit "$fail"

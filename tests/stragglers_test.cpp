@@ -12,8 +12,8 @@ std::vector<RankStepStats> ranks_of(const std::vector<std::pair<double, double>>
   for (size_t r = 0; r < step_and_wait.size(); ++r) {
     RankStepStats x;
     x.rank = static_cast<int>(r);
-    x.step_seconds = step_and_wait[r].first;
-    x.comm_wait_s = step_and_wait[r].second;
+    x.mean_step_s = step_and_wait[r].first;
+    x.mean_comm_wait_s = step_and_wait[r].second;
     out.push_back(x);
   }
   return out;

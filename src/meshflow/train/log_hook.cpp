@@ -89,7 +89,8 @@ void LoggingHook::after_step(Trainer& t, const StepStats& s) {
                      {"exposed_comm_time", r.exposed_comm_s},
                      {"pipeline_wait_time", r.pipeline_wait_s},
                      {"comm_wait_time", r.comm_wait_s},
-                     {"compute_time", r.compute_s()},
+                     {"mean_step_time", r.mean_step_s},
+                     {"mean_compute_time", r.mean_compute_s()},
                      {"peak_bytes", r.peak_bytes},
                      {"mem_parameters", r.memory.parameters},
                      {"mem_gradients", r.memory.gradients},
@@ -103,15 +104,15 @@ void LoggingHook::after_step(Trainer& t, const StepStats& s) {
     nlohmann::ordered_json list = nlohmann::ordered_json::array();
     std::string line;
     for (const Straggler& x : slow) {
-      list.push_back({{"rank", x.rank}, {"compute_time", x.compute_s}, {"median_compute_time", x.median_compute_s},
+      list.push_back({{"rank", x.rank}, {"mean_compute_time", x.compute_s}, {"median_mean_compute_time", x.median_compute_s},
                       {"ratio", x.ratio}});
       char b[160];
-      std::snprintf(b, sizeof b, "%srank %d (compute %.3f s, %.1fx the median %.3f s)", line.empty() ? "" : ", ",
+      std::snprintf(b, sizeof b, "%srank %d (compute %.3f s per step, %.1fx the median %.3f s)", line.empty() ? "" : ", ",
                     x.rank, x.compute_s, x.ratio, x.median_compute_s);
       line += b;
     }
     fields["stragglers"] = std::move(list);
-    std::fprintf(out_, "stragglers at iter %lld (compute time over %.2gx the median rank's): %s\n",
+    std::fprintf(out_, "stragglers at iter %lld (compute time per step since the last log over %.3gx the median rank's): %s\n",
                  static_cast<long long>(s.iter), o.straggler_factor, line.c_str());
     std::fflush(out_);
   }

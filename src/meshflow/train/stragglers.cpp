@@ -8,7 +8,7 @@ std::vector<Straggler> find_stragglers(const std::vector<RankStepStats>& ranks, 
   std::vector<Straggler> out;
   if (factor <= 0 || ranks.size() < 2) return out;
   std::vector<double> compute;
-  for (const RankStepStats& r : ranks) compute.push_back(std::max(0.0, r.compute_s()));
+  for (const RankStepStats& r : ranks) compute.push_back(std::max(0.0, r.mean_compute_s()));
   std::vector<double> sorted = compute;
   const size_t n = sorted.size();
   std::nth_element(sorted.begin(), sorted.begin() + static_cast<std::ptrdiff_t>(n / 2), sorted.end());

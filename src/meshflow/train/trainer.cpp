@@ -203,6 +203,9 @@ StepStats Trainer::train_step() {
   s.grad_norm = grad_norm;
   s.step_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   s.comm_wait_s = comm::comm_wait_seconds() - waited0;
+  period_step_s_ += s.step_seconds;
+  period_wait_s_ += s.comm_wait_s;
+  ++period_steps_;
   s.tokens_per_sec = static_cast<double>(tokens_per_step()) / s.step_seconds;
   s.mfu = peak_flops_ > 0 ? s.tokens_per_sec * model_->flops_per_token(opts_.seq_length) / peak_flops_ : 0.0;
   s.peak_bytes = allocator_for(device_).stats().peak_bytes;
@@ -212,7 +215,13 @@ StepStats Trainer::train_step() {
   s.loss_scale = loss_scale;
   s.skipped = skip;
   s.skipped_iters = skipped_iters_;
-  if (log_step(iter_)) s.ranks = gather_rank_stats(s);
+  if (log_step(iter_)) {
+    s.mean_step_s = period_step_s_ / static_cast<double>(period_steps_);
+    s.mean_comm_wait_s = period_wait_s_ / static_cast<double>(period_steps_);
+    period_step_s_ = period_wait_s_ = 0;
+    period_steps_ = 0;
+    s.ranks = gather_rank_stats(s);
+  }
   return s;
 }
 
@@ -225,7 +234,8 @@ std::vector<RankStepStats> Trainer::gather_rank_stats(const StepStats& s) const 
                                     executor_.last_stats().wait_seconds, static_cast<double>(m.parameters),
                                     static_cast<double>(m.gradients), static_cast<double>(m.optimizer_state),
                                     static_cast<double>(m.activations), static_cast<double>(m.comm_buffers),
-                                    static_cast<double>(m.peak), static_cast<double>(s.peak_bytes), s.comm_wait_s};
+                                    static_cast<double>(m.peak), static_cast<double>(s.peak_bytes), s.comm_wait_s,
+                                    s.mean_step_s, s.mean_comm_wait_s};
   const size_t k = mine.size();
   std::vector<double> all(k * static_cast<size_t>(n), 0.0);  // each rank fills its row; the sum gathers them
   std::copy(mine.begin(), mine.end(), all.begin() + static_cast<std::ptrdiff_t>(k * static_cast<size_t>(me)));
@@ -245,6 +255,8 @@ std::vector<RankStepStats> Trainer::gather_rank_stats(const StepStats& s) const 
                 static_cast<int64_t>(v[11]), static_cast<int64_t>(v[9]), static_cast<int64_t>(v[10])};
     x.peak_bytes = static_cast<int64_t>(v[12]);
     x.comm_wait_s = v[13];
+    x.mean_step_s = v[14];
+    x.mean_comm_wait_s = v[15];
   }
   return out;
 }

@@ -99,7 +99,10 @@ struct RankStepStats {
   double step_seconds = 0, exposed_comm_s = 0;
   double pipeline_wait_s = 0;  // waiting for the neighbour stages' activations and gradients
   double comm_wait_s = 0;      // blocked in any collective or send/recv (comm::comm_wait_seconds)
-  double compute_s() const { return step_seconds - comm_wait_s; }
+  // Means per step over the steps since the previous logged one (the log period): step time and
+  // time blocked in communication; their difference is the rank's compute time.
+  double mean_step_s = 0, mean_comm_wait_s = 0;
+  double mean_compute_s() const { return mean_step_s - mean_comm_wait_s; }
   MemoryReport memory;
   int64_t peak_bytes = 0;
 };
@@ -127,6 +130,8 @@ struct StepStats {
   std::vector<RankStepStats> ranks;
   // Seconds this rank was blocked in communication during the step (every group).
   double comm_wait_s = 0;
+  // Means per step over the log period (set on logged steps): step time, time blocked in communication.
+  double mean_step_s = 0, mean_comm_wait_s = 0;
 };
 
 struct EvalStats {
@@ -232,6 +237,8 @@ class Trainer {
   Device device_ = cpu_device();
   optim::LossScaler scaler_;
   int64_t skipped_iters_ = 0;
+  double period_step_s_ = 0, period_wait_s_ = 0;  // sums since the last logged step
+  int64_t period_steps_ = 0;
   std::unique_ptr<FileLock> lock_;  // the main rank's hold on <output_dir>/.lock while training
   std::unique_ptr<comm::Watchdog> watchdog_;  // multi-rank runs with train.dist.heartbeat, while training
 };
