@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A straggler named: rank 1 of a 3-rank run is held back (stopped 75% of the time by this script,
+# A straggler named: rank 1 of a 3-rank run is held back (stopped 85% of the time by this script,
 # as a slow or shared machine would), so its compute time is well above the others'; the log and
 # metrics.jsonl must name rank 1 as a straggler (train.straggler_factor=1.25; in at least half of the
 # logged periods: the machine may be loaded) and never another rank.
@@ -37,7 +37,7 @@ lines0=$(wc -l < "$work/run/metrics.jsonl")
 # Hold rank 1 back until 6 more steps are logged (at most 120 s).
 end=$(($(date +%s) + 120))
 while [ "$(wc -l < "$work/run/metrics.jsonl")" -lt $((lines0 + 6)) ] && [ "$(date +%s)" -lt "$end" ]; do
-  kill -STOP "$victim"; sleep 0.045; kill -CONT "$victim"; sleep 0.015
+  kill -STOP "$victim"; sleep 0.085; kill -CONT "$victim"; sleep 0.015
 done
 kill -9 "$job" 2> /dev/null
 wait "$job" 2> /dev/null
