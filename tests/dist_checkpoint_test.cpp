@@ -1,10 +1,13 @@
 // The checkpoint format (train/checkpoint.h): pieces written under one layout read back under
 // another (checked against naive index loops), dtype casts, a checkpoint that was corrupted,
-// truncated, lost a file or comes from a future format, a writer killed mid-save, and the
+// truncated, lost a file or comes from a future format, a writer killed mid-save, a save that
+// fails part-way (its folder removed, the error naming the latest checkpoint), and the
 // memory a save and a load hold.
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <csignal>
 #include <fstream>
 
@@ -230,9 +233,67 @@ TEST(CheckpointFormat, AWriterKilledMidSaveLeavesThePreviousCheckpoint) {
   ASSERT_TRUE(loaded.has_value());
   EXPECT_EQ(loaded->state.iter, 1);
   EXPECT_EQ(loaded->model[0].second.to_vector<double>(), iota({64, 16}).to_vector<double>());
-  save(dir, 3);  // the next save clears what the crash left
+  {  // resuming says that the newer save did not finish and which checkpoint it takes instead
+    auto r = mf::io::CheckpointReader::open_latest(dir);
+    ASSERT_TRUE(r.has_value());
+    EXPECT_EQ(r->state().iter, 1);
+    EXPECT_NE(r->note().find("iter_0000002.tmp (unfinished)"), std::string::npos) << r->note();
+    EXPECT_NE(r->note().find("names iter_0000001, the last complete checkpoint"), std::string::npos) << r->note();
+  }
+  // A writer killed while replacing `latest` leaves its temporary beside it.
+  { std::ofstream((d.path() / "checkpoints/latest.tmp.12345").string()) << "iter_00"; }
+  save(dir, 3);  // the next save clears what the crashes left
   EXPECT_FALSE(fs::exists(d.path() / "checkpoints/iter_0000002.tmp"));
+  EXPECT_FALSE(fs::exists(d.path() / "checkpoints/latest.tmp.12345"));
   EXPECT_EQ(mf::io::read_latest_checkpoint(dir)->state.iter, 3);
+  EXPECT_EQ(mf::io::CheckpointReader::open_latest(dir)->note(), "");
+  // A save whose folder was renamed into place but `latest` not yet replaced: still the older one.
+  fs::create_directories(d.path() / "checkpoints/scratch");
+  save((d.path() / "checkpoints/scratch").string(), 4);
+  fs::rename(d.path() / "checkpoints/scratch/checkpoints/iter_0000004", d.path() / "checkpoints/iter_0000004");
+  fs::remove_all(d.path() / "checkpoints/scratch");
+  auto r = mf::io::CheckpointReader::open_latest(dir);
+  EXPECT_EQ(r->state().iter, 3);
+  EXPECT_NE(r->note().find("iter_0000004 (not yet named by latest)"), std::string::npos) << r->note();
+}
+
+// A save that fails part-way (here: a write refused by a file size limit, as a full disk refuses
+// it) removes what it wrote and says which checkpoint is still the latest; the next save works.
+TEST(CheckpointFormat, AFailedSaveRemovesItsFolderAndNamesTheLatest) {
+  mft::TempDir d;
+  const std::string dir = d.path().string();
+  save(dir, 1);
+  struct rlimit old {};
+  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &old), 0);
+  auto* old_handler = std::signal(SIGXFSZ, SIG_IGN);
+  struct rlimit small = old;
+  small.rlim_cur = 1000;  // the shard (~4 KB) does not fit
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &small), 0);
+  std::string error;
+  try {
+    save(dir, 2);
+  } catch (const mf::Error& e) {
+    error = e.what();
+  }
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &old), 0);
+  std::signal(SIGXFSZ, old_handler);
+  EXPECT_NE(error.find("saving checkpoint " + (d.path() / "checkpoints/iter_0000002").string() + " failed"),
+            std::string::npos) << error;
+  EXPECT_NE(error.find("shard_00000.safetensors"), std::string::npos) << error;
+  EXPECT_NE(error.find("File too large"), std::string::npos) << error;
+  EXPECT_NE(error.find("the unfinished save was removed"), std::string::npos) << error;
+  EXPECT_NE(error.find("latest still names iter_0000001, the last complete checkpoint"), std::string::npos) << error;
+  EXPECT_EQ(error.find('\n'), std::string::npos) << error;  // one line
+  std::vector<std::string> left;
+  for (auto& e : fs::directory_iterator(d.path() / "checkpoints")) left.push_back(e.path().filename().string());
+  std::sort(left.begin(), left.end());
+  EXPECT_EQ(left, (std::vector<std::string>{"iter_0000001", "latest"}));
+  auto loaded = mf::io::read_latest_checkpoint(dir);
+  ASSERT_TRUE(loaded.has_value());
+  EXPECT_EQ(loaded->state.iter, 1);
+  EXPECT_EQ(mf::io::CheckpointReader::open_latest(dir)->note(), "");
+  save(dir, 2);
+  EXPECT_EQ(mf::io::read_latest_checkpoint(dir)->state.iter, 2);
 }
 
 TEST(CheckpointFormat, SaveAndLoadHoldOnlyTheirTensors) {

@@ -196,15 +196,58 @@ bool is_checkpoint_name(const std::string& n) {
   return std::all_of(n.begin() + 5, n.end(), [](char c) { return c >= '0' && c <= '9'; });
 }
 
+// Removes a checkpoint folder so that no moment of the removal shows a half-removed folder under a
+// checkpoint's name: it is renamed out of the way first (a ".tmp" name, which no reader takes and
+// the next save clears if this process dies before the removal ends).
+void remove_checkpoint_dir(const fs::path& dir, const char* why) {
+  const fs::path gone = dir.parent_path() / (dir.filename().string() + "." + why + ".tmp");
+  fs::remove_all(gone);
+  fs::rename(dir, gone);
+  fs::remove_all(gone);
+}
+
 void prune(const fs::path& root, int64_t max_to_keep) {
   std::vector<std::string> dirs;
   for (auto& e : fs::directory_iterator(root)) {
     std::string n = e.path().filename().string();
-    if (e.is_directory() && n.rfind("iter_", 0) == 0 && n.find(".tmp") == std::string::npos) dirs.push_back(n);
+    if (e.is_directory() && is_checkpoint_name(n)) dirs.push_back(n);
   }
   std::sort(dirs.begin(), dirs.end());
   if (max_to_keep > 0)
-    for (size_t i = 0; i + static_cast<size_t>(max_to_keep) < dirs.size(); ++i) fs::remove_all(root / dirs[i]);
+    for (size_t i = 0; i + static_cast<size_t>(max_to_keep) < dirs.size(); ++i) remove_checkpoint_dir(root / dirs[i], "pruned");
+}
+
+// What a save killed or failed part-way left in `root`: unfinished checkpoint folders (".tmp" names)
+// and the temporary of a `latest` being replaced.
+void remove_leftovers(const fs::path& root) {
+  std::vector<fs::path> gone;
+  for (auto& e : fs::directory_iterator(root)) {
+    const std::string n = e.path().filename().string();
+    if ((e.is_directory() && n.rfind("iter_", 0) == 0 && n.find(".tmp") != std::string::npos) ||
+        (!e.is_directory() && n.rfind("latest.tmp.", 0) == 0))
+      gone.push_back(e.path());
+  }
+  for (const fs::path& p : gone) fs::remove_all(p);
+}
+
+// The iteration of an unfinished save's folder ("iter_NNNNNNN.tmp"), or -1.
+int64_t unfinished_iter(const std::string& n) {
+  if (n.size() <= 4 || n.compare(n.size() - 4, 4, ".tmp") != 0) return -1;
+  const std::string base = n.substr(0, n.size() - 4);
+  return is_checkpoint_name(base) ? std::stoll(base.substr(5)) : -1;
+}
+
+// The name `latest` holds (trailing newline and spaces dropped), or "" when it cannot be read.
+std::string latest_name(const fs::path& root) {
+  std::error_code ec;
+  if (!fs::is_regular_file(root / "latest", ec)) return "";
+  try {
+    std::string name = read_file((root / "latest").string());
+    while (!name.empty() && (name.back() == '\n' || name.back() == ' ')) name.pop_back();
+    return name;
+  } catch (const std::exception&) {
+    return "";
+  }
 }
 }  // namespace
 
@@ -284,41 +327,64 @@ void write_checkpoint_shards(comm::Communicator* world, const std::string& outpu
   const fs::path root = fs::path(output_dir) / "checkpoints";
   const std::string name = iter_name(st.iter);
   const fs::path tmp = root / (name + ".tmp"), final_dir = root / name;
-  if (rank == 0) {
-    fs::create_directories(root);
-    for (auto& e : fs::directory_iterator(root))  // what a crashed save left
-      if (e.is_directory() && e.path().filename().string().find(".tmp") != std::string::npos) fs::remove_all(e.path());
-    fs::create_directories(tmp);
-  }
-  barrier(world);
-  int64_t nbytes = 0;
-  uint32_t crc = 0;
-  if (!mine.empty()) std::tie(nbytes, crc) = write_shard(tmp / shard_name(rank), rank, mine);
-  if (g_crash_in_next_save.exchange(false)) ::raise(SIGKILL);
-  Tensor info = full({2}, 0.0, DType::kI64);
-  info.data<int64_t>()[0] = nbytes;
-  info.data<int64_t>()[1] = crc;
-  Tensor all = empty({2 * static_cast<int64_t>(size)}, DType::kI64);
-  if (world)
-    world->all_gather(info, all)->wait();
-  else
-    all = info;
-  if (rank == 0) {
-    json files = json::array();
-    json tensors = json::object();
-    for (int q = 0; q < size; ++q) {
-      const int64_t bytes = all.data<int64_t>()[2 * q];
-      if (bytes > 0) index_shard_file(tmp, shard_name(q), bytes, all.data<int64_t>()[2 * q + 1], files, tensors);
+  // A save that fails part-way (a full disk, a write error) removes what it wrote, so the unfinished
+  // folder neither fills the disk nor is ever read, and says which checkpoint is still the latest.
+  // (A process killed mid-save leaves `iter_N.tmp`, which the next save removes; the rename and
+  // `latest` make the new checkpoint appear whole or not at all.)
+  bool renamed = false, committed = false;
+  try {
+    if (rank == 0) {
+      fs::create_directories(root);
+      remove_leftovers(root);
+      fs::create_directories(tmp);
     }
-    json meta = metadata_json(st, config_yaml, layout, std::move(files), std::move(tensors));
-    meta["metadata_crc32"] = metadata_crc(meta);
-    write_file_atomic((tmp / "metadata.json").string(), meta.dump(1) + "\n");
-    fsync_dir(tmp);
-    fs::remove_all(final_dir);
-    fs::rename(tmp, final_dir);
-    fsync_dir(root);
-    write_file_atomic((root / "latest").string(), name + "\n");
-    prune(root, max_to_keep);
+    barrier(world);
+    int64_t nbytes = 0;
+    uint32_t crc = 0;
+    if (!mine.empty()) std::tie(nbytes, crc) = write_shard(tmp / shard_name(rank), rank, mine);
+    if (g_crash_in_next_save.exchange(false)) ::raise(SIGKILL);
+    Tensor info = full({2}, 0.0, DType::kI64);
+    info.data<int64_t>()[0] = nbytes;
+    info.data<int64_t>()[1] = crc;
+    Tensor all = empty({2 * static_cast<int64_t>(size)}, DType::kI64);
+    if (world)
+      world->all_gather(info, all)->wait();
+    else
+      all = info;
+    if (rank == 0) {
+      json files = json::array();
+      json tensors = json::object();
+      for (int q = 0; q < size; ++q) {
+        const int64_t bytes = all.data<int64_t>()[2 * q];
+        if (bytes > 0) index_shard_file(tmp, shard_name(q), bytes, all.data<int64_t>()[2 * q + 1], files, tensors);
+      }
+      json meta = metadata_json(st, config_yaml, layout, std::move(files), std::move(tensors));
+      meta["metadata_crc32"] = metadata_crc(meta);
+      write_file_atomic((tmp / "metadata.json").string(), meta.dump(1) + "\n");
+      fsync_dir(tmp);
+      // Every shard is durable (each rank fsynced its file before the gather) and so is the metadata:
+      // the folder may take its name.
+      if (fs::exists(final_dir)) remove_checkpoint_dir(final_dir, "replaced");
+      fs::rename(tmp, final_dir);
+      renamed = true;
+      fsync_dir(root);
+      write_file_atomic((root / "latest").string(), name + "\n");
+      committed = true;
+      prune(root, max_to_keep);
+    }
+  } catch (const std::exception& e) {
+    if (committed) throw;  // the checkpoint is saved and named; only pruning failed
+    std::error_code ec;
+    if (renamed) fs::rename(final_dir, tmp, ec);  // saved but not named by `latest`: not a checkpoint
+    fs::remove_all(tmp, ec);
+    const std::string what = e.what();
+    const bool full_disk = what.find(std::strerror(ENOSPC)) != std::string::npos ||
+                           what.find(std::strerror(EDQUOT)) != std::string::npos;
+    const std::string kept = latest_name(root);
+    MF_THROW("saving checkpoint ", final_dir.string(), " failed", full_disk ? ": out of disk space" : "", " (", what,
+             "); the unfinished save was removed; ",
+             kept.empty() ? std::string("no earlier checkpoint was saved")
+                          : (root / "latest").string() + " still names " + kept + ", the last complete checkpoint");
   }
   barrier(world);
 }
@@ -472,7 +538,25 @@ std::optional<CheckpointReader> CheckpointReader::open_latest(const std::string&
   const fs::path dir = root / name;
   MF_CHECK(fs::is_directory(dir), latest.string(), " names '", name, "', which does not exist; the newest complete "
            "checkpoint there is ", newest);
-  return CheckpointReader(dir.string());
+  CheckpointReader r(dir.string());
+  // Saves newer than `latest` that did not finish (the run stopped while writing them) are not
+  // checkpoints: they are never read, and the note names them.
+  const int64_t at = std::stoll(name.substr(5));
+  std::vector<std::string> unfinished;
+  for (auto& e : fs::directory_iterator(root)) {
+    const std::string n = e.path().filename().string();
+    if (!e.is_directory()) continue;
+    if (unfinished_iter(n) > at) unfinished.push_back(n + " (unfinished)");
+    if (is_checkpoint_name(n) && std::stoll(n.substr(5)) > at) unfinished.push_back(n + " (not yet named by latest)");
+  }
+  if (!unfinished.empty()) {
+    std::sort(unfinished.begin(), unfinished.end());
+    std::string list;
+    for (const std::string& u : unfinished) list += (list.empty() ? "" : ", ") + u;
+    r.note_ = "a newer save did not finish: " + list + " ignored; " + latest.string() + " names " + name +
+              ", the last complete checkpoint";
+  }
+  return r;
 }
 
 void CheckpointReader::verify(comm::Communicator* world) const {

@@ -64,6 +64,9 @@ struct ShardPiece {
 };
 
 // Collective over `world` (null: one process; every rank passes its own pieces, maybe none).
+// A save that fails part-way (no space left on the device, a write error) removes its unfinished
+// folder and throws naming the checkpoint, the cause ("out of disk space" first when the device is
+// full) and the checkpoint `latest` still names; a crash leaves `iter_N.tmp`, removed by the next save.
 // `layout`: recorded as is (e.g. {"dp": 2, "tp": 2, "pp": 2, "zero_stage": 1}).
 void write_checkpoint_shards(comm::Communicator* world, const std::string& output_dir, const TrainingState& state,
                              const std::string& config_yaml, const std::map<std::string, int64_t>& layout,
@@ -81,7 +84,9 @@ class CheckpointReader {
   // checkpoint, with note() saying so. A `latest` that names no checkpoint is an error naming
   // the newest complete one.
   static std::optional<CheckpointReader> open_latest(const std::string& output_dir);
-  // Why this checkpoint was chosen when it is not the one `latest` names; "" otherwise.
+  // Why this checkpoint was chosen when it is not the one `latest` names, or which newer saves did
+  // not finish (a run killed mid-save: folders `iter_N.tmp`, or an `iter_N` that `latest` does not
+  // name yet) and are ignored; "" otherwise.
   const std::string& note() const { return note_; }
 
   // Verifies the shard files' CRC-32s, each file by one rank of `world` (null: all here); on a
