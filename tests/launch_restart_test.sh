@@ -30,6 +30,8 @@ args=(configs/gpt2/tiny.yaml tokenization.tokenizer=byte model.vocab_size=257 "d
       train.log_period=1 train.evaluation.enabled=false train.checkpointer.period=8 train.checkpointer.max_to_keep=10
       train.dist.grad_bucket_mb=0.01)
 launcher="$mpiexec --allow-run-as-root --oversubscribe"
+mkfifo "$work/never"
+exec {never}<> "$work/never"
 fail=0
 
 # a. The reference.
@@ -62,17 +64,24 @@ launch_and_kill() {
     > "$work/$name.out" 2> "$work/$name.err" &
   job=$!
   # Rank 1 of the first attempt (its environment says so), found while the job starts.
-  local victim="" i pid
+  local victim="" i pid lines=()
   for i in $(seq 1 1800); do
-    if [ -z "$victim" ]; then
-      for pid in $(pgrep -f "train.output_dir=$out"); do
-        [ "$pid" = "$job" ] && continue
-        tr '\0' '\n' < "/proc/$pid/environ" 2> /dev/null | grep -qx "OMPI_COMM_WORLD_RANK=1" && victim=$pid
-      done
-    fi
-    [ -n "$victim" ] && [ "$(cat "$out/metrics.jsonl" 2> /dev/null | wc -l)" -ge 10 ] && break
+    for pid in $(pgrep -f "train.output_dir=$out"); do
+      [ "$pid" = "$job" ] && continue
+      tr '\0' '\n' < "/proc/$pid/environ" 2> /dev/null | grep -qx "OMPI_COMM_WORLD_RANK=1" && victim=$pid
+    done
+    [ -n "$victim" ] && break
     kill -0 "$job" 2> /dev/null || break
-    sleep 0.05
+    sleep 0.1
+  done
+  # Then step 10, watched without forking (a step takes a few tens of ms; the next checkpoint is
+  # step 16): mapfile counts the lines, a read timing out on an empty fifo sleeps.
+  for i in $(seq 1 30000); do
+    [ -n "$victim" ] || break
+    lines=()
+    [ -f "$out/metrics.jsonl" ] && mapfile -t lines < "$out/metrics.jsonl"
+    [ "${#lines[@]}" -ge 10 ] && break
+    read -r -t 0.01 -u "$never"
   done
   if [ -z "$victim" ] || ! kill -9 "$victim" 2> /dev/null; then
     echo "FAIL ($name): rank 1 not found or gone before step 10 ($(wc -l < "$out/metrics.jsonl" 2> /dev/null) steps logged)"

@@ -144,9 +144,12 @@ int run_launch(const LaunchOptions& o) {
     if (r.status.ok() && r.forwarded_signal == 0) {
       action = "finished";
       rec["cause"] = nullptr;
+      if (attempt > 1)
+        message = "meshflow launch: the job finished on " + std::to_string(nproc) + " processes after " +
+                  std::to_string(attempt - 1) + " restart" + (attempt > 2 ? "s" : "");
     } else {
       const Failure f = classify_failure(r.status, r.stderr_lines);
-      rec["cause"] = r.forwarded_signal ? describe({0, r.forwarded_signal}) + " sent to the launcher" : f.cause;
+      rec["cause"] = r.forwarded_signal ? "stopped: " + describe({0, r.forwarded_signal}) + " received" : f.cause;
       rec["failed_rank"] = f.rank >= 0 ? nlohmann::ordered_json(f.rank) : nlohmann::ordered_json();
       rec["rank_lost"] = f.rank_lost;
       rec["errors"] = f.errors;
