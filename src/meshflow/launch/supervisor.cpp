@@ -171,7 +171,8 @@ int run_launch(const LaunchOptions& o) {
         const std::optional<int64_t> from = resume_iteration(out);
         action = "restart on " + std::to_string(next) + " process" + (next > 1 ? "es" : "");
         message = "meshflow launch: attempt " + std::to_string(attempt) + " on " + std::to_string(nproc) +
-                  " processes failed (" + f.cause + "); restarting on " + std::to_string(next) + " from " +
+                  " processes failed (" + f.cause + "); restarting on " + std::to_string(next) +
+                  (next > 1 ? " processes" : " process") + " from " +
                   (from ? "the checkpoint of iteration " + std::to_string(*from) : std::string("the start")) +
                   " (restart " + std::to_string(attempt) + " of " + std::to_string(o.max_restarts) + ")";
         if (next != nproc) failures_here = 0;
