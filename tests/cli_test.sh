@@ -136,6 +136,12 @@ expect_error "preprocess with --extra-ids not a number" 'tokenization.extra_ids 
 expect_error "empty config file" "config $work/empty.yaml is empty" "$bin" train "$work/empty.yaml"
 expect_error "unknown command" "unknown command 'frobnicate'; the commands are train, eval" "$bin" frobnicate
 expect_error "negative learning rate" "optim.lr=-1 is outside its range \[0, inf)" "$bin" train "${good[@]}" optim.lr=-1 "train.output_dir=$work/o15"
+# `meshflow launch` refuses before any attempt: a --min-nproc that cannot hold tp, a folder holding a run.
+expect_error "launch: --min-nproc below tp" "launch: 3 processes cannot hold tensor_parallel_size 2" \
+  "$bin" launch --nproc 4 --min-nproc 3 "${good[@]}" train.dist.tensor_parallel_size=2 "train.output_dir=$work/launch1"
+mkdir -p "$work/launch2/checkpoints"
+expect_error "launch over a run" "train.output_dir '$work/launch2' already holds a run" \
+  "$bin" launch --nproc 1 "${good[@]}" "train.output_dir=$work/launch2"
 printf '\n\n' > "$work/blank.txt"
 expect_error "empty corpus" "$work/blank.txt holds no documents" \
   "$bin" preprocess --input "$work/blank.txt" --output-prefix "$work/o16" --tokenizer byte
@@ -205,6 +211,6 @@ expect_error "a second run in the same output_dir" "train.output_dir '$work/r' i
   "$bin" train "${good[@]}" train.train_iter=4 train.resume=true "train.output_dir=$work/r"
 kill "$first" 2> /dev/null; wait "$first" 2> /dev/null
 for o in o10 o11 o12 o13 o14; do [ -e "$work/${o}_text_document.bin" ] && { echo "FAIL: $o written after an error"; fail=$((fail + 1)); }; done
-for o in o5 o6 o7 o8; do [ -e "$work/$o" ] && { echo "FAIL: $o written after an error"; fail=$((fail + 1)); }; done
+for o in o5 o6 o7 o8 launch1; do [ -e "$work/$o" ] && { echo "FAIL: $o written after an error"; fail=$((fail + 1)); }; done
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -25,7 +25,8 @@
 #          prints dp=2's metrics.
 #  t5      (T5 v1.1 span corruption on sentence-split text, a SentencePiece model trained on the
 #          corpus with its 100 sentinels, padded encoder and decoder rows, dropout on) the runs of
-#          bert, plus pp=4 (one block per stage), dp=2 x tp=2 x pp=2 on 8 ranks, and T5 v1.0 (ReLU,
+#          bert, plus pp=4 (one block per stage), dp=2 x tp=2 x pp=2 on 8 ranks, dp=2 x tp=2 with
+#          sequence parallelism, and T5 v1.0 (ReLU,
 #          tied head) under tp=2 with sequence parallelism and pp=2.
 #  vit     (100 handwritten digits, random resized crops and flips on, dropout on) the runs of bert,
 #          plus tp=4, pp=4, recomputation, bf16 (to 5e-4), and evaluation (accuracy) under ZeRO-3:
@@ -243,11 +244,14 @@ if [ "$model" = t5 ]; then
   run pp4 4 2 train.dist.pipeline_parallel_size=4
   run dp2_mb2 2 2
   run dp2tp2pp2 8 2 train.dist.tensor_parallel_size=2 train.dist.pipeline_parallel_size=2
+  # Sequence parallelism splits a batch axis over tp: its dropout draws inside the data-parallel slice.
+  run dp2tp2sp 4 4 train.dist.tensor_parallel_size=2 train.dist.sequence_parallel=true
   run rc_full 1 8 train.activation_checkpoint.enabled=true
   run rc_sel 1 8 train.activation_checkpoint.enabled=true train.activation_checkpoint.granularity=selective
   compare one tp4 rc_full rc_sel
   compare one_mb2 pp4
   compare dp2_mb2 dp2tp2pp2
+  compare one dp2tp2sp
   # bf16 to 5e-3 (losses) and 1e-2 (gradient norms): T5 v1.1's untied head at Hugging Face's
   # initialisation (std 1) gives logits of std ~6 and losses ~17, so a bf16 logit rounded one ulp
   # differently in another reduction order moves the loss more than in the other models.

@@ -8,7 +8,9 @@
 #     pp=2 on 8 ranks (with and without sequence
 #     parallelism), log the losses of one process running the same micro-batches (the pipeline's
 #     micro-batches are the accumulation steps); tp=2 with selective activation checkpointing
-#     logs tp=2's losses (and norms) exactly;
+#     logs tp=2's losses (and norms) exactly; one process running the global batch of 8 as 4
+#     micro-batches of 2 or 2 of 4 logs the losses of 1 of 8 (dropout draws by a sample's place in
+#     the global batch, so a restart on fewer ranks with more accumulation continues exactly);
 #     Every comparison of losses also compares the gradient norms (grad_norm, before clipping) at
 #     the same tolerance; optim.clip_grad_norm_type=.inf (the largest |gradient|, maxed over tp
 #     pieces, pp stages and ZeRO slices) with clipping active: dp=2 x tp=2 ZeRO-2 and pp=2 log the
@@ -122,6 +124,7 @@ compare dp1 dp2 dp4 tp2 tp4 dp2tp2 tp2sp tp4sp dp2tp2sp
 compare one_mb2 pp2gpipe pp21f1b pp4gpipe pp41f1b pp2il pp2custom
 compare one_mb2_8 pp4il
 compare one_mb4 dp2tp2pp2 dp2tp2pp2sp
+compare dp1 one_mb2 one_mb4      # the global batch of 8 as 1, 4 or 2 micro-batches: a sample's dropout is its place's
 # Recomputation draws the attention dropout of the same logical heads: tp2's losses, bit for bit.
 for key in loss grad_norm; do
   if ! skipped tp2sel && ! cmp -s <(field "$work/tp2/metrics.jsonl" $key) <(field "$work/tp2sel/metrics.jsonl" $key); then

@@ -22,6 +22,7 @@
 #include "meshflow/global/device_mesh.h"
 #include "meshflow/infer/run.h"
 #include "meshflow/infer/load.h"
+#include "meshflow/launch/supervisor.h"
 #include "meshflow/report/report.h"
 #include "meshflow/serve/server.h"
 #include "meshflow/serve/signals.h"
@@ -253,6 +254,25 @@ CLI::App* add_serve_command(CLI::App& app, std::string& config, std::vector<std:
   return srv;
 }
 
+CLI::App* add_launch_command(CLI::App& app, std::string& config, std::vector<std::string>& overrides,
+                             mf::launch::LaunchOptions& lo) {
+  auto* l = app.add_subcommand("launch", "Run `meshflow train` under mpirun and restart it from the latest complete "
+                               "checkpoint when it fails (optionally on fewer processes)");
+  l->add_option("config", config, "the run's YAML config")->required();
+  l->add_option("overrides", overrides, "key=value overrides, passed to every attempt");
+  l->add_option("--nproc", lo.nproc, "processes of the job (mpirun -np)")->required()->check(CLI::PositiveNumber);
+  l->add_option("--min-nproc", lo.min_nproc, "the fewest processes a restart may use after a failure that lost a rank "
+                "(or a second failure at one size): tensor and pipeline sizes kept, data parallelism shrunk, "
+                "accumulation raised to keep the global batch (default: --nproc)")->check(CLI::PositiveNumber);
+  l->add_option("--max-restarts", lo.max_restarts, "restarts before giving up")->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  l->add_option("--launcher", lo.launcher, "the launcher and its flags, split on spaces; -np N follows "
+                "(default: mpirun on PATH)");
+  l->footer("Example:\n  meshflow launch --nproc 4 --min-nproc 2 --launcher \"mpirun --oversubscribe\" "
+            "configs/gpt2/tiny.yaml\nEach attempt is a line of <train.output_dir>/launch.jsonl.");
+  return l;
+}
+
 struct ReportArgs {
   std::vector<std::string> runs;
   std::string output;  // default: RUN_DIR/report (one run)
@@ -384,6 +404,8 @@ int main(int argc, char** argv) {
   auto* serve = add_serve_command(app, config, overrides, sa);
   ReportArgs ra;
   auto* report = add_report_command(app, ra);
+  mf::launch::LaunchOptions lo;
+  auto* launch = add_launch_command(app, config, overrides, lo);
   auto* devices = app.add_subcommand("devices", "Print the CUDA devices this process sees (first line: cuda_devices N)");
 
   // An unknown command: one line naming it and the commands there are (CLI11 would say only that
@@ -415,6 +437,11 @@ int main(int argc, char** argv) {
       mf::infer::run_generation(c, ga, stdout, device_world(c, world));
     } else if (*report) {
       return run_report(ra);
+    } else if (*launch) {
+      MF_CHECK(!world, "launch starts the job's processes itself: run it directly, not under mpirun");
+      lo.config = config;
+      lo.overrides = overrides;
+      return mf::launch::run_launch(lo);
     } else if (*devices) {
       return run_devices();
     } else if (*eval) {

@@ -77,10 +77,13 @@ GlobalTensor dropout(const GlobalTensor& x, double p) {
                         LogicalSlice s = local_slice(xs, sbp, pl->mesh_shape(), c.coord);
                         const BatchSlice& b = current_batch_slice();
                         if (b.active()) {
-                          MF_CHECK(splitting_mesh_axis(sbp, 0, "dropout") < 0, "global dropout: the batch axis of ",
-                                   x.str(), " is split while a batch slice is active");
+                          // The logical tensor's rows are rows [b.start, + xs[0]) of the batch slice's
+                          // batch; a piece of a batch axis split here (T5's sequence parallelism) sits
+                          // at its own start inside them.
+                          MF_CHECK(b.start + xs[0] <= b.logical_rows, "global dropout: ", x.str(), " starting at batch row ",
+                                   b.start, " does not fit in the logical batch of ", b.logical_rows, " rows");
                           s.logical_shape[0] = b.logical_rows;
-                          s.start[0] = b.start;
+                          s.start[0] += b.start;
                         }
                         return {mf::dropout(t[0], p, true, nullptr, s)};
                       })[0];

@@ -66,8 +66,10 @@ struct PipelineExecutor::Run {
       if (training) f.input.set_requires_grad(true);
     }
     const trace::Scope span = micro_span(training ? "forward" : "eval_forward", micro, chunk);
-    Tensor out =
-        ex.model_->stage_forward(batch, f.input, stream0 + static_cast<uint64_t>(micro) * streams_per_forward, T, chunk);
+    // Training: every micro-batch of the step draws the same streams, each row at its place in the
+    // step's global batch (the batch slice below), so the draws do not depend on how the global
+    // batch is split over ranks and micro-batches. Evaluation draws nothing.
+    Tensor out = ex.model_->stage_forward(batch, f.input, stream0, T, chunk);
     if (j + 1 < p * v) {
       f.output = out;
       sends.push_back(ex.g_.pp->send(contiguous(out.detach()), rank_of(j + 1), tag(micro, (j + 1) / p, 0)));
@@ -127,9 +129,13 @@ double PipelineExecutor::run(const std::vector<parallel::PipelineAction>& action
   };
   for (size_t n = 0; n < actions.size(); ++n) {
     const parallel::PipelineAction& a = actions[n];
-    // This rank's rows [r * rows, (r + 1) * rows) of the global micro-batch: dropout draws theirs.
+    // This rank's rows of micro-batch m are rows [(m * dp + r) * rows, +rows) of the step's global
+    // batch — the sampler's order (data/sampler.h) — and dropout draws theirs: a sample draws the
+    // same numbers whatever the data-parallel size, accumulation steps and micro-batch size that
+    // make up the global batch (a restart on fewer ranks continues the run exactly).
     std::optional<BatchSliceGuard> slice;
-    if (training && g_.dp) slice.emplace(g_.dp_rank() * rows, g_.dp_size() * rows);
+    if (training)
+      slice.emplace((a.micro * g_.dp_size() + g_.dp_rank()) * rows, static_cast<int64_t>(batches.size()) * g_.dp_size() * rows);
     if (a.forward) {
       r.forward(a.micro, a.chunk);
       if (!training) continue;
@@ -144,7 +150,7 @@ double PipelineExecutor::run(const std::vector<parallel::PipelineAction>& action
     }
   }
   for (auto& w : r.sends) r.timed_wait(w);
-  if (training) gen.set_state({gen.seed(), r.stream0 + static_cast<uint64_t>(batches.size()) * r.streams_per_forward});
+  if (training) gen.set_state({gen.seed(), r.stream0 + r.streams_per_forward});
   return r.loss_on_device.defined() ? r.loss_on_device.item() : r.loss_sum;
 }
 
