@@ -151,6 +151,17 @@ TEST(Config, GettersCheckKeyAndType) {
   } catch (const mf::Error& e) {
     EXPECT_EQ(std::string(e.what()).find("did you mean"), std::string::npos) << e.what();
   }
+  // A key far longer than any valid one gets no suggestion and is not compared with every key
+  // (seen under fuzz/config_fuzz.cpp: each comparison costs its length, a megabyte key minutes).
+  const std::string huge = "train." + std::string(size_t{1} << 20, 'x');
+  try {
+    c.apply_override(huge + "=1");
+    ADD_FAILURE() << "a megabyte key was accepted";
+  } catch (const mf::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("unknown config key"), std::string::npos);
+    EXPECT_EQ(std::string(e.what()).find("did you mean"), std::string::npos);
+  }
+  MFT_EXPECT_ERROR(c.apply_override("train.train_iterrr=1"), "did you mean `train.train_iter`?");
 }
 
 TEST(Config, BaseChainsOverrideInOrder) {

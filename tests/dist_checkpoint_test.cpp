@@ -9,13 +9,17 @@
 
 #include <algorithm>
 #include <csignal>
+#include <cstring>
 #include <fstream>
+#include <limits>
+#include <nlohmann/json.hpp>
 
 #include "data_testing.h"
 #include "meshflow/core/atomic_file.h"
 #include "meshflow/global/sbp.h"
 #include "meshflow/tensor/allocator.h"
 #include "meshflow/io/checkpoint.h"
+#include "meshflow/io/safetensors_header.h"
 #include "testing.h"
 
 namespace {
@@ -316,6 +320,60 @@ TEST(CheckpointFormat, SaveAndLoadHoldOnlyTheirTensors) {
   reader->read("b", TensorRegion::whole({1024, 512}), into);
   EXPECT_LE(alloc.stats().peak_bytes - before_read, 4096) << "load";
   EXPECT_EQ(into.to_vector<double>(), b.to_vector<double>());
+}
+
+// Inputs that broke the parser (seen writing fuzz/safetensors_header_fuzz.cpp): sizes converted by
+// undefined casts (floats), wrapped (negatives) or overflowed, and non-string metadata that threw
+// nlohmann's own exception; each is now an mf::Error naming the file.
+TEST(CheckpointFormat, SafetensorsHeaderRefusesSizesThatWrapOrOverflow) {
+  auto parse = [](const std::string& header, uint64_t data_bytes = 0) {
+    std::string bytes(8, '\0');
+    const uint64_t n = header.size();
+    std::memcpy(bytes.data(), &n, 8);
+    bytes += header + std::string(data_bytes, '\0');
+    return mf::io::parse_safetensors_header(bytes, bytes.size(), "x.safetensors");
+  };
+  EXPECT_EQ(parse(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", 8).tensors.size(), 1u);
+  MFT_EXPECT_ERROR(parse(R"({"__metadata__":{"format":1}})"), "x.safetensors", "'format' is not a string");
+  MFT_EXPECT_ERROR(parse(R"({"__metadata__":[1]})"), "x.safetensors", "__metadata__");
+  MFT_EXPECT_ERROR(parse(R"({"a":5})"), "x.safetensors", "'a'", "malformed entry");
+  MFT_EXPECT_ERROR(parse(R"({"a":{"dtype":"F32","shape":[-1,0],"data_offsets":[0,0]}})"), "shape", "-1");
+  MFT_EXPECT_ERROR(parse(R"({"a":{"dtype":"F32","shape":[1e300],"data_offsets":[0,0]}})"), "shape", "not a non-negative integer");
+  MFT_EXPECT_ERROR(parse(R"({"a":{"dtype":"F32","shape":[4611686018427387904,4],"data_offsets":[0,0]}})"), "too large");
+  MFT_EXPECT_ERROR(parse(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0.5,8]}})", 8), "data_offsets");
+  MFT_EXPECT_ERROR(parse(R"({"a":{"dtype":7,"shape":[2],"data_offsets":[0,8]}})", 8), "dtype is not a string");
+}
+
+// Inputs that broke the parser (seen writing fuzz/checkpoint_metadata_fuzz.cpp): numbers that were
+// floats (undefined casts), sizes that overflowed int64 in the region checks, a piece ending past
+// int64; each is now an mf::Error naming the file.
+TEST(CheckpointFormat, MetadataRefusesNumbersThatWrapOrOverflow) {
+  const nlohmann::ordered_json good = nlohmann::ordered_json::parse(R"({"format_version": 2, "iter": 3,
+    "optimizer_steps": 3, "data_position": 48, "rng": {"seed": 1, "next_stream": 2}, "layout": {"tp": 2},
+    "files": [{"name": "shard_00000.safetensors", "bytes": 1000, "crc32": 1}],
+    "tensors": {"model/w": {"shape": [4, 2], "dtype": "F32", "pieces": [{"view": [2, 2, 2], "axis": 0,
+      "start": 1, "length": 1, "flat_start": 0, "flat_length": 4, "file": 0, "offset": 8, "bytes": 16}]}}})");
+  const mf::io::CheckpointMetadata m = mf::io::parse_checkpoint_metadata(good.dump(), "metadata.json");
+  EXPECT_EQ(m.tensors.at("model/w").pieces.at(0).region.numel(), 4);
+  auto bad = [&](const char* pointer, const nlohmann::ordered_json& value, const char* want) {
+    nlohmann::ordered_json j = good;
+    j[nlohmann::ordered_json::json_pointer(pointer)] = value;
+    MFT_EXPECT_ERROR(mf::io::parse_checkpoint_metadata(j.dump(), "metadata.json"), "metadata.json", want);
+  };
+  const int64_t max = std::numeric_limits<int64_t>::max();
+  bad("/iter", 1e300, "not an integer");
+  bad("/format_version", 2.5, "not an integer");
+  bad("/files/0/crc32", uint64_t{1} << 40, "not a CRC-32");
+  bad("/tensors/model~1w/pieces/0/file", 1e300, "not an integer");
+  bad("/tensors/model~1w/shape", {int64_t{1} << 62, int64_t{1} << 62, 0}, "too large");
+  bad("/tensors/model~1w/shape", {-4, -2}, "negative");
+  bad("/tensors/model~1w/pieces/0/length", max, "outside axis");
+  bad("/tensors/model~1w/pieces/0/flat_start", max, "flat range");
+  bad("/tensors/model~1w/pieces/0/offset", max, "has a piece outside");
+  bad("/tensors/model~1w/pieces/0/axis", -5, "region axis");
+  bad("/layout", 3, "layout is not an object");
+  bad("/layout/tp", "2", "not an integer");
+  MFT_EXPECT_ERROR(mf::io::parse_checkpoint_metadata("[1]", "metadata.json"), "metadata.json", "not a JSON object");
 }
 
 }  // namespace

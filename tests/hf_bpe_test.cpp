@@ -227,8 +227,8 @@ TEST(HfBpeTokenizer, BadFilesThrowNamingTheFile) {
   j["added_tokens"][0]["lstrip"] = true;
   expect_bad(j, "lstrip");
   j = tiny_tokenizer();
-  j["added_tokens"][0]["id"] = 300;
-  expect_bad(j, "id 257 has no token");
+  j["model"]["vocab"]["ab"] = 257;  // shared with the added token: no token is left for id 256
+  expect_bad(j, "id 256 has no token");
   j = tiny_tokenizer();
   j["model"]["merges"] = {"a zz"};
   expect_bad(j, "merges[0]");
@@ -241,6 +241,14 @@ TEST(HfBpeTokenizer, BadFilesThrowNamingTheFile) {
   j = tiny_tokenizer();
   j["model"]["vocab"].erase("a");
   expect_bad(j, "no token for byte 97");
+  // An input that broke the loader (seen writing fuzz/hf_bpe_fuzz.cpp): a large id asked for that
+  // many empty slots (2^30 - 1: 32 GiB) before the gap check; ids are now bounded by the token count.
+  j = tiny_tokenizer();
+  j["model"]["vocab"]["ab"] = (1 << 30) - 1;
+  expect_bad(j, "out of range (258 tokens");
+  j = tiny_tokenizer();
+  j["added_tokens"][0]["id"] = 100000000;
+  expect_bad(j, "out of range (258 tokens");
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 
 #include "data_testing.h"
 #include "meshflow/data/indexed_dataset.h"
@@ -211,6 +212,28 @@ TEST(IndexedDataset, CorruptFilesThrowNamingTheFile) {
     int64_t last = 4;  // document indices must end at the sequence count, 5
     patch(p + ".idx", 34 + 5 * 12 + 5 * 8, &last, 8);
     MFT_EXPECT_ERROR(mf::IndexedDataset{p}, "docidx.idx", "document indices");
+  }
+}
+
+// Inputs that broke the reader (seen writing fuzz/indexed_dataset_fuzz.cpp): a float token that is
+// NaN, infinite or outside int32 was converted to an integer (undefined behaviour); now an error.
+TEST(IndexedDataset, FloatTokensThatAreNoIdThrow) {
+  mft::TempDir dir;
+  for (auto [dt, bad] : {std::pair{mf::IndexDType::kF32, 0}, std::pair{mf::IndexDType::kF64, 1}}) {
+    const std::string prefix = dir.file(bad ? "f64" : "f32");
+    build(prefix, {{1, 2, 3}}, dt);
+    EXPECT_EQ(mf::IndexedDataset(prefix).sequence(0), (std::vector<int32_t>{1, 2, 3}));
+    if (dt == mf::IndexDType::kF32) {
+      const float nan = std::numeric_limits<float>::quiet_NaN(), big = 1e30f;
+      patch(prefix + ".bin", 4, &nan, 4);
+      patch(prefix + ".bin", 8, &big, 4);
+    } else {
+      const double inf = std::numeric_limits<double>::infinity();
+      patch(prefix + ".bin", 8, &inf, 8);
+    }
+    mf::IndexedDataset ds(prefix);
+    MFT_EXPECT_ERROR(ds.sequence(0), "float token", "not a token id");
+    EXPECT_EQ(ds.get(0, 0, 1), (std::vector<int32_t>{1}));
   }
 }
 

@@ -35,6 +35,15 @@ std::string_view last_segment(std::string_view key) {
 
 std::string suggest_key(const std::string& key) {
   std::string_view last = last_segment(key);
+  // Both distances are at least the length difference, and only a third of `last` may be wrong:
+  // a key this much longer than every valid one has no suggestion, and is not compared (the
+  // comparisons cost its length times every key's, seconds for a pasted paragraph).
+  static const size_t longest = [] {
+    size_t n = 0;
+    for (const SchemaEntry& e : schema()) n = std::max(n, e.key.size());
+    return n;
+  }();
+  if (last.size() > 2 * longest + 6) return std::string();
   const SchemaEntry* best = nullptr;
   size_t best_score = 0, best_full = 0;
   for (const SchemaEntry& e : schema()) {

@@ -18,6 +18,9 @@ struct HfBpeTokenizer::Loader {
   HfBpeTokenizer& tok;
   std::unordered_map<std::string, int32_t> spelled_to_id;  // vocabulary, in the byte alphabet
   std::vector<bool> has_token;                             // by id
+  // Ids run from 0 without gaps over the vocabulary and the added tokens: none is as large as
+  // their count (so that a stray large id cannot ask for gigabytes of empty slots).
+  int64_t id_limit = 0;
 
   template <class... Args>
   void check(bool cond, const Args&... parts) const {
@@ -66,7 +69,8 @@ void HfBpeTokenizer::Loader::vocab(const json& v) {
   for (auto it = v.begin(); it != v.end(); ++it) {
     check(it->is_number_integer(), "model.vocab: the id of '", it.key(), "' is not an integer");
     int64_t id = it->get<int64_t>();
-    check(id >= 0 && id < (int64_t{1} << 30), "model.vocab: id ", id, " of '", it.key(), "' is out of range");
+    check(id >= 0 && id < (int64_t{1} << 30) && id < id_limit, "model.vocab: id ", id, " of '", it.key(),
+          "' is out of range (", id_limit, " tokens with the added ones)");
     check(bpe::unicode_to_bytes(it.key(), bytes), "model.vocab: token '", it.key(),
           "' has characters outside the byte-level alphabet (not a byte-level BPE)");
     size_t slot = static_cast<size_t>(id);
@@ -157,7 +161,8 @@ void HfBpeTokenizer::Loader::added_tokens(const json& list) {
     check(!(tok.nfc_ && flag(t, "normalized")), "added token '", content,
           "': normalized added tokens are not supported with a normalizer");
     int64_t id = t["id"].get<int64_t>();
-    check(id >= 0 && id < (int64_t{1} << 30), "added token '", content, "': id ", id, " is out of range");
+    check(id >= 0 && id < (int64_t{1} << 30) && id < id_limit, "added token '", content, "': id ", id,
+          " is out of range (", id_limit, " tokens with the vocabulary)");
     size_t slot = static_cast<size_t>(id);
     if (slot >= tok.id_to_bytes_.size()) {
       tok.id_to_bytes_.resize(slot + 1);
@@ -212,6 +217,9 @@ HfBpeTokenizer HfBpeTokenizer::from_file(const std::string& path, const std::str
   HfBpeTokenizer tok;
   Loader l{path, tok, {}, {}};
   l.check(j.is_object() && j.contains("model"), "no 'model' (not a Hugging Face tokenizer.json)");
+  const json& m = j["model"];
+  l.id_limit = static_cast<int64_t>((m.is_object() && m.contains("vocab") ? m["vocab"].size() : 0) +
+                                    (j.contains("added_tokens") ? j["added_tokens"].size() : 0));
   l.model(j["model"]);
   l.normalizer(j.value("normalizer", json()));
   l.pre_tokenizer(j.value("pre_tokenizer", json()));

@@ -20,6 +20,14 @@ T load(const unsigned char* p) {
   return v;
 }
 
+// A float token as an id (truncated toward zero); NaN, infinities and values outside int32 are
+// no token id (and converting them would be undefined).
+template <class F>
+int64_t float_token(F v) {
+  MF_CHECK(v > F(-2147483649.0) && v < F(2147483648.0), "indexed dataset: float token ", v, " is not a token id");
+  return static_cast<int64_t>(v);
+}
+
 // Token `k` of a buffer of dtype `d`, as int64 (floats are truncated toward zero).
 int64_t token_at(const unsigned char* p, IndexDType d, size_t k) {
   switch (d) {
@@ -29,8 +37,8 @@ int64_t token_at(const unsigned char* p, IndexDType d, size_t k) {
     case IndexDType::kU16: return load<uint16_t>(p + 2 * k);
     case IndexDType::kI32: return load<int32_t>(p + 4 * k);
     case IndexDType::kI64: return load<int64_t>(p + 8 * k);
-    case IndexDType::kF32: return static_cast<int64_t>(load<float>(p + 4 * k));
-    case IndexDType::kF64: return static_cast<int64_t>(load<double>(p + 8 * k));
+    case IndexDType::kF32: return float_token(load<float>(p + 4 * k));
+    case IndexDType::kF64: return float_token(load<double>(p + 8 * k));
   }
   return 0;
 }

@@ -13,6 +13,11 @@ void for_each_jsonl_object(const std::string& path, const std::string& where,
                            const std::function<void(int64_t, const nlohmann::json&)>& fn) {
   std::ifstream in(path, std::ios::binary);
   MF_CHECK(in.is_open(), where, ": cannot open the file");
+  for_each_jsonl_object(in, where, fn);
+}
+
+void for_each_jsonl_object(std::istream& in, const std::string& where,
+                           const std::function<void(int64_t, const nlohmann::json&)>& fn) {
   std::string line;
   int64_t lineno = 0;
   while (std::getline(in, line)) {

@@ -26,7 +26,7 @@ namespace fs = std::filesystem;
 using json = nlohmann::ordered_json;
 
 namespace {
-constexpr int kFormatVersion = 2;
+constexpr int kFormatVersion = kCheckpointFormatVersion;
 constexpr int64_t kCastChunkElems = int64_t{1} << 20;  // the bounded buffer of a dtype-converting read
 std::atomic<bool> g_crash_in_next_save{false};
 
@@ -44,51 +44,8 @@ std::string shard_name(int rank) {
 
 std::string errno_str() { return std::strerror(errno); }
 
-// A region as periodic runs of the tensor's row-major (logical) element index L: `outer`
-// segments [o * period + seg_start, +seg_len); box element e sits at
-// L = (e / seg_len) * period + seg_start + e % seg_len.
-struct Geometry {
-  int64_t period = 0, seg_start = 0, seg_len = 0, outer = 1;
-};
-
-Geometry geometry(const TensorRegion& r) {
-  const int64_t numel = shape_numel(r.view);
-  if (r.axis < 0) return {numel, 0, numel, 1};
-  int64_t inner = 1, outer = 1;
-  for (size_t k = 0; k < r.view.size(); ++k) {
-    if (static_cast<int64_t>(k) < r.axis) outer *= r.view[k];
-    if (static_cast<int64_t>(k) > r.axis) inner *= r.view[k];
-  }
-  return {r.view[static_cast<size_t>(r.axis)] * inner, r.start * inner, r.length * inner, outer};
-}
-
-void check_region(const TensorRegion& r, const Shape& logical, const std::string& what) {
-  MF_CHECK(shape_numel(r.view) == shape_numel(logical), what, ": region view ", shape_str(r.view),
-           " is not a view of the tensor's shape ", shape_str(logical));
-  MF_CHECK(r.axis < static_cast<int64_t>(r.view.size()), what, ": region axis ", r.axis, " outside view ",
-           shape_str(r.view));
-  if (r.axis >= 0)
-    MF_CHECK(r.start >= 0 && r.length >= 0 && r.start + r.length <= r.view[static_cast<size_t>(r.axis)], what,
-             ": region [", r.start, ", +", r.length, ") outside axis ", r.axis, " of ", shape_str(r.view));
-  MF_CHECK(r.flat_start >= 0 && (r.flat_length < 0 || r.flat_start + r.flat_length <= r.box_numel()), what,
-           ": flat range [", r.flat_start, ", +", r.flat_length, ") outside the box of ", r.box_numel(), " elements");
-}
-
-json region_json(const TensorRegion& r) {
-  return {{"view", r.view},           {"axis", r.axis},           {"start", r.start},
-          {"length", r.length},       {"flat_start", r.flat_start}, {"flat_length", r.numel()}};
-}
-
-TensorRegion region_from_json(const json& j) {
-  TensorRegion r;
-  r.view = j.at("view").get<Shape>();
-  r.axis = j.at("axis").get<int64_t>();
-  r.start = j.at("start").get<int64_t>();
-  r.length = j.at("length").get<int64_t>();
-  r.flat_start = j.at("flat_start").get<int64_t>();
-  r.flat_length = j.at("flat_length").get<int64_t>();
-  return r;
-}
+using Geometry = RegionGeometry;
+Geometry geometry(const TensorRegion& r) { return region_geometry(r); }
 
 // A file opened for positioned reads (shard headers and data, checksums).
 class Fd {
@@ -182,14 +139,7 @@ std::pair<int64_t, uint32_t> write_shard(const fs::path& path, int rank, const s
   return {static_cast<int64_t>(8 + hlen + offset), static_cast<uint32_t>(crc)};
 }
 
-// CRC-32 of the metadata without its "metadata_crc32" member, over its compact text (keys sorted):
-// what is stored in that member, so that an edited or damaged metadata.json is noticed.
-int64_t metadata_crc(const json& meta) {
-  json rest = meta;
-  rest.erase("metadata_crc32");
-  const std::string text = rest.dump();
-  return static_cast<int64_t>(crc32(crc32(0L, Z_NULL, 0), reinterpret_cast<const Bytef*>(text.data()), static_cast<uInt>(text.size())));
-}
+int64_t metadata_crc(const json& meta) { return checkpoint_metadata_crc(meta); }
 
 bool is_checkpoint_name(const std::string& n) {
   if (n.size() <= 5 || n.rfind("iter_", 0) != 0) return false;
@@ -250,17 +200,6 @@ std::string latest_name(const fs::path& root) {
   }
 }
 }  // namespace
-
-int64_t TensorRegion::box_numel() const {
-  const Geometry g = geometry(*this);
-  return g.outer * g.seg_len;
-}
-
-TensorRegion TensorRegion::whole(const Shape& shape) {
-  TensorRegion r;
-  r.view = shape;
-  return r;
-}
 
 void crash_in_next_checkpoint_for_testing() { g_crash_in_next_save = true; }
 
@@ -432,56 +371,18 @@ CheckpointReader::CheckpointReader(const std::string& dir) : impl_(std::make_uni
   if (!fs::exists(meta_path) && fs::exists(fs::path(dir) / "state.json"))
     MF_THROW(dir, ": a format-1 checkpoint (one model.safetensors); this meshflow reads format ", kFormatVersion);
   MF_CHECK(fs::exists(meta_path), meta_path.string(), ": missing (not a meshflow checkpoint, or an incomplete one)");
-  try {
-    const json j = json::parse(read_file(meta_path.string()));
-    const int version = j.at("format_version").get<int>();
-    MF_CHECK(version <= kFormatVersion, meta_path.string(), ": checkpoint format version ", version,
-             " is newer than this meshflow supports (", kFormatVersion, ")");
-    MF_CHECK(version == kFormatVersion, meta_path.string(), ": checkpoint format version ", version,
-             " is older than this meshflow reads (", kFormatVersion, ")");
-    if (j.contains("metadata_crc32"))
-      MF_CHECK(j.at("metadata_crc32").get<int64_t>() == metadata_crc(j), meta_path.string(),
-               ": its checksum does not match its contents (edited or damaged)");
-    m.state.iter = j.at("iter").get<int64_t>();
-    m.state.optimizer_steps = j.at("optimizer_steps").get<int64_t>();
-    m.state.data_position = j.at("data_position").get<uint64_t>();
-    m.state.rng.seed = j.at("rng").at("seed").get<uint64_t>();
-    m.state.rng.next_stream = j.at("rng").at("next_stream").get<uint64_t>();
-    m.state.skipped_iters = j.value("skipped_iters", int64_t{0});
-    if (j.contains("loss_scaler")) {
-      const json& ls = j.at("loss_scaler");
-      m.state.loss_scaler = optim::LossScalerState{ls.at("scale").get<double>(), ls.at("growth_tracker").get<int64_t>(),
-                                            ls.at("hysteresis_tracker").get<int64_t>()};
-    }
-    for (auto& [k, v] : j.at("layout").items()) m.layout[k] = v.get<int64_t>();
-    for (const json& f : j.at("files")) {
-      m.files.push_back(f.at("name").get<std::string>());
-      m.file_bytes.push_back(f.at("bytes").get<int64_t>());
-      m.file_crc.push_back(static_cast<uint32_t>(f.at("crc32").get<int64_t>()));
-    }
-    for (auto& [name, t] : j.at("tensors").items()) {
-      Impl::Entry e;
-      e.shape = t.at("shape").get<Shape>();
-      e.dtype = io::dtype_from_safetensors(t.at("dtype").get<std::string>(), meta_path.string());
-      for (const json& p : t.at("pieces")) {
-        Impl::Piece piece;
-        piece.file = p.at("file").get<int>();
-        piece.offset = p.at("offset").get<int64_t>();
-        piece.region = region_from_json(p);
-        MF_CHECK(piece.file >= 0 && piece.file < static_cast<int>(m.files.size()), meta_path.string(), ": tensor '",
-                 name, "' names file ", piece.file, " of ", m.files.size());
-        check_region(piece.region, e.shape, meta_path.string() + ": tensor '" + name + "'");
-        const int64_t nbytes = piece.region.numel() * static_cast<int64_t>(dtype_nbytes(e.dtype));
-        MF_CHECK(p.at("bytes").get<int64_t>() == nbytes && piece.offset >= 8 &&
-                     piece.offset + nbytes <= m.file_bytes[static_cast<size_t>(piece.file)],
-                 meta_path.string(), ": tensor '", name, "' has a piece outside ", m.files[static_cast<size_t>(piece.file)]);
-        piece.g = geometry(piece.region);
-        e.pieces.push_back(piece);
-      }
-      m.tensors.emplace(name, std::move(e));
-    }
-  } catch (const nlohmann::json::exception& e) {
-    MF_THROW(meta_path.string(), ": corrupt checkpoint metadata: ", e.what());
+  CheckpointMetadata meta = parse_checkpoint_metadata(read_file(meta_path.string()), meta_path.string());
+  m.state = meta.state;
+  m.layout = std::move(meta.layout);
+  m.files = std::move(meta.files);
+  m.file_bytes = std::move(meta.file_bytes);
+  m.file_crc = std::move(meta.file_crc);
+  for (auto& [name, t] : meta.tensors) {
+    Impl::Entry e;
+    e.shape = t.shape;
+    e.dtype = t.dtype;
+    for (const CheckpointMetadata::Piece& p : t.pieces) e.pieces.push_back({p.file, p.offset, p.region, geometry(p.region)});
+    m.tensors.emplace(name, std::move(e));
   }
   m.fds.resize(m.files.size());
   for (size_t f = 0; f < m.files.size(); ++f) {

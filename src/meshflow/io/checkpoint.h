@@ -26,35 +26,10 @@
 #include <vector>
 
 #include "meshflow/comm/communicator.h"
+#include "meshflow/io/checkpoint_metadata.h"
 #include "meshflow/nn/module.h"
-#include "meshflow/random/generator.h"
-#include "meshflow/optim/loss_scaler.h"
 
 namespace mf::io {
-
-struct TrainingState {
-  int64_t iter = 0;
-  int64_t optimizer_steps = 0;
-  uint64_t data_position = 0;
-  GeneratorState rng;
-  // Mixed precision: the loss scaler's state (absent in checkpoints of runs without fp16
-  // scaling) and the updates skipped on overflow.
-  std::optional<optim::LossScalerState> loss_scaler;
-  int64_t skipped_iters = 0;
-};
-
-// A part of a logical tensor, in its row-major element order: the box [start, start + length)
-// along `axis` of `view` (a row-major view of the tensor, e.g. the tensor-parallel grouping;
-// axis -1: the whole tensor), and of that box's row-major elements [flat_start, +flat_length)
-// (flat_length -1: all of them).
-struct TensorRegion {
-  Shape view;
-  int64_t axis = -1, start = 0, length = 0;
-  int64_t flat_start = 0, flat_length = -1;
-  int64_t box_numel() const;
-  int64_t numel() const { return flat_length < 0 ? box_numel() - flat_start : flat_length; }
-  static TensorRegion whole(const Shape& shape);
-};
 
 struct ShardPiece {
   std::string name;  // "model/<param>" or "optimizer/<param>.<slot>"

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "meshflow/io/safetensors_header.h"
 #include "meshflow/nn/module.h"
 
 namespace mf::io {
@@ -18,11 +19,8 @@ struct SafetensorsFile {
   nn::NamedTensors tensors;  // in file order of their data
   std::map<std::string, std::string> metadata;
 };
-// Reads and validates a file (header bounds, dtypes, offsets inside the data section, no
-// overlaps); errors name the file.
+// Reads and validates a file (parse_safetensors_header: header bounds, dtypes, offsets inside
+// the data section, no overlaps); errors name the file.
 SafetensorsFile load_safetensors(const std::string& path);
-
-const char* safetensors_dtype(DType dt);   // "F32", "BF16", ...
-DType dtype_from_safetensors(const std::string& s, const std::string& file);
 
 }  // namespace mf::io
