@@ -12,14 +12,16 @@ namespace mf::config_detail {
 namespace {
 
 size_t edit_distance(std::string_view a, std::string_view b) {
-  std::vector<size_t> row(b.size() + 1);
+  thread_local std::vector<size_t> row;  // one row of the table, reused: called for every valid key
+  row.resize(b.size() + 1);
   for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
   for (size_t i = 1; i <= a.size(); ++i) {
     size_t diag = row[0];
     row[0] = i;
     for (size_t j = 1; j <= b.size(); ++j) {
-      size_t up = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      const size_t up = row[j];
+      const size_t step = std::min(up, row[j - 1]) + 1, change = diag + (a[i - 1] == b[j - 1] ? 0 : 1);
+      row[j] = step < change ? step : change;
       diag = up;
     }
   }
@@ -44,11 +46,20 @@ std::string suggest_key(const std::string& key) {
     return n;
   }();
   if (last.size() > 2 * longest + 6) return std::string();
+  // Only suggest what is plausibly a typo: at most a third of the segment's letters wrong.
+  const size_t limit = std::max<size_t>(2, last.size() / 3);
+  const auto gap = [](size_t a, size_t b) { return a > b ? a - b : b - a; };
   const SchemaEntry* best = nullptr;
   size_t best_score = 0, best_full = 0;
   for (const SchemaEntry& e : schema()) {
-    size_t full = edit_distance(key, e.key);
     std::string_view cand = last_segment(e.key);
+    // A lower bound of the score (a distance is at least the length difference): a key that
+    // cannot come within the limit is never suggested nor beats one that does, so it is skipped.
+    size_t bound = std::min(gap(key.size(), e.key.size()), gap(last.size(), cand.size()));
+    for (size_t u = cand.find('_'); u != std::string_view::npos; u = cand.find('_', u + 1))
+      bound = std::min(bound, gap(last.size(), u) + 1);
+    if (bound > limit) continue;
+    size_t full = edit_distance(key, e.key);
     size_t seg = edit_distance(last, cand);
     // A word-prefix of the candidate ("hidden" of "hidden_size") costs one more than a typo.
     for (size_t u = cand.find('_'); u != std::string_view::npos; u = cand.find('_', u + 1))
@@ -60,8 +71,6 @@ std::string suggest_key(const std::string& key) {
       best_full = full;
     }
   }
-  // Only suggest what is plausibly a typo: at most a third of the segment's letters wrong.
-  size_t limit = std::max<size_t>(2, last.size() / 3);
   return best && best_score <= limit ? best->key : std::string();
 }
 
