@@ -35,7 +35,11 @@ const char* op_kind_name(OpKind kind) {
 
 namespace {
 std::atomic<int64_t> g_wait_ns{0};
+std::atomic<int> g_pending_timeouts{0};
 }  // namespace
+
+bool pending_timeout() { return g_pending_timeouts.load() > 0; }
+void note_pending_timeout(int delta) { g_pending_timeouts.fetch_add(delta); }
 
 double comm_wait_seconds() { return static_cast<double>(g_wait_ns.load(std::memory_order_relaxed)) * 1e-9; }
 void add_comm_wait_seconds(double seconds) {

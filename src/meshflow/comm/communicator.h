@@ -85,6 +85,13 @@ using WorkPtr = std::shared_ptr<Work>;
 double comm_wait_seconds();
 void add_comm_wait_seconds(double seconds);
 
+// Whether some wait of this process timed out on an operation that has not completed since: the
+// job is most likely going down. Teardown code (destructors finishing pending operations) then
+// tests once instead of waiting a full timeout again. Backends count with note_pending_timeout:
+// +1 when an operation's wait first times out, -1 when such an operation completes after all.
+bool pending_timeout();
+void note_pending_timeout(int delta);
+
 class Communicator {
  public:
   virtual ~Communicator() = default;

@@ -148,7 +148,8 @@ GradReducer::~GradReducer() {
   for (auto& b : state_->buckets)
     if (b.work && !b.done) {
       try {
-        b.work->wait();
+        // After a timeout elsewhere the job is going down: look once, do not wait again.
+        if (comm::pending_timeout()) b.work->is_completed(); else b.work->wait();
       } catch (...) {  // a failed or timed-out collective: nothing left to do here
       }
     }

@@ -41,9 +41,6 @@ struct HalfTypes {
 };
 HalfTypes g_half;
 MpiRuntime* g_runtime = nullptr;
-// Some wait of this process timed out: the job is going down. Pending operations' destructors
-// then test once and keep their buffers without a word (no second timeout, no second line).
-std::atomic<bool> g_timed_out{false};
 
 template <class H, ReduceOp R>
 void half_reduce(void* in, void* inout, int* len, MPI_Datatype*) {
@@ -110,7 +107,9 @@ class MpiWork final : public Work {
     try {
       // MPI may still read or write the tensors: finish before releasing them. After a timeout
       // (the job is usually going down) only test once, so unwinding never blocks again.
-      if (timed_out_ || g_timed_out.load()) test(); else wait();
+      // Some operation timed out (comm::pending_timeout()): the job is going down; test once and
+      // keep the buffers without a word (no second timeout, no second line).
+      if (timed_out_ || pending_timeout()) test(); else wait();
     } catch (...) {
     }
     if (!done_) leak();
@@ -125,12 +124,6 @@ class MpiWork final : public Work {
 
   void wait() override {
     if (failed_) std::rethrow_exception(error_);
-    if (g_timed_out.load() && !test()) {  // the job is going down: no second timeout
-      timed_out_ = true;
-      error_ = std::make_exception_ptr(
-          Error(description_ + ": not waited for, an earlier collective of this rank timed out"));
-      std::rethrow_exception(error_);
-    }
     using Clock = std::chrono::steady_clock;
     const auto start = Clock::now();
     struct Account {  // this wait's duration, however it ends
@@ -147,8 +140,8 @@ class MpiWork final : public Work {
         continue;
       }
       if (Clock::now() > deadline) {
+        if (!timed_out_) note_pending_timeout(+1);
         timed_out_ = true;
-        g_timed_out.store(true);
         error_ = std::make_exception_ptr(Error(
             description_ + ": timed out after " + ::mf::detail::cat(timeout_s_) + " s waiting for the other ranks of the group (this rank is world rank " + std::to_string(world_rank()) +
             "); another rank may have died or issued a different collective (or none). The operation is still "
@@ -192,6 +185,7 @@ class MpiWork final : public Work {
       std::rethrow_exception(error_);
     }
     if (flag) {
+      if (timed_out_) note_pending_timeout(-1);  // it completed after all
       done_ = true;
       keep_.clear();
       comm_.reset();
@@ -206,7 +200,7 @@ class MpiWork final : public Work {
     orphans->push_back(std::move(keep_));
     static auto* orphan_comms = new std::vector<std::shared_ptr<MpiCommHandle>>();
     orphan_comms->push_back(std::move(comm_));
-    if (!g_timed_out.load())  // else the timeout's own message says it all
+    if (!pending_timeout())  // else the timeout's own message says it all
       std::fprintf(stderr, "meshflow: %s never completed; its buffers are leaked\n", description_.c_str());
   }
 
