@@ -31,8 +31,8 @@ ctest --test-dir build-asan --output-on-failure -j "$jobs" -LE mpi
 # pointers: slow unwinding, too slow for the unit tests) and its plugins kept loaded (else their
 # frames show as "<unknown module>").
 # The heavy ones (label heavy: each model's layouts, pretrained weights' layouts, the report in a
-# browser, the straggler timing, the kills during saves) run in Release only: their code runs under the sanitizers in the
-# unit tests and mpi.train.parallel.
+# browser, the straggler timing, the kills during saves) run in Release only: their code runs under
+# the sanitizers in the unit tests and mpi.train.parallel.
 OMPI_MCA_mca_base_component_disable_dlclose=1 \
   LSAN_OPTIONS=suppressions=$PWD/tests/lsan.supp:fast_unwind_on_malloc=0 \
   ctest --test-dir build-asan --output-on-failure -j "$jobs" -L mpi -LE heavy
