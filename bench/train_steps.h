@@ -1,7 +1,9 @@
 // The timed training steps shared by the model benchmarks: full steps (forward, backward,
 // clipping at 1.0, AdamW) of `model` on one synthetic batch, tokens/s (mean of the steps after
 // the first, which pays for first-touch allocations) and MFU = tokens/s * flops_per_token /
-// measured peak (every thread running AVX-512 FMAs).
+// measured peak (every thread running AVX-512 FMAs). Then one more step recorded by the timeline
+// recorder gives where the time goes: each op class, the sgemm kernels by shape with their
+// GFLOP/s, clipping + AdamW, and what no op covers (MESHFLOW_BENCH_NO_BREAKDOWN=1: skipped).
 #pragma once
 #include <omp.h>
 #include <sys/resource.h>
@@ -9,7 +11,12 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <string>
+#include <vector>
 
+#include "meshflow/core/trace.h"
 #include "meshflow/models/model.h"
 #include "meshflow/optim/optimizer.h"
 #include "meshflow/random/philox.h"
@@ -17,6 +24,111 @@
 #include "meshflow/train/peak_flops.h"
 
 namespace mfb {
+
+// The class of a recorded op span ("matmul", "gelu backward", ...): where a step's time goes.
+inline const char* op_class(const std::string& name) {
+  const std::string op = name.substr(0, name.find_first_of(" ("));
+  if (op == "matmul" || op == "linear" || op == "affine" || op == "bmm" || op == "mm") return "GEMM";
+  if (op.find("attention") != std::string::npos) return "attention";
+  if (op.find("norm") != std::string::npos) return "norms";
+  if (op.find("cross_entropy") != std::string::npos || op.find("softmax") != std::string::npos) return "loss head";
+  if (op == "reshape" || op == "permute" || op == "expand" || op == "contiguous" || op == "transpose" ||
+      op == "view" || op == "slice" || op == "cat" || op == "split" || op == "select" || op == "narrow")
+    return "layout copies";
+  if (op == "embedding" || op.find("index") != std::string::npos) return "embedding";
+  return "elementwise";
+}
+
+// One step recorded by the timeline recorder (core/trace.h): the time of each op class (forward
+// ops and their backward nodes, each span's time without the spans nested in it), clipping +
+// AdamW, and what no op span covers (the autograd engine, allocation, the glue between ops).
+inline void print_step_breakdown(mf::models::Model& model, const mf::models::Batch& batch,
+                                 mf::optim::AdamW& opt, double peak) {
+  mf::trace::start();
+  const int64_t t0 = mf::trace::now_ns();
+  opt.zero_grad();
+  mf::Tensor loss = model.loss(batch);
+  loss.backward();
+  const int64_t t1 = mf::trace::now_ns();
+  mf::optim::clip_grad_norm(model.parameters(), 1.0);
+  opt.step();
+  const int64_t t2 = mf::trace::now_ns();
+  std::vector<mf::trace::Event> ev = mf::trace::stop();
+  std::vector<const mf::trace::Event*> spans;
+  double gemm_kernel_flops = 0;
+  struct GemmShape {
+    int calls = 0;
+    double flops = 0, seconds = 0;
+  };
+  std::map<std::string, GemmShape> gemms;  // by "op(A)op(B) MxNxK"
+  for (const auto& e : ev) {
+    const std::string cat = e.cat;
+    if (e.ph != 'X' || e.tid != 0 || (cat != "op" && cat != "op_backward" && cat != "kernel")) continue;
+    spans.push_back(&e);
+    if (cat == "kernel") {  // args "flops":F,"shape":"NT MxNxK"
+      const double flops = std::atof(e.args.c_str() + e.args.find(':') + 1);
+      const size_t q = e.args.find("\"shape\":\"") + 9;
+      GemmShape& g = gemms[e.args.substr(q, e.args.size() - q - 1)];
+      ++g.calls;
+      g.flops += flops;
+      g.seconds += static_cast<double>(e.end_ns - e.start_ns) / 1e9;
+      gemm_kernel_flops += flops;
+    }
+  }
+  std::sort(spans.begin(), spans.end(), [](auto* a, auto* b) {
+    return a->start_ns != b->start_ns ? a->start_ns < b->start_ns : a->end_ns > b->end_ns;
+  });
+  // Exclusive time: a span's time less that of the spans directly nested in it.
+  std::map<std::string, double> by_class, by_op;
+  std::vector<const mf::trace::Event*> stack;
+  std::vector<double> self;
+  auto close = [&] {
+    const std::string name = std::string(stack.back()->cat) == "kernel" ? "sgemm kernel" : stack.back()->name;
+    by_class[name == "sgemm kernel" ? "GEMM kernels (sgemm)" : op_class(name)] += self.back();
+    by_op[name] += self.back();
+    stack.pop_back();
+    self.pop_back();
+  };
+  for (auto* e : spans) {
+    while (!stack.empty() && stack.back()->end_ns <= e->start_ns) close();
+    const double s = static_cast<double>(e->end_ns - e->start_ns) / 1e9;
+    if (!stack.empty()) self.back() -= s;
+    stack.push_back(e);
+    self.push_back(s);
+  }
+  while (!stack.empty()) close();
+  double covered = 0;
+  for (const auto& [k, v] : by_class) covered += v;
+  const double fwd_bwd = static_cast<double>(t1 - t0) / 1e9, optim = static_cast<double>(t2 - t1) / 1e9;
+  const double step = fwd_bwd + optim;
+  by_class["optimizer (clip + AdamW)"] = optim;
+  by_class["other (autograd, allocation, glue)"] = fwd_bwd - covered;
+  std::printf("step breakdown (one recorded step, %.3f s, loss %.4f):\n", step, loss.item());
+  std::vector<std::pair<double, std::string>> rows;
+  for (const auto& [k, v] : by_class) rows.emplace_back(v, k);
+  std::sort(rows.rbegin(), rows.rend());
+  for (const auto& [v, k] : rows) {
+    std::printf("  %-36s %8.3f s %6.1f%%", k.c_str(), v, 100.0 * v / step);
+    if (k == "GEMM kernels (sgemm)")
+      std::printf("   %.1f GFLOP/s, %.0f%% of peak (%.1f GFLOP)", gemm_kernel_flops / v / 1e9, 100.0 * gemm_kernel_flops / v / peak,
+                  gemm_kernel_flops / 1e9);
+    if (k == "GEMM") std::printf("   the GEMM ops' work around their kernels (bias, reductions, copies)");
+    std::printf("\n");
+  }
+  std::vector<std::pair<double, std::string>> shapes;
+  for (const auto& [k, g] : gemms) shapes.emplace_back(g.seconds, k);
+  std::sort(shapes.rbegin(), shapes.rend());
+  std::printf("  sgemm calls by shape (N: as stored, T: transposed):\n");
+  for (const auto& [v, k] : shapes)
+    std::printf("    %-26s %3d calls %8.3f s %7.1f GFLOP/s %4.0f%% of peak\n", k.c_str(), gemms[k].calls, v,
+                gemms[k].flops / v / 1e9, 100.0 * gemms[k].flops / v / peak);
+  std::vector<std::pair<double, std::string>> ops;
+  for (const auto& [k, v] : by_op) ops.emplace_back(v, k);
+  std::sort(ops.rbegin(), ops.rend());
+  std::printf("  largest op spans:");
+  for (size_t i = 0; i < ops.size() && i < 12; ++i) std::printf("%s %s %.3f s", i ? "," : "", ops[i].second.c_str(), ops[i].first);
+  std::printf("\n");
+}
 
 // `batch` (B, T): its input_ids give the tokens per step.
 inline void time_training_steps(mf::models::Model& model, const mf::models::Batch& batch, int64_t steps) {
@@ -54,6 +166,7 @@ inline void time_training_steps(mf::models::Model& model, const mf::models::Batc
   std::printf("meshflow: %.1f tokens/s (mean of steps 1..%lld), best step %.1f tokens/s, MFU %.1f%%, peak memory %.2f GB\n",
               tps, static_cast<long long>(steps - 1), static_cast<double>(B * T) / best, 100.0 * tps * fpt / peak,
               static_cast<double>(mf::allocator_for(mf::cpu_device()).stats().peak_bytes) / 1e9);
+  if (std::getenv("MESHFLOW_BENCH_NO_BREAKDOWN") == nullptr) print_step_breakdown(model, batch, opt, peak);
 }
 
 // A causal language model: random ids and labels in [0, vocab).

@@ -4,6 +4,10 @@
 #include <cblas.h>
 #include <dnnl.h>
 
+#include <string>
+
+#include "meshflow/core/trace.h"
+
 #include "meshflow/ops/cpu/common.h"
 #include "meshflow/ops/cpu/register.h"
 #include "meshflow/ops/kernels.h"
@@ -25,6 +29,11 @@ bool trivial_gemm(int64_t m, int64_t n, int64_t k, double beta, T* c, int64_t ld
 void sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const void* a, int64_t lda, const void* b,
            int64_t ldb, double beta, void* c, int64_t ldc) {
   if (trivial_gemm(m, n, k, beta, static_cast<float*>(c), ldc)) return;
+  // Recorded (profiling, the benchmarks' step breakdown) with its multiply-add FLOPs.
+  const trace::Scope span = trace::enabled() ? trace::Scope("kernel", "sgemm", "\"flops\":" + std::to_string(2 * m * n * k) +
+                                                                                  ",\"shape\":\"" + (ta ? "T" : "N") + (tb ? "T " : "N ") +
+                                                                                  std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k) + "\"")
+                                             : trace::Scope();
   dnnl_status_t st = dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, static_cast<float>(alpha),
                                 static_cast<const float*>(a), lda, static_cast<const float*>(b), ldb,
                                 static_cast<float>(beta), static_cast<float*>(c), ldc);
