@@ -43,9 +43,10 @@ MF_HOST_DEVICE inline Philox4x32 philox_block(uint64_t seed, uint64_t stream, ui
 }
 
 #if !defined(__CUDACC__)  // host only (OpenMP SIMD loops); device code uses philox_block
-// Philox4x32-10 of kN consecutive blocks [first, first + kN) of one (seed, stream), written
-// as words[lane * kN + j] for block first + j: the same numbers as philox_block, in a form the
-// compiler vectorises (32x32->64 multiplies across blocks).
+// Philox4x32-10 of kN consecutive blocks [first, first + kN) of one (seed, stream), written in
+// element order: words[4 * j + lane] is lane `lane` of block first + j, the word of logical
+// element 4 * (first + j) + lane. The same numbers as philox_block, in a form the compiler
+// vectorises (32x32->64 multiplies across blocks).
 template <int kN>
 inline void philox_blocks(uint64_t seed, uint64_t stream, uint64_t first, uint32_t* words) {
   uint32_t c0[kN], c1[kN], c2[kN], c3[kN];
@@ -74,10 +75,10 @@ inline void philox_blocks(uint64_t seed, uint64_t stream, uint64_t first, uint32
     k1 += 0xBB67AE85u;
   }
   for (int j = 0; j < kN; ++j) {
-    words[0 * kN + j] = c0[j];
-    words[1 * kN + j] = c1[j];
-    words[2 * kN + j] = c2[j];
-    words[3 * kN + j] = c3[j];
+    words[4 * j + 0] = c0[j];
+    words[4 * j + 1] = c1[j];
+    words[4 * j + 2] = c2[j];
+    words[4 * j + 3] = c3[j];
   }
 }
 #endif

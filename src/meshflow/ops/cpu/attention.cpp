@@ -63,7 +63,12 @@ inline void dropout_keep(uint64_t seed, uint64_t stream, uint64_t base, int64_t 
     const uint64_t first = q >> 2;
     philox_blocks<kBlocks>(seed, stream, first, words);
     const uint64_t end = std::min<uint64_t>((first + kBlocks) * 4, stop);
-    for (; q < end; ++q) keep[q - base] = (words[(q & 3) * kBlocks + ((q >> 2) - first)] >> 8) >= threshold;
+    const uint32_t* w = words + (q - first * 4);  // w[e]: the word of logical element q + e
+    uint8_t* k = keep + (q - base);
+    const int64_t n_here = static_cast<int64_t>(end - q);
+#pragma omp simd
+    for (int64_t e = 0; e < n_here; ++e) k[e] = (w[e] >> 8) >= threshold;
+    q = end;
   }
 }
 

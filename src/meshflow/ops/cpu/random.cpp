@@ -65,7 +65,8 @@ void for_ranges(const std::vector<Range>& ranges, int64_t grain, F&& run) {
 }
 
 // Calls f(local offset, 32-bit word) for every element; one Philox block per 4 logical
-// positions, generated 16 blocks (64 words) at a time on full vectors.
+// positions, generated 16 blocks (64 words) at a time on full vectors, f applied to them in a
+// SIMD loop.
 template <class F>
 void for_each_word(const std::vector<Range>& ranges, uint64_t seed, uint64_t stream, F&& f) {
   constexpr int kBlocks = 16;
@@ -73,12 +74,17 @@ void for_each_word(const std::vector<Range>& ranges, uint64_t seed, uint64_t str
     alignas(64) uint32_t words[4 * kBlocks];
     int64_t i = a;
     while (i < b) {
-      uint64_t idx = rg.logical + static_cast<uint64_t>(i);
-      uint64_t first = idx >> 2;
+      const uint64_t idx = rg.logical + static_cast<uint64_t>(i);
+      const uint64_t first = idx >> 2;
       philox_blocks<kBlocks>(seed, stream, first, words);
-      // word of logical position q (first*4 <= q < (first+kBlocks)*4): lane q&3 of block q>>2
-      uint64_t end = std::min<uint64_t>((first + kBlocks) * 4, rg.logical + static_cast<uint64_t>(b));
-      for (; idx < end; ++idx, ++i) f(rg.local + i, words[(idx & 3) * kBlocks + ((idx >> 2) - first)]);
+      // words[o]: logical position first * 4 + o
+      const int64_t o0 = static_cast<int64_t>(idx - first * 4);
+      const int64_t n = std::min<int64_t>(4 * kBlocks - o0, b - i);
+      const uint32_t* w = words + o0;
+      const int64_t at = rg.local + i;
+#pragma omp simd
+      for (int64_t e = 0; e < n; ++e) f(at + e, w[e]);
+      i += n;
     }
   });
 }
