@@ -25,6 +25,27 @@
 
 namespace mfb {
 
+// One training step (forward, backward, clipping at 1.0, AdamW): its loss and the seconds to the
+// end of the forward, of the backward and of the update.
+struct StepTimes {
+  mf::Tensor loss;
+  double forward_s = 0, backward_end_s = 0, total_s = 0;
+};
+inline StepTimes train_step(mf::models::Model& model, const mf::models::Batch& batch, mf::optim::AdamW& opt) {
+  const auto t0 = std::chrono::steady_clock::now();
+  auto since = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
+  StepTimes r;
+  opt.zero_grad();
+  r.loss = model.loss(batch);
+  r.forward_s = since();
+  r.loss.backward();
+  r.backward_end_s = since();
+  mf::optim::clip_grad_norm(model.parameters(), 1.0);
+  opt.step();
+  r.total_s = since();
+  return r;
+}
+
 // The class of a recorded op span ("matmul", "gelu backward", ...): where a step's time goes.
 inline const char* op_class(const std::string& name) {
   const std::string op = name.substr(0, name.find_first_of(" ("));
@@ -45,14 +66,7 @@ inline const char* op_class(const std::string& name) {
 inline void print_step_breakdown(mf::models::Model& model, const mf::models::Batch& batch,
                                  mf::optim::AdamW& opt, double peak) {
   mf::trace::start();
-  const int64_t t0 = mf::trace::now_ns();
-  opt.zero_grad();
-  mf::Tensor loss = model.loss(batch);
-  loss.backward();
-  const int64_t t1 = mf::trace::now_ns();
-  mf::optim::clip_grad_norm(model.parameters(), 1.0);
-  opt.step();
-  const int64_t t2 = mf::trace::now_ns();
+  const StepTimes t = train_step(model, batch, opt);
   std::vector<mf::trace::Event> ev = mf::trace::stop();
   std::vector<const mf::trace::Event*> spans;
   double gemm_kernel_flops = 0;
@@ -99,11 +113,10 @@ inline void print_step_breakdown(mf::models::Model& model, const mf::models::Bat
   while (!stack.empty()) close();
   double covered = 0;
   for (const auto& [k, v] : by_class) covered += v;
-  const double fwd_bwd = static_cast<double>(t1 - t0) / 1e9, optim = static_cast<double>(t2 - t1) / 1e9;
-  const double step = fwd_bwd + optim;
+  const double fwd_bwd = t.backward_end_s, optim = t.total_s - t.backward_end_s, step = t.total_s;
   by_class["optimizer (clip + AdamW)"] = optim;
   by_class["other (autograd, allocation, glue)"] = fwd_bwd - covered;
-  std::printf("step breakdown (one recorded step, %.3f s, loss %.4f):\n", step, loss.item());
+  std::printf("step breakdown (one recorded step, %.3f s, loss %.4f):\n", step, t.loss.item());
   std::vector<std::pair<double, std::string>> rows;
   for (const auto& [k, v] : by_class) rows.emplace_back(v, k);
   std::sort(rows.rbegin(), rows.rend());
@@ -141,22 +154,15 @@ inline void time_training_steps(mf::models::Model& model, const mf::models::Batc
   std::printf("FLOPs/token %.3g (Model::flops_per_token), peak %.1f GFLOP/s (measured FMA rate)\n", fpt, peak / 1e9);
   double best = 1e30, total = 0;
   for (int64_t s = 0; s < steps; ++s) {
-    auto t0 = std::chrono::steady_clock::now();
     struct rusage ru0;
     getrusage(RUSAGE_SELF, &ru0);
-    auto since = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
-    opt.zero_grad();
-    mf::Tensor loss = model.loss(batch);
-    const double t_fwd = since();
-    loss.backward();
-    const double t_bwd = since();
-    mf::optim::clip_grad_norm(model.parameters(), 1.0);
-    opt.step();
-    const double dt = since();
+    const StepTimes t = train_step(model, batch, opt);
+    const double dt = t.total_s;
     struct rusage ru1;
     getrusage(RUSAGE_SELF, &ru1);
     std::printf("step %lld: loss %.4f, %.3f s (forward %.3f, backward %.3f, clip + AdamW %.3f; %ld page faults)\n",
-                static_cast<long long>(s), loss.item(), dt, t_fwd, t_bwd - t_fwd, dt - t_bwd, ru1.ru_minflt - ru0.ru_minflt);
+                static_cast<long long>(s), t.loss.item(), dt, t.forward_s, t.backward_end_s - t.forward_s,
+                dt - t.backward_end_s, ru1.ru_minflt - ru0.ru_minflt);
     if (s > 0) {
       best = std::min(best, dt);
       total += dt;

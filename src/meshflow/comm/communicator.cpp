@@ -41,6 +41,13 @@ std::atomic<int> g_pending_timeouts{0};
 bool pending_timeout() { return g_pending_timeouts.load() > 0; }
 void note_pending_timeout(int delta) { g_pending_timeouts.fetch_add(delta); }
 
+void finish_for_teardown(Work& w) noexcept {
+  try {
+    if (pending_timeout()) w.is_completed(); else w.wait();
+  } catch (...) {
+  }
+}
+
 double comm_wait_seconds() { return static_cast<double>(g_wait_ns.load(std::memory_order_relaxed)) * 1e-9; }
 void add_comm_wait_seconds(double seconds) {
   g_wait_ns.fetch_add(static_cast<int64_t>(seconds * 1e9), std::memory_order_relaxed);

@@ -91,6 +91,10 @@ void add_comm_wait_seconds(double seconds);
 // +1 when an operation's wait first times out, -1 when such an operation completes after all.
 bool pending_timeout();
 void note_pending_timeout(int delta);
+// For destructors: lets `w` finish (a pending collective still writes its buffers), or only tests
+// it once while pending_timeout() (the job is going down: no second timeout). Never throws: a
+// failed or timed-out operation leaves nothing more to do.
+void finish_for_teardown(Work& w) noexcept;
 
 class Communicator {
  public:

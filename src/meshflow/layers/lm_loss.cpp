@@ -40,7 +40,7 @@ GlobalTensor lm_loss(const GlobalTensor& hidden, const Tensor& labels, const Emb
   // Chunks of equal size (within one row): no thin last chunk, whose GEMMs run far below the
   // others' rate (a 25-row tail took 7% of GPT-2 small's loss head).
   const int64_t N = flat.logical_shape[0], most = std::max<int64_t>(1, o.chunk_elements / table.max_local_rows());
-  const int64_t num_chunks = (N + most - 1) / std::max<int64_t>(most, 1);
+  const int64_t num_chunks = (N + most - 1) / most;
   const int64_t rows = num_chunks > 0 ? (N + num_chunks - 1) / num_chunks : most;
   // The weight is an input of the recomputed piece, not captured, so its chunks' gradients reach
   // its .grad through the caller's graph in the same order as without recomputation (and its

@@ -146,13 +146,7 @@ GradReducer::GradReducer(std::vector<Tensor> params, std::shared_ptr<comm::Commu
 GradReducer::~GradReducer() {
   // Launched reductions still write the buckets: let them finish (their Work keeps the buffers).
   for (auto& b : state_->buckets)
-    if (b.work && !b.done) {
-      try {
-        // After a timeout elsewhere the job is going down: look once, do not wait again.
-        if (comm::pending_timeout()) b.work->is_completed(); else b.work->wait();
-      } catch (...) {  // a failed or timed-out collective: nothing left to do here
-      }
-    }
+    if (b.work && !b.done) comm::finish_for_teardown(*b.work);
 }
 
 void GradReducer::prepare() {

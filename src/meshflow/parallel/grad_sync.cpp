@@ -146,7 +146,7 @@ void GradSync::set_tied(std::vector<std::string> tied) {
     if (holders.size() < 2) continue;
     auto found = std::find_if(made.begin(), made.end(), [&](const auto& m) { return m.first == holders; });
     if (found == made.end()) {  // every stage makes it, in the same order (sub_group is collective over pp)
-      const bool ends = holders == std::vector<int>{0, stages - 1};
+      const bool ends = holders == std::vector<int>{0, static_cast<int>(stages - 1)};
       made.emplace_back(holders, ends ? g_.tied : g_.pp->sub_group(holders));
       found = made.end() - 1;
     }

@@ -258,12 +258,7 @@ ZeroShards::ZeroShards(std::vector<Tensor> params, std::vector<bool> tp_replicat
 ZeroShards::~ZeroShards() {
   for (auto& G : state_->groups)
     for (comm::WorkPtr* w : {&G.gather_work, &G.reduce_work})
-      if (*w) {
-        try {
-          if (comm::pending_timeout()) (*w)->is_completed(); else (*w)->wait();  // see GradReducer
-        } catch (...) {  // a failed collective: nothing left to do here
-        }
-      }
+      if (*w) comm::finish_for_teardown(**w);
 }
 
 Tensor ZeroShards::shard(size_t k) const {

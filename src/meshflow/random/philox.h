@@ -2,6 +2,7 @@
 // element depends only on (seed, stream, element offset in the logical tensor), so a tensor
 // computed whole or in pieces on many ranks draws identical numbers.
 #pragma once
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 
@@ -79,6 +80,25 @@ inline void philox_blocks(uint64_t seed, uint64_t stream, uint64_t first, uint32
     words[4 * j + 1] = c1[j];
     words[4 * j + 2] = c2[j];
     words[4 * j + 3] = c3[j];
+  }
+}
+
+// Calls f(e, word) for e in [0, n): the 32-bit word of logical element base + e (lane
+// (base + e) & 3 of block (base + e) >> 2), the blocks drawn 16 at a time by philox_blocks and
+// f applied in a SIMD loop (f must treat each e on its own).
+template <class F>
+inline void philox_for_each_word(uint64_t seed, uint64_t stream, uint64_t base, int64_t n, F&& f) {
+  constexpr int kBlocks = 16;
+  alignas(64) uint32_t words[4 * kBlocks];
+  for (int64_t e0 = 0; e0 < n;) {
+    const uint64_t idx = base + static_cast<uint64_t>(e0), first = idx >> 2;
+    philox_blocks<kBlocks>(seed, stream, first, words);
+    const auto o = static_cast<int64_t>(idx - first * 4);  // words[o]: logical element idx
+    const int64_t m = std::min<int64_t>(4 * kBlocks - o, n - e0);
+    const uint32_t* w = words + o;
+#pragma omp simd
+    for (int64_t e = 0; e < m; ++e) f(e0 + e, w[e]);
+    e0 += m;
   }
 }
 #endif

@@ -106,9 +106,8 @@ class MpiWork final : public Work {
     if (done_ || failed_ || mpi_finalized()) return;
     try {
       // MPI may still read or write the tensors: finish before releasing them. After a timeout
-      // (the job is usually going down) only test once, so unwinding never blocks again.
-      // Some operation timed out (comm::pending_timeout()): the job is going down; test once and
-      // keep the buffers without a word (no second timeout, no second line).
+      // (this operation's, or any: comm::pending_timeout(), the job is going down) only test once,
+      // so unwinding never blocks again; leak() then keeps the buffers without a word.
       if (timed_out_ || pending_timeout()) test(); else wait();
     } catch (...) {
     }

@@ -52,24 +52,10 @@ Geom geom(const Tensor& t) { return {t.stride(0), t.stride(1), t.stride(2)}; }
 
 // Dropout keep flags (1 kept, 0 dropped) for logical elements [base, base + n): kept when
 // philox_uniform(seed, stream, index) = u / 2^24 >= p (u the word's top 24 bits), that is when
-// u >= ceil(p 2^24), exactly. One Philox block serves four elements; 16 blocks are drawn at once
-// on full vectors.
+// u >= ceil(p 2^24), exactly.
 inline void dropout_keep(uint64_t seed, uint64_t stream, uint64_t base, int64_t n, double p, uint8_t* keep) {
-  constexpr int kBlocks = 16;
-  alignas(64) uint32_t words[4 * kBlocks];
   const auto threshold = static_cast<uint32_t>(std::ceil(p * 16777216.0));
-  const uint64_t stop = base + static_cast<uint64_t>(n);
-  for (uint64_t q = base; q < stop;) {
-    const uint64_t first = q >> 2;
-    philox_blocks<kBlocks>(seed, stream, first, words);
-    const uint64_t end = std::min<uint64_t>((first + kBlocks) * 4, stop);
-    const uint32_t* w = words + (q - first * 4);  // w[e]: the word of logical element q + e
-    uint8_t* k = keep + (q - base);
-    const int64_t n_here = static_cast<int64_t>(end - q);
-#pragma omp simd
-    for (int64_t e = 0; e < n_here; ++e) k[e] = (w[e] >> 8) >= threshold;
-    q = end;
-  }
+  philox_for_each_word(seed, stream, base, n, [&](int64_t e, uint32_t w) { keep[e] = (w >> 8) >= threshold; });
 }
 
 // Philox index of score (bh, i, 0): its position in the logical (B', H', Tq, Tk) scores.

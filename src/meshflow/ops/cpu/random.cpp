@@ -64,28 +64,13 @@ void for_ranges(const std::vector<Range>& ranges, int64_t grain, F&& run) {
   }
 }
 
-// Calls f(local offset, 32-bit word) for every element; one Philox block per 4 logical
-// positions, generated 16 blocks (64 words) at a time on full vectors, f applied to them in a
-// SIMD loop.
+// Calls f(local offset, 32-bit word) for every element (philox_for_each_word over each run).
 template <class F>
 void for_each_word(const std::vector<Range>& ranges, uint64_t seed, uint64_t stream, F&& f) {
-  constexpr int kBlocks = 16;
   for_ranges(ranges, 1 << 14, [&](const Range& rg, int64_t a, int64_t b) {
-    alignas(64) uint32_t words[4 * kBlocks];
-    int64_t i = a;
-    while (i < b) {
-      const uint64_t idx = rg.logical + static_cast<uint64_t>(i);
-      const uint64_t first = idx >> 2;
-      philox_blocks<kBlocks>(seed, stream, first, words);
-      // words[o]: logical position first * 4 + o
-      const int64_t o0 = static_cast<int64_t>(idx - first * 4);
-      const int64_t n = std::min<int64_t>(4 * kBlocks - o0, b - i);
-      const uint32_t* w = words + o0;
-      const int64_t at = rg.local + i;
-#pragma omp simd
-      for (int64_t e = 0; e < n; ++e) f(at + e, w[e]);
-      i += n;
-    }
+    const int64_t at = rg.local + a;
+    philox_for_each_word(seed, stream, rg.logical + static_cast<uint64_t>(a), b - a,
+                         [&](int64_t e, uint32_t word) { f(at + e, word); });
   });
 }
 
