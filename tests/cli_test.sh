@@ -53,6 +53,17 @@ expect_error() {  # name, expected substring, command...
   fi
 }
 
+# meshflow plan / graph.auto_parallel: an unknown hardware profile, a damaged profile file, no layout
+# fitting the memory (the reasons counted).
+expect_error "unknown hardware profile" "unknown hardware profile 'tpu9': give host, a100-80gb, h100-80gb" \
+  "$bin" plan "${good[@]}" --nproc 2 --hardware tpu9
+echo '{"name": "x"}' > "$work/profile.json"
+expect_error "damaged hardware profile" "the hardware profile $work/profile.json is not one \`meshflow profile\` writes" \
+  "$bin" plan "${good[@]}" --nproc 2 --hardware "$work/profile.json"
+expect_error "nothing fits" "no layout of GPT-2: .* fits on 2 ranks with 1e-09 GB each: .*memory (" \
+  "$bin" plan "${good[@]}" --nproc 2 --memory-per-rank 0.000000001
+expect_error "auto-parallel: nothing fits" "graph.auto_parallel: no layout of GPT-2: .* fits on 1 ranks" \
+  "$bin" train "${good[@]}" graph.auto_parallel.enabled=true graph.auto_parallel.memory_per_rank_gb=1e-9 "train.output_dir=$work/o0"
 expect_error "missing data file" "$work/none" "$bin" train "${good[@]}" "data.data_prefix=$work/none" "train.output_dir=$work/o1"
 cp "$work/c_text_document.bin" "$work/bad.bin"
 head -c 20 "$work/c_text_document.idx" > "$work/bad.idx"

@@ -1,4 +1,4 @@
-// The meshflow command line: `meshflow train|eval|preprocess|convert|generate|serve|report ...`. Every failure prints one
+// The meshflow command line: `meshflow train|eval|preprocess|convert|generate|serve|report|plan|profile ...`. Every failure prints one
 // line "meshflow: error: ..." and exits non-zero.
 //
 // Started by a launcher (`mpirun -np N meshflow train ...`, or `srun` with PMIx), it joins the
@@ -23,6 +23,8 @@
 #include "meshflow/infer/run.h"
 #include "meshflow/infer/load.h"
 #include "meshflow/launch/supervisor.h"
+#include "meshflow/plan/profile.h"
+#include "meshflow/plan/run.h"
 #include "meshflow/report/report.h"
 #include "meshflow/serve/server.h"
 #include "meshflow/serve/signals.h"
@@ -406,6 +408,25 @@ int main(int argc, char** argv) {
   auto* report = add_report_command(app, ra);
   mf::launch::LaunchOptions lo;
   auto* launch = add_launch_command(app, config, overrides, lo);
+  mf::plan::PlanArgs pla;
+  auto* plan = app.add_subcommand("plan", "Rank every parallel layout of a config's model on N ranks by predicted step time, "
+                                  "with memory per rank and why the others are out (graph.auto_parallel.enabled=true "
+                                  "trains with the first)");
+  plan->add_option("config", config, "YAML config file, e.g. configs/gpt2/tiny.yaml")->required();
+  plan->add_option("overrides", overrides, "key=value overrides; a layout key set to other than its default is kept");
+  plan->add_option("--nproc", pla.nproc, "processes (ranks) to plan for")->check(CLI::PositiveNumber);
+  plan->add_option("--memory-per-rank", pla.memory_per_rank_gb, "GB a rank may use (default: the hardware profile's)")
+      ->check(CLI::NonNegativeNumber);
+  plan->add_option("--hardware", pla.hardware, "host (this machine), a100-80gb, h100-80gb, or a file written by meshflow profile");
+  plan->add_option("--top", pla.top, "plans to print (0: all)")->check(CLI::NonNegativeNumber);
+  plan->add_flag("--rejected", pla.rejected, "also print every rejected layout with its reason");
+  plan->add_flag("--json", pla.json, "print every feasible plan as a JSON line (layout keys, predicted time and memory)");
+  mf::plan::ProfileOptions pro;
+  auto* profile = app.add_subcommand("profile", "Measure this machine for the planner (GEMM, attention, memory, each "
+                                     "collective per group size; every rank at once): a file for meshflow plan --hardware");
+  profile->add_option("--output", pro.output, "the profile file to write (JSON)");
+  profile->add_option("--repeats", pro.repeats, "timed repeats per measurement (the median counts)")->check(CLI::PositiveNumber);
+  profile->footer("Example: mpirun -np 8 meshflow profile --output host8.json; meshflow plan CONFIG --nproc 8 --hardware host8.json");
   auto* devices = app.add_subcommand("devices", "Print the CUDA devices this process sees (first line: cuda_devices N)");
 
   // An unknown command: one line naming it and the commands there are (CLI11 would say only that
@@ -429,9 +450,13 @@ int main(int argc, char** argv) {
   }
   try {
     if (*train) {
-      const mf::Config c = mf::Config::load(config, overrides);
+      const mf::Config c = mf::plan::auto_parallel(mf::Config::load(config, overrides), world, stdout);
       const mf::comm::CommPtr run_world = device_world(c, world);
       mf::train::run_training(c, stdout, run_world);
+    } else if (*profile) {
+      mf::plan::measure_profile(world, pro, stdout);
+    } else if (*plan) {
+      return mf::plan::run_plan(mf::Config::load(config, overrides), pla, stdout);
     } else if (*gen) {
       const mf::Config c = mf::Config::load(config, overrides);
       mf::infer::run_generation(c, ga, stdout, device_world(c, world));

@@ -182,6 +182,17 @@ tokenization:
   append_eod: true              # `meshflow preprocess`: append the end-of-document token to every document (Megatron's
                                 #   --append-eod); its default, read from --config, overridden by --append-eod / --no-eod.
                                 #   Training reads the dataset as it was written and does not use this key.
+
+graph:
+  auto_parallel:
+    enabled: false              # LiBai's key: `meshflow train` takes the layout `meshflow plan` ranks first for the
+                                #   world size (train.dist sizes, schedule, sequence parallel, ZeRO, micro-batch and
+                                #   accumulation of the global batch, recomputation), logs it and writes it into the
+                                #   run's config.yaml; a layout key set to other than its default is kept as a constraint
+    memory_per_rank_gb: 0.0     # the memory a rank may use (GB); 0 = the hardware profile's (this machine: its
+                                #   physical memory shared by the ranks)
+    hardware: ""                # the time and memory model's machine: "" = this one (measured FMA peak), a file written
+                                #   by `meshflow profile`, or a100-80gb | h100-80gb (published figures)
 )YAML";
 }
 

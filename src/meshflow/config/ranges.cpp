@@ -84,6 +84,7 @@ const std::map<std::string, Range>& ranges() {
       {"train.dist.virtual_pipeline_size", at_least(1)},
       {"train.dist.timeout", above(0)},
       {"train.dist.grad_bucket_mb", above(0)},
+      {"graph.auto_parallel.memory_per_rank_gb", at_least(0)},
       {"train.scheduler.warmup_iter", at_least(0)},
       {"train.scheduler.warmup_factor", closed(0, 1)},
       {"train.scheduler.alpha", closed(0, 1)},

@@ -1,0 +1,90 @@
+#include "meshflow/plan/cost.h"
+
+#include <algorithm>
+
+namespace mf::plan {
+
+StepTime estimate_step_time(const ModelCosts& m, const Layout& l, const HardwareProfile& h,
+                            const std::vector<std::pair<int64_t, int64_t>>& ranges) {
+  const double tokens = static_cast<double>(l.micro_batch * m.seq);
+  const double tp = static_cast<double>(l.tp), C = static_cast<double>(m.hidden), T = static_cast<double>(m.seq);
+  const double V = static_cast<double>(m.vocab), act = static_cast<double>(m.act_bytes), pbytes = static_cast<double>(m.param_bytes);
+  const bool full = l.recompute == Recompute::kFull, selective = l.recompute == Recompute::kSelective;
+  // Forward seconds of one layer for a micro-batch: its four GEMMs (split / tp each), attention,
+  // the elementwise ops' traffic and the host's time per op (about 30 ops per layer).
+  auto layer_forward = [&](int64_t layer) {
+    const double matrix = static_cast<double>(m.layer_params[static_cast<size_t>(layer)].split) / tp;
+    const double gemm_flops = 2 * tokens * matrix;
+    const double gemm_s = gemm_flops / h.gemm_rate(gemm_flops / 4);
+    const double attention_s = 4 * tokens * T * C / tp / (h.gemm_flops * h.attention_efficiency);
+    const double kept = m.layer_acts.sequence + m.layer_acts.gathered + m.layer_acts.split / tp;
+    const double elementwise_s = 2 * tokens * kept * act / h.memory_bandwidth;
+    return std::make_pair(gemm_s + attention_s + elementwise_s + 15 * h.op_overhead_s, attention_s);
+  };
+  const double head_flops = 2 * tokens * V * C / tp;
+  const double head_forward = head_flops / h.gemm_rate(head_flops) + 3 * tokens * V / tp * act / h.memory_bandwidth;
+  // Per micro-batch seconds of each pipeline rank (all its chunks): forward, backward (twice the
+  // forward), recomputation's extra forward.
+  double slowest = 0;
+  int64_t layers_slowest = 0;
+  for (int64_t s = 0; s < l.pp; ++s) {
+    double t = 0;
+    int64_t layers = 0;
+    for (int64_t k = 0; k < l.virtual_stages; ++k) {
+      const auto [a, b] = ranges[static_cast<size_t>(k * l.pp + s)];
+      for (int64_t layer = a; layer < b; ++layer) {
+        const auto [f, attention] = layer_forward(layer);
+        const bool recomputed = l.recompute != Recompute::kNone && layer < l.recompute_layers;
+        t += 3 * f + (recomputed && full ? f : 0.0) + (recomputed && selective ? attention : 0.0);
+        ++layers;
+      }
+    }
+    if (s == l.pp - 1) t += 3 * head_forward + (full ? head_forward : 0.0);
+    if (t > slowest) {
+      slowest = t;
+      layers_slowest = layers;
+    }
+  }
+  const double m_micro = static_cast<double>(l.accumulation), v = static_cast<double>(l.virtual_stages);
+  StepTime st;
+  st.compute_s = m_micro * slowest;
+  st.bubble_s = static_cast<double>(l.pp - 1) / v * slowest;
+  // Tensor parallelism: per layer two all-reduces forward and two backward of the (tokens, C)
+  // activation (sequence parallel: an all-gather and a reduce-scatter for each), the embedding's
+  // and the head's; the runtime waits for each.
+  const bool tp_crosses = l.tp > h.ranks_per_node;
+  const double act_bytes = tokens * C * act;
+  const double tp_one = l.sequence_parallel ? h.collective_seconds("all_gather", l.tp, act_bytes, tp_crosses) +
+                                                  h.collective_seconds("reduce_scatter", l.tp, act_bytes, tp_crosses)
+                                            : 2 * h.collective_seconds("all_reduce", l.tp, act_bytes, tp_crosses);
+  st.tp_comm_s = l.tp > 1 ? m_micro * (2 * static_cast<double>(layers_slowest) + 1) * tp_one : 0.0;
+  // Pipeline: each micro-batch's activation forward and its gradient back, per chunk.
+  const bool pp_crosses = l.tp * l.dp * 2 > h.ranks_per_node;
+  const double message = act_bytes / (l.sequence_parallel ? tp : 1.0);
+  st.pp_comm_s = l.pp > 1 ? m_micro * 2 * v * h.collective_seconds("send_recv", 2, message, pp_crosses) : 0.0;
+  // Data parallelism: the gradients' reduction (ZeRO 2/3: a reduce-scatter), partly hidden behind
+  // backward; ZeRO's all-gather of the updated parameters after the step; ZeRO-3's gathers of
+  // every unit in forward and again in backward, prefetched like the reduction.
+  double rank_params = 0;
+  for (int64_t k = 0; k < l.virtual_stages; ++k) {
+    const auto [a, b] = ranges[static_cast<size_t>(k * l.pp)];
+    for (int64_t layer = a; layer < b; ++layer) rank_params += static_cast<double>(m.layer_params[static_cast<size_t>(layer)].on_rank(l.tp));
+  }
+  rank_params += static_cast<double>(m.embedding.on_rank(l.tp));
+  if (l.pp == 1) rank_params += static_cast<double>(m.head.on_rank(l.tp));
+  const double grad_bytes = rank_params * pbytes;
+  if (l.dp > 1) {
+    const bool dp_crosses = l.dp * l.tp > h.ranks_per_node;
+    const double hidden = 1 - h.dp_overlap;
+    const double reduce = h.collective_seconds(l.zero_stage >= 2 ? "reduce_scatter" : "all_reduce", l.dp, grad_bytes, dp_crosses);
+    const double gather = h.collective_seconds("all_gather", l.dp, grad_bytes, dp_crosses);
+    st.dp_comm_s = hidden * reduce + (l.zero_stage >= 1 ? gather : 0.0) +
+                   (l.zero_stage >= 3 ? hidden * 2 * m_micro * gather : 0.0);
+  }
+  // Clipping (one read of the gradients) and AdamW (parameters, gradients, moments read, three written).
+  const double opt_elems = rank_params / (l.zero_stage >= 1 ? static_cast<double>(l.dp) : 1.0);
+  st.optimizer_s = opt_elems * (4 + 28 + (m.amp ? 8 : 0)) / h.memory_bandwidth;
+  return st;
+}
+
+}  // namespace mf::plan

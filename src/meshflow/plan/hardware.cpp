@@ -1,0 +1,150 @@
+#include "meshflow/plan/hardware.h"
+
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include <omp.h>
+#include <unistd.h>
+
+#include "meshflow/core/error.h"
+#include "meshflow/train/peak_flops.h"
+
+namespace mf::plan {
+
+double HardwareProfile::gemm_rate(double flops) const {
+  return gemm_flops * flops / (flops + gemm_half_flops);
+}
+
+double HardwareProfile::collective_seconds(const std::string& op, int64_t group, double bytes, bool crosses_nodes) const {
+  if (group <= 1 && op != "send_recv") return 0;
+  auto fit = collectives.find(op + "/" + std::to_string(group));
+  if (fit != collectives.end()) return fit->second.seconds(bytes);
+  const AlphaBeta& link = crosses_nodes ? inter : intra;
+  const double n = static_cast<double>(group);
+  if (op == "all_reduce") return 2 * (n - 1) * link.alpha_s + 2 * (n - 1) / n * bytes * link.beta_s_per_b;
+  if (op == "reduce_scatter" || op == "all_gather") return (n - 1) * link.alpha_s + (n - 1) / n * bytes * link.beta_s_per_b;
+  MF_CHECK(op == "send_recv", "plan: unknown collective ", op);
+  return link.seconds(bytes);
+}
+
+namespace {
+
+// Published figures. A100 80GB SXM (DGX A100, as Megatron-LM's Selene): 312 TFLOP/s dense bf16,
+// 2039 GB/s HBM2e, NVLink 3 at 300 GB/s per direction, eight 200 Gb/s HDR InfiniBand adapters per
+// node (25 GB/s per GPU). H100 80GB SXM (DGX H100): 989 TFLOP/s dense bf16, 3.35 TB/s HBM3, NVLink
+// 4 at 450 GB/s per direction, eight 400 Gb/s NDR adapters per node (50 GB/s per GPU). Sustained
+// GEMM rate: 80% (A100) and 75% (H100) of peak on large bf16 GEMMs; NCCL's ring buses at about
+// 80% of the link rate.
+HardwareProfile gpu(const std::string& name, double peak, double gemm_share, double half, double hbm, double nvlink,
+                    double ib) {
+  HardwareProfile h;
+  h.name = name;
+  h.source = "published figures (docs/architecture.md, \"Auto-parallel planning\")";
+  h.peak_flops = peak;
+  h.gemm_flops = gemm_share * peak;
+  h.gemm_half_flops = half;
+  h.attention_efficiency = 0.6;
+  h.memory_bandwidth = hbm;
+  h.memory_bytes = 80e9;
+  h.ranks_per_node = 8;
+  h.intra = {8e-6, 1 / (0.8 * nvlink)};
+  h.inter = {15e-6, 1 / (0.8 * ib)};
+  h.dp_overlap = 0.9;
+  h.op_overhead_s = 8e-6;
+  h.native_half = true;
+  return h;
+}
+
+// This machine: the measured FMA peak, shared by the ranks; the rest defaults until `meshflow
+// profile` measures it (MPI over shared memory: 5 µs, 5 GB/s).
+HardwareProfile host(int64_t ranks) {
+  HardwareProfile h;
+  h.name = "host";
+  h.source = "this machine's measured FMA peak; other rates default (run meshflow profile to measure them)";
+  // The whole machine's peak from this process's (its OpenMP threads'), shared by the ranks.
+  const double share = 1.0 / static_cast<double>(std::max<int64_t>(1, ranks));
+  const double cores = std::max(1u, std::thread::hardware_concurrency());
+  h.peak_flops = train::measured_peak_flops() / omp_get_max_threads() * cores * share;
+  h.gemm_flops = 0.8 * h.peak_flops;
+  h.gemm_half_flops = 2e7;
+  h.memory_bandwidth = 20e9 * share;
+  const auto pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+  h.memory_bytes = static_cast<double>(pages) * static_cast<double>(page) * share;
+  h.ranks_per_node = std::max<int64_t>(1, ranks);
+  h.intra = {5e-6, 1 / 5e9};
+  h.inter = h.intra;
+  h.dp_overlap = 0;
+  h.op_overhead_s = 2e-5;
+  return h;
+}
+
+}  // namespace
+
+HardwareProfile hardware_profile(const std::string& name, int64_t ranks) {
+  if (name.empty() || name == "host") return host(ranks);
+  if (name == "a100-80gb") return gpu(name, 312e12, 0.8, 2e9, 2039e9, 300e9, 25e9);
+  if (name == "h100-80gb") return gpu(name, 989e12, 0.75, 6e9, 3350e9, 450e9, 50e9);
+  MF_CHECK(std::filesystem::exists(name), "plan: unknown hardware profile '", name,
+           "': give host, a100-80gb, h100-80gb or a file written by `meshflow profile`");
+  return load_profile(name);
+}
+
+std::string profile_json(const HardwareProfile& h) {
+  nlohmann::ordered_json j;
+  j["name"] = h.name;
+  j["source"] = h.source;
+  j["peak_flops"] = h.peak_flops;
+  j["gemm_flops"] = h.gemm_flops;
+  j["gemm_half_flops"] = h.gemm_half_flops;
+  j["attention_efficiency"] = h.attention_efficiency;
+  j["memory_bandwidth"] = h.memory_bandwidth;
+  j["memory_bytes"] = h.memory_bytes;
+  j["ranks_per_node"] = h.ranks_per_node;
+  j["intra"] = {{"alpha_s", h.intra.alpha_s}, {"beta_s_per_byte", h.intra.beta_s_per_b}};
+  j["inter"] = {{"alpha_s", h.inter.alpha_s}, {"beta_s_per_byte", h.inter.beta_s_per_b}};
+  nlohmann::ordered_json coll = nlohmann::ordered_json::object();
+  for (const auto& [k, v] : h.collectives) coll[k] = {{"alpha_s", v.alpha_s}, {"beta_s_per_byte", v.beta_s_per_b}};
+  j["collectives"] = coll;
+  j["dp_overlap"] = h.dp_overlap;
+  j["op_overhead_s"] = h.op_overhead_s;
+  j["native_half"] = h.native_half;
+  return j.dump(2) + "\n";
+}
+
+HardwareProfile load_profile(const std::string& path) {
+  std::ifstream in(path);
+  MF_CHECK(in.good(), "plan: cannot read the hardware profile ", path);
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(in);
+    HardwareProfile h;
+    h.name = j.at("name").get<std::string>();
+    h.source = j.value("source", path);
+    h.peak_flops = j.at("peak_flops").get<double>();
+    h.gemm_flops = j.at("gemm_flops").get<double>();
+    h.gemm_half_flops = j.at("gemm_half_flops").get<double>();
+    h.attention_efficiency = j.at("attention_efficiency").get<double>();
+    h.memory_bandwidth = j.at("memory_bandwidth").get<double>();
+    h.memory_bytes = j.at("memory_bytes").get<double>();
+    h.ranks_per_node = j.at("ranks_per_node").get<int64_t>();
+    auto ab = [](const nlohmann::json& o) { return AlphaBeta{o.at("alpha_s").get<double>(), o.at("beta_s_per_byte").get<double>()}; };
+    h.intra = ab(j.at("intra"));
+    h.inter = ab(j.at("inter"));
+    for (const auto& [k, v] : j.at("collectives").items()) h.collectives[k] = ab(v);
+    h.dp_overlap = j.at("dp_overlap").get<double>();
+    h.op_overhead_s = j.at("op_overhead_s").get<double>();
+    h.native_half = j.value("native_half", false);
+    MF_CHECK(h.peak_flops > 0 && h.gemm_flops > 0 && h.memory_bandwidth > 0, "rates must be positive");
+    return h;
+  } catch (const nlohmann::json::exception& e) {
+    MF_THROW("plan: the hardware profile ", path, " is not one `meshflow profile` writes: ", e.what());
+  } catch (const Error& e) {
+    MF_THROW("plan: the hardware profile ", path, ": ", e.what());
+  }
+}
+
+}  // namespace mf::plan

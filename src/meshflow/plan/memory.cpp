@@ -1,0 +1,189 @@
+#include "meshflow/plan/memory.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <mutex>
+#include <set>
+#include <tuple>
+
+#include "meshflow/parallel/pipeline_schedule.h"
+#include "meshflow/train/build.h"
+
+namespace mf::plan {
+
+Config with_layout(const Config& c, const ModelCosts& m, const Layout& l) {
+  Config out = c;
+  for (const auto& [key, value] : l.config_keys(m.layers)) out.set(key, value, "plan");
+  return out;
+}
+
+namespace {
+
+// Elements a layer keeps per token under the layout (ModelCosts::layer_acts).
+double layer_kept(const ModelCosts& m, const Layout& l, bool recomputed) {
+  const double tp = static_cast<double>(l.tp), seq_div = l.sequence_parallel ? tp : 1.0;
+  const LayerActivations& a = m.layer_acts;
+  if (recomputed && l.recompute == Recompute::kFull) return static_cast<double>(m.hidden) / seq_div;  // its input
+  double kept = a.sequence / seq_div + a.gathered + a.split / tp;
+  if (recomputed && l.recompute == Recompute::kSelective) kept -= a.core / tp;
+  return kept;
+}
+
+}  // namespace
+
+std::vector<std::pair<int64_t, int64_t>> stage_layers(const Config& c, const ModelCosts& m, const Layout& l) {
+  if (l.pp == 1 && l.virtual_stages == 1) return {{0, m.layers}};
+  return train::pipeline_layers(with_layout(c, m, l), l.pp * l.virtual_stages);
+}
+
+MemoryEstimate estimate_memory(const Config& c, const ModelCosts& m, const Layout& l) {
+  return estimate_memory(m, l, stage_layers(c, m, l));
+}
+
+namespace {
+
+// A backward of a stage's schedule: the micro-batches each chunk holds just before it (its own
+// included), and its chunk. The distinct ones of a (schedule, stages, stage, micro-batches,
+// chunks), computed once: a plan for thousands of ranks has thousands of micro-batches.
+struct BackwardState {
+  std::vector<int64_t> held;
+  int64_t chunk = 0;
+  bool operator<(const BackwardState& o) const { return std::tie(chunk, held) < std::tie(o.chunk, o.held); }
+};
+
+const std::vector<BackwardState>& backward_states(parallel::PipelineSchedule schedule, int64_t stages, int64_t stage,
+                                                  int64_t micro, int64_t chunks) {
+  static std::mutex mu;
+  static std::map<std::tuple<int, int64_t, int64_t, int64_t, int64_t>, std::vector<BackwardState>> cache;
+  std::lock_guard<std::mutex> lock(mu);
+  auto key = std::make_tuple(static_cast<int>(schedule), stages, stage, micro, chunks);
+  auto it = cache.find(key);
+  if (it != cache.end()) return it->second;
+  std::set<BackwardState> seen;
+  std::vector<int64_t> held(static_cast<size_t>(chunks), 0);
+  for (const parallel::PipelineAction& a : parallel::pipeline_actions(schedule, stages, stage, micro, chunks)) {
+    if (a.forward) {
+      ++held[static_cast<size_t>(a.chunk)];
+      continue;
+    }
+    seen.insert({held, a.chunk});
+    --held[static_cast<size_t>(a.chunk)];
+  }
+  return cache.emplace(key, std::vector<BackwardState>(seen.begin(), seen.end())).first->second;
+}
+
+}  // namespace
+
+MemoryEstimate estimate_memory(const ModelCosts& m, const Layout& l, const std::vector<std::pair<int64_t, int64_t>>& ranges) {
+  const auto schedule = l.pp > 1 ? parallel::parse_pipeline_schedule(l.schedule) : parallel::PipelineSchedule::k1F1B;
+  const double tokens = static_cast<double>(l.micro_batch * m.seq);
+  const double act_bytes = static_cast<double>(m.act_bytes);
+  const double pbytes = static_cast<double>(m.param_bytes), dp = static_cast<double>(l.dp);
+  const double tp = static_cast<double>(l.tp), seq_div = l.sequence_parallel ? tp : 1.0;
+  const double C = static_cast<double>(m.hidden), V = static_cast<double>(m.vocab);
+  const bool full = l.recompute == Recompute::kFull;
+  // The loss head's logits per chunk of rows (layers/lm_loss.h): rows x V/tp, at most
+  // head_chunk_elements (1 << 24) per chunk, chunks of equal size.
+  const double chunk_elements = 16777216.0;
+  const double vocab_local = std::ceil(V / tp);
+  const double most = std::max(1.0, std::floor(chunk_elements / std::max(1.0, vocab_local)));
+  const double chunks = std::ceil(tokens / most), chunk_rows = std::ceil(tokens / chunks);
+  const double chunk_bytes = chunk_rows * vocab_local * act_bytes;
+  // Gradients held through a step: the data-parallel buckets (ZeRO-2/3: this rank's segment), and
+  // with accumulation the parameters' own .grad summing the micro-batches (the buckets take the
+  // gradients of the last one). One process without accumulation frees them every step and
+  // makes them anew in backward.
+  const bool accumulates = l.accumulation > 1;
+  MemoryEstimate best;
+  best.peak = -1;
+  for (int64_t s = 0; s < l.pp; ++s) {
+    const bool first = s == 0, last = s == l.pp - 1;
+    // ---- model state, and what each chunk's layers keep per micro-batch (bytes, in layer order)
+    double elems = 0, largest_layer = 0;
+    std::vector<std::vector<std::pair<double, bool>>> chunk_layers(static_cast<size_t>(l.virtual_stages));  // (kept, recomputed)
+    for (int64_t k = 0; k < l.virtual_stages; ++k) {
+      const auto [a, b] = ranges[static_cast<size_t>(k * l.pp + s)];
+      for (int64_t layer = a; layer < b; ++layer) {
+        const double p = static_cast<double>(m.layer_params[static_cast<size_t>(layer)].on_rank(l.tp));
+        elems += p;
+        largest_layer = std::max(largest_layer, p);
+        const bool recomputed = l.recompute != Recompute::kNone && layer < l.recompute_layers;
+        chunk_layers[static_cast<size_t>(k)].push_back({tokens * layer_kept(m, l, recomputed) * act_bytes, recomputed});
+      }
+    }
+    double head_unit = 0;  // the parameters the head uses (ZeRO-3 gathers them as a unit)
+    if (first) elems += static_cast<double>(m.embedding.on_rank(l.tp));
+    if (last) {
+      head_unit = static_cast<double>(m.head.on_rank(l.tp) + (m.tied ? m.tied_copy.on_rank(l.tp) : 0));
+      elems += static_cast<double>(m.head.on_rank(l.tp));
+      if (!first && m.tied) elems += static_cast<double>(m.tied_copy.on_rank(l.tp));
+    }
+    MemoryEstimate e;
+    e.stage = s;
+    e.parameters = elems * pbytes / (l.zero_stage >= 3 ? dp : 1.0);
+    e.gradients = elems * pbytes / (l.zero_stage >= 2 ? dp : 1.0);
+    e.optimizer_state = elems * (8.0 + (m.amp ? 4.0 : 0.0)) / (l.zero_stage >= 1 ? dp : 1.0);  // AdamW's m, v (+ f32 master)
+    // Held through the step: parameters, optimizer state, gradients where they persist (ZeRO-2/3:
+    // this rank's segment, and the whole gradients too while micro-batches accumulate).
+    double held_state = e.parameters + e.optimizer_state;
+    if (l.dp > 1) held_state += e.gradients;
+    if (accumulates) held_state += elems * pbytes;
+    // ---- activations: what each chunk's micro-batches keep, over the schedule
+    // The head keeps the last layer's output and the final norm's, and without full
+    // recomputation every chunk's logits (the cross-entropy's input).
+    const double head_kept = last ? tokens * (C / seq_div + C + (full ? 0.0 : vocab_local)) * act_bytes : 0.0;
+    // A layer's backward: its input's and the MLP hidden state's gradients, and for a recomputed
+    // layer (full) its activations made again.
+    const double grad_work = tokens * (static_cast<double>(m.ffn) / tp + 2 * C) * act_bytes;
+    const double remade = tokens * layer_kept(m, l, false) * act_bytes;
+    // The head's backward, chunk by chunk: the logits' gradient beside the logits (kept, or made
+    // again under full recomputation), then the table's gradient (V/tp x C) beside the logits'
+    // gradient once the logits are freed. Under full recomputation without accumulation the
+    // table's gradient of the first chunks stays while the later chunks run.
+    const double table_bytes = vocab_local * C * pbytes;
+    double head_work = std::max(chunk_bytes, table_bytes);
+    if (full) head_work = chunks >= 2 && !accumulates ? 2 * chunk_bytes + table_bytes : std::max(2 * chunk_bytes, chunk_bytes + table_bytes);
+    const double zero3_units = l.zero_stage >= 3 ? (std::max(head_unit, largest_layer) + largest_layer) * pbytes : 0.0;
+    auto kept_by = [&](int64_t k, bool head) {
+      double b = head ? head_kept : 0.0;
+      for (const auto& layer : chunk_layers[static_cast<size_t>(k)]) b += layer.first;
+      return b;
+    };
+    double held = 0, dynamic = 0, kept_at = 0, work_at = 0;
+    auto candidate = [&](double work) {
+      work += zero3_units;
+      if (held + work > dynamic) {
+        dynamic = held + work;
+        kept_at = held;
+        work_at = work;
+      }
+    };
+    for (const BackwardState& st : backward_states(schedule, l.pp, s, l.accumulation, l.virtual_stages)) {
+      held = 0;
+      for (int64_t k = 0; k < l.virtual_stages; ++k)
+        held += static_cast<double>(st.held[static_cast<size_t>(k)]) * kept_by(k, last && k == l.virtual_stages - 1);
+      // Backward runs the head, then the chunk's layers last to first, each freeing what it kept.
+      if (last && st.chunk == l.virtual_stages - 1) {
+        candidate(head_work);
+        held -= head_kept;
+      }
+      const auto& layers = chunk_layers[static_cast<size_t>(st.chunk)];
+      for (auto it = layers.rbegin(); it != layers.rend(); ++it) {
+        candidate(grad_work + (it->second && full ? remade : 0.0));
+        held -= it->first;
+      }
+    }
+    const double layer_work = grad_work + (full ? remade : 0.0);
+    e.kept = kept_at;
+    e.workspace = work_at;
+    e.peak = held_state + dynamic;
+    // One process without accumulation ends its backward holding every gradient: a peak of its own.
+    if (l.dp == 1 && !accumulates) e.peak = std::max(e.peak, held_state + e.gradients + layer_work);
+    e.activations = std::max(0.0, e.peak - e.parameters - e.gradients - e.optimizer_state);
+    if (e.peak > best.peak) best = e;
+  }
+  return best;
+}
+
+}  // namespace mf::plan

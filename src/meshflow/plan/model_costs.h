@@ -1,0 +1,56 @@
+// What the planner knows of a model before any weight exists: its parameters by part (embedding,
+// each layer, head) and how tensor parallelism splits them, its sizes, the activations a layer
+// keeps for backward and its FLOPs — from the model.* keys alone (ModelSpec::parameter_shapes),
+// so a plan for a 1T-parameter model costs no memory.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "meshflow/config/config.h"
+
+namespace mf::plan {
+
+// Elements of parameters: `split` divide over the tensor-parallel ranks (Megatron's column and
+// row splits, the vocabulary of the embedding), `replicated` do not (norms, row biases, positions).
+struct ParamElements {
+  int64_t split = 0, replicated = 0;
+  int64_t on_rank(int64_t tp) const { return (split + tp - 1) / tp + replicated; }
+  int64_t total() const { return split + replicated; }
+};
+
+// The activations one layer keeps for backward, in elements per token of a micro-batch (f32 on
+// the CPU, the parameter dtype where half kernels run natively).
+struct LayerActivations {
+  double sequence = 0;  // the residual stream's tensors: split over tp only with sequence parallelism
+  double gathered = 0;  // inputs of the column-split GEMMs: whole on every tp rank (gathered under sp)
+  double split = 0;     // inside the split region (q, k, v, attention output, MLP hidden): / tp
+  double core = 0;      // of `split`, what selective recomputation drops (the attention core's own tensors)
+};
+
+struct ModelCosts {
+  std::string name;
+  int64_t layers = 0, hidden = 0, heads = 0, kv_heads = 0, ffn = 0, vocab = 0, seq = 0;
+  bool tied = false;  // the output projection is the input embedding: a pipeline's last stage holds a copy
+  int64_t param_bytes = 4;  // per parameter element (2 with train.amp: bf16/f16)
+  bool amp = false;         // f32 master weights in the optimizer
+  // Bytes per activation element: 4 (the CPU computes bf16/f16 models in f32), the parameter
+  // dtype's where half kernels run natively (set_native_half()).
+  int64_t act_bytes = 4;
+  void set_native_half(bool native) { act_bytes = native && amp ? param_bytes : 4; }
+  std::vector<ParamElements> layer_params;  // by layer
+  ParamElements embedding, head;            // the first stage's and the last stage's own parts
+  ParamElements tied_copy;                  // what the last stage holds of the embedding (tied)
+  LayerActivations layer_acts;
+  // Forward FLOPs per token: one layer (its GEMMs and attention at seq) and the head's logits.
+  double layer_flops = 0, head_flops = 0;
+  int64_t total_params() const;
+  // Training FLOPs per token of the whole model (forward + backward: 3 x forward).
+  double train_flops_per_token() const { return 3 * (layers * layer_flops + head_flops); }
+};
+
+// From a resolved run config (model.*, data.seq_length, train.amp). Throws for a model without
+// a parameter list.
+ModelCosts model_costs(const Config& c);
+
+}  // namespace mf::plan

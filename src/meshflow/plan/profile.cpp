@@ -1,0 +1,184 @@
+#include "meshflow/plan/profile.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <functional>
+#include <vector>
+
+#include "meshflow/core/atomic_file.h"
+#include "meshflow/core/error.h"
+#include "meshflow/ops/ops.h"
+#include "meshflow/train/peak_flops.h"
+
+namespace mf::plan {
+
+namespace {
+
+double median_seconds(int repeats, const std::function<void()>& f) {
+  f();  // warm-up: allocations, page faults, library set-up
+  std::vector<double> t;
+  for (int i = 0; i < repeats; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    f();
+    t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+// seconds = alpha + beta x bytes through the smallest and the largest message (robust to a noisy
+// middle): beta from their difference, alpha what the smallest leaves; neither negative.
+AlphaBeta alpha_beta(const std::vector<double>& bytes, const std::vector<double>& secs) {
+  const size_t last = bytes.size() - 1;
+  double beta = (secs[last] - secs[0]) / (bytes[last] - bytes[0]);
+  if (beta <= 0) beta = secs[last] / bytes[last];
+  return {std::max(0.0, secs[0] - beta * bytes[0]), beta};
+}
+
+// The mean over the world's ranks (each measured at the same time as the others).
+double world_mean(const comm::CommPtr& world, double v) {
+  if (!world || world->size() == 1) return v;
+  Tensor t = from_vector(std::vector<double>{v}, {1});
+  world->all_reduce(t)->wait();
+  return t.data<double>()[0] / world->size();
+}
+
+Tensor randn_f32(const Shape& s, uint64_t seed) {
+  Generator g(seed);
+  Tensor t = empty(s, DType::kF32);
+  normal_(t, 0.0, 1.0, &g);
+  return t;
+}
+
+}  // namespace
+
+HardwareProfile measure_profile(const comm::CommPtr& world, const ProfileOptions& o, std::FILE* out) {
+  const int ranks = world ? world->size() : 1;
+  const bool leader = !world || world->rank() == 0;
+  auto barrier = [&] {
+    if (world && ranks > 1) world->barrier()->wait();
+  };
+  HardwareProfile h;
+  h.name = "host";
+  char host[256] = "";
+  ::gethostname(host, sizeof host - 1);
+  h.source = detail::cat("measured by meshflow profile on ", host, " with ", ranks, " ranks");
+  h.ranks_per_node = ranks;
+  const auto pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+  h.memory_bytes = static_cast<double>(pages) * static_cast<double>(page) / ranks;
+  barrier();
+  h.peak_flops = world_mean(world, train::measured_peak_flops());
+  // GEMMs n x n x n: rate(x) = G x / (x + h), G the best rate measured, h the median over the
+  // slower sizes of x (G / rate - 1).
+  std::vector<double> xs, rates;
+  for (int64_t n : {64, 128, 256, 512, 1024}) {
+    const Tensor a = randn_f32({n, n}, 1), b = randn_f32({n, n}, 2);
+    barrier();
+    const double s = median_seconds(o.repeats, [&] { matmul(a, b); });
+    const double flops = 2.0 * static_cast<double>(n * n * n);
+    const double rate = world_mean(world, flops / s);
+    xs.push_back(flops);
+    rates.push_back(rate);
+    if (leader) std::fprintf(out, "profile: GEMM %lldx%lldx%lld %.1f GFLOP/s per rank\n", (long long)n, (long long)n, (long long)n, rate / 1e9);
+  }
+  h.gemm_flops = *std::max_element(rates.begin(), rates.end());
+  std::vector<double> halves;
+  for (size_t i = 0; i < xs.size(); ++i)
+    if (rates[i] < h.gemm_flops) halves.push_back(xs[i] * (h.gemm_flops / rates[i] - 1));
+  std::sort(halves.begin(), halves.end());
+  h.gemm_half_flops = halves.empty() ? 0.0 : halves[halves.size() / 2];
+  // Attention (1, 4, 512, 64), causal: the FLOPs the model counts (4 T² D H, both halves).
+  {
+    const Tensor q = randn_f32({1, 4, 512, 64}, 3), k = randn_f32({1, 4, 512, 64}, 4), v = randn_f32({1, 4, 512, 64}, 5);
+    AttentionOptions opts;
+    opts.causal = true;
+    barrier();
+    const double s = median_seconds(o.repeats, [&] { scaled_dot_product_attention(q, k, v, opts); });
+    h.attention_efficiency = world_mean(world, 4.0 * 512 * 512 * 64 * 4 / s) / h.gemm_flops;
+  }
+  // Memory bandwidth: c = a + b over 64 MB tensors (three of them move).
+  {
+    const Tensor x = randn_f32({int64_t{1} << 24}, 6), y = randn_f32({int64_t{1} << 24}, 7);
+    barrier();
+    const double s = median_seconds(o.repeats, [&] { add(x, y); });
+    h.memory_bandwidth = world_mean(world, 3.0 * 4 * (1 << 24) / s);
+  }
+  // The host's time per op: 1000 additions of one element.
+  {
+    const Tensor x = randn_f32({1}, 8);
+    barrier();
+    const double s = median_seconds(o.repeats, [&] {
+      for (int i = 0; i < 1000; ++i) add(x, x);
+    });
+    h.op_overhead_s = world_mean(world, s / 1000);
+  }
+  if (leader)
+    std::fprintf(out, "profile: peak %.1f GFLOP/s, GEMM fit %.1f GFLOP/s (half at %.3g FLOPs), attention %.0f%% of it, "
+                 "memory %.1f GB/s, %.2f us per op (per rank, %d ranks)\n", h.peak_flops / 1e9, h.gemm_flops / 1e9,
+                 h.gemm_half_flops, 100 * h.attention_efficiency, h.memory_bandwidth / 1e9, h.op_overhead_s * 1e6, ranks);
+  // Collectives per group size (contiguous groups, all measuring at once), and neighbour
+  // send/recv (half a ping-pong).
+  h.intra = {5e-6, 1 / 5e9};
+  for (int g = 2; world && g <= ranks; ++g) {
+    if (ranks % g != 0) continue;
+    comm::CommPtr group = world->split(world->rank() / g, world->rank());
+    for (const char* op : {"all_reduce", "reduce_scatter", "all_gather"}) {
+      std::vector<double> bytes, secs;
+      for (int64_t kb : {4, 64, 1024, 8192}) {
+        const int64_t elems = kb * 256 / g * g;  // f32, a multiple of the group
+        Tensor whole = randn_f32({elems}, 9), piece = randn_f32({elems / g}, 10);
+        barrier();
+        const std::string name = op;
+        const double s = median_seconds(o.repeats, [&] {
+          if (name == "all_reduce") group->all_reduce(whole)->wait();
+          else if (name == "reduce_scatter") group->reduce_scatter(whole, piece)->wait();
+          else group->all_gather(piece, whole)->wait();
+        });
+        bytes.push_back(4.0 * static_cast<double>(elems));
+        secs.push_back(s);
+      }
+      const AlphaBeta fit = alpha_beta(bytes, secs);
+      h.collectives[detail::cat(op, "/", g)] = fit;
+      if (leader)
+        std::fprintf(out, "profile: %s over %d ranks: %.1f us + bytes / (%.3f GB/s)\n", op, g, fit.alpha_s * 1e6,
+                     1e-9 / fit.beta_s_per_b);
+    }
+  }
+  if (world && ranks >= 2) {
+    std::vector<double> bytes, secs;
+    const int r = world->rank(), peer = r % 2 == 0 ? r + 1 : r - 1;
+    for (int64_t kb : {4, 64, 1024, 8192}) {
+      Tensor t = randn_f32({kb * 256}, 11);
+      barrier();
+      const double s = median_seconds(o.repeats, [&] {
+        if (peer >= ranks) return;
+        if (r % 2 == 0) {
+          world->send(t, peer, 7)->wait();
+          world->recv(t, peer, 8)->wait();
+        } else {
+          world->recv(t, peer, 7)->wait();
+          world->send(t, peer, 8)->wait();
+        }
+      });
+      bytes.push_back(4.0 * static_cast<double>(kb * 256));
+      secs.push_back(s / 2);
+    }
+    h.intra = alpha_beta(bytes, secs);
+    h.collectives["send_recv/2"] = h.intra;
+    if (leader)
+      std::fprintf(out, "profile: send/recv: %.1f us + bytes / (%.3f GB/s)\n", h.intra.alpha_s * 1e6,
+                   1e-9 / h.intra.beta_s_per_b);
+  }
+  h.inter = h.intra;  // one host
+  h.dp_overlap = 0;   // MPI progresses the bucket reductions only inside MPI calls
+  if (leader) {
+    write_file_atomic(o.output, profile_json(h));
+    std::fprintf(out, "profile: wrote %s\n", o.output.c_str());
+  }
+  return h;
+}
+
+}  // namespace mf::plan

@@ -1,0 +1,23 @@
+// `meshflow profile`: this machine's hardware profile for the planner, measured — every rank at
+// once, so that ranks sharing the machine measure what each gets: the FMA peak, GEMM rates by size
+// (fit: rate = G x / (x + h) for a call of x FLOPs), attention's rate, the memory bandwidth, the
+// host's time per op, and each collective (all_reduce, reduce_scatter, all_gather; send_recv
+// between neighbours) per group size through the real communicator, fitted to alpha + beta x bytes.
+// Plan with the same number of processes the profile was measured with.
+#pragma once
+#include <string>
+
+#include "meshflow/comm/communicator.h"
+#include "meshflow/plan/hardware.h"
+
+namespace mf::plan {
+
+struct ProfileOptions {
+  std::string output = "profile.json";
+  int repeats = 5;  // per measurement: the median counts
+};
+
+// Collective over `world` (null: one process). Rank 0 writes the profile (atomically) and returns it.
+HardwareProfile measure_profile(const comm::CommPtr& world, const ProfileOptions& o, std::FILE* out);
+
+}  // namespace mf::plan

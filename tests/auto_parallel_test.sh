@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# graph.auto_parallel.enabled under mpirun -np 8: the run logs the layout the planner ranks first,
+# writes it into its config.yaml (with the planner off), and its losses and gradient norms equal,
+# bit for bit, a run of the same layout set by hand and a run of that config.yaml; a layout key the
+# user sets is kept; `meshflow plan` agrees with the run's choice; no layout fitting the memory
+# fails on every rank with one line.
+# Usage: auto_parallel_test.sh MESHFLOW_BINARY SOURCE_DIR MPIEXEC
+set -uo pipefail
+bin=$1
+src=$2
+mpiexec=$3
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+cd "$src" || exit 1
+fail=0
+export OMP_NUM_THREADS=1
+source tests/tiny_corpus.sh
+tiny_corpus "$bin" "$work" 200
+args=(configs/gpt2/tiny.yaml tokenization.tokenizer=byte model.vocab_size=257 "data.data_prefix=$work/c_text_document"
+      model.num_layers=4 model.hidden_size=32 model.num_attention_heads=4 model.ffn_hidden_size=128
+      model.max_seq_length=32 data.seq_length=31 train.train_iter=6 train.global_batch_size=16 train.log_period=1
+      train.evaluation.enabled=false train.checkpointer.period=0)
+mpi=("$mpiexec" --allow-run-as-root --oversubscribe -np 8)
+losses() { grep -o '"\(loss\|grad_norm\)":[^,}]*' "$1/metrics.jsonl"; }
+
+# 1. The planner's choice, by the run and by `meshflow plan`.
+if ! "${mpi[@]}" "$bin" train "${args[@]}" graph.auto_parallel.enabled=true "train.output_dir=$work/auto" > "$work/auto.log" 2>&1; then
+  echo "FAIL: the auto-parallel run exited non-zero:"; tail -20 "$work/auto.log"; exit 1
+fi
+chosen=$(sed -n 's/^auto_parallel: \(train\.dist\..*\)$/\1/p' "$work/auto.log")
+[ -n "$chosen" ] || { echo "FAIL: the run did not log its layout:"; head "$work/auto.log"; exit 1; }
+echo "chosen: $chosen"
+planned=$("$bin" plan "${args[@]}" --nproc 8 | sed -n 's/^best: //p')
+# The host profile's measured peak may order near-equal plans differently between processes;
+# the layout must at least be one the planner lists as feasible.
+"$bin" plan "${args[@]}" --nproc 8 --json > "$work/plans.jsonl"
+python3 - "$work/plans.jsonl" "$chosen" <<'PY' || fail=1
+import json, sys
+chosen = dict(kv.split("=", 1) for kv in sys.argv[2].split())
+plans = [json.loads(l) for l in open(sys.argv[1])]
+if not any(p["keys"] == chosen for p in plans):
+    print("FAIL: the run's layout is not among meshflow plan's feasible layouts"); sys.exit(1)
+PY
+[ "$planned" = "$chosen" ] || echo "note: meshflow plan ranks another layout first on this process: $planned"
+grep -q "^  auto_parallel:" "$work/auto/config.yaml" && grep -A1 "^  auto_parallel:" "$work/auto/config.yaml" | grep -q "enabled: false" ||
+  { echo "FAIL: config.yaml does not turn the planner off"; fail=1; }
+for kv in $chosen; do
+  key=${kv%%=*} value=${kv#*=}
+  leaf=${key##*.}
+  grep -Eq "^ *$leaf: [\"']?$value[\"']?( |$)" "$work/auto/config.yaml" || { echo "FAIL: config.yaml lacks $kv"; fail=1; }
+done
+
+# 2. The same layout by hand, and the run's own config.yaml, log the same losses and norms.
+# shellcheck disable=SC2086
+"${mpi[@]}" "$bin" train "${args[@]}" $chosen "train.output_dir=$work/hand" > "$work/hand.log" 2>&1 ||
+  { echo "FAIL: the hand-set run exited non-zero:"; tail -20 "$work/hand.log"; fail=1; }
+"${mpi[@]}" "$bin" train "$work/auto/config.yaml" "train.output_dir=$work/again" > "$work/again.log" 2>&1 ||
+  { echo "FAIL: the run of config.yaml exited non-zero:"; tail -20 "$work/again.log"; fail=1; }
+grep -q "^auto_parallel:" "$work/hand.log" "$work/again.log" && { echo "FAIL: a run without the planner planned"; fail=1; }
+for other in hand again; do
+  if [ "$(losses "$work/auto")" != "$(losses "$work/$other")" ] || [ -z "$(losses "$work/auto")" ]; then
+    echo "FAIL: the $other run's losses differ from the auto-parallel run's:"; paste <(losses "$work/auto") <(losses "$work/$other"); fail=1
+  fi
+done
+
+# 3. A layout key set by the user is a constraint.
+"${mpi[@]}" "$bin" train "${args[@]}" graph.auto_parallel.enabled=true train.dist.pipeline_parallel_size=2 \
+  train.train_iter=1 "train.output_dir=$work/pp2" > "$work/pp2.log" 2>&1 || { echo "FAIL: the pp=2 run failed"; tail "$work/pp2.log"; fail=1; }
+grep -q "^auto_parallel: .*train.dist.pipeline_parallel_size=2 " "$work/pp2.log" || { echo "FAIL: pp=2 was not kept:"; grep auto_parallel "$work/pp2.log"; fail=1; }
+
+# 4. Nothing fits: one error line per rank, non-zero, no output folder.
+if "${mpi[@]}" "$bin" train "${args[@]}" graph.auto_parallel.enabled=true graph.auto_parallel.memory_per_rank_gb=1e-6 \
+    "train.output_dir=$work/none" > "$work/none.log" 2>&1; then
+  echo "FAIL: a run with no feasible layout succeeded"; fail=1
+fi
+grep -q "graph.auto_parallel: no layout of .* fits on 8 ranks" "$work/none.log" || { echo "FAIL: no reason given:"; cat "$work/none.log"; fail=1; }
+[ ! -e "$work/none" ] || { echo "FAIL: the failed run wrote its output folder"; fail=1; }
+
+[ $fail = 0 ] && echo "auto-parallel: OK"
+exit $fail

@@ -1,0 +1,223 @@
+// The auto-parallel planner: what it reads of a model from its config, the layouts it offers
+// (every one a run accepts, the others rejected with their reason, the user's keys kept), its
+// memory model against the allocator's measured peak of real runs, its pipeline bubble, the
+// hardware profile files, and graph.auto_parallel.enabled on one process.
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "meshflow/core/atomic_file.h"
+#include "meshflow/data/preprocess.h"
+#include "meshflow/models/gpt2/model.h"
+#include "meshflow/models/registry.h"
+#include "meshflow/plan/planner.h"
+#include "meshflow/plan/run.h"
+#include "meshflow/train/build.h"
+#include "meshflow/train/run.h"
+#include "testing.h"
+
+namespace {
+namespace fs = std::filesystem;
+using namespace mf::plan;
+
+mf::Config gpt2_config(std::initializer_list<const char*> extra = {}) {
+  mf::Config c;
+  for (const char* kv : {"model.num_layers=4", "model.hidden_size=32", "model.num_attention_heads=4",
+                         "model.max_seq_length=16", "model.vocab_size=300", "train.train_micro_batch_size=2"})
+    c.apply_override(kv);
+  for (const char* kv : extra) c.apply_override(kv);
+  return c;
+}
+
+TEST(PlanModelCosts, Gpt2PartsAddUpToTheBuiltModel) {
+  const mf::Config c = gpt2_config();
+  const ModelCosts m = model_costs(c);
+  auto model = mf::models::build_model(c, 0);
+  EXPECT_EQ(m.total_params(), model->num_logical_parameters());
+  const int64_t C = 32, F = 128, V = 300, T = 16;
+  EXPECT_EQ(m.layers, 4);
+  EXPECT_EQ(m.vocab, V);
+  EXPECT_TRUE(m.tied);
+  for (const ParamElements& p : m.layer_params) {
+    // c_attn (C, 3C) + 3C, c_proj (C, C), c_fc (C, F) + F, mlp.c_proj (F, C) split; the norms and
+    // the row-split biases replicated.
+    EXPECT_EQ(p.split, 3 * C * C + 3 * C + C * C + C * F + F + F * C);
+    EXPECT_EQ(p.replicated, 6 * C);
+  }
+  EXPECT_EQ(m.embedding.split, V * C);       // the vocabulary is split
+  EXPECT_EQ(m.embedding.replicated, T * C);  // positions are not
+  EXPECT_EQ(m.head.replicated, 2 * C);       // ln_f
+  EXPECT_EQ(m.tied_copy.split, V * C);
+  EXPECT_EQ(m.layer_params[0].on_rank(2), (m.layer_params[0].split + 1) / 2 + 6 * C);
+}
+
+TEST(PlanModelCosts, UntiedHeadsAreTheirOwnParameters) {
+  mf::Config c = gpt2_config({"model.name=llama", "model.num_key_value_heads=2", "model.ffn_hidden_size=64",
+                               "model.embedding_dropout_prob=0", "model.output_dropout_prob=0"});
+  ModelCosts m = model_costs(c);
+  EXPECT_FALSE(m.tied);
+  EXPECT_EQ(m.kv_heads, 2);
+  EXPECT_EQ(m.head.split, 300 * 32);  // lm_head
+  EXPECT_EQ(m.total_params(), mf::models::build_model(c, 0)->num_logical_parameters());
+  c.set("model.tie_word_embeddings", "true");
+  EXPECT_TRUE(model_costs(c).tied);
+}
+
+TEST(PlanLayouts, EveryFeasibleLayoutIsOneTheRunAccepts) {
+  const mf::Config c = gpt2_config({"train.global_batch_size=8"});
+  const ModelCosts m = model_costs(c);
+  for (int64_t ranks : {1, 2, 3, 4, 6, 8}) {
+    const Candidates cand = enumerate_layouts(c, m, ranks);
+    ASSERT_FALSE(cand.feasible.empty()) << ranks;
+    for (const Layout& l : cand.feasible) {
+      EXPECT_EQ(l.ranks(), ranks) << l.str();
+      EXPECT_EQ(l.global_batch(), 8) << l.str();
+      const mf::Config run = with_layout(c, m, l);
+      EXPECT_NO_THROW(mf::train::train_options(run, static_cast<int>(ranks))) << l.str();
+    }
+  }
+}
+
+TEST(PlanLayouts, InfeasibleOnesAreRejectedWithTheirReason) {
+  const mf::Config c = gpt2_config({"train.global_batch_size=6"});
+  const Candidates three = enumerate_layouts(c, model_costs(c), 3);
+  bool heads = false;
+  for (const Rejected& r : three.rejected)
+    heads = heads || (r.layout.tp == 3 && r.reason == "tp 3 does not divide model.num_attention_heads 4");
+  EXPECT_TRUE(heads);
+  for (const Layout& l : three.feasible) EXPECT_NE(l.tp, 3);
+  const mf::Config eight = gpt2_config({"train.global_batch_size=8"});
+  const Candidates c8 = enumerate_layouts(eight, model_costs(eight), 8);
+  bool stages = false;
+  for (const Rejected& r : c8.rejected) stages = stages || r.reason == "8 pipeline stages for 4 layers";
+  EXPECT_TRUE(stages);
+  // A global batch dp cannot split.
+  const mf::Config odd = gpt2_config({"train.global_batch_size=3"});
+  bool batch = false;
+  for (const Rejected& r : enumerate_layouts(odd, model_costs(odd), 2).rejected)
+    batch = batch || r.reason == "global batch 3 is not a multiple of dp 2";
+  EXPECT_TRUE(batch);
+}
+
+TEST(PlanLayouts, TheUsersLayoutKeysAreKept) {
+  const mf::Config c = gpt2_config({"train.global_batch_size=8", "train.dist.tensor_parallel_size=2",
+                                    "train.zero_optimization.enabled=true", "train.zero_optimization.stage=2"});
+  const Candidates cand = enumerate_layouts(c, model_costs(c), 8);
+  ASSERT_FALSE(cand.feasible.empty());
+  for (const Layout& l : cand.feasible) {
+    EXPECT_EQ(l.tp, 2) << l.str();
+    EXPECT_EQ(l.zero_stage, 2) << l.str();
+  }
+}
+
+TEST(PlanTime, ThePipelineBubbleIsTheSchedules) {
+  const mf::Config c = gpt2_config({"model.num_layers=8"});
+  const ModelCosts m = model_costs(c);
+  const HardwareProfile h = hardware_profile("a100-80gb", 4);
+  Layout l;
+  l.pp = 4;
+  l.micro_batch = 1;
+  l.accumulation = 8;
+  auto share = [&](const Layout& x) {
+    const auto ranges = mf::train::pipeline_layers(with_layout(c, m, x), x.pp * x.virtual_stages);
+    const StepTime t = estimate_step_time(m, x, h, ranges);
+    return t.bubble_s / (t.bubble_s + t.compute_s);
+  };
+  EXPECT_NEAR(share(l), 3.0 / 11.0, 1e-12);  // (p - 1) / (m + p - 1)
+  l.schedule = "interleaved_1f1b";
+  l.virtual_stages = 2;
+  EXPECT_NEAR(share(l), 3.0 / 19.0, 1e-12);  // (p - 1) / (v m + p - 1)
+  Layout one;
+  one.accumulation = 8;
+  const StepTime t = estimate_step_time(m, one, h, {{0, 8}});
+  EXPECT_EQ(t.bubble_s, 0);
+  EXPECT_EQ(t.tp_comm_s, 0);
+  EXPECT_EQ(t.dp_comm_s, 0);
+}
+
+TEST(PlanHardware, ProfilesRoundTripAndBadOnesAreNamed) {
+  HardwareProfile h = hardware_profile("h100-80gb", 8);
+  h.collectives["all_reduce/2"] = {1e-5, 2e-10};
+  const fs::path dir = fs::path(testing::TempDir()) / ("mf_plan_hw_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  mf::write_file_atomic((dir / "p.json").string(), profile_json(h));
+  const HardwareProfile back = load_profile((dir / "p.json").string());
+  EXPECT_EQ(back.peak_flops, h.peak_flops);
+  EXPECT_EQ(back.intra.beta_s_per_b, h.intra.beta_s_per_b);
+  EXPECT_DOUBLE_EQ(back.collective_seconds("all_reduce", 2, 1e6, false), 1e-5 + 2e-10 * 1e6);
+  mf::write_file_atomic((dir / "bad.json").string(), "{\"name\": \"x\"}");
+  EXPECT_THROW(
+      {
+        try {
+          load_profile((dir / "bad.json").string());
+        } catch (const mf::Error& e) {
+          EXPECT_NE(std::string(e.what()).find("bad.json"), std::string::npos) << e.what();
+          throw;
+        }
+      },
+      mf::Error);
+  EXPECT_THROW(hardware_profile("tpu-v9", 1), mf::Error);
+  fs::remove_all(dir);
+}
+
+TEST(PlanAutoParallel, OneProcessTakesTheBestPlanAndTurnsThePlannerOff) {
+  mf::Config c = gpt2_config({"train.global_batch_size=8"});
+  EXPECT_EQ(auto_parallel(c, nullptr, stdout), c);  // off: the config itself
+  c.set("graph.auto_parallel.enabled", "true");
+  const mf::Config chosen = auto_parallel(c, nullptr, stdout);
+  EXPECT_FALSE(chosen.get_bool("graph.auto_parallel.enabled"));
+  const PlanResult r = make_plan(c, plan_options(c, 1));
+  for (const auto& [key, value] : r.ranked.front().layout.config_keys(4)) EXPECT_EQ(chosen.get_text(key), value) << key;
+  // Nothing fits in 1 kB: the error names the reason.
+  c.set("graph.auto_parallel.memory_per_rank_gb", "1e-6");
+  try {
+    auto_parallel(c, nullptr, stdout);
+    FAIL() << "no plan fits";
+  } catch (const mf::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("memory ("), std::string::npos) << e.what();
+  }
+}
+
+// The memory model against the allocator: one process trains two steps of a byte-level GPT-2
+// (a regime where the layers, not the vocabulary, hold the activations) under several plans;
+// each predicted peak is within 10% of the measured one.
+TEST(PlanMemory, PredictsTheMeasuredPeakOfRuns) {
+  const fs::path dir = fs::path(testing::TempDir()) / ("mf_plan_mem_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  std::string text;
+  for (int d = 0; d < 200; ++d) text += "the cat sat on the mat and the dog ran far away home " + std::to_string(d) + "\n%\n";
+  mf::write_file_atomic((dir / "corpus.txt").string(), text);
+  mf::ByteTokenizer tok;
+  const std::string prefix = mf::preprocess({(dir / "corpus.txt").string()}, (dir / "corpus").string(), tok).prefix;
+  mf::Config c;
+  for (const char* kv : {"model.num_layers=3", "model.hidden_size=64", "model.num_attention_heads=4",
+                         "model.max_seq_length=64", "model.vocab_size=257", "train.train_iter=2",
+                         "train.global_batch_size=8", "train.log_period=1", "train.evaluation.enabled=false",
+                         "train.checkpointer.period=100", "tokenization.tokenizer=byte", "data.splits=90,10,0"})
+    c.apply_override(kv);
+  c.set("data.data_prefix", prefix);
+  const ModelCosts m = model_costs(c);
+  int64_t i = 0;
+  for (const Layout& l : enumerate_layouts(c, m, 1).feasible) {
+    if (i++ % 3 != 0) continue;  // a third of them: every micro-batch size and recomputation appears
+    mf::Config run = with_layout(c, m, l);
+    const std::string out = (dir / ("run" + std::to_string(i))).string();
+    run.set("train.output_dir", out);
+    std::FILE* quiet = std::fopen("/dev/null", "w");
+    mf::train::run_training(run, quiet);
+    std::fclose(quiet);
+    double peak = 0;
+    std::ifstream in(out + "/metrics.jsonl");
+    for (std::string line; std::getline(in, line);) peak = std::max(peak, nlohmann::json::parse(line)["peak_bytes"].get<double>());
+    const double predicted = estimate_memory(c, m, l).peak;
+    EXPECT_NEAR(predicted / peak, 1.0, 0.10) << l.str() << ": predicted " << predicted << " measured " << peak;
+  }
+  EXPECT_GE(i, 6);
+  fs::remove_all(dir);
+}
+
+}  // namespace
