@@ -2,8 +2,8 @@
 # graph.auto_parallel.enabled under mpirun -np 8: the run logs the layout the planner ranks first,
 # writes it into its config.yaml (with the planner off), and its losses and gradient norms equal,
 # bit for bit, a run of the same layout set by hand and a run of that config.yaml; a layout key the
-# user sets is kept; `meshflow plan` agrees with the run's choice; no layout fitting the memory
-# fails on every rank with one line.
+# user sets is kept; the run's layout is one `meshflow plan` lists; `meshflow profile` writes a
+# profile the planner reads; no layout fitting the memory fails on every rank with one line.
 # Usage: auto_parallel_test.sh MESHFLOW_BINARY SOURCE_DIR MPIEXEC
 set -uo pipefail
 bin=$1
@@ -63,12 +63,37 @@ for other in hand again; do
   fi
 done
 
-# 3. A layout key set by the user is a constraint.
+# 3. A layout key set by the user is a constraint, and that plan too trains as set by hand.
 "${mpi[@]}" "$bin" train "${args[@]}" graph.auto_parallel.enabled=true train.dist.pipeline_parallel_size=2 \
-  train.train_iter=1 "train.output_dir=$work/pp2" > "$work/pp2.log" 2>&1 || { echo "FAIL: the pp=2 run failed"; tail "$work/pp2.log"; fail=1; }
+  "train.output_dir=$work/pp2" > "$work/pp2.log" 2>&1 || { echo "FAIL: the pp=2 run failed"; tail "$work/pp2.log"; fail=1; }
 grep -q "^auto_parallel: .*train.dist.pipeline_parallel_size=2 " "$work/pp2.log" || { echo "FAIL: pp=2 was not kept:"; grep auto_parallel "$work/pp2.log"; fail=1; }
+chosen2=$(sed -n 's/^auto_parallel: \(train\.dist\..*\)$/\1/p' "$work/pp2.log")
+echo "chosen with pp=2: $chosen2"
+# shellcheck disable=SC2086
+"${mpi[@]}" "$bin" train "${args[@]}" $chosen2 "train.output_dir=$work/pp2hand" > "$work/pp2hand.log" 2>&1 ||
+  { echo "FAIL: the hand-set pp=2 run exited non-zero:"; tail -20 "$work/pp2hand.log"; fail=1; }
+if [ "$(losses "$work/pp2")" != "$(losses "$work/pp2hand")" ] || [ -z "$(losses "$work/pp2")" ]; then
+  echo "FAIL: the hand-set pp=2 run's losses differ:"; paste <(losses "$work/pp2") <(losses "$work/pp2hand"); fail=1
+fi
 
-# 4. Nothing fits: one error line per rank, non-zero, no output folder.
+# 4. `meshflow profile` on 4 ranks writes a profile the planner reads: positive rates, a fit for
+# every collective of every group size dividing 4, and a ranking made with it.
+if ! "$mpiexec" --allow-run-as-root --oversubscribe -np 4 "$bin" profile --output "$work/host4.json" --repeats 1 > "$work/profile.log" 2>&1; then
+  echo "FAIL: meshflow profile exited non-zero:"; tail "$work/profile.log"; fail=1
+fi
+python3 - "$work/host4.json" <<'PY' || fail=1
+import json, sys
+p = json.load(open(sys.argv[1]))
+want = {f"{op}/{g}" for op in ("all_reduce", "reduce_scatter", "all_gather") for g in (2, 4)} | {"send_recv/2"}
+missing = want - set(p["collectives"])
+bad = [k for k in ("peak_flops", "gemm_flops", "memory_bandwidth", "memory_bytes") if not p[k] > 0]
+if missing or bad or p["ranks_per_node"] != 4:
+    print("FAIL: the profile lacks", sorted(missing), "or has non-positive", bad); sys.exit(1)
+PY
+"$bin" plan "${args[@]}" --nproc 4 --hardware "$work/host4.json" > "$work/plan4.log" 2>&1 && grep -q "^best: " "$work/plan4.log" ||
+  { echo "FAIL: planning with the measured profile:"; tail "$work/plan4.log"; fail=1; }
+
+# 5. Nothing fits: one error line per rank, non-zero, no output folder.
 if "${mpi[@]}" "$bin" train "${args[@]}" graph.auto_parallel.enabled=true graph.auto_parallel.memory_per_rank_gb=1e-6 \
     "train.output_dir=$work/none" > "$work/none.log" 2>&1; then
   echo "FAIL: a run with no feasible layout succeeded"; fail=1
