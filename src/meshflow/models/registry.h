@@ -32,6 +32,15 @@ struct HfMapping {
   std::function<nn::NamedTensors(const nn::NamedTensors&)> write_tensors;
 };
 
+// What one of the model's layers keeps for backward, in elements per token (the auto-parallel
+// planner's memory model, plan/memory.h), by how tensor parallelism splits it.
+struct LayerActivations {
+  double sequence = 0;  // the residual stream's tensors: split over tp only with sequence parallelism
+  double gathered = 0;  // the inputs of column-split GEMMs: whole on every tp rank (gathered under sp)
+  double split = 0;     // inside the split region (q, k, v, attention output, MLP hidden states): / tp
+  double core = 0;      // of `split`, what selective recomputation does not keep (the attention core's own)
+};
+
 struct ModelSpec {
   std::string name;  // model.name
   // (run config, tokenizer vocabulary size, parallel context) -> the model of this rank,
@@ -58,6 +67,9 @@ struct ModelSpec {
   // The whole model's parameters for the model.* keys of `c`: names and logical shapes, in model
   // order (Model::parameter_shapes() of the model those keys build).
   std::function<std::vector<std::pair<std::string, Shape>>(const Config& c)> parameter_shapes;
+  // What a layer keeps for backward for the model.* keys of `c` (null: a GPT-2 block's, from
+  // model.hidden_size and model.ffn_hidden_size).
+  std::function<LayerActivations(const Config& c)> layer_activations;
   // One line for messages: "GPT-2: layers 4, hidden 32, ..." (Model::describe()).
   std::function<std::string(const Config& c)> describe;
   // A checkpoint's model.* keys: those of the run's config.yaml (`run`) where there is one, with

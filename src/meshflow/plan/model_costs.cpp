@@ -86,18 +86,11 @@ ModelCosts model_costs(const Config& c) {
   }
   m.tied = vocab_tables == 1 && m.vocab > 0;
   if (m.tied) m.tied_copy.split = m.vocab * m.hidden;
-  // Activations kept per token by a layer (models' own code: see docs/architecture.md,
-  // "Auto-parallel planning"). GPT-2, BERT, ViT: the layer input and the post-attention residual
-  // (sequence), both LayerNorm outputs (gathered), q|k|v, the attention output, the MLP's hidden
-  // state before and after its activation (split). The Llama family: gated MLP (gate, up, their
-  // activation and product), rotated q and k copies, grouped k, v.
+  // What a layer keeps for backward: the model's own count, else a GPT-2 block's (BERT, ViT, T5
+  // are counted as one).
   const double C = static_cast<double>(m.hidden), F = static_cast<double>(m.ffn);
-  const double kvd = C / static_cast<double>(m.heads) * static_cast<double>(m.kv_heads);
-  const bool gated = m.name == "llama" || m.name == "qwen2" || m.name == "mistral";
-  m.layer_acts.sequence = 2 * C;
-  m.layer_acts.gathered = 2 * C;
-  m.layer_acts.core = static_cast<double>(m.heads);  // the attention output is the projection GEMM's saved input too: only the row log-sum-exp goes
-  m.layer_acts.split = gated ? 3 * C + 3 * kvd + 4 * F : 4 * C + 2 * F;
+  m.layer_acts = spec.layer_activations ? spec.layer_activations(c)
+                                        : LayerActivations{2 * C, 2 * C, 4 * C + 2 * F, static_cast<double>(m.heads)};
   // FLOPs: 2 per multiply-add of every layer matrix, 4 T C for the attention scores and values.
   int64_t layer_matrix = 0;
   for (const ParamElements& p : m.layer_params) layer_matrix = std::max(layer_matrix, p.split);

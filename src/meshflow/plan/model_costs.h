@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "meshflow/config/config.h"
+#include "meshflow/models/registry.h"
 
 namespace mf::plan {
 
@@ -19,14 +20,7 @@ struct ParamElements {
   int64_t total() const { return split + replicated; }
 };
 
-// The activations one layer keeps for backward, in elements per token of a micro-batch (f32 on
-// the CPU, the parameter dtype where half kernels run natively).
-struct LayerActivations {
-  double sequence = 0;  // the residual stream's tensors: split over tp only with sequence parallelism
-  double gathered = 0;  // inputs of the column-split GEMMs: whole on every tp rank (gathered under sp)
-  double split = 0;     // inside the split region (q, k, v, attention output, MLP hidden): / tp
-  double core = 0;      // of `split`, what selective recomputation drops (the attention core's own tensors)
-};
+using models::LayerActivations;
 
 struct ModelCosts {
   std::string name;
