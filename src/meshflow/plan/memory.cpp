@@ -173,6 +173,8 @@ MemoryEstimate estimate_memory(const ModelCosts& m, const Layout& l, const std::
         candidate(grad_work + (it->second && full ? remade : 0.0));
         held -= it->first;
       }
+      // The embedding's backward: a dense gradient of this rank's piece of the table.
+      if (first && st.chunk == 0) candidate(table_bytes);
     }
     const double layer_work = grad_work + (full ? remade : 0.0);
     e.kept = kept_at;
