@@ -6,7 +6,10 @@
 #include <chrono>
 #include <cstdio>
 #include <functional>
+#include <thread>
 #include <vector>
+
+#include <omp.h>
 
 #include "meshflow/core/atomic_file.h"
 #include "meshflow/core/error.h"
@@ -115,10 +118,19 @@ HardwareProfile measure_profile(const comm::CommPtr& world, const ProfileOptions
     });
     h.op_overhead_s = world_mean(world, s / 1000);
   }
+  // More threads than cores (ranks x OpenMP threads): each short kernel above ran on a core of its
+  // own between the others' time slices, so its rate is a whole core's; a rank's share is
+  // cores / (ranks x threads) of it.
+  const double cores = std::max(1u, std::thread::hardware_concurrency());
+  const double share = std::min(1.0, cores / (static_cast<double>(ranks) * omp_get_max_threads()));
+  h.peak_flops *= share;
+  h.gemm_flops *= share;
+  h.memory_bandwidth *= share;
   if (leader)
     std::fprintf(out, "profile: peak %.1f GFLOP/s, GEMM fit %.1f GFLOP/s (half at %.3g FLOPs), attention %.0f%% of it, "
-                 "memory %.1f GB/s, %.2f us per op (per rank, %d ranks)\n", h.peak_flops / 1e9, h.gemm_flops / 1e9,
-                 h.gemm_half_flops, 100 * h.attention_efficiency, h.memory_bandwidth / 1e9, h.op_overhead_s * 1e6, ranks);
+                 "memory %.1f GB/s, %.2f us per op (per rank, %d ranks, %.3g of a core's rate each)\n", h.peak_flops / 1e9,
+                 h.gemm_flops / 1e9, h.gemm_half_flops, 100 * h.attention_efficiency, h.memory_bandwidth / 1e9,
+                 h.op_overhead_s * 1e6, ranks, share);
   // Collectives per group size (contiguous groups, all measuring at once), and neighbour
   // send/recv (half a ping-pong).
   h.intra = {5e-6, 1 / 5e9};

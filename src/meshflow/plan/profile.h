@@ -3,7 +3,8 @@
 // (fit: rate = G x / (x + h) for a call of x FLOPs), attention's rate, the memory bandwidth, the
 // host's time per op, and each collective (all_reduce, reduce_scatter, all_gather; send_recv
 // between neighbours) per group size through the real communicator, fitted to alpha + beta x bytes.
-// Plan with the same number of processes the profile was measured with.
+// With more threads than cores, each rate is scaled to a rank's share of the cores. Plan with the
+// same number of processes the profile was measured with.
 #pragma once
 #include <string>
 
