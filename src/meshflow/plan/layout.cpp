@@ -38,13 +38,12 @@ std::vector<std::pair<std::string, std::string>> Layout::config_keys(int64_t num
 }
 
 std::string Layout::str() const {
-  std::string s = "dp" + std::to_string(dp) + " tp" + std::to_string(tp) + (sequence_parallel ? "+sp" : "") + " pp" +
-                  std::to_string(pp);
-  if (pp > 1) s += " " + schedule + (virtual_stages > 1 ? "x" + std::to_string(virtual_stages) : "");
-  s += " mb" + std::to_string(micro_batch) + "x" + std::to_string(accumulation);
-  if (zero_stage > 0) s += " zero" + std::to_string(zero_stage);
+  std::string s = detail::cat("dp", dp, " tp", tp, sequence_parallel ? "+sp" : "", " pp", pp);
+  if (pp > 1) s += detail::cat(" ", schedule, virtual_stages > 1 ? detail::cat("x", virtual_stages) : std::string());
+  s += detail::cat(" mb", micro_batch, "x", accumulation);
+  if (zero_stage > 0) s += detail::cat(" zero", zero_stage);
   if (recompute == Recompute::kSelective) s += " recompute=selective";
-  if (recompute == Recompute::kFull) s += " recompute=full:" + std::to_string(recompute_layers);
+  if (recompute == Recompute::kFull) s += detail::cat(" recompute=full:", recompute_layers);
   return s;
 }
 
