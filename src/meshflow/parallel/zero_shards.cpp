@@ -37,6 +37,7 @@ struct ZeroShards::State {
   std::vector<nn::ParamUnit> units;
   std::vector<std::vector<int>> unit_groups;  // per unit (position in `units`): the groups it uses
   bool armed = false;
+  bool launched = false;  // the last gradient made a group's reduce-scatter start
   int64_t buffer_bytes = 0, buffer_peak = 0;  // pack and gather buffers alive now / at most
   double exposed_s = 0;                       // the last finish(): packing what was left and waiting
 
@@ -136,10 +137,12 @@ struct ZeroShards::State {
     if (--G.pending == 0) {
       if (opts.grad_scale != 1.0) scale_(G.pack_buf, opts.grad_scale);
       G.reduce_work = opts.dp->reduce_scatter(G.pack_buf, G.grad_seg);
+      launched = true;
     }
   }
 
   void on_grad_ready(size_t k) {
+    launched = false;
     if (armed && !filled[k]) fill(k);
     if (opts.stage == 3) {
       Group& G = groups[static_cast<size_t>(group_of[k])];
@@ -148,7 +151,10 @@ struct ZeroShards::State {
         release(group_of[k]);
       }
     }
-    poll();
+    // Earlier reductions are polled (their packs freed) when a group's starts, not at every
+    // gradient: a test that finds nothing to do yields the core under MPI when the ranks
+    // oversubscribe it, a scheduler time slice each.
+    if (launched) poll();
   }
   // Groups: each parameter belongs to the first unit that uses it, tp-replicated ones last.
   void build_groups(const std::vector<bool>& tp_replicated);
