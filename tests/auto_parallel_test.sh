@@ -3,7 +3,8 @@
 # writes it into its config.yaml (with the planner off), and its losses and gradient norms equal,
 # bit for bit, a run of the same layout set by hand and a run of that config.yaml; a layout key the
 # user sets is kept; the run's layout is one `meshflow plan` lists; `meshflow profile` writes a
-# profile the planner reads; no layout fitting the memory fails on every rank with one line.
+# profile the planner reads; `meshflow plan --measure` trains plans and times them; no layout
+# fitting the memory fails on every rank with one line.
 # Usage: auto_parallel_test.sh MESHFLOW_BINARY SOURCE_DIR MPIEXEC
 set -uo pipefail
 bin=$1
@@ -86,14 +87,41 @@ import json, sys
 p = json.load(open(sys.argv[1]))
 want = {f"{op}/{g}" for op in ("all_reduce", "reduce_scatter", "all_gather") for g in (2, 4)} | {"send_recv/2"}
 missing = want - set(p["collectives"])
-bad = [k for k in ("peak_flops", "gemm_flops", "memory_bandwidth", "memory_bytes") if not p[k] > 0]
+bad = [k for k in ("peak_flops", "gemm_flops", "memory_bandwidth", "memory_bytes", "core_share") if not p[k] > 0]
+missing |= {f"loaded_alpha_s/{g}" for g in ("2", "4") if g not in p["loaded_alpha_s"]}
 if missing or bad or p["ranks_per_node"] != 4:
     print("FAIL: the profile lacks", sorted(missing), "or has non-positive", bad); sys.exit(1)
 PY
 "$bin" plan "${args[@]}" --nproc 4 --hardware "$work/host4.json" > "$work/plan4.log" 2>&1 && grep -q "^best: " "$work/plan4.log" ||
   { echo "FAIL: planning with the measured profile:"; tail "$work/plan4.log"; fail=1; }
 
-# 5. Nothing fits: one error line per rank, non-zero, no output folder.
+# 5. `meshflow plan --measure` under mpirun -np 4 trains the chosen plans in one job: the first
+# ranked and the last, each with its measured step time and peak memory per rank, which the memory
+# model predicts within 10%; and the summary.
+"$mpiexec" --allow-run-as-root --oversubscribe -np 4 "$bin" plan "${args[@]}" --hardware "$work/host4.json" \
+  --measure 2 --steps 3 > "$work/measure.log" 2>&1 || { echo "FAIL: plan --measure exited non-zero:"; tail "$work/measure.log"; fail=1; }
+"$mpiexec" --allow-run-as-root --oversubscribe -np 4 "$bin" plan "${args[@]}" --hardware "$work/host4.json" \
+  --measure 2 --steps 3 --json > "$work/measure.jsonl" 2> "$work/measure.err" || { echo "FAIL: plan --measure --json"; fail=1; }
+"$bin" plan "${args[@]}" --nproc 4 --hardware "$work/host4.json" --json > "$work/plans4.jsonl"
+python3 - "$work/measure.jsonl" "$work/plans4.jsonl" <<'PY' || fail=1
+import json, sys
+measured = [json.loads(l) for l in open(sys.argv[1])]
+plans = [json.loads(l) for l in open(sys.argv[2])]
+ranks = [m["rank"] for m in measured]
+if ranks != [1, len(plans)]:
+    print("FAIL: --measure 2 measured plans", ranks, "of", len(plans), "(want the first and the last)"); sys.exit(1)
+for m in measured:
+    p = plans[m["rank"] - 1]
+    if m["layout"] != p["layout"] or not m["measured_s"] > 0:
+        print("FAIL: measured", m, "against plan", p["layout"]); sys.exit(1)
+    if abs(m["predicted_peak"] / m["measured_peak"] - 1) > 0.10:
+        print("FAIL: the memory model misses", m["layout"], "by more than 10%:", m); sys.exit(1)
+PY
+grep -q "^measured 2 plans: the chosen plan (.*) took .* Kendall's tau" "$work/measure.log" &&
+  grep -q "^memory: [0-9] of 2 plans within 10% of the measured peak" "$work/measure.log" ||
+  { echo "FAIL: plan --measure printed no summary:"; tail "$work/measure.log"; fail=1; }
+
+# 6. Nothing fits: one error line per rank, non-zero, no output folder.
 if "${mpi[@]}" "$bin" train "${args[@]}" graph.auto_parallel.enabled=true graph.auto_parallel.memory_per_rank_gb=1e-6 \
     "train.output_dir=$work/none" > "$work/none.log" 2>&1; then
   echo "FAIL: a run with no feasible layout succeeded"; fail=1

@@ -62,6 +62,8 @@ expect_error "damaged hardware profile" "the hardware profile $work/profile.json
   "$bin" plan "${good[@]}" --nproc 2 --hardware "$work/profile.json"
 expect_error "nothing fits" "no layout of GPT-2: .* fits on 2 ranks with 1e-09 GB each: .*memory (" \
   "$bin" plan "${good[@]}" --nproc 2 --memory-per-rank 0.000000001
+expect_error "plan --measure off mpirun" "plan --measure: the plans are for 2 ranks and this job has 1 (run it as mpirun -np 2" \
+  "$bin" plan "${good[@]}" --nproc 2 --measure 1
 expect_error "auto-parallel: nothing fits" "graph.auto_parallel: no layout of GPT-2: .* fits on 1 ranks" \
   "$bin" train "${good[@]}" graph.auto_parallel.enabled=true graph.auto_parallel.memory_per_rank_gb=1e-9 "train.output_dir=$work/o0"
 expect_error "missing data file" "$work/none" "$bin" train "${good[@]}" "data.data_prefix=$work/none" "train.output_dir=$work/o1"

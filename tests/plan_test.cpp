@@ -13,6 +13,7 @@
 #include "meshflow/data/preprocess.h"
 #include "meshflow/models/gpt2/model.h"
 #include "meshflow/models/registry.h"
+#include "meshflow/plan/measure.h"
 #include "meshflow/plan/planner.h"
 #include "meshflow/plan/run.h"
 #include "meshflow/train/build.h"
@@ -121,15 +122,26 @@ TEST(PlanTime, ThePipelineBubbleIsTheSchedules) {
   l.pp = 4;
   l.micro_batch = 1;
   l.accumulation = 8;
-  auto share = [&](const Layout& x) {
+  auto time = [&](const Layout& x) {
     const auto ranges = mf::train::pipeline_layers(with_layout(c, m, x), x.pp * x.virtual_stages);
-    const StepTime t = estimate_step_time(m, x, h, ranges);
+    return estimate_step_time(m, x, h, ranges);
+  };
+  auto share = [&](const Layout& x) {
+    const StepTime t = time(x);
     return t.bubble_s / (t.bubble_s + t.compute_s);
   };
-  EXPECT_NEAR(share(l), 3.0 / 11.0, 1e-12);  // (p - 1) / (m + p - 1)
+  // The fill and drain run each other stage once, whatever the micro-batches: the bubble stays,
+  // the compute grows with them.
+  Layout more = l;
+  more.accumulation = 16;
+  EXPECT_DOUBLE_EQ(time(more).bubble_s, time(l).bubble_s);
+  EXPECT_DOUBLE_EQ(time(more).compute_s, 2 * time(l).compute_s);
+  // Stages nearly equal (the embedding's and the head's work on the end stages): about Megatron's
+  // (p - 1) / (m + p - 1), and (p - 1) / (v m + p - 1) interleaved.
+  EXPECT_NEAR(share(l), 3.0 / 11.0, 0.01);
   l.schedule = "interleaved_1f1b";
   l.virtual_stages = 2;
-  EXPECT_NEAR(share(l), 3.0 / 19.0, 1e-12);  // (p - 1) / (v m + p - 1)
+  EXPECT_NEAR(share(l), 3.0 / 19.0, 0.01);
   Layout one;
   one.accumulation = 8;
   const StepTime t = estimate_step_time(m, one, h, {{0, 8}});
@@ -138,9 +150,58 @@ TEST(PlanTime, ThePipelineBubbleIsTheSchedules) {
   EXPECT_EQ(t.dp_comm_s, 0);
 }
 
+TEST(PlanTime, OversubscribedRanksLendTheirCoresWhileTheyWait) {
+  // Four pipeline ranks on one core (a rank's share 1/4 when all compute): with one micro-batch
+  // only one stage computes at a time, on the whole core — the stages' sum at 4x the shared rate.
+  const mf::Config c = gpt2_config({"model.num_layers=8"});
+  const ModelCosts m = model_costs(c);
+  HardwareProfile h = hardware_profile("a100-80gb", 4);
+  Layout l;
+  l.pp = 4;
+  l.micro_batch = 1;
+  l.accumulation = 1;
+  const auto ranges = mf::train::pipeline_layers(with_layout(c, m, l), 4);
+  auto pipeline_s = [&] {
+    const StepTime t = estimate_step_time(m, l, h, ranges);
+    return t.compute_s + t.bubble_s;
+  };
+  const double whole_cores = pipeline_s();
+  h.core_share = 0.25;
+  EXPECT_NEAR(pipeline_s(), 0.25 * whole_cores, 1e-12 * whole_cores);
+  // Many micro-batches: never less than the busiest stage's work on a core of its own.
+  l.accumulation = 64;
+  const StepTime busy = estimate_step_time(m, l, h, ranges);
+  h.core_share = 1;
+  const StepTime own = estimate_step_time(m, l, h, ranges);
+  EXPECT_GE(busy.compute_s + busy.bubble_s, 0.25 * own.compute_s);
+  // One stage: the shared rates are the whole story.
+  Layout flat;
+  flat.accumulation = 4;
+  const double flat_own = estimate_step_time(m, flat, h, {{0, 8}}).total();
+  h.core_share = 0.25;
+  EXPECT_NEAR(estimate_step_time(m, flat, h, {{0, 8}}).total(), flat_own, 1e-12 * flat_own);
+}
+
+TEST(PlanMeasure, PlansSpreadOverTheRankingAndKendallsTau) {
+  EXPECT_EQ(plans_to_measure(10, 4), (std::vector<int64_t>{0, 3, 6, 9}));
+  EXPECT_EQ(plans_to_measure(10, 1), (std::vector<int64_t>{0}));
+  EXPECT_EQ(plans_to_measure(3, 0), (std::vector<int64_t>{0, 1, 2}));
+  EXPECT_EQ(plans_to_measure(3, 5), (std::vector<int64_t>{0, 1, 2}));
+  EXPECT_TRUE(plans_to_measure(0, 3).empty());
+  EXPECT_DOUBLE_EQ(kendall_tau({1, 2, 3, 4}, {10, 20, 30, 40}), 1.0);
+  EXPECT_DOUBLE_EQ(kendall_tau({1, 2, 3, 4}, {4, 3, 2, 1}), -1.0);
+  // (1,2)+ (1,3)+ (1,4)+ (2,3)- (2,4)+ (3,4)+: (5 - 1) / 6; a tie counts neither way.
+  EXPECT_DOUBLE_EQ(kendall_tau({1, 2, 3, 4}, {1, 3, 2, 4}), 4.0 / 6.0);
+  EXPECT_DOUBLE_EQ(kendall_tau({1, 1, 2}, {1, 2, 3}), 2.0 / 3.0);
+  EXPECT_THROW(kendall_tau({1, 2}, {1}), mf::Error);
+}
+
 TEST(PlanHardware, ProfilesRoundTripAndBadOnesAreNamed) {
   HardwareProfile h = hardware_profile("h100-80gb", 8);
   h.collectives["all_reduce/2"] = {1e-5, 2e-10};
+  h.collectives["all_reduce/4"] = {1e-5, 2e-10};
+  h.loaded_alpha_s[4] = 3e-4;  // a call of 4 ranks while the others compute: at least 0.3 ms
+  h.core_share = 0.5;
   const fs::path dir = fs::path(testing::TempDir()) / ("mf_plan_hw_" + std::to_string(::getpid()));
   fs::create_directories(dir);
   mf::write_file_atomic((dir / "p.json").string(), profile_json(h));
@@ -148,6 +209,9 @@ TEST(PlanHardware, ProfilesRoundTripAndBadOnesAreNamed) {
   EXPECT_EQ(back.peak_flops, h.peak_flops);
   EXPECT_EQ(back.intra.beta_s_per_b, h.intra.beta_s_per_b);
   EXPECT_DOUBLE_EQ(back.collective_seconds("all_reduce", 2, 1e6, false), 1e-5 + 2e-10 * 1e6);
+  EXPECT_DOUBLE_EQ(back.collective_seconds("all_reduce", 4, 1e6, false), 3e-4 + 2e-10 * 1e6);
+  EXPECT_EQ(back.core_share, 0.5);
+  EXPECT_EQ(parse_profile(profile_json(h), "text").loaded_alpha_s, h.loaded_alpha_s);
   mf::write_file_atomic((dir / "bad.json").string(), "{\"name\": \"x\"}");
   EXPECT_THROW(
       {

@@ -421,6 +421,12 @@ int main(int argc, char** argv) {
   plan->add_option("--top", pla.top, "plans to print (0: all)")->check(CLI::NonNegativeNumber);
   plan->add_flag("--rejected", pla.rejected, "also print every rejected layout with its reason");
   plan->add_flag("--json", pla.json, "print every feasible plan as a JSON line (layout keys, predicted time and memory)");
+  plan->add_option("--measure", pla.measure, "train N plans (0: all), spread over the ranking with the first included, "
+                   "each for --steps steps in this job, and print their measured step time and peak memory beside the "
+                   "predicted (under mpirun -np --nproc)")->check(CLI::NonNegativeNumber);
+  plan->add_option("--steps", pla.steps, "--measure: steps per plan; the median of those after the first two is its time")->check(CLI::PositiveNumber);
+  plan->footer("Example: meshflow plan configs/gpt2/tiny.yaml --nproc 8; mpirun -np 8 meshflow plan configs/gpt2/tiny.yaml "
+               "--measure 20 (--nproc defaults to the job's size)");
   mf::plan::ProfileOptions pro;
   auto* profile = app.add_subcommand("profile", "Measure this machine for the planner (GEMM, attention, memory, each "
                                      "collective per group size; every rank at once): a file for meshflow plan --hardware");
@@ -456,7 +462,8 @@ int main(int argc, char** argv) {
     } else if (*profile) {
       mf::plan::measure_profile(world, pro, stdout);
     } else if (*plan) {
-      return mf::plan::run_plan(mf::Config::load(config, overrides), pla, stdout);
+      if (plan->count("--nproc") == 0 && world) pla.nproc = world->size();
+      return mf::plan::run_plan(mf::Config::load(config, overrides), pla, stdout, world);
     } else if (*gen) {
       const mf::Config c = mf::Config::load(config, overrides);
       mf::infer::run_generation(c, ga, stdout, device_world(c, world));

@@ -1,6 +1,8 @@
 #include "meshflow/plan/cost.h"
 
 #include <algorithm>
+#include <cmath>
+#include <functional>
 
 namespace mf::plan {
 
@@ -23,16 +25,27 @@ StepTime estimate_step_time(const ModelCosts& m, const Layout& l, const Hardware
   };
   const double head_flops = 2 * tokens * V * C / tp;
   const double head_forward = head_flops / h.gemm_rate(head_flops) + 3 * tokens * V / tp * act / h.memory_bandwidth;
+  // The embedding's backward makes a dense gradient of the rank's table piece each micro-batch
+  // (zeroed, then the rows added).
+  const double table_s = 2 * std::ceil(V / tp) * C * act / h.memory_bandwidth;
   // Per micro-batch seconds of each pipeline rank (all its chunks): forward, backward (twice the
-  // forward), recomputation's extra forward.
-  double slowest = 0;
+  // forward), recomputation's extra forward; with accumulation, the gradients added into .grad
+  // (two reads, a write).
+  double slowest = 0, all_stages = 0;
   int64_t layers_slowest = 0;
+  std::vector<double> stage_s;  // each pipeline rank's seconds per micro-batch
   for (int64_t s = 0; s < l.pp; ++s) {
-    double t = 0;
+    double t = 0, params = 0;
     int64_t layers = 0;
+    if (s == 0) {
+      t += table_s;
+      params += static_cast<double>(m.embedding.on_rank(l.tp));
+    }
+    if (s == l.pp - 1) params += static_cast<double>(m.head.on_rank(l.tp) + (s > 0 && m.tied ? m.tied_copy.on_rank(l.tp) : 0));
     for (int64_t k = 0; k < l.virtual_stages; ++k) {
       const auto [a, b] = ranges[static_cast<size_t>(k * l.pp + s)];
       for (int64_t layer = a; layer < b; ++layer) {
+        params += static_cast<double>(m.layer_params[static_cast<size_t>(layer)].on_rank(l.tp));
         const auto [f, attention] = layer_forward(layer);
         const bool recomputed = l.recompute != Recompute::kNone && layer < l.recompute_layers;
         t += 3 * f + (recomputed && full ? f : 0.0) + (recomputed && selective ? attention : 0.0);
@@ -40,6 +53,9 @@ StepTime estimate_step_time(const ModelCosts& m, const Layout& l, const Hardware
       }
     }
     if (s == l.pp - 1) t += 3 * head_forward + (full ? head_forward : 0.0);
+    if (l.accumulation > 1) t += 3 * params * pbytes / h.memory_bandwidth;
+    all_stages += t;
+    stage_s.push_back(t);
     if (t > slowest) {
       slowest = t;
       layers_slowest = layers;
@@ -48,7 +64,29 @@ StepTime estimate_step_time(const ModelCosts& m, const Layout& l, const Hardware
   const double m_micro = static_cast<double>(l.accumulation), v = static_cast<double>(l.virtual_stages);
   StepTime st;
   st.compute_s = m_micro * slowest;
-  st.bubble_s = static_cast<double>(l.pp - 1) / v * slowest;
+  // The pipeline fills and drains through the other stages: one micro-batch's forward and
+  // backward on each (a chunk's, interleaved).
+  st.bubble_s = (all_stages - slowest) / v;
+  if (h.core_share < 1) {
+    // More ranks than cores (the rates are a rank's share of a core when all compute): a rank
+    // waiting for its neighbours yields its core to the busy ones, so no set of ranks is slower
+    // than its work spread over the cores it can use — `slots` = ranks x share whole cores, at most
+    // one a rank. The busiest stages first (each stage's dp x tp ranks alike): the j busiest
+    // stages' work over min(slots, their ranks); and the slowest stage's critical path, fill and
+    // drain included, at the rate its ranks get.
+    const double per_stage = static_cast<double>(l.dp * l.tp);
+    const double slots = h.core_share * per_stage * static_cast<double>(l.pp);
+    std::sort(stage_s.begin(), stage_s.end(), std::greater<>());
+    double busiest = 0, bound = 0;
+    for (size_t j = 0; j < stage_s.size(); ++j) {
+      busiest += stage_s[j];
+      const double ranks = per_stage * static_cast<double>(j + 1);
+      bound = std::max(bound, m_micro * busiest * per_stage * h.core_share / std::min(slots, ranks));
+    }
+    const double path = (st.compute_s + st.bubble_s) * h.core_share * std::max(1.0, per_stage / slots);
+    st.compute_s = m_micro * all_stages / static_cast<double>(l.pp);  // the mean rank's work
+    st.bubble_s = std::max(0.0, std::max(bound, path) - st.compute_s);
+  }
   // Tensor parallelism: per layer two all-reduces forward and two backward of the (tokens, C)
   // activation (sequence parallel: an all-gather and a reduce-scatter for each), the embedding's
   // and the head's; the runtime waits for each.
@@ -65,21 +103,31 @@ StepTime estimate_step_time(const ModelCosts& m, const Layout& l, const Hardware
   // Data parallelism: the gradients' reduction (ZeRO 2/3: a reduce-scatter), partly hidden behind
   // backward; ZeRO's all-gather of the updated parameters after the step; ZeRO-3's gathers of
   // every unit in forward and again in backward, prefetched like the reduction.
-  double rank_params = 0;
+  // The first stage's parameters, and its units (the embedding, each layer, and without a
+  // pipeline the head): ZeRO-2/3 reduce and gather unit by unit.
+  double rank_params = 0, units = 1;
   for (int64_t k = 0; k < l.virtual_stages; ++k) {
     const auto [a, b] = ranges[static_cast<size_t>(k * l.pp)];
     for (int64_t layer = a; layer < b; ++layer) rank_params += static_cast<double>(m.layer_params[static_cast<size_t>(layer)].on_rank(l.tp));
+    units += static_cast<double>(b - a);
   }
   rank_params += static_cast<double>(m.embedding.on_rank(l.tp));
-  if (l.pp == 1) rank_params += static_cast<double>(m.head.on_rank(l.tp));
+  if (l.pp == 1) {
+    rank_params += static_cast<double>(m.head.on_rank(l.tp));
+    units += 1;
+  }
   const double grad_bytes = rank_params * pbytes;
   if (l.dp > 1) {
     const bool dp_crosses = l.dp * l.tp > h.ranks_per_node;
     const double hidden = 1 - h.dp_overlap;
-    const double reduce = h.collective_seconds(l.zero_stage >= 2 ? "reduce_scatter" : "all_reduce", l.dp, grad_bytes, dp_crosses);
+    // Calls: one per unit (ZeRO-2/3), else one per gradient bucket.
+    const double calls = l.zero_stage >= 2 ? units : std::max(1.0, std::ceil(grad_bytes / (m.grad_bucket_mb * 1048576.0)));
+    const double reduce = calls * h.collective_seconds(l.zero_stage >= 2 ? "reduce_scatter" : "all_reduce", l.dp,
+                                                       grad_bytes / calls, dp_crosses);
     const double gather = h.collective_seconds("all_gather", l.dp, grad_bytes, dp_crosses);
+    const double unit_gathers = units * h.collective_seconds("all_gather", l.dp, grad_bytes / units, dp_crosses);
     st.dp_comm_s = hidden * reduce + (l.zero_stage >= 1 ? gather : 0.0) +
-                   (l.zero_stage >= 3 ? hidden * 2 * m_micro * gather : 0.0);
+                   (l.zero_stage >= 3 ? hidden * 2 * m_micro * unit_gathers : 0.0);
   }
   // Clipping (one read of the gradients) and AdamW (parameters, gradients, moments read, three written).
   const double opt_elems = rank_params / (l.zero_stage >= 1 ? static_cast<double>(l.dp) : 1.0);

@@ -2,9 +2,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
+#include <iterator>
 #include <thread>
 
 #include <omp.h>
@@ -21,8 +22,10 @@ double HardwareProfile::gemm_rate(double flops) const {
 
 double HardwareProfile::collective_seconds(const std::string& op, int64_t group, double bytes, bool crosses_nodes) const {
   if (group <= 1 && op != "send_recv") return 0;
+  auto loaded = loaded_alpha_s.find(op == "send_recv" ? 2 : group);
+  const double at_least = loaded != loaded_alpha_s.end() ? loaded->second : 0.0;
   auto fit = collectives.find(op + "/" + std::to_string(group));
-  if (fit != collectives.end()) return fit->second.seconds(bytes);
+  if (fit != collectives.end()) return std::max(at_least, fit->second.alpha_s) + fit->second.beta_s_per_b * bytes;
   const AlphaBeta& link = crosses_nodes ? inter : intra;
   const double n = static_cast<double>(group);
   if (op == "all_reduce") return 2 * (n - 1) * link.alpha_s + 2 * (n - 1) / n * bytes * link.beta_s_per_b;
@@ -69,6 +72,7 @@ HardwareProfile host(int64_t ranks) {
   const double share = 1.0 / static_cast<double>(std::max<int64_t>(1, ranks));
   const double cores = std::max(1u, std::thread::hardware_concurrency());
   h.peak_flops = train::measured_peak_flops() / omp_get_max_threads() * cores * share;
+  h.core_share = std::min(1.0, cores / (static_cast<double>(std::max<int64_t>(1, ranks)) * omp_get_max_threads()));
   h.gemm_flops = 0.8 * h.peak_flops;
   h.gemm_half_flops = 2e7;
   h.memory_bandwidth = 20e9 * share;
@@ -109,18 +113,26 @@ std::string profile_json(const HardwareProfile& h) {
   nlohmann::ordered_json coll = nlohmann::ordered_json::object();
   for (const auto& [k, v] : h.collectives) coll[k] = {{"alpha_s", v.alpha_s}, {"beta_s_per_byte", v.beta_s_per_b}};
   j["collectives"] = coll;
+  nlohmann::ordered_json loaded = nlohmann::ordered_json::object();
+  for (const auto& [g, v] : h.loaded_alpha_s) loaded[std::to_string(g)] = v;
+  j["loaded_alpha_s"] = loaded;
   j["dp_overlap"] = h.dp_overlap;
   j["op_overhead_s"] = h.op_overhead_s;
   j["native_half"] = h.native_half;
+  j["core_share"] = h.core_share;
   return j.dump(2) + "\n";
 }
 
 HardwareProfile load_profile(const std::string& path) {
   std::ifstream in(path);
   MF_CHECK(in.good(), "plan: cannot read the hardware profile ", path);
+  return parse_profile(std::string(std::istreambuf_iterator<char>(in), {}), path);
+}
+
+HardwareProfile parse_profile(const std::string& text, const std::string& path) {
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(in);
+    j = nlohmann::json::parse(text);
     HardwareProfile h;
     h.name = j.at("name").get<std::string>();
     h.source = j.value("source", path);
@@ -135,9 +147,13 @@ HardwareProfile load_profile(const std::string& path) {
     h.intra = ab(j.at("intra"));
     h.inter = ab(j.at("inter"));
     for (const auto& [k, v] : j.at("collectives").items()) h.collectives[k] = ab(v);
+    if (j.contains("loaded_alpha_s"))
+      for (const auto& [k, v] : j.at("loaded_alpha_s").items()) h.loaded_alpha_s[std::stoll(k)] = v.get<double>();
     h.dp_overlap = j.at("dp_overlap").get<double>();
     h.op_overhead_s = j.at("op_overhead_s").get<double>();
     h.native_half = j.value("native_half", false);
+    h.core_share = j.value("core_share", 1.0);
+    MF_CHECK(h.core_share > 0 && h.core_share <= 1, "core_share must be in (0, 1], not ", h.core_share);
     MF_CHECK(h.peak_flops > 0 && h.gemm_flops > 0 && h.memory_bandwidth > 0, "rates must be positive");
     return h;
   } catch (const nlohmann::json::exception& e) {

@@ -30,12 +30,20 @@ struct HardwareProfile {
   // Measured fits by "<op>/<group size>" (op: all_reduce, reduce_scatter, all_gather, send_recv);
   // bytes: the whole tensor (all_reduce's, reduce_scatter's input, all_gather's output, the message).
   std::map<std::string, AlphaBeta> collectives;
+  // Seconds a blocking collective over a group of this size takes at least when the ranks compute
+  // between calls, as in a step (each call waits for the group's last member to arrive; with more
+  // ranks than cores, to be scheduled): measured by `meshflow profile`, replaces a smaller alpha.
+  std::map<int64_t, double> loaded_alpha_s;
   // Share of the data-parallel gradient reduction hidden behind backward.
   double dp_overlap = 0;
   // bf16/f16 models run in half precision (GPUs): activations take the parameter dtype's bytes.
   bool native_half = false;
   // Time the host spends per op it launches (autograd, allocation, dispatch), seconds.
   double op_overhead_s = 0;
+  // A rank's share of a core when every rank computes (cores / (ranks x threads) when the ranks
+  // oversubscribe the cores, else 1): the rates above are that share's; a rank alone runs at
+  // rate / core_share.
+  double core_share = 1;
 
   // GEMM rate for a call of `flops` FLOPs: gemm_flops * flops / (flops + gemm_half_flops).
   double gemm_rate(double flops) const;
@@ -51,5 +59,7 @@ HardwareProfile hardware_profile(const std::string& name, int64_t ranks);
 // The profile as JSON (what `meshflow profile` writes, and load_profile reads).
 std::string profile_json(const HardwareProfile& h);
 HardwareProfile load_profile(const std::string& path);
+// The profile from its JSON text; `where` names it in errors.
+HardwareProfile parse_profile(const std::string& json, const std::string& where);
 
 }  // namespace mf::plan

@@ -101,7 +101,12 @@ MemoryEstimate estimate_memory(const ModelCosts& m, const Layout& l, const std::
     const bool first = s == 0, last = s == l.pp - 1;
     // ---- model state, and what each chunk's layers keep per micro-batch (bytes, in layer order)
     double elems = 0, largest_layer = 0;
-    std::vector<std::vector<std::pair<double, bool>>> chunk_layers(static_cast<size_t>(l.virtual_stages));  // (kept, recomputed)
+    struct LayerBytes {
+      double kept = 0;        // what backward keeps per micro-batch
+      bool recomputed = false;
+      double grads = 0;       // its parameters' gradients
+    };
+    std::vector<std::vector<LayerBytes>> chunk_layers(static_cast<size_t>(l.virtual_stages));
     for (int64_t k = 0; k < l.virtual_stages; ++k) {
       const auto [a, b] = ranges[static_cast<size_t>(k * l.pp + s)];
       for (int64_t layer = a; layer < b; ++layer) {
@@ -109,7 +114,7 @@ MemoryEstimate estimate_memory(const ModelCosts& m, const Layout& l, const std::
         elems += p;
         largest_layer = std::max(largest_layer, p);
         const bool recomputed = l.recompute != Recompute::kNone && layer < l.recompute_layers;
-        chunk_layers[static_cast<size_t>(k)].push_back({tokens * layer_kept(m, l, recomputed) * act_bytes, recomputed});
+        chunk_layers[static_cast<size_t>(k)].push_back({tokens * layer_kept(m, l, recomputed) * act_bytes, recomputed, p * pbytes});
       }
     }
     double head_unit = 0;  // the parameters the head uses (ZeRO-3 gathers them as a unit)
@@ -144,10 +149,12 @@ MemoryEstimate estimate_memory(const ModelCosts& m, const Layout& l, const std::
     const double table_bytes = vocab_local * C * pbytes;
     double head_work = std::max(chunk_bytes, table_bytes);
     if (full) head_work = chunks >= 2 && !accumulates ? 2 * chunk_bytes + table_bytes : std::max(2 * chunk_bytes, chunk_bytes + table_bytes);
+    const bool zero_packs = l.dp > 1 && l.zero_stage >= 2;
+    const double embedding_unit = first ? static_cast<double>(m.embedding.on_rank(l.tp)) : 0.0;
     const double zero3_units = l.zero_stage >= 3 ? (std::max(head_unit, largest_layer) + largest_layer) * pbytes : 0.0;
     auto kept_by = [&](int64_t k, bool head) {
       double b = head ? head_kept : 0.0;
-      for (const auto& layer : chunk_layers[static_cast<size_t>(k)]) b += layer.first;
+      for (const LayerBytes& layer : chunk_layers[static_cast<size_t>(k)]) b += layer.kept;
       return b;
     };
     double held = 0, dynamic = 0, kept_at = 0, work_at = 0;
@@ -163,18 +170,23 @@ MemoryEstimate estimate_memory(const ModelCosts& m, const Layout& l, const std::
       held = 0;
       for (int64_t k = 0; k < l.virtual_stages; ++k)
         held += static_cast<double>(st.held[static_cast<size_t>(k)]) * kept_by(k, last && k == l.virtual_stages - 1);
+      // ZeRO-2/3, the chunk's last backward of the step: as a unit's gradients are final they
+      // are packed for their reduce-scatter (parallel/zero_shards.h), the pack (the unit's whole
+      // gradients) beside the gradients until each is copied in.
+      const double packs = zero_packs && st.held[static_cast<size_t>(st.chunk)] == 1 ? 1.0 : 0.0;
       // Backward runs the head, then the chunk's layers last to first, each freeing what it kept.
       if (last && st.chunk == l.virtual_stages - 1) {
         candidate(head_work);
         held -= head_kept;
+        candidate(packs * 2 * head_unit * pbytes);
       }
       const auto& layers = chunk_layers[static_cast<size_t>(st.chunk)];
       for (auto it = layers.rbegin(); it != layers.rend(); ++it) {
-        candidate(grad_work + (it->second && full ? remade : 0.0));
-        held -= it->first;
+        candidate(grad_work + (it->recomputed && full ? remade : 0.0) + packs * 2 * it->grads);
+        held -= it->kept;
       }
-      // The embedding's backward: a dense gradient of this rank's piece of the table.
-      if (first && st.chunk == 0) candidate(table_bytes);
+      // The embedding's backward: a dense gradient of this rank's piece of the table (and its pack).
+      if (first && st.chunk == 0) candidate(table_bytes + packs * embedding_unit * pbytes);
     }
     const double layer_work = grad_work + (full ? remade : 0.0);
     e.kept = kept_at;

@@ -52,6 +52,7 @@ ModelCosts model_costs(const Config& c) {
   const models::TrainingSettings ts = models::training_settings(c);
   m.amp = ts.dtype == DType::kBF16 || ts.dtype == DType::kF16;
   m.param_bytes = static_cast<int64_t>(dtype_nbytes(ts.dtype));
+  m.grad_bucket_mb = c.get_float("train.dist.grad_bucket_mb");
   const auto shapes = spec.parameter_shapes(c);
   // The vocabulary: the first 2-D parameter outside the layers (the input embedding's rows).
   int64_t decoder_offset = key_or(c, "model.num_layers", m.layers);

@@ -28,6 +28,7 @@ struct ModelCosts {
   bool tied = false;  // the output projection is the input embedding: a pipeline's last stage holds a copy
   int64_t param_bytes = 4;  // per parameter element (2 with train.amp: bf16/f16)
   bool amp = false;         // f32 master weights in the optimizer
+  double grad_bucket_mb = 25;  // train.dist.grad_bucket_mb: the data-parallel reduction's bucket
   // Bytes per activation element: 4 (the CPU computes bf16/f16 models in f32), the parameter
   // dtype's where half kernels run natively (set_native_half()).
   int64_t act_bytes = 4;

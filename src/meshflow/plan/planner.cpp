@@ -24,7 +24,7 @@ PlanResult make_plan(const Config& c, const PlanOptions& o) {
   r.model = model_costs(c);
   const models::ModelSpec& spec = models::model_spec(r.model.name);
   r.model_line = spec.describe ? spec.describe(c) : r.model.name;
-  r.hardware = hardware_profile(o.hardware, o.ranks);
+  r.hardware = o.profile ? *o.profile : hardware_profile(o.hardware, o.ranks);
   r.model.set_native_half(r.hardware.native_half);
   r.ranks = o.ranks;
   r.global_batch = planned_global_batch(c, o.ranks);

@@ -4,6 +4,7 @@
 // memory or do not divide the model are kept with the reason.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,7 @@ struct PlanOptions {
   int64_t ranks = 1;
   double memory_per_rank_bytes = 0;  // 0: the profile's memory per rank
   std::string hardware;              // hardware_profile()'s name or file; "": this machine
+  std::optional<HardwareProfile> profile;  // given: this profile, not `hardware`
 };
 
 struct Plan {

@@ -72,8 +72,15 @@ HardwareProfile measure_profile(const comm::CommPtr& world, const ProfileOptions
   h.ranks_per_node = ranks;
   const auto pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
   h.memory_bytes = static_cast<double>(pages) * static_cast<double>(page) / ranks;
+  // The FMA peak, one rank at a time (the others wait in a barrier): a core's own rate, as the
+  // short kernels below measure theirs.
+  double own_peak = 0;
+  for (int r = 0; r < ranks; ++r) {
+    barrier();
+    if (!world || world->rank() == r) own_peak = train::measured_peak_flops();
+  }
   barrier();
-  h.peak_flops = world_mean(world, train::measured_peak_flops());
+  h.peak_flops = world_mean(world, own_peak);
   // GEMMs n x n x n: rate(x) = G x / (x + h), G the best rate measured, h the median over the
   // slower sizes of x (G / rate - 1).
   std::vector<double> xs, rates;
@@ -120,12 +127,14 @@ HardwareProfile measure_profile(const comm::CommPtr& world, const ProfileOptions
   }
   // More threads than cores (ranks x OpenMP threads): each short kernel above ran on a core of its
   // own between the others' time slices, so its rate is a whole core's; a rank's share is
-  // cores / (ranks x threads) of it.
+  // cores / (ranks x threads) of it (and its time per op 1 / share of the measured).
   const double cores = std::max(1u, std::thread::hardware_concurrency());
   const double share = std::min(1.0, cores / (static_cast<double>(ranks) * omp_get_max_threads()));
+  h.core_share = share;
   h.peak_flops *= share;
   h.gemm_flops *= share;
   h.memory_bandwidth *= share;
+  h.op_overhead_s /= share;
   if (leader)
     std::fprintf(out, "profile: peak %.1f GFLOP/s, GEMM fit %.1f GFLOP/s (half at %.3g FLOPs), attention %.0f%% of it, "
                  "memory %.1f GB/s, %.2f us per op (per rank, %d ranks, %.3g of a core's rate each)\n", h.peak_flops / 1e9,
@@ -157,6 +166,37 @@ HardwareProfile measure_profile(const comm::CommPtr& world, const ProfileOptions
       if (leader)
         std::fprintf(out, "profile: %s over %d ranks: %.1f us + bytes / (%.3f GB/s)\n", op, g, fit.alpha_s * 1e6,
                      1e-9 / fit.beta_s_per_b);
+    }
+  }
+  // A collective under load: every rank runs GEMMs between its group's small all-reduces, the
+  // groups at different paces (1-3 GEMMs per call) so that a call meets the other groups
+  // computing, as in a step; the time per call beyond the GEMMs alone is the least a blocking
+  // collective of the group takes (with more ranks than cores: a time slice or so).
+  if (world && ranks >= 2) {
+    const Tensor a = randn_f32({256, 256}, 12), b = randn_f32({256, 256}, 13);
+    Tensor small = randn_f32({1024}, 14);
+    const int calls = 4 * o.repeats;
+    for (int g = 2; g <= ranks; ++g) {
+      if (ranks % g != 0) continue;
+      comm::CommPtr group = world->split(world->rank() / g, world->rank());
+      const int gemms = 1 + (world->rank() / g) % 3;
+      auto loop_seconds = [&](bool collective) {
+        barrier();
+        const auto t0 = std::chrono::steady_clock::now();
+        for (int i = 0; i < calls; ++i) {
+          for (int k = 0; k < gemms; ++k) matmul(a, b);
+          if (collective) group->all_reduce(small)->wait();
+        }
+        const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        barrier();
+        return s;
+      };
+      loop_seconds(false);  // warm-up
+      const double alone = loop_seconds(false), loaded = loop_seconds(true);
+      h.loaded_alpha_s[g] = world_mean(world, std::max(0.0, (loaded - alone) / calls));
+      if (leader)
+        std::fprintf(out, "profile: a collective over %d ranks while the others compute: at least %.1f us\n", g,
+                     h.loaded_alpha_s[g] * 1e6);
     }
   }
   if (world && ranks >= 2) {

@@ -5,6 +5,7 @@
 #include <map>
 
 #include "meshflow/core/error.h"
+#include "meshflow/plan/measure.h"
 #include "meshflow/plan/planner.h"
 #include "meshflow/tensor/tensor.h"
 
@@ -37,6 +38,22 @@ nlohmann::ordered_json plan_json(const Plan& p, int64_t rank, int64_t num_layers
             {"optimizer_s", p.time.optimizer_s}}}};
 }
 
+// Rank 0's text on every rank (a short line: one double per byte).
+std::string text_from_rank0(const comm::CommPtr& world, const std::string& text) {
+  if (!world || world->size() == 1) return text;
+  Tensor n = from_vector(std::vector<double>{static_cast<double>(text.size())}, {1});
+  world->broadcast(n, 0)->wait();
+  const auto size = static_cast<int64_t>(n.data<double>()[0]);
+  std::vector<double> bytes(static_cast<size_t>(size), 0.0);
+  if (world->rank() == 0)
+    for (size_t i = 0; i < text.size(); ++i) bytes[i] = static_cast<unsigned char>(text[i]);
+  Tensor t = from_vector(bytes, {size});
+  world->broadcast(t, 0)->wait();
+  std::string out(static_cast<size_t>(size), ' ');
+  for (size_t i = 0; i < out.size(); ++i) out[i] = static_cast<char>(static_cast<int>(t.data<double>()[i]));
+  return out;
+}
+
 // Why no plan is left: the rejection reasons, counted.
 std::string no_plan(const PlanResult& r) {
   std::map<std::string, int64_t> reasons;
@@ -51,22 +68,38 @@ std::string no_plan(const PlanResult& r) {
 
 }  // namespace
 
-int run_plan(const Config& c, const PlanArgs& a, std::FILE* out) {
+int run_plan(const Config& c, const PlanArgs& a, std::FILE* out, const comm::CommPtr& world) {
   PlanOptions o = plan_options(c, a.nproc);
   if (a.memory_per_rank_gb > 0) o.memory_per_rank_bytes = a.memory_per_rank_gb * 1e9;
   if (!a.hardware.empty()) o.hardware = a.hardware;
+  const bool leader = !world || world->rank() == 0;
+  if (a.measure >= 0) {
+    // The same ranking on every rank: rank 0's profile (the host's is measured in the process).
+    std::string profile = leader ? profile_json(hardware_profile(o.hardware, o.ranks)) : std::string();
+    o.profile = parse_profile(text_from_rank0(world, profile), "rank 0's profile");
+  } else if (!leader) {
+    return 0;
+  }
   const PlanResult r = make_plan(c, o);
-  if (a.json) {
+  if (a.json && a.measure < 0) {
     for (size_t i = 0; i < r.ranked.size(); ++i)
       std::fprintf(out, "%s\n", plan_json(r.ranked[i], static_cast<int64_t>(i) + 1, r.model.layers).dump().c_str());
     return r.ranked.empty() ? 1 : 0;
   }
-  std::fputs(plan_report(r, a.top, a.rejected).c_str(), out);
+  if (leader && !a.json) std::fputs(plan_report(r, a.top, a.rejected).c_str(), out);
   if (r.ranked.empty()) {
     std::fflush(out);
     MF_THROW(no_plan(r));
   }
-  std::fprintf(out, "best: %s\n", layout_overrides(r.ranked.front().layout, r.model.layers).c_str());
+  if (leader && !a.json) std::fprintf(out, "best: %s\n", layout_overrides(r.ranked.front().layout, r.model.layers).c_str());
+  if (a.measure >= 0) {
+    std::fflush(out);
+    MeasureOptions mo;
+    mo.plans = a.measure;
+    mo.steps = a.steps;
+    mo.json = a.json;
+    measure_plans(c, r, mo, world, out);
+  }
   return 0;
 }
 
@@ -74,53 +107,42 @@ Config auto_parallel(const Config& c, const comm::CommPtr& world, std::FILE* out
   if (!c.get_bool("graph.auto_parallel.enabled")) return c;
   const int64_t ranks = world ? world->size() : 1;
   const bool leader = !world || world->rank() == 0;
-  // Rank 0 plans (the host profile measures this process); every rank takes its layout, broadcast
-  // as numbers (the first 1 when rank 0 found one).
-  Layout chosen;
-  ModelCosts m = model_costs(c);
-  std::vector<double> code(12, 0.0);
-  std::string error;
+  // Rank 0 plans (the host profile measures this process) and sends every rank its choice as its
+  // key=value line, or "error: " and why none.
+  std::string line;
   if (leader) {
     try {
       const PlanResult r = make_plan(c, plan_options(c, ranks));
       if (r.ranked.empty()) {
-        error = no_plan(r);
+        line = "error: " + no_plan(r);
       } else {
         const Plan& p = r.ranked.front();
-        const Layout& l = p.layout;
-        code = {1.0, double(l.dp), double(l.tp), double(l.pp), l.schedule == "gpipe" ? 1.0 : l.schedule == "interleaved_1f1b" ? 2.0 : 0.0,
-                double(l.virtual_stages), l.sequence_parallel ? 1.0 : 0.0, double(l.zero_stage), double(l.micro_batch),
-                double(l.accumulation), double(static_cast<int>(l.recompute)), double(l.recompute_layers)};
+        line = layout_overrides(p.layout, r.model.layers);
         std::fprintf(out, "auto_parallel: %s, the best of %zu feasible layouts on %lld ranks (%zu rejected): predicted "
                      "%.1f tokens/s, MFU %.1f%%, peak %.3f GB per rank on %s\nauto_parallel: %s\n",
-                     l.str().c_str(), r.ranked.size(), static_cast<long long>(ranks), r.rejected.size(), p.tokens_per_s,
-                     100 * p.mfu, p.memory.peak / 1e9, r.hardware.name.c_str(), layout_overrides(l, m.layers).c_str());
+                     p.layout.str().c_str(), r.ranked.size(), static_cast<long long>(ranks), r.rejected.size(),
+                     p.tokens_per_s, 100 * p.mfu, p.memory.peak / 1e9, r.hardware.name.c_str(), line.c_str());
         std::fflush(out);
       }
     } catch (const std::exception& e) {
-      error = e.what();
+      line = std::string("error: ") + e.what();
     }
-    if (!error.empty() && (!world || ranks == 1)) MF_THROW("graph.auto_parallel: ", error);
   }
-  if (world && ranks > 1) {
-    Tensor t = from_vector(code, {static_cast<int64_t>(code.size())});
-    world->broadcast(t, 0)->wait();
-    const double* v = t.data<double>();
-    MF_CHECK(v[0] == 1.0, "graph.auto_parallel: ", error.empty() ? "rank 0 found no layout (see its message)" : error);
-    code.assign(v, v + code.size());
+  line = text_from_rank0(world, line);
+  if (line.rfind("error: ", 0) == 0) MF_THROW("graph.auto_parallel: ", line.substr(7));
+  Config chosen = c;
+  size_t at = 0;
+  while (at < line.size()) {
+    size_t end = line.find(' ', at);
+    if (end == std::string::npos) end = line.size();
+    const std::string kv = line.substr(at, end - at);
+    const size_t eq = kv.find('=');
+    MF_CHECK(eq != std::string::npos, "graph.auto_parallel: rank 0 sent '", kv, "', not key=value");
+    chosen.set(kv.substr(0, eq), kv.substr(eq + 1), "graph.auto_parallel");
+    at = end + 1;
   }
-  chosen.dp = static_cast<int64_t>(code[1]);
-  chosen.tp = static_cast<int64_t>(code[2]);
-  chosen.pp = static_cast<int64_t>(code[3]);
-  chosen.schedule = code[4] == 1.0 ? "gpipe" : code[4] == 2.0 ? "interleaved_1f1b" : "1f1b";
-  chosen.virtual_stages = static_cast<int64_t>(code[5]);
-  chosen.sequence_parallel = code[6] == 1.0;
-  chosen.zero_stage = static_cast<int64_t>(code[7]);
-  chosen.micro_batch = static_cast<int64_t>(code[8]);
-  chosen.accumulation = static_cast<int64_t>(code[9]);
-  chosen.recompute = static_cast<Recompute>(static_cast<int>(code[10]));
-  chosen.recompute_layers = static_cast<int64_t>(code[11]);
-  return apply_plan(c, m, chosen);
+  chosen.set("graph.auto_parallel.enabled", "false", "graph.auto_parallel");
+  return chosen;
 }
 
 }  // namespace mf::plan

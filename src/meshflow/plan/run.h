@@ -17,13 +17,17 @@ struct PlanArgs {
   int64_t top = 20;
   bool rejected = false;
   bool json = false;              // every plan as a JSON line (layout keys, predictions)
+  int64_t measure = -1;           // >= 0: train that many plans (0: all) on `world` (measure.h)
+  int64_t steps = 6;              // steps per measured plan
 };
 
-// Prints the ranked plans; returns the exit status (1 when no layout is feasible).
-int run_plan(const Config& c, const PlanArgs& a, std::FILE* out);
+// Prints the ranked plans; returns the exit status (1 when no layout is feasible). With
+// `measure`, collective over `world` (every rank plans with rank 0's hardware profile, then the
+// plans are measured); else rank 0 alone prints.
+int run_plan(const Config& c, const PlanArgs& a, std::FILE* out, const comm::CommPtr& world = nullptr);
 
 // With graph.auto_parallel.enabled: `c` with the best plan for the world's size (rank 0 plans,
-// every rank takes its choice), logged on rank 0; else `c` itself. Throws when no layout fits,
+// every rank takes its choice, as its key=value line), logged on rank 0; else `c` itself. Throws when no layout fits,
 // naming the reasons.
 Config auto_parallel(const Config& c, const comm::CommPtr& world, std::FILE* out);
 

@@ -236,7 +236,18 @@ RunSources make_sources(const Config& c, const models::Model& model, const Token
 
 struct LastStats : HookBase {
   double train_loss = 0, val_loss = std::numeric_limits<double>::quiet_NaN();
-  void after_step(Trainer&, const StepStats& s) override { train_loss = s.loss; }
+  std::vector<double> step_seconds;
+  int64_t peak_bytes = 0;
+  void after_step(Trainer&, const StepStats& s) override {
+    train_loss = s.loss;
+    if (s.ranks.empty()) return;  // not a logged step: the ranks' figures were not gathered
+    double slowest = 0;
+    for (const RankStepStats& r : s.ranks) {
+      slowest = std::max(slowest, r.step_seconds);
+      peak_bytes = std::max(peak_bytes, r.peak_bytes);
+    }
+    step_seconds.push_back(slowest);
+  }
   void after_eval(Trainer&, const EvalStats& e) override { val_loss = e.loss; }
 };
 
@@ -293,6 +304,8 @@ RunSummary run_training(const Config& c, std::FILE* out, const comm::CommPtr& wo
   s.iterations = trainer.iter();
   s.final_train_loss = last_ptr->train_loss;
   s.final_val_loss = last_ptr->val_loss;
+  s.step_seconds = std::move(last_ptr->step_seconds);
+  s.peak_bytes = last_ptr->peak_bytes;
   if (opts.eval_enabled && trainer.is_main_rank() && !std::isnan(s.unigram_entropy))
     std::fprintf(out, "final validation loss %.4f nats/token vs unigram entropy %.4f nats/token of the training tokens\n",
                  s.final_val_loss, s.unigram_entropy);

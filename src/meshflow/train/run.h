@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdio>
 #include <memory>
+#include <vector>
 
 #include "meshflow/comm/communicator.h"
 #include "meshflow/config/config.h"
@@ -20,6 +21,10 @@ struct RunSummary {
   double final_train_loss = 0;
   double final_val_loss = 0;       // NaN when evaluation is off
   double unigram_entropy = 0;      // nats per token of the training split's tokens
+  // Each step's seconds on the slowest rank, and the largest allocator peak any rank reached in a
+  // step: gathered on the steps the log period logs (every step with train.log_period=1).
+  std::vector<double> step_seconds;
+  int64_t peak_bytes = 0;
 };
 
 // `world`: the processes of the run (null: this process alone). The train.dist sizes must

@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# The planner against this machine, in one MPI job per (model, ranks): `mpirun -np N meshflow
+# profile` measures the machine, then `mpirun -np N meshflow plan --hardware <that profile>
+# --measure K` trains K of the feasible plans (0: every one; else spread over the ranking, the
+# first included) for --steps steps each and prints each plan's predicted and measured step time
+# and peak memory per rank, and the summary: the chosen plan's rank among the measured, its
+# regret, Kendall's tau between the predicted and measured orders, the plans within 10% of their
+# measured peak (bench/plan_rescore.py). Two models: the tiny GPT-2 of the quickstart (7.2M parameters, 4 layers) and a
+# 30M GPT-2 (6 layers, hidden 384); global batch 16 x 128 tokens.
+# Usage: bash bench/plan_measure.sh [--ranks "1 2 4 8"] [--models "tiny 30m"] [--plans 0] [--steps 6]
+#          [--profile FILE] [--save DIR]
+#   --profile: a profile meshflow profile wrote for the same number of ranks (else it is measured);
+#   --save DIR: keeps DIR/<model>_<N>.measured.jsonl (the measured plans, as --measure --json
+#   prints them) and DIR/<model>_<N>.profile.json, to score a later planner on the same
+#   measurements: meshflow plan ... --hardware DIR/x.profile.json --json > P.jsonl;
+#   python3 bench/plan_rescore.py DIR/x.measured.jsonl P.jsonl
+#   (a Release build in build/, the corpus data/fortunes_text_document.* as scripts/quickstart.sh
+#   makes it; nothing else running: the times are the measurement)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ranks="1 2 4 8" models="tiny 30m" plans=0 steps=6 profile='' out=''
+while [ $# -gt 0 ]; do
+  case $1 in
+    --ranks) ranks=$2; shift 2 ;;
+    --models) models=$2; shift 2 ;;
+    --plans) plans=$2; shift 2 ;;
+    --steps) steps=$2; shift 2 ;;
+    --profile) profile=$(realpath "$2"); shift 2 ;;
+    --save) out=$(realpath -m "$2"); shift 2 ;;
+    *) echo "unknown option $1" >&2; exit 2 ;;
+  esac
+done
+export OMP_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+[ -n "$out" ] || out=$work
+mkdir -p "$out"
+cp build/meshflow "$work/meshflow"  # the binary measured stays the same while the tree is rebuilt
+mf=$work/meshflow
+keys=(train.global_batch_size=16 train.train_micro_batch_size=1 train.dist.heartbeat=false)
+model_keys() {
+  case $1 in
+    tiny) echo "" ;;
+    30m) echo "model.num_layers=6 model.hidden_size=384 model.num_attention_heads=6 model.ffn_hidden_size=1536" ;;
+    *) echo "unknown model $1 (tiny or 30m)" >&2; exit 2 ;;
+  esac
+}
+for n in $ranks; do
+  hw=$profile
+  if [ -z "$hw" ]; then
+    hw=$work/profile_$n.json
+    mpirun --oversubscribe -np "$n" "$mf" profile --output "$hw" < /dev/null | grep -v "^profile: GEMM"
+  fi
+  for model in $models; do
+    echo "== $model on $n ranks"
+    # shellcheck disable=SC2046
+    args=(configs/gpt2/tiny.yaml "${keys[@]}" $(model_keys "$model") --hardware "$hw" --memory-per-rank 1000)
+    measured=$out/${model}_$n.measured.jsonl
+    mpirun --oversubscribe -np "$n" "$mf" plan "${args[@]}" --measure "$plans" --steps "$steps" --json < /dev/null > "$measured"
+    "$mf" plan "${args[@]}" --nproc "$n" --json > "$work/predicted.jsonl"
+    python3 bench/plan_rescore.py "$measured" "$work/predicted.jsonl" --table
+    cp "$hw" "$out/${model}_$n.profile.json"
+  done
+done

@@ -1,0 +1,65 @@
+#!/usr/bin/env python3
+"""Scores a planner's predictions against plans measured before: the measured lines of
+`meshflow plan --measure N --json` (measured_s, measured_peak per layout) joined by layout with the
+lines of `meshflow plan --json` (a later planner, the same config and profile). Prints the chosen
+plan's rank and regret among the measured, Kendall's tau of the predicted and measured orders, and
+the memory errors; --table lists every measured plan, --worst K the K plans the time model misses
+most.
+Usage: python3 bench/plan_rescore.py MEASURED.jsonl PREDICTED.jsonl [--table] [--worst K]"""
+import json
+import sys
+
+
+def kendall(a, b):
+    n, net = len(a), 0
+    for i in range(n):
+        for j in range(i + 1, n):
+            s = (a[i] - a[j]) * (b[i] - b[j])
+            net += (s > 0) - (s < 0)
+    return net / (n * (n - 1) / 2)
+
+
+def main():
+    args = sys.argv[1:]
+    worst = 0
+    table = "--table" in args
+    if table:
+        args.remove("--table")
+    if "--worst" in args:
+        k = args.index("--worst")
+        worst = int(args[k + 1])
+        del args[k:k + 2]
+    if len(args) != 2:
+        sys.exit(__doc__)
+    measured = {}
+    for line in open(args[0]):
+        d = json.loads(line)
+        if "measured_s" in d:
+            measured[d["layout"]] = d
+    predicted = [json.loads(line) for line in open(args[1])]
+    rows = []  # (predicted rank, predicted s, measured s, predicted peak, measured peak, layout)
+    for p in predicted:
+        m = measured.get(p["layout"])
+        if m:
+            rows.append((p["rank"], p["step_s"], m["measured_s"], p["memory"]["peak"], m["measured_peak"], p["layout"]))
+    if len(rows) < 2:
+        sys.exit(f"only {len(rows)} of the {len(measured)} measured plans are among the predicted ones")
+    rows.sort()
+    if table:
+        for r in rows:
+            print(f"plan {r[0]:5d} | {r[5]:<56} | predicted {r[1]:8.4f} s | measured {r[2]:8.4f} s | "
+                  f"peak predicted {r[3] / 1e9:.4f} GB, measured {r[4] / 1e9:.4f} GB ({100 * (r[3] / r[4] - 1):+.1f}%)")
+    best = min(r[2] for r in rows)
+    chosen = rows[0]
+    faster = sum(r[2] < chosen[2] for r in rows)
+    tau = kendall([r[1] for r in rows], [r[2] for r in rows])
+    errors = [abs(r[3] - r[4]) / r[4] for r in rows]
+    print(f"{len(rows)} measured plans of {len(predicted)} predicted; the chosen plan {chosen[5]} "
+          f"(predicted rank {chosen[0]}) measured {chosen[2]:.4f} s, rank {faster + 1} of {len(rows)}; regret "
+          f"{100 * (chosen[2] / best - 1):.1f}% against the best measured ({best:.4f} s); Kendall's tau {tau:.3f}")
+    print(f"memory: {sum(e <= 0.10 for e in errors)} of {len(rows)} within 10%, largest error {100 * max(errors):.1f}%")
+    for r in sorted(rows, key=lambda r: -abs(r[1] / r[2] - 1))[:worst]:
+        print(f"  plan {r[0]:5d} {r[5]:<56} predicted {r[1]:.4f} s, measured {r[2]:.4f} s ({100 * (r[1] / r[2] - 1):+.0f}%)")
+
+
+main()

@@ -1,0 +1,150 @@
+#include "meshflow/plan/measure.h"
+
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <memory>
+#include <numeric>
+#include <vector>
+
+#include "meshflow/core/error.h"
+#include "meshflow/tensor/tensor.h"
+#include "meshflow/train/run.h"
+
+namespace mf::plan {
+
+std::vector<int64_t> plans_to_measure(int64_t total, int64_t count) {
+  std::vector<int64_t> out;
+  if (total <= 0) return out;
+  if (count <= 0 || count >= total) {
+    out.resize(static_cast<size_t>(total));
+    std::iota(out.begin(), out.end(), 0);
+    return out;
+  }
+  for (int64_t i = 0; i < count; ++i) {
+    const int64_t at = count == 1 ? 0 : static_cast<int64_t>(std::llround(static_cast<double>(i) * static_cast<double>(total - 1) / static_cast<double>(count - 1)));
+    if (out.empty() || out.back() != at) out.push_back(at);
+  }
+  return out;
+}
+
+double kendall_tau(const std::vector<double>& a, const std::vector<double>& b) {
+  MF_CHECK(a.size() == b.size(), "kendall_tau: ", a.size(), " values against ", b.size());
+  const size_t n = a.size();
+  if (n < 2) return 0;
+  double net = 0;
+  for (size_t i = 0; i < n; ++i)
+    for (size_t j = i + 1; j < n; ++j) {
+      const double s = (a[i] - a[j]) * (b[i] - b[j]);
+      net += s > 0 ? 1 : s < 0 ? -1 : 0;
+    }
+  return net / (static_cast<double>(n) * static_cast<double>(n - 1) / 2);
+}
+
+namespace {
+
+// Rank 0's number on every rank.
+double from_rank0(const comm::CommPtr& world, double v) {
+  if (!world || world->size() == 1) return v;
+  Tensor t = from_vector(std::vector<double>{v}, {1});
+  world->broadcast(t, 0)->wait();
+  return t.data<double>()[0];
+}
+
+void barrier(const comm::CommPtr& world) {
+  if (world && world->size() > 1) world->barrier()->wait();
+}
+
+}  // namespace
+
+std::vector<Measured> measure_plans(const Config& c, const PlanResult& r, const MeasureOptions& o,
+                                    const comm::CommPtr& world, std::FILE* out) {
+  const int64_t world_size = world ? world->size() : 1;
+  MF_CHECK(world_size == r.ranks, "plan --measure: the plans are for ", r.ranks, " ranks and this job has ", world_size,
+           " (run it as mpirun -np ", r.ranks, " meshflow plan ... --measure)");
+  MF_CHECK(o.steps >= 1, "plan --measure: --steps must be positive (", o.steps, ")");
+  const bool leader = !world || world->rank() == 0;
+  // Every plan trains into a folder of its own under one of rank 0's temporary folder (the ranks
+  // share the file system, as a run's output_dir).
+  const auto pid = static_cast<int64_t>(from_rank0(world, static_cast<double>(::getpid())));
+  const std::filesystem::path base = std::filesystem::temp_directory_path() / detail::cat("meshflow-plan-measure-", pid);
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> quiet(std::fopen("/dev/null", "w"), &std::fclose);
+  MF_CHECK(quiet != nullptr, "plan --measure: cannot open /dev/null");
+  const std::vector<int64_t> chosen = plans_to_measure(static_cast<int64_t>(r.ranked.size()), o.plans);
+  if (leader && !o.json)
+    std::fprintf(out, "measuring %zu of %zu plans on this machine, %lld steps each (the median after the first two)\n",
+                 chosen.size(), r.ranked.size(), static_cast<long long>(o.steps));
+  std::vector<Measured> results;
+  for (int64_t i : chosen) {
+    const Plan& p = r.ranked[static_cast<size_t>(i)];
+    Config run = apply_plan(c, r.model, p.layout);
+    const std::filesystem::path dir = base / detail::cat("plan_", i + 1);
+    run.set("train.output_dir", dir.string(), "plan --measure");
+    run.set("train.train_iter", std::to_string(o.steps), "plan --measure");
+    run.set("train.exit_iter", "0", "plan --measure");
+    run.set("train.log_period", "1", "plan --measure");  // every step's figures gathered from every rank
+    run.set("train.resume", "false", "plan --measure");
+    run.set("train.evaluation.enabled", "false", "plan --measure");
+    const train::RunSummary s = train::run_training(run, quiet.get(), world);
+    barrier(world);  // every rank's checkpoint pieces written before the folder goes
+    if (leader) std::filesystem::remove_all(dir);
+    MF_CHECK(!s.step_seconds.empty(), "plan --measure: no step time of ", p.layout.str());
+    // The median of the steps after the first two (robust to a step the scheduler or the page
+    // faults of a fresh block slowed down).
+    std::vector<double> t(s.step_seconds.begin() + (s.step_seconds.size() > 2 ? 2 : 0), s.step_seconds.end());
+    std::sort(t.begin(), t.end());
+    Measured m;
+    m.rank = i + 1;
+    m.predicted_s = p.time.total();
+    m.measured_s = t.size() % 2 ? t[t.size() / 2] : (t[t.size() / 2 - 1] + t[t.size() / 2]) / 2;
+    m.predicted_peak = p.memory.peak;
+    m.measured_peak = static_cast<double>(s.peak_bytes);
+    results.push_back(m);
+    if (!leader) continue;
+    const double error = 100 * (m.predicted_peak - m.measured_peak) / m.measured_peak;
+    if (o.json) {
+      nlohmann::ordered_json keys = nlohmann::ordered_json::object();
+      for (const auto& [k, v] : p.layout.config_keys(r.model.layers)) keys[k] = v;
+      nlohmann::ordered_json j{{"rank", m.rank},       {"layout", p.layout.str()},        {"keys", keys},
+                               {"predicted_s", m.predicted_s}, {"measured_s", m.measured_s},
+                               {"predicted_peak", m.predicted_peak}, {"measured_peak", m.measured_peak}};
+      std::fprintf(out, "%s\n", j.dump().c_str());
+    } else {
+      std::fprintf(out, "plan %5lld | %-52s | predicted %8.4f s | measured %8.4f s | peak predicted %.4f GB, measured %.4f GB (%+.1f%%)\n",
+                   static_cast<long long>(m.rank), p.layout.str().c_str(), m.predicted_s, m.measured_s,
+                   m.predicted_peak / 1e9, m.measured_peak / 1e9, error);
+    }
+    std::fflush(out);
+  }
+  if (leader) std::filesystem::remove_all(base);
+  if (!leader || o.json || results.empty()) return results;
+  // The summary: the chosen (first predicted) plan against the measured order, and memory.
+  std::vector<double> predicted, measured;
+  int64_t within = 0;
+  double worst = 0;
+  for (const Measured& m : results) {
+    predicted.push_back(m.predicted_s);
+    measured.push_back(m.measured_s);
+    const double e = std::abs(m.predicted_peak - m.measured_peak) / m.measured_peak;
+    within += e <= 0.10;
+    worst = std::max(worst, e);
+  }
+  const auto best = std::min_element(measured.begin(), measured.end()) - measured.begin();
+  const double first = measured.front();
+  const auto faster = std::count_if(measured.begin(), measured.end(), [&](double x) { return x < first; });
+  std::fprintf(out, "measured %zu plans: the chosen plan (%s) took %.4f s, rank %lld of %zu measured; regret %.1f%% against "
+               "the best measured (plan %lld, %s, %.4f s); Kendall's tau %.3f between the predicted and measured orders\n",
+               results.size(), r.ranked.front().layout.str().c_str(), first, static_cast<long long>(faster + 1), results.size(),
+               100 * (first / measured[static_cast<size_t>(best)] - 1), static_cast<long long>(results[static_cast<size_t>(best)].rank),
+               r.ranked[static_cast<size_t>(results[static_cast<size_t>(best)].rank - 1)].layout.str().c_str(),
+               measured[static_cast<size_t>(best)], kendall_tau(predicted, measured));
+  std::fprintf(out, "memory: %lld of %zu plans within 10%% of the measured peak, largest error %.1f%%\n",
+               static_cast<long long>(within), results.size(), 100 * worst);
+  return results;
+}
+
+}  // namespace mf::plan
