@@ -49,7 +49,10 @@ namespace {
 struct BackwardState {
   std::vector<int64_t> held;
   int64_t chunk = 0;
-  bool operator<(const BackwardState& o) const { return std::tie(chunk, held) < std::tie(o.chunk, o.held); }
+  bool first = false;  // the stage's first backward of the step: no gradient made yet
+  bool operator<(const BackwardState& o) const {
+    return std::tie(chunk, first, held) < std::tie(o.chunk, o.first, o.held);
+  }
 };
 
 const std::vector<BackwardState>& backward_states(parallel::PipelineSchedule schedule, int64_t stages, int64_t stage,
@@ -62,12 +65,14 @@ const std::vector<BackwardState>& backward_states(parallel::PipelineSchedule sch
   if (it != cache.end()) return it->second;
   std::set<BackwardState> seen;
   std::vector<int64_t> held(static_cast<size_t>(chunks), 0);
+  bool first = true;
   for (const parallel::PipelineAction& a : parallel::pipeline_actions(schedule, stages, stage, micro, chunks)) {
     if (a.forward) {
       ++held[static_cast<size_t>(a.chunk)];
       continue;
     }
-    seen.insert({held, a.chunk});
+    seen.insert({held, a.chunk, first});
+    first = false;
     --held[static_cast<size_t>(a.chunk)];
   }
   return cache.emplace(key, std::vector<BackwardState>(seen.begin(), seen.end())).first->second;
@@ -158,8 +163,11 @@ MemoryEstimate estimate_memory(const ModelCosts& m, const Layout& l, const std::
       return b;
     };
     double held = 0, dynamic = 0, kept_at = 0, work_at = 0;
+    // With accumulation the parameters' .grad are held through the step (held_state) — except in
+    // the stage's first backward, which makes them as it goes: `unmade` of them do not exist yet.
+    double unmade = 0;
     auto candidate = [&](double work) {
-      work += zero3_units;
+      work += zero3_units - unmade;
       if (held + work > dynamic) {
         dynamic = held + work;
         kept_at = held;
@@ -173,20 +181,29 @@ MemoryEstimate estimate_memory(const ModelCosts& m, const Layout& l, const std::
       // ZeRO-2/3, the chunk's last backward of the step: as a unit's gradients are final they
       // are packed for their reduce-scatter (parallel/zero_shards.h), the pack (the unit's whole
       // gradients) beside the gradients until each is copied in.
-      const double packs = zero_packs && st.held[static_cast<size_t>(st.chunk)] == 1 ? 1.0 : 0.0;
+      // (With accumulation the gradients are the .grad held through the step: the pack alone is new.)
+      const double packs = zero_packs && st.held[static_cast<size_t>(st.chunk)] == 1 ? (accumulates ? 1.0 : 2.0) : 0.0;
+      unmade = accumulates && st.first ? elems * pbytes : 0.0;
+      auto made = [&](double bytes) { unmade = std::max(0.0, unmade - bytes); };
       // Backward runs the head, then the chunk's layers last to first, each freeing what it kept.
       if (last && st.chunk == l.virtual_stages - 1) {
         candidate(head_work);
         held -= head_kept;
-        candidate(packs * 2 * head_unit * pbytes);
+        made(head_unit * pbytes);
+        candidate(packs * head_unit * pbytes);
       }
       const auto& layers = chunk_layers[static_cast<size_t>(st.chunk)];
       for (auto it = layers.rbegin(); it != layers.rend(); ++it) {
-        candidate(grad_work + (it->recomputed && full ? remade : 0.0) + packs * 2 * it->grads);
+        candidate(grad_work + (it->recomputed && full ? remade : 0.0) + packs * it->grads);
         held -= it->kept;
+        made(it->grads);
       }
-      // The embedding's backward: a dense gradient of this rank's piece of the table (and its pack).
-      if (first && st.chunk == 0) candidate(table_bytes + packs * embedding_unit * pbytes);
+      // The embedding's backward: a dense gradient of this rank's piece of the table (and its pack
+      // beside it; with accumulation the dense gradient is added into .grad and freed first).
+      // ZeRO-3 has the embedding's parameters gathered there, not the layers'.
+      if (first && st.chunk == 0)
+        candidate(table_bytes + (packs > 0 && !accumulates ? embedding_unit * pbytes : 0.0) +
+                  (l.zero_stage >= 3 ? std::max(0.0, embedding_unit * pbytes - zero3_units) : 0.0));
     }
     const double layer_work = grad_work + (full ? remade : 0.0);
     e.kept = kept_at;
