@@ -55,4 +55,16 @@ void barrier(comm::Communicator* group) {
   if (group) group->barrier()->wait();
 }
 
+std::string text_from_rank0(comm::Communicator* group, const std::string& text) {
+  if (!group || group->size() == 1) return text;
+  const auto size = static_cast<int64_t>(sum_over(group, group->rank() == 0 ? static_cast<double>(text.size()) : 0.0));
+  Tensor t = zeros({size}, DType::kI32);
+  if (group->rank() == 0)
+    for (int64_t i = 0; i < size; ++i) t.data<int32_t>()[i] = static_cast<unsigned char>(text[static_cast<size_t>(i)]);
+  group->broadcast(t, 0)->wait();
+  std::string out(static_cast<size_t>(size), ' ');
+  for (int64_t i = 0; i < size; ++i) out[static_cast<size_t>(i)] = static_cast<char>(t.data<int32_t>()[i]);
+  return out;
+}
+
 }  // namespace mf::parallel

@@ -1,6 +1,8 @@
 // The communicators of one rank in a parallel run, and the scalar reductions the training loop
 // makes over them. A group of one rank is null: every helper is then the identity.
 #pragma once
+#include <string>
+
 #include "meshflow/comm/communicator.h"
 
 namespace mf::parallel {
@@ -35,5 +37,7 @@ std::vector<double> sum_over(comm::Communicator* group, const std::vector<double
 double mean_over(comm::Communicator* group, double local);  // the mean over the group's ranks
 bool any_over(comm::Communicator* group, bool local);       // true on every rank when true on one
 void barrier(comm::Communicator* group);
+// Rank 0's text on every rank of the group (a short line or document; identity without a group).
+std::string text_from_rank0(comm::Communicator* group, const std::string& text);
 
 }  // namespace mf::parallel

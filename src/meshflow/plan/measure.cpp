@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "meshflow/core/error.h"
-#include "meshflow/tensor/tensor.h"
+#include "meshflow/parallel/groups.h"
 #include "meshflow/train/run.h"
 
 namespace mf::plan {
@@ -45,22 +45,6 @@ double kendall_tau(const std::vector<double>& a, const std::vector<double>& b) {
   return net / (static_cast<double>(n) * static_cast<double>(n - 1) / 2);
 }
 
-namespace {
-
-// Rank 0's number on every rank.
-double from_rank0(const comm::CommPtr& world, double v) {
-  if (!world || world->size() == 1) return v;
-  Tensor t = from_vector(std::vector<double>{v}, {1});
-  world->broadcast(t, 0)->wait();
-  return t.data<double>()[0];
-}
-
-void barrier(const comm::CommPtr& world) {
-  if (world && world->size() > 1) world->barrier()->wait();
-}
-
-}  // namespace
-
 std::vector<Measured> measure_plans(const Config& c, const PlanResult& r, const MeasureOptions& o,
                                     const comm::CommPtr& world, std::FILE* out) {
   const int64_t world_size = world ? world->size() : 1;
@@ -68,10 +52,15 @@ std::vector<Measured> measure_plans(const Config& c, const PlanResult& r, const 
            " (run it as mpirun -np ", r.ranks, " meshflow plan ... --measure)");
   MF_CHECK(o.steps >= 1, "plan --measure: --steps must be positive (", o.steps, ")");
   const bool leader = !world || world->rank() == 0;
-  // Every plan trains into a folder of its own under one of rank 0's temporary folder (the ranks
-  // share the file system, as a run's output_dir).
-  const auto pid = static_cast<int64_t>(from_rank0(world, static_cast<double>(::getpid())));
-  const std::filesystem::path base = std::filesystem::temp_directory_path() / detail::cat("meshflow-plan-measure-", pid);
+  // Every plan trains into a folder of its own in a temporary folder rank 0 makes (the ranks share
+  // the file system, as a run's output_dir).
+  std::string made;
+  if (leader) {
+    std::string pattern = (std::filesystem::temp_directory_path() / "meshflow-plan-measure-XXXXXX").string();
+    made = ::mkdtemp(pattern.data()) ? pattern : std::string();
+  }
+  const std::filesystem::path base = parallel::text_from_rank0(world.get(), made);
+  MF_CHECK(!base.empty(), "plan --measure: rank 0 could not make a folder in ", std::filesystem::temp_directory_path().string());
   std::unique_ptr<std::FILE, int (*)(std::FILE*)> quiet(std::fopen("/dev/null", "w"), &std::fclose);
   MF_CHECK(quiet != nullptr, "plan --measure: cannot open /dev/null");
   const std::vector<int64_t> chosen = plans_to_measure(static_cast<int64_t>(r.ranked.size()), o.plans);
@@ -90,7 +79,7 @@ std::vector<Measured> measure_plans(const Config& c, const PlanResult& r, const 
     run.set("train.resume", "false", "plan --measure");
     run.set("train.evaluation.enabled", "false", "plan --measure");
     const train::RunSummary s = train::run_training(run, quiet.get(), world);
-    barrier(world);  // every rank's checkpoint pieces written before the folder goes
+    parallel::barrier(world.get());  // every rank's checkpoint pieces written before the folder goes
     if (leader) std::filesystem::remove_all(dir);
     MF_CHECK(!s.step_seconds.empty(), "plan --measure: no step time of ", p.layout.str());
     // The median of the steps after the first two (robust to a step the scheduler or the page

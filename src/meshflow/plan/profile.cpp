@@ -14,6 +14,7 @@
 #include "meshflow/core/atomic_file.h"
 #include "meshflow/core/error.h"
 #include "meshflow/ops/ops.h"
+#include "meshflow/parallel/groups.h"
 #include "meshflow/train/peak_flops.h"
 
 namespace mf::plan {
@@ -39,14 +40,6 @@ AlphaBeta alpha_beta(const std::vector<double>& bytes, const std::vector<double>
   double beta = (secs[last] - secs[0]) / (bytes[last] - bytes[0]);
   if (beta <= 0) beta = secs[last] / bytes[last];
   return {std::max(0.0, secs[0] - beta * bytes[0]), beta};
-}
-
-// The mean over the world's ranks (each measured at the same time as the others).
-double world_mean(const comm::CommPtr& world, double v) {
-  if (!world || world->size() == 1) return v;
-  Tensor t = from_vector(std::vector<double>{v}, {1});
-  world->all_reduce(t)->wait();
-  return t.data<double>()[0] / world->size();
 }
 
 Tensor randn_f32(const Shape& s, uint64_t seed) {
@@ -80,7 +73,7 @@ HardwareProfile measure_profile(const comm::CommPtr& world, const ProfileOptions
     if (!world || world->rank() == r) own_peak = train::measured_peak_flops();
   }
   barrier();
-  h.peak_flops = world_mean(world, own_peak);
+  h.peak_flops = parallel::mean_over(world.get(), own_peak);
   // GEMMs n x n x n: rate(x) = G x / (x + h), G the best rate measured, h the median over the
   // slower sizes of x (G / rate - 1).
   std::vector<double> xs, rates;
@@ -89,7 +82,7 @@ HardwareProfile measure_profile(const comm::CommPtr& world, const ProfileOptions
     barrier();
     const double s = median_seconds(o.repeats, [&] { matmul(a, b); });
     const double flops = 2.0 * static_cast<double>(n * n * n);
-    const double rate = world_mean(world, flops / s);
+    const double rate = parallel::mean_over(world.get(), flops / s);
     xs.push_back(flops);
     rates.push_back(rate);
     if (leader) std::fprintf(out, "profile: GEMM %lldx%lldx%lld %.1f GFLOP/s per rank\n", (long long)n, (long long)n, (long long)n, rate / 1e9);
@@ -107,14 +100,14 @@ HardwareProfile measure_profile(const comm::CommPtr& world, const ProfileOptions
     opts.causal = true;
     barrier();
     const double s = median_seconds(o.repeats, [&] { scaled_dot_product_attention(q, k, v, opts); });
-    h.attention_efficiency = world_mean(world, 4.0 * 512 * 512 * 64 * 4 / s) / h.gemm_flops;
+    h.attention_efficiency = parallel::mean_over(world.get(), 4.0 * 512 * 512 * 64 * 4 / s) / h.gemm_flops;
   }
   // Memory bandwidth: c = a + b over 64 MB tensors (three of them move).
   {
     const Tensor x = randn_f32({int64_t{1} << 24}, 6), y = randn_f32({int64_t{1} << 24}, 7);
     barrier();
     const double s = median_seconds(o.repeats, [&] { add(x, y); });
-    h.memory_bandwidth = world_mean(world, 3.0 * 4 * (1 << 24) / s);
+    h.memory_bandwidth = parallel::mean_over(world.get(), 3.0 * 4 * (1 << 24) / s);
   }
   // The host's time per op: 1000 additions of one element.
   {
@@ -123,7 +116,7 @@ HardwareProfile measure_profile(const comm::CommPtr& world, const ProfileOptions
     const double s = median_seconds(o.repeats, [&] {
       for (int i = 0; i < 1000; ++i) add(x, x);
     });
-    h.op_overhead_s = world_mean(world, s / 1000);
+    h.op_overhead_s = parallel::mean_over(world.get(), s / 1000);
   }
   // More threads than cores (ranks x OpenMP threads): each short kernel above ran on a core of its
   // own between the others' time slices, so its rate is a whole core's; a rank's share is
@@ -193,7 +186,7 @@ HardwareProfile measure_profile(const comm::CommPtr& world, const ProfileOptions
       };
       loop_seconds(false);  // warm-up
       const double alone = loop_seconds(false), loaded = loop_seconds(true);
-      h.loaded_alpha_s[g] = world_mean(world, std::max(0.0, (loaded - alone) / calls));
+      h.loaded_alpha_s[g] = parallel::mean_over(world.get(), std::max(0.0, (loaded - alone) / calls));
       if (leader)
         std::fprintf(out, "profile: a collective over %d ranks while the others compute: at least %.1f us\n", g,
                      h.loaded_alpha_s[g] * 1e6);

@@ -5,9 +5,9 @@
 #include <map>
 
 #include "meshflow/core/error.h"
+#include "meshflow/parallel/groups.h"
 #include "meshflow/plan/measure.h"
 #include "meshflow/plan/planner.h"
-#include "meshflow/tensor/tensor.h"
 
 namespace mf::plan {
 
@@ -38,22 +38,6 @@ nlohmann::ordered_json plan_json(const Plan& p, int64_t rank, int64_t num_layers
             {"optimizer_s", p.time.optimizer_s}}}};
 }
 
-// Rank 0's text on every rank (a short line: one double per byte).
-std::string text_from_rank0(const comm::CommPtr& world, const std::string& text) {
-  if (!world || world->size() == 1) return text;
-  Tensor n = from_vector(std::vector<double>{static_cast<double>(text.size())}, {1});
-  world->broadcast(n, 0)->wait();
-  const auto size = static_cast<int64_t>(n.data<double>()[0]);
-  std::vector<double> bytes(static_cast<size_t>(size), 0.0);
-  if (world->rank() == 0)
-    for (size_t i = 0; i < text.size(); ++i) bytes[i] = static_cast<unsigned char>(text[i]);
-  Tensor t = from_vector(bytes, {size});
-  world->broadcast(t, 0)->wait();
-  std::string out(static_cast<size_t>(size), ' ');
-  for (size_t i = 0; i < out.size(); ++i) out[i] = static_cast<char>(static_cast<int>(t.data<double>()[i]));
-  return out;
-}
-
 // Why no plan is left: the rejection reasons, counted.
 std::string no_plan(const PlanResult& r) {
   std::map<std::string, int64_t> reasons;
@@ -76,7 +60,7 @@ int run_plan(const Config& c, const PlanArgs& a, std::FILE* out, const comm::Com
   if (a.measure >= 0) {
     // The same ranking on every rank: rank 0's profile (the host's is measured in the process).
     std::string profile = leader ? profile_json(hardware_profile(o.hardware, o.ranks)) : std::string();
-    o.profile = parse_profile(text_from_rank0(world, profile), "rank 0's profile");
+    o.profile = parse_profile(parallel::text_from_rank0(world.get(), profile), "rank 0's profile");
   } else if (!leader) {
     return 0;
   }
@@ -128,7 +112,7 @@ Config auto_parallel(const Config& c, const comm::CommPtr& world, std::FILE* out
       line = std::string("error: ") + e.what();
     }
   }
-  line = text_from_rank0(world, line);
+  line = parallel::text_from_rank0(world.get(), line);
   if (line.rfind("error: ", 0) == 0) MF_THROW("graph.auto_parallel: ", line.substr(7));
   Config chosen = c;
   size_t at = 0;
