@@ -60,6 +60,17 @@ expect_error "unknown hardware profile" "unknown hardware profile 'tpu9': give h
 echo '{"name": "x"}' > "$work/profile.json"
 expect_error "damaged hardware profile" "the hardware profile $work/profile.json is not one \`meshflow profile\` writes" \
   "$bin" plan "${good[@]}" --nproc 2 --hardware "$work/profile.json"
+expect_error "profile --published of a measured machine" "profile --published: give a published profile's name (a100-80gb, h100-80gb), not 'host'" \
+  "$bin" profile --published host --output "$work/host.json"
+# A published profile written to a file plans as the built-in one does.
+if "$bin" profile --published a100-80gb --output "$work/a100.json" > /dev/null &&
+  cmp -s <("$bin" plan "${good[@]}" --nproc 2 --hardware a100-80gb --json) \
+    <("$bin" plan "${good[@]}" --nproc 2 --hardware "$work/a100.json" --json); then
+  pass=$((pass + 1))
+else
+  fail=$((fail + 1))
+  echo "FAIL: profile --published a100-80gb does not plan as --hardware a100-80gb"
+fi
 expect_error "nothing fits" "no layout of GPT-2: .* fits on 2 ranks with 1e-09 GB each: .*memory (" \
   "$bin" plan "${good[@]}" --nproc 2 --memory-per-rank 0.000000001
 expect_error "plan --measure off mpirun" "plan --measure: the plans are for 2 ranks and this job has 1 (run it as mpirun -np 2" \

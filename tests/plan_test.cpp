@@ -182,6 +182,34 @@ TEST(PlanTime, OversubscribedRanksLendTheirCoresWhileTheyWait) {
   EXPECT_NEAR(estimate_step_time(m, flat, h, {{0, 8}}).total(), flat_own, 1e-12 * flat_own);
 }
 
+TEST(PlanTime, AnUnfusedAttentionMovesAndKeepsItsScores) {
+  // A runtime whose attention writes its scores (Megatron-LM's of 2021): 13 bytes per score
+  // through memory in forward, 5 kept for backward. Every score: heads x seq per token per layer.
+  const mf::Config c = gpt2_config();
+  ModelCosts fused = model_costs(c);
+  HardwareProfile h = hardware_profile("a100-80gb", 1);
+  fused.set_runtime(h);
+  h.attention_score_bytes = 13;
+  h.attention_score_kept_bytes = 5;
+  ModelCosts unfused = model_costs(c);
+  unfused.set_runtime(h);
+  Layout l;
+  l.micro_batch = 2;
+  l.accumulation = 1;
+  const double scores = 4.0 * 2 * 16 * 4 * 16;  // layers x tokens x heads x seq
+  auto compute_s = [&](const ModelCosts& m, const Layout& x) { return estimate_step_time(m, x, h, {{0, 4}}).compute_s; };
+  // Forward and backward (twice the forward) move them; selective recomputation once more.
+  EXPECT_NEAR(compute_s(unfused, l) - compute_s(fused, l), 3 * scores * 13 / h.memory_bandwidth, 1e-15);
+  Layout selective = l;
+  selective.recompute = Recompute::kSelective;
+  selective.recompute_layers = 4;
+  EXPECT_NEAR(compute_s(unfused, selective) - compute_s(fused, selective), 4 * scores * 13 / h.memory_bandwidth, 1e-15);
+  // Backward keeps 5 bytes of every score, except where the layers are recomputed.
+  const std::vector<std::pair<int64_t, int64_t>> one_stage{{0, 4}};
+  EXPECT_DOUBLE_EQ(estimate_memory(unfused, l, one_stage).kept - estimate_memory(fused, l, one_stage).kept, scores * 5);
+  EXPECT_DOUBLE_EQ(estimate_memory(unfused, selective, one_stage).kept, estimate_memory(fused, selective, one_stage).kept);
+}
+
 TEST(PlanMeasure, PlansSpreadOverTheRankingAndKendallsTau) {
   EXPECT_EQ(plans_to_measure(10, 4), (std::vector<int64_t>{0, 3, 6, 9}));
   EXPECT_EQ(plans_to_measure(10, 1), (std::vector<int64_t>{0}));
@@ -202,6 +230,8 @@ TEST(PlanHardware, ProfilesRoundTripAndBadOnesAreNamed) {
   h.collectives["all_reduce/4"] = {1e-5, 2e-10};
   h.loaded_alpha_s[4] = 3e-4;  // a call of 4 ranks while the others compute: at least 0.3 ms
   h.core_share = 0.5;
+  h.attention_score_bytes = 13;
+  h.attention_score_kept_bytes = 5;
   const fs::path dir = fs::path(testing::TempDir()) / ("mf_plan_hw_" + std::to_string(::getpid()));
   fs::create_directories(dir);
   mf::write_file_atomic((dir / "p.json").string(), profile_json(h));
@@ -211,6 +241,8 @@ TEST(PlanHardware, ProfilesRoundTripAndBadOnesAreNamed) {
   EXPECT_DOUBLE_EQ(back.collective_seconds("all_reduce", 2, 1e6, false), 1e-5 + 2e-10 * 1e6);
   EXPECT_DOUBLE_EQ(back.collective_seconds("all_reduce", 4, 1e6, false), 3e-4 + 2e-10 * 1e6);
   EXPECT_EQ(back.core_share, 0.5);
+  EXPECT_EQ(back.attention_score_bytes, 13);
+  EXPECT_EQ(back.attention_score_kept_bytes, 5);
   EXPECT_EQ(parse_profile(profile_json(h), "text").loaded_alpha_s, h.loaded_alpha_s);
   mf::write_file_atomic((dir / "bad.json").string(), "{\"name\": \"x\"}");
   EXPECT_THROW(

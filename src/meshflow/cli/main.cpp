@@ -432,6 +432,8 @@ int main(int argc, char** argv) {
                                      "collective per group size; every rank at once): a file for meshflow plan --hardware");
   profile->add_option("--output", pro.output, "the profile file to write (JSON)");
   profile->add_option("--repeats", pro.repeats, "timed repeats per measurement (the median counts)")->check(CLI::PositiveNumber);
+  profile->add_option("--published", pro.published, "write this published profile (a100-80gb, h100-80gb) instead of "
+                      "measuring: a file to edit for another cluster or runtime");
   profile->footer("Example: mpirun -np 8 meshflow profile --output host8.json; meshflow plan CONFIG --nproc 8 --hardware host8.json");
   auto* devices = app.add_subcommand("devices", "Print the CUDA devices this process sees (first line: cuda_devices N)");
 

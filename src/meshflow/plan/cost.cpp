@@ -18,7 +18,10 @@ StepTime estimate_step_time(const ModelCosts& m, const Layout& l, const Hardware
     const double matrix = static_cast<double>(m.layer_params[static_cast<size_t>(layer)].split) / tp;
     const double gemm_flops = 2 * tokens * matrix;
     const double gemm_s = gemm_flops / h.gemm_rate(gemm_flops / 4);
-    const double attention_s = 4 * tokens * T * C / tp / (h.gemm_flops * h.attention_efficiency);
+    // An unfused attention moves every score (heads / tp x T per token, the masked included)
+    // through memory; selective recomputation makes them again.
+    const double scores_s = tokens * static_cast<double>(m.heads) / tp * T * m.score_bytes / h.memory_bandwidth;
+    const double attention_s = 4 * tokens * T * C / tp / (h.gemm_flops * h.attention_efficiency) + scores_s;
     const double kept = m.layer_acts.sequence + m.layer_acts.gathered + m.layer_acts.split / tp;
     const double elementwise_s = 2 * tokens * kept * act / h.memory_bandwidth;
     return std::make_pair(gemm_s + attention_s + elementwise_s + 15 * h.op_overhead_s, attention_s);

@@ -105,6 +105,8 @@ std::string profile_json(const HardwareProfile& h) {
   j["gemm_flops"] = h.gemm_flops;
   j["gemm_half_flops"] = h.gemm_half_flops;
   j["attention_efficiency"] = h.attention_efficiency;
+  j["attention_score_bytes"] = h.attention_score_bytes;
+  j["attention_score_kept_bytes"] = h.attention_score_kept_bytes;
   j["memory_bandwidth"] = h.memory_bandwidth;
   j["memory_bytes"] = h.memory_bytes;
   j["ranks_per_node"] = h.ranks_per_node;
@@ -140,6 +142,8 @@ HardwareProfile parse_profile(const std::string& text, const std::string& path) 
     h.gemm_flops = j.at("gemm_flops").get<double>();
     h.gemm_half_flops = j.at("gemm_half_flops").get<double>();
     h.attention_efficiency = j.at("attention_efficiency").get<double>();
+    h.attention_score_bytes = j.value("attention_score_bytes", 0.0);
+    h.attention_score_kept_bytes = j.value("attention_score_kept_bytes", 0.0);
     h.memory_bandwidth = j.at("memory_bandwidth").get<double>();
     h.memory_bytes = j.at("memory_bytes").get<double>();
     h.ranks_per_node = j.at("ranks_per_node").get<int64_t>();
@@ -155,6 +159,8 @@ HardwareProfile parse_profile(const std::string& text, const std::string& path) 
     h.core_share = j.value("core_share", 1.0);
     MF_CHECK(h.core_share > 0 && h.core_share <= 1, "core_share must be in (0, 1], not ", h.core_share);
     MF_CHECK(h.peak_flops > 0 && h.gemm_flops > 0 && h.memory_bandwidth > 0, "rates must be positive");
+    MF_CHECK(h.attention_score_bytes >= 0 && h.attention_score_kept_bytes >= 0,
+             "attention_score_bytes and attention_score_kept_bytes must be >= 0");
     return h;
   } catch (const nlohmann::json::exception& e) {
     MF_THROW("plan: the hardware profile ", path, " is not one `meshflow profile` writes: ", e.what());

@@ -21,6 +21,13 @@ struct HardwareProfile {
   double gemm_flops = 0;              // per rank: large GEMMs, sustained
   double gemm_half_flops = 0;         // FLOPs per GEMM call at which it runs at half of gemm_flops
   double attention_efficiency = 0.5;  // attention's rate as a share of gemm_flops
+  // The attention the runtime runs. 0, 0: fused (meshflow's kernels, flash attention): the scores
+  // never leave the kernel. An unfused attention (two batched GEMMs around a softmax, as
+  // Megatron-LM's of 2021) writes every score (micro-batch x heads x seq x seq) to memory:
+  // `attention_score_bytes` per score move through memory in forward (backward counted twice
+  // that, as every op's), `attention_score_kept_bytes` per score stay for backward (none under
+  // selective recomputation).
+  double attention_score_bytes = 0, attention_score_kept_bytes = 0;
   double memory_bandwidth = 0;        // bytes/s per rank (elementwise ops, the optimizer)
   double memory_bytes = 0;            // per rank
   int64_t ranks_per_node = 1;

@@ -30,6 +30,13 @@ double layer_kept(const ModelCosts& m, const Layout& l, bool recomputed) {
   return kept;
 }
 
+// Bytes per token an unfused attention keeps of its scores (heads / tp x seq per token): none when
+// the layer is recomputed, fully or selectively.
+double scores_kept(const ModelCosts& m, const Layout& l, bool recomputed) {
+  if (recomputed && l.recompute != Recompute::kNone) return 0;
+  return static_cast<double>(m.heads) / static_cast<double>(l.tp) * static_cast<double>(m.seq) * m.score_kept_bytes;
+}
+
 }  // namespace
 
 std::vector<std::pair<int64_t, int64_t>> stage_layers(const Config& c, const ModelCosts& m, const Layout& l) {
@@ -119,7 +126,8 @@ MemoryEstimate estimate_memory(const ModelCosts& m, const Layout& l, const std::
         elems += p;
         largest_layer = std::max(largest_layer, p);
         const bool recomputed = l.recompute != Recompute::kNone && layer < l.recompute_layers;
-        chunk_layers[static_cast<size_t>(k)].push_back({tokens * layer_kept(m, l, recomputed) * act_bytes, recomputed, p * pbytes});
+        const double kept = tokens * (layer_kept(m, l, recomputed) * act_bytes + scores_kept(m, l, recomputed));
+        chunk_layers[static_cast<size_t>(k)].push_back({kept, recomputed, p * pbytes});
       }
     }
     double head_unit = 0;  // the parameters the head uses (ZeRO-3 gathers them as a unit)
@@ -145,8 +153,10 @@ MemoryEstimate estimate_memory(const ModelCosts& m, const Layout& l, const std::
     const double head_kept = last ? tokens * (C / seq_div + C + (full ? 0.0 : vocab_local)) * act_bytes : 0.0;
     // A layer's backward: its input's and the MLP hidden state's gradients, and for a recomputed
     // layer (full) its activations made again.
-    const double grad_work = tokens * (static_cast<double>(m.ffn) / tp + 2 * C) * act_bytes;
-    const double remade = tokens * layer_kept(m, l, false) * act_bytes;
+    // (An unfused attention: and two scores' gradients, the softmax's beside its input's.)
+    const double score_grads = m.score_bytes > 0 ? 2 * static_cast<double>(m.heads) / tp * static_cast<double>(m.seq) * act_bytes : 0.0;
+    const double grad_work = tokens * ((static_cast<double>(m.ffn) / tp + 2 * C) * act_bytes + score_grads);
+    const double remade = tokens * (layer_kept(m, l, false) * act_bytes + scores_kept(m, l, false));
     // The head's backward, chunk by chunk: the logits' gradient beside the logits (kept, or made
     // again under full recomputation), then the table's gradient (V/tp x C) beside the logits'
     // gradient once the logits are freed. Under full recomputation without accumulation the

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "meshflow/config/config.h"
+#include "meshflow/plan/hardware.h"
 #include "meshflow/models/registry.h"
 
 namespace mf::plan {
@@ -30,9 +31,17 @@ struct ModelCosts {
   bool amp = false;         // f32 master weights in the optimizer
   double grad_bucket_mb = 25;  // train.dist.grad_bucket_mb: the data-parallel reduction's bucket
   // Bytes per activation element: 4 (the CPU computes bf16/f16 models in f32), the parameter
-  // dtype's where half kernels run natively (set_native_half()).
+  // dtype's where half kernels run natively (HardwareProfile::native_half).
   int64_t act_bytes = 4;
-  void set_native_half(bool native) { act_bytes = native && amp ? param_bytes : 4; }
+  // An unfused attention's scores (HardwareProfile::attention_score_bytes): bytes per score moved
+  // in forward, and kept for backward; 0 for a fused attention.
+  double score_bytes = 0, score_kept_bytes = 0;
+  // What the runtime the profile describes makes of the model: its activations' dtype, its attention.
+  void set_runtime(const HardwareProfile& h) {
+    act_bytes = h.native_half && amp ? param_bytes : 4;
+    score_bytes = h.attention_score_bytes;
+    score_kept_bytes = h.attention_score_kept_bytes;
+  }
   std::vector<ParamElements> layer_params;  // by layer
   ParamElements embedding, head;            // the first stage's and the last stage's own parts
   ParamElements tied_copy;                  // what the last stage holds of the embedding (tied)

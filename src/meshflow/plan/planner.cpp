@@ -25,7 +25,7 @@ PlanResult make_plan(const Config& c, const PlanOptions& o) {
   const models::ModelSpec& spec = models::model_spec(r.model.name);
   r.model_line = spec.describe ? spec.describe(c) : r.model.name;
   r.hardware = o.profile ? *o.profile : hardware_profile(o.hardware, o.ranks);
-  r.model.set_native_half(r.hardware.native_half);
+  r.model.set_runtime(r.hardware);
   r.ranks = o.ranks;
   r.global_batch = planned_global_batch(c, o.ranks);
   r.memory_limit = o.memory_per_rank_bytes > 0 ? o.memory_per_rank_bytes : r.hardware.memory_bytes;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <functional>
 #include <thread>
 #include <vector>
@@ -57,6 +58,16 @@ HardwareProfile measure_profile(const comm::CommPtr& world, const ProfileOptions
   auto barrier = [&] {
     if (world && ranks > 1) world->barrier()->wait();
   };
+  if (!o.published.empty()) {
+    MF_CHECK(o.published != "host" && !std::filesystem::exists(o.published), "profile --published: give a published "
+             "profile's name (a100-80gb, h100-80gb), not '", o.published, "'");
+    const HardwareProfile h = hardware_profile(o.published, ranks);
+    if (leader) {
+      write_file_atomic(o.output, profile_json(h));
+      std::fprintf(out, "profile: wrote %s (%s's published figures)\n", o.output.c_str(), o.published.c_str());
+    }
+    return h;
+  }
   HardwareProfile h;
   h.name = "host";
   char host[256] = "";

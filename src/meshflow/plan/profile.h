@@ -16,6 +16,9 @@ namespace mf::plan {
 struct ProfileOptions {
   std::string output = "profile.json";
   int repeats = 5;  // per measurement: the median counts
+  // A published profile's name (a100-80gb, h100-80gb): write it, measure nothing — a file to edit
+  // for a cluster or runtime the published figures do not describe.
+  std::string published;
 };
 
 // Collective over `world` (null: one process). Rank 0 writes the profile (atomically) and returns it.
