@@ -53,6 +53,27 @@ TEST(Matmul, LinearMatchesNaive) {
   MFT_EXPECT_ERROR(mf::linear(x, w, randn({N + 1}, 4)), "linear", "bias");
 }
 
+TEST(Matmul, LongInnerDimensionsTransposedWeightsMatchNaive) {
+  // x·Wᵀ with K >= 2048 takes oneDNN's matmul primitive on the CPU (ops/cpu/gemm.cpp): with and
+  // without the bias accumulated into the output, and with rows wider than K (a narrowed view).
+  const int M = 9, K = 2100, N = 5;
+  Tensor wide = mf::cast(randn({M, K + 3}, 1), DType::kF32), w = mf::cast(randn({N, K}, 2), DType::kF32);
+  Tensor bias = mf::cast(randn({N}, 3), DType::kF32);
+  Tensor x = mf::narrow(wide, 1, 1, K);
+  ASSERT_FALSE(x.is_contiguous());
+  std::vector<double> xv = to_f64(mf::contiguous(x)), wv = to_f64(w), bv = to_f64(bias), ref(M * N), ref_bias(M * N);
+  for (int i = 0; i < M; ++i)
+    for (int j = 0; j < N; ++j) {
+      double s = 0;
+      for (int k = 0; k < K; ++k) s += xv[i * K + k] * wv[j * K + k];
+      ref[i * N + j] = s;
+      ref_bias[i * N + j] = s + bv[j];
+    }
+  expect_rel_close(mf::linear(x, w), ref, 1e-5, "x W^T");
+  expect_rel_close(mf::linear(x, w, bias), ref_bias, 1e-5, "x W^T + bias");
+  expect_rel_close(mf::matmul(x, mf::transpose(w, 0, 1)), ref, 1e-5, "matmul with a transposed view");
+}
+
 TEST(Matmul, Gradients) {
   gradcheck([](const std::vector<Tensor>& in) { return mf::matmul(in[0], in[1]); }, {randn({2, 3, 4}, 1), randn({4, 5}, 2)});
   gradcheck([](const std::vector<Tensor>& in) { return mf::matmul(in[0], in[1]); },
