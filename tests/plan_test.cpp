@@ -131,11 +131,13 @@ TEST(PlanTime, ThePipelineBubbleIsTheSchedules) {
     return t.bubble_s / (t.bubble_s + t.compute_s);
   };
   // The fill and drain run each other stage once, whatever the micro-batches: the bubble stays,
-  // the compute grows with them.
+  // the compute grows with them (but for the gradients' accumulation: m - 1 of m micro-batches
+  // add into .grad, 15/16 against 7/8 of a small memory-bound term).
   Layout more = l;
   more.accumulation = 16;
-  EXPECT_DOUBLE_EQ(time(more).bubble_s, time(l).bubble_s);
-  EXPECT_DOUBLE_EQ(time(more).compute_s, 2 * time(l).compute_s);
+  EXPECT_NEAR(time(more).bubble_s, time(l).bubble_s, 1e-4 * time(l).bubble_s);
+  EXPECT_NEAR(time(more).compute_s, 2 * time(l).compute_s, 1e-4 * time(l).compute_s);
+  EXPECT_GT(time(more).compute_s, 2 * time(l).compute_s);
   // Stages nearly equal (the embedding's and the head's work on the end stages): about Megatron's
   // (p - 1) / (m + p - 1), and (p - 1) / (v m + p - 1) interleaved.
   EXPECT_NEAR(share(l), 3.0 / 11.0, 0.01);
@@ -208,6 +210,60 @@ TEST(PlanTime, AnUnfusedAttentionMovesAndKeepsItsScores) {
   const std::vector<std::pair<int64_t, int64_t>> one_stage{{0, 4}};
   EXPECT_DOUBLE_EQ(estimate_memory(unfused, l, one_stage).kept - estimate_memory(fused, l, one_stage).kept, scores * 5);
   EXPECT_DOUBLE_EQ(estimate_memory(unfused, selective, one_stage).kept, estimate_memory(fused, selective, one_stage).kept);
+}
+
+TEST(PlanTime, CollectivesAndCopiesAreCountedAsTheRuntimeRunsThem) {
+  // Every collective of 2 ranks costs 1 ms, bytes are free: the counts show.
+  const mf::Config c = gpt2_config();
+  const ModelCosts m = model_costs(c);
+  HardwareProfile h = hardware_profile("a100-80gb", 2);
+  for (const char* op : {"all_reduce/2", "all_gather/2", "reduce_scatter/2"}) h.collectives[op] = {1e-3, 0};
+  h.dp_overlap = 0;
+  h.memory_bandwidth = 1e30;
+  const double tensors = static_cast<double>(mf::models::model_spec("gpt2").parameter_shapes(c).size());
+  const double units = 4 + 2;  // the embedding, each layer, the head
+  Layout l;
+  l.dp = 2;
+  l.micro_batch = 1;
+  l.accumulation = 2;
+  auto dp_s = [&](int zero) {
+    Layout x = l;
+    x.zero_stage = zero;
+    return estimate_step_time(m, x, h, {{0, 4}}).dp_comm_s;
+  };
+  // One bucket's all-reduce; ZeRO-1/2 gather the updated parameters a tensor at a time; ZeRO-2/3
+  // reduce-scatter unit by unit; ZeRO-3 gathers every unit forward and backward of each
+  // micro-batch, and nothing after the step.
+  EXPECT_NEAR(dp_s(0), 1e-3, 1e-12);
+  EXPECT_NEAR(dp_s(1), 1e-3 + tensors * 1e-3, 1e-12);
+  EXPECT_NEAR(dp_s(2), units * 1e-3 + tensors * 1e-3, 1e-12);
+  EXPECT_NEAR(dp_s(3), units * 1e-3 + 2 * 2 * units * 1e-3, 1e-12);
+  // The exchange's copies: the gradients into buckets (2 x their bytes) or a zeroed pack (3),
+  // the gathered parameters into place (ZeRO-1/2: 2; ZeRO-3: 2 per gather).
+  for (auto& [op, fit] : h.collectives) fit = {0, 0};
+  h.memory_bandwidth = 1e9;
+  const double bytes = static_cast<double>(m.total_params()) * 4 / 1e9;
+  EXPECT_NEAR(dp_s(0), 2 * bytes, 1e-12);
+  EXPECT_NEAR(dp_s(1), 4 * bytes, 1e-12);
+  EXPECT_NEAR(dp_s(2), 5 * bytes, 1e-12);
+  EXPECT_NEAR(dp_s(3), (3 + 4 * 2) * bytes, 1e-12);
+  // Tensor parallelism: per layer two all-reduces forward, two backward, and one of each for the
+  // embedding and the head; sequence parallel an all-gather and a reduce-scatter for each; a
+  // fully recomputed layer's forward runs its two again.
+  for (auto& [op, fit] : h.collectives) fit = {1e-3, 0};
+  Layout t;
+  t.tp = 2;
+  t.micro_batch = 1;
+  t.accumulation = 2;
+  auto tp_s = [&](const Layout& x) { return estimate_step_time(m, x, h, {{0, 4}}).tp_comm_s; };
+  EXPECT_NEAR(tp_s(t), 2 * (4 * 4 + 2) * 1e-3, 1e-12);
+  Layout sp = t;
+  sp.sequence_parallel = true;
+  EXPECT_NEAR(tp_s(sp), 2 * (4 * 4 + 2) * 2e-3, 1e-12);
+  Layout remade = t;
+  remade.recompute = Recompute::kFull;
+  remade.recompute_layers = 3;
+  EXPECT_NEAR(tp_s(remade), 2 * (4 * 4 + 2 * 3 + 2) * 1e-3, 1e-12);
 }
 
 TEST(PlanMeasure, PlansSpreadOverTheRankingAndKendallsTau) {

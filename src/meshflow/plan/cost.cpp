@@ -35,11 +35,12 @@ StepTime estimate_step_time(const ModelCosts& m, const Layout& l, const Hardware
   // forward), recomputation's extra forward; with accumulation, the gradients added into .grad
   // (two reads, a write).
   double slowest = 0, all_stages = 0;
-  int64_t layers_slowest = 0;
-  std::vector<double> stage_s;  // each pipeline rank's seconds per micro-batch
+  int64_t layers_slowest = 0, remade_slowest = 0;  // the slowest rank's layers, and those recomputed fully
+  std::vector<double> stage_s;       // each pipeline rank's seconds per micro-batch
+  std::vector<double> stage_params;  // and its parameters
   for (int64_t s = 0; s < l.pp; ++s) {
     double t = 0, params = 0;
-    int64_t layers = 0;
+    int64_t layers = 0, remade = 0;
     if (s == 0) {
       t += table_s;
       params += static_cast<double>(m.embedding.on_rank(l.tp));
@@ -53,15 +54,20 @@ StepTime estimate_step_time(const ModelCosts& m, const Layout& l, const Hardware
         const bool recomputed = l.recompute != Recompute::kNone && layer < l.recompute_layers;
         t += 3 * f + (recomputed && full ? f : 0.0) + (recomputed && selective ? attention : 0.0);
         ++layers;
+        remade += recomputed && full ? 1 : 0;
       }
     }
     if (s == l.pp - 1) t += 3 * head_forward + (full ? head_forward : 0.0);
-    if (l.accumulation > 1) t += 3 * params * pbytes / h.memory_bandwidth;
+    // (The first micro-batch's backward makes .grad; each later one adds into it.)
+    const double adds = static_cast<double>(l.accumulation - 1) / static_cast<double>(l.accumulation);
+    t += adds * 3 * params * pbytes / h.memory_bandwidth;
     all_stages += t;
     stage_s.push_back(t);
+    stage_params.push_back(params);
     if (t > slowest) {
       slowest = t;
       layers_slowest = layers;
+      remade_slowest = remade;
     }
   }
   const double m_micro = static_cast<double>(l.accumulation), v = static_cast<double>(l.virtual_stages);
@@ -90,15 +96,18 @@ StepTime estimate_step_time(const ModelCosts& m, const Layout& l, const Hardware
     st.compute_s = m_micro * all_stages / static_cast<double>(l.pp);  // the mean rank's work
     st.bubble_s = std::max(0.0, std::max(bound, path) - st.compute_s);
   }
-  // Tensor parallelism: per layer two all-reduces forward and two backward of the (tokens, C)
-  // activation (sequence parallel: an all-gather and a reduce-scatter for each), the embedding's
-  // and the head's; the runtime waits for each.
+  // Tensor parallelism: per layer two all-reduces of the (tokens, C) activation forward (after the
+  // attention's and the MLP's row-split GEMMs) and two backward (before their column-split ones);
+  // sequence parallel: an all-gather and a reduce-scatter for each all-reduce forward, and their
+  // transposes backward. A fully recomputed layer's forward runs its collectives again; the
+  // embedding and the head add about one forward's and one backward's. The runtime waits for each.
   const bool tp_crosses = l.tp > h.ranks_per_node;
   const double act_bytes = tokens * C * act;
   const double tp_one = l.sequence_parallel ? h.collective_seconds("all_gather", l.tp, act_bytes, tp_crosses) +
                                                   h.collective_seconds("reduce_scatter", l.tp, act_bytes, tp_crosses)
-                                            : 2 * h.collective_seconds("all_reduce", l.tp, act_bytes, tp_crosses);
-  st.tp_comm_s = l.tp > 1 ? m_micro * (2 * static_cast<double>(layers_slowest) + 1) * tp_one : 0.0;
+                                            : h.collective_seconds("all_reduce", l.tp, act_bytes, tp_crosses);
+  const double tp_calls = 4 * static_cast<double>(layers_slowest) + 2 * static_cast<double>(remade_slowest) + 2;
+  st.tp_comm_s = l.tp > 1 ? m_micro * tp_calls * tp_one : 0.0;
   // Pipeline: each micro-batch's activation forward and its gradient back, per chunk.
   const bool pp_crosses = l.tp * l.dp * 2 > h.ranks_per_node;
   const double message = act_bytes / (l.sequence_parallel ? tp : 1.0);
@@ -108,15 +117,19 @@ StepTime estimate_step_time(const ModelCosts& m, const Layout& l, const Hardware
   // every unit in forward and again in backward, prefetched like the reduction.
   // The first stage's parameters, and its units (the embedding, each layer, and without a
   // pipeline the head): ZeRO-2/3 reduce and gather unit by unit.
-  double rank_params = 0, units = 1;
+  double rank_params = 0, units = 1, tensors = static_cast<double>(m.embedding.tensors);
   for (int64_t k = 0; k < l.virtual_stages; ++k) {
     const auto [a, b] = ranges[static_cast<size_t>(k * l.pp)];
-    for (int64_t layer = a; layer < b; ++layer) rank_params += static_cast<double>(m.layer_params[static_cast<size_t>(layer)].on_rank(l.tp));
+    for (int64_t layer = a; layer < b; ++layer) {
+      rank_params += static_cast<double>(m.layer_params[static_cast<size_t>(layer)].on_rank(l.tp));
+      tensors += static_cast<double>(m.layer_params[static_cast<size_t>(layer)].tensors);
+    }
     units += static_cast<double>(b - a);
   }
   rank_params += static_cast<double>(m.embedding.on_rank(l.tp));
   if (l.pp == 1) {
     rank_params += static_cast<double>(m.head.on_rank(l.tp));
+    tensors += static_cast<double>(m.head.tensors);
     units += 1;
   }
   const double grad_bytes = rank_params * pbytes;
@@ -127,14 +140,37 @@ StepTime estimate_step_time(const ModelCosts& m, const Layout& l, const Hardware
     const double calls = l.zero_stage >= 2 ? units : std::max(1.0, std::ceil(grad_bytes / (m.grad_bucket_mb * 1048576.0)));
     const double reduce = calls * h.collective_seconds(l.zero_stage >= 2 ? "reduce_scatter" : "all_reduce", l.dp,
                                                        grad_bytes / calls, dp_crosses);
-    const double gather = h.collective_seconds("all_gather", l.dp, grad_bytes, dp_crosses);
+    // ZeRO-1/2 gather the updated parameters after the step one tensor at a time (ZeRO-3's
+    // slices are the parameters: nothing to gather then).
+    const double gather = tensors * h.collective_seconds("all_gather", l.dp, grad_bytes / tensors, dp_crosses);
     const double unit_gathers = units * h.collective_seconds("all_gather", l.dp, grad_bytes / units, dp_crosses);
-    st.dp_comm_s = hidden * reduce + (l.zero_stage >= 1 ? gather : 0.0) +
-                   (l.zero_stage >= 3 ? hidden * 2 * m_micro * unit_gathers : 0.0);
+    // The exchange's own copies, at the memory bandwidth (bytes of the gradients or parameters
+    // read and written): the gradients into their buckets (2) or, ZeRO-2/3, into a zeroed pack
+    // for the reduce-scatter (3); ZeRO-1/2 the gathered parameters into place (2); ZeRO-3 every
+    // unit gathered into place forward and backward of every micro-batch (2 each).
+    double copies = l.zero_stage >= 2 ? 3.0 : 2.0;
+    if (l.zero_stage == 1 || l.zero_stage == 2) copies += 2;
+    if (l.zero_stage >= 3) copies += 4 * m_micro;
+    st.dp_comm_s = hidden * reduce + (l.zero_stage == 1 || l.zero_stage == 2 ? gather : 0.0) +
+                   (l.zero_stage >= 3 ? hidden * 2 * m_micro * unit_gathers : 0.0) + copies * grad_bytes / h.memory_bandwidth;
   }
   // Clipping (one read of the gradients) and AdamW (parameters, gradients, moments read, three written).
-  const double opt_elems = rank_params / (l.zero_stage >= 1 ? static_cast<double>(l.dp) : 1.0);
-  st.optimizer_s = opt_elems * (4 + 28 + (m.amp ? 8 : 0)) / h.memory_bandwidth;
+  // Every stage steps its own parameters at once; with more ranks than cores, the stages with
+  // fewer finish first and lend their cores to the others (as in the pipeline above).
+  std::vector<double> opt_s;
+  for (double p : stage_params)
+    opt_s.push_back(p / (l.zero_stage >= 1 ? static_cast<double>(l.dp) : 1.0) * (4 + 28 + (m.amp ? 8 : 0)) / h.memory_bandwidth);
+  std::sort(opt_s.begin(), opt_s.end(), std::greater<>());
+  st.optimizer_s = opt_s.front();
+  if (h.core_share < 1) {
+    const double per_stage = static_cast<double>(l.dp * l.tp), slots = h.core_share * per_stage * static_cast<double>(l.pp);
+    double busiest = 0, bound = 0;
+    for (size_t j = 0; j < opt_s.size(); ++j) {
+      busiest += opt_s[j];
+      bound = std::max(bound, busiest * per_stage * h.core_share / std::min(slots, per_stage * static_cast<double>(j + 1)));
+    }
+    st.optimizer_s = std::max(bound, opt_s.front() * h.core_share * std::max(1.0, per_stage / slots));
+  }
   return st;
 }
 

@@ -84,6 +84,7 @@ ModelCosts model_costs(const Config& c) {
     // the hidden size (norms, row-split biases) and position tables are replicated.
     const bool split = (l >= 0 && (shape.size() >= 2 || n != m.hidden)) || vocab_table;
     (split ? part->split : part->replicated) += n;
+    ++part->tensors;
   }
   m.tied = vocab_tables == 1 && m.vocab > 0;
   if (m.tied) m.tied_copy.split = m.vocab * m.hidden;

@@ -17,6 +17,7 @@ namespace mf::plan {
 // row splits, the vocabulary of the embedding), `replicated` do not (norms, row biases, positions).
 struct ParamElements {
   int64_t split = 0, replicated = 0;
+  int64_t tensors = 0;  // parameter tensors (ZeRO-1/2 gather each one after the step)
   int64_t on_rank(int64_t tp) const { return (split + tp - 1) / tp + replicated; }
   int64_t total() const { return split + replicated; }
 };
