@@ -24,6 +24,25 @@ TEST(Philox, KnownAnswerVectors) {
   EXPECT_EQ(r.v[3], 0x24126ea1u);
 }
 
+TEST(Philox, BlocksDrawnTogetherAreTheBlocksDrawnOneByOne) {
+  // philox_blocks (vectorised; AVX-512 intrinsics where the CPU has them) against philox_block,
+  // where the low counter word wraps into the high one too, and for a block count that is not
+  // the vector width's multiple.
+  for (uint64_t first : {uint64_t{0}, uint64_t{5}, uint64_t{0xFFFFFFF8u}, uint64_t{0xFFFFFFFFu},
+                         uint64_t{0x1234FFFFFFF0}, ~uint64_t{0} - 3}) {
+    alignas(64) uint32_t words[4 * 32];
+    mf::philox_blocks<32>(0x123456789abcdefULL, 0xfedcba987654321ULL, first, words);
+    for (int j = 0; j < 32; ++j) {
+      const mf::Philox4x32 r = mf::philox_block(0x123456789abcdefULL, 0xfedcba987654321ULL, first + static_cast<uint64_t>(j));
+      for (int w = 0; w < 4; ++w) ASSERT_EQ(words[4 * j + w], r.v[w]) << "block " << first << " + " << j << " word " << w;
+    }
+    uint32_t odd[4 * 3];
+    mf::philox_blocks<3>(7, 9, first, odd);
+    for (int j = 0; j < 3; ++j)
+      for (int w = 0; w < 4; ++w) ASSERT_EQ(odd[4 * j + w], mf::philox_block(7, 9, first + static_cast<uint64_t>(j)).v[w]);
+  }
+}
+
 TEST(Random, NormalAndUniformMoments) {
   Tensor n = randn({200000}, 3);
   std::vector<double> v = to_f64(n);
