@@ -3,8 +3,28 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <vector>
 
 namespace mf::plan {
+
+namespace {
+
+// More ranks than cores (the profile's rates are a rank's share of a core when all compute): a
+// rank waiting for its neighbours yields its core to the busy ones, so no set of ranks is slower
+// than its work spread over the cores it can use — `slots` = ranks x share whole cores, at most
+// one a rank. `stage_s`: each pipeline stage's seconds at the shared rate (its dp x tp ranks
+// alike); the j busiest stages' work over min(slots, their ranks), the largest over j.
+double spread_over_cores(std::vector<double> stage_s, double per_stage, double slots, double share) {
+  std::sort(stage_s.begin(), stage_s.end(), std::greater<>());
+  double busiest = 0, bound = 0;
+  for (size_t j = 0; j < stage_s.size(); ++j) {
+    busiest += stage_s[j];
+    bound = std::max(bound, busiest * per_stage * share / std::min(slots, per_stage * static_cast<double>(j + 1)));
+  }
+  return bound;
+}
+
+}  // namespace
 
 StepTime estimate_step_time(const ModelCosts& m, const Layout& l, const HardwareProfile& h,
                             const std::vector<std::pair<int64_t, int64_t>>& ranges) {
@@ -76,22 +96,12 @@ StepTime estimate_step_time(const ModelCosts& m, const Layout& l, const Hardware
   // The pipeline fills and drains through the other stages: one micro-batch's forward and
   // backward on each (a chunk's, interleaved).
   st.bubble_s = (all_stages - slowest) / v;
+  const double per_stage = static_cast<double>(l.dp * l.tp);
+  const double slots = h.core_share * per_stage * static_cast<double>(l.pp);
   if (h.core_share < 1) {
-    // More ranks than cores (the rates are a rank's share of a core when all compute): a rank
-    // waiting for its neighbours yields its core to the busy ones, so no set of ranks is slower
-    // than its work spread over the cores it can use — `slots` = ranks x share whole cores, at most
-    // one a rank. The busiest stages first (each stage's dp x tp ranks alike): the j busiest
-    // stages' work over min(slots, their ranks); and the slowest stage's critical path, fill and
-    // drain included, at the rate its ranks get.
-    const double per_stage = static_cast<double>(l.dp * l.tp);
-    const double slots = h.core_share * per_stage * static_cast<double>(l.pp);
-    std::sort(stage_s.begin(), stage_s.end(), std::greater<>());
-    double busiest = 0, bound = 0;
-    for (size_t j = 0; j < stage_s.size(); ++j) {
-      busiest += stage_s[j];
-      const double ranks = per_stage * static_cast<double>(j + 1);
-      bound = std::max(bound, m_micro * busiest * per_stage * h.core_share / std::min(slots, ranks));
-    }
+    // More ranks than cores (spread_over_cores): the busiest stages' work over the cores they can
+    // use, and the slowest stage's critical path, fill and drain included, at the rate its ranks get.
+    const double bound = m_micro * spread_over_cores(stage_s, per_stage, slots, h.core_share);
     const double path = (st.compute_s + st.bubble_s) * h.core_share * std::max(1.0, per_stage / slots);
     st.compute_s = m_micro * all_stages / static_cast<double>(l.pp);  // the mean rank's work
     st.bubble_s = std::max(0.0, std::max(bound, path) - st.compute_s);
@@ -160,17 +170,10 @@ StepTime estimate_step_time(const ModelCosts& m, const Layout& l, const Hardware
   std::vector<double> opt_s;
   for (double p : stage_params)
     opt_s.push_back(p / (l.zero_stage >= 1 ? static_cast<double>(l.dp) : 1.0) * (4 + 28 + (m.amp ? 8 : 0)) / h.memory_bandwidth);
-  std::sort(opt_s.begin(), opt_s.end(), std::greater<>());
-  st.optimizer_s = opt_s.front();
-  if (h.core_share < 1) {
-    const double per_stage = static_cast<double>(l.dp * l.tp), slots = h.core_share * per_stage * static_cast<double>(l.pp);
-    double busiest = 0, bound = 0;
-    for (size_t j = 0; j < opt_s.size(); ++j) {
-      busiest += opt_s[j];
-      bound = std::max(bound, busiest * per_stage * h.core_share / std::min(slots, per_stage * static_cast<double>(j + 1)));
-    }
-    st.optimizer_s = std::max(bound, opt_s.front() * h.core_share * std::max(1.0, per_stage / slots));
-  }
+  const double heaviest = *std::max_element(opt_s.begin(), opt_s.end());
+  st.optimizer_s = h.core_share < 1 ? std::max(spread_over_cores(opt_s, per_stage, slots, h.core_share),
+                                               heaviest * h.core_share * std::max(1.0, per_stage / slots))
+                                    : heaviest;
   return st;
 }
 

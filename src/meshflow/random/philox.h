@@ -64,11 +64,10 @@ inline void philox_blocks(uint64_t seed, uint64_t stream, uint64_t first, uint32
     for (int g = 0; g < kN; g += 16) {
       const uint64_t b0 = first + static_cast<uint64_t>(g);
       // Block b0 + j: its low word b0 + j (wrapping into the high word at 2^32).
-      __m512i c0 = _mm512_add_epi32(_mm512_set1_epi32(static_cast<int>(static_cast<uint32_t>(b0))), lane);
-      const __mmask16 carry = _mm512_cmplt_epu32_mask(c0, _mm512_set1_epi32(static_cast<int>(static_cast<uint32_t>(b0))));
-      __m512i c1 = _mm512_mask_add_epi32(_mm512_set1_epi32(static_cast<int>(static_cast<uint32_t>(b0 >> 32))), carry,
-                                         _mm512_set1_epi32(static_cast<int>(static_cast<uint32_t>(b0 >> 32))),
-                                         _mm512_set1_epi32(1));
+      const __m512i low = _mm512_set1_epi32(static_cast<int>(static_cast<uint32_t>(b0)));
+      const __m512i high = _mm512_set1_epi32(static_cast<int>(static_cast<uint32_t>(b0 >> 32)));
+      __m512i c0 = _mm512_add_epi32(low, lane);
+      __m512i c1 = _mm512_mask_add_epi32(high, _mm512_cmplt_epu32_mask(c0, low), high, _mm512_set1_epi32(1));
       __m512i c2 = _mm512_set1_epi32(static_cast<int>(static_cast<uint32_t>(stream)));
       __m512i c3 = _mm512_set1_epi32(static_cast<int>(static_cast<uint32_t>(stream >> 32)));
       uint32_t k0 = static_cast<uint32_t>(seed), k1 = static_cast<uint32_t>(seed >> 32);
