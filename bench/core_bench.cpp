@@ -135,6 +135,8 @@ void bench_bandwidth() {
       {"add (8192, 768)", {8192, 768}, 3, [](const mf::Tensor& x, const mf::Tensor& y) { mf::add(x, y); }},
       {"gelu tanh (4096, 3072)", {4096, 3072}, 2, [](const mf::Tensor& x, const mf::Tensor&) { mf::gelu(x); }},
       {"gelu backward (4096, 3072)", {4096, 3072}, 3, [](const mf::Tensor& x, const mf::Tensor& y) { mf::gelu_backward(y, x, true); }},
+      {"dropout p=0.1 (1024, 768)", {1024, 768}, 2, [](const mf::Tensor& x, const mf::Tensor&) { mf::dropout(x, 0.1); }},
+      {"dropout p=0.1 (4096, 3072)", {4096, 3072}, 2, [](const mf::Tensor& x, const mf::Tensor&) { mf::dropout(x, 0.1); }},
       {"layer_norm (8192, 768)", {8192, 768}, 2, [&](const mf::Tensor& x, const mf::Tensor&) { mf::layer_norm(x, w768, b768); }},
       {"softmax (8192, 1024)", {8192, 1024}, 2, [](const mf::Tensor& x, const mf::Tensor&) { mf::softmax(x); }},
       {"softmax (1024, 50257)", {1024, 50257}, 2, [](const mf::Tensor& x, const mf::Tensor&) { mf::softmax(x); }},

@@ -139,7 +139,7 @@ inline void print_step_breakdown(mf::models::Model& model, const mf::models::Bat
   for (const auto& [k, v] : by_op) ops.emplace_back(v, k);
   std::sort(ops.rbegin(), ops.rend());
   std::printf("  largest op spans:");
-  for (size_t i = 0; i < ops.size() && i < 12; ++i) std::printf("%s %s %.3f s", i ? "," : "", ops[i].second.c_str(), ops[i].first);
+  for (size_t i = 0; i < ops.size() && i < 16; ++i) std::printf("%s %s %.3f s", i ? "," : "", ops[i].second.c_str(), ops[i].first);
   std::printf("\n");
 }
 

@@ -48,6 +48,11 @@ TEST(Shape, CatSplitChunkNarrowValues) {
   ASSERT_EQ(ch.size(), 2u);
   EXPECT_EQ(ch[0].shape(), (mf::Shape{2, 3}));
   expect_close(ch[0], av, 0, 0, "chunk 0");
+  auto rows = mf::unbind(c, 0);
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[1].shape(), (mf::Shape{5}));
+  expect_close(rows[1], std::vector<double>(ref.begin() + 5, ref.end()), 0, 0, "unbind 1");
+  MFT_EXPECT_ERROR(mf::unbind(c, 2), "unbind", "out of range");
   MFT_EXPECT_ERROR(mf::cat({a, randn({3, 2}, 3)}, 1), "cat", "differ outside axis 1");
   MFT_EXPECT_ERROR(mf::narrow(a, 1, 2, 2), "narrow", "out of range");
   MFT_EXPECT_ERROR(mf::reshape(a, {4, 2}), "reshape", "has 8 elements");
@@ -63,6 +68,23 @@ TEST(Shape, Gradients) {
   gradcheck([](const std::vector<Tensor>& in) { return mf::mul(mf::split(in[0], 2, 0)[1], mf::chunk(in[0], 2, 0)[0]); },
             {randn({4, 3}, 7)});
   gradcheck([](const std::vector<Tensor>& in) { return mf::unsqueeze(mf::squeeze(in[0], 1), 0); }, {randn({3, 1, 2}, 8)});
+  // Pieces used twice, once or not at all (their slots' gradient is zero), of a strided input.
+  gradcheck([](const std::vector<Tensor>& in) {
+    auto p = mf::unbind(in[0], 1);
+    return mf::add(mf::mul(p[0], p[2]), mf::scale(p[0], 3.0));
+  }, {non_contiguous(randn({4, 3}, 9))});
+  gradcheck([](const std::vector<Tensor>& in) { return mf::exp(mf::split(in[0], 2, 1)[2]); }, {randn({2, 5, 3}, 10)});
+}
+
+// split/chunk/unbind are one autograd node: the input's gradient is written once, not summed
+// from a zero-filled input-sized gradient per piece.
+TEST(Shape, PiecesShareOneBackwardNode) {
+  Tensor x = randn({3, 4}, 11);
+  x.set_requires_grad(true);
+  auto p = mf::unbind(x, 1);
+  EXPECT_EQ(p[0].grad_fn(), p[3].grad_fn());
+  auto q = mf::split(x, 3, 1);
+  EXPECT_EQ(q[0].grad_fn(), q[1].grad_fn());
 }
 
 }  // namespace

@@ -238,6 +238,13 @@ std::vector<OpCase> all_ops() {
                  [](C, G g) { return reshape(g[0], {5, -1}); }, {}});
   ops.push_back({"select", {{5, 3, 6}}, [](V t) { return mf::squeeze(mf::narrow(t[0], 1, 2, 1), 1); },
                  [](C, G g) { return select(g[0], 1, 2); }, {}});
+  // unbind's pieces 0 and 2 (piece 1 gets no gradient: zeros in its slot).
+  ops.push_back({"unbind", {{5, 3, 6}},
+                 [](V t) { return mf::add(mf::squeeze(mf::narrow(t[0], 1, 0, 1), 1), mf::scale(mf::squeeze(mf::narrow(t[0], 1, 2, 1), 1), 3.0)); },
+                 [](C c, G g) {
+                   const std::vector<GlobalTensor> p = unbind(g[0], 1);
+                   return add(c, p[0], scale(c, p[2], 3.0));
+                 }, {}});
   static const Tensor rows = mf::from_vector<int64_t>({4, 0, 4, 2}, {4});  // a repeat: gradients add up
   ops.push_back({"index_select", {{6, 3, 5}}, [](V t) { return mf::index_select(t[0], 0, rows); },
                  [](C, G g) { return index_select(g[0], 0, rows); }, {}});
@@ -264,7 +271,7 @@ std::vector<OpCase> all_ops() {
     else if (n == "sum(axis=0)") op.signatures = sum_signatures(sh[0], 0);
     else if (n == "sum(axis=1)") op.signatures = sum_signatures(sh[0], 1);
     else if (n == "transpose(0,2)") op.signatures = transpose_signatures(sh[0], 0, 2);
-    else if (n.rfind("reshape", 0) == 0 || n == "select" || n == "index_select" || n == "permute" || n == "expand" || n == "rope") continue;
+    else if (n.rfind("reshape", 0) == 0 || n == "select" || n == "unbind" || n == "index_select" || n == "permute" || n == "expand" || n == "rope") continue;
     else if (n == "rms_norm") op.signatures = last_axis_signatures(sh[0], 1);
     else op.signatures = unary_signatures(sh[0], false);  // gelu, relu, silu, tanh, exp
   }

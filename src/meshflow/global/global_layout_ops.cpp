@@ -122,6 +122,25 @@ GlobalTensor select(const GlobalTensor& x, int64_t axis, int64_t index) {
                       })[0];
 }
 
+std::vector<GlobalTensor> unbind(const GlobalTensor& x, int64_t axis) {
+  const Shape& in = x.logical_shape;
+  const int64_t a = normalize_axis(axis, static_cast<int64_t>(in.size()), "global unbind");
+  const auto n = static_cast<size_t>(in[static_cast<size_t>(a)]);
+  Shape out = in;
+  out.erase(out.begin() + a);
+  auto candidates = [&] {
+    SignatureList l;
+    for (int64_t k = 0; k < static_cast<int64_t>(in.size()); ++k)
+      if (k != a) l.push_back({{S(k)}, std::vector<Sbp>(n, S(k < a ? k : k - 1))});
+    l.push_back({{kP}, std::vector<Sbp>(n, kP)});
+    l.push_back({{kB}, std::vector<Sbp>(n, kB)});
+    return l;
+  };
+  return apply_global(context_of(x.placement), "unbind(" + std::to_string(a) + ")" + shape_str(in), {x},
+                      std::vector<Shape>(n, out), candidates,
+                      [a](const std::vector<Tensor>& t) -> std::vector<Tensor> { return mf::unbind(t[0], a); });
+}
+
 GlobalTensor index_select(const GlobalTensor& x, int64_t axis, const Tensor& index) {
   const Shape& in = x.logical_shape;
   const int64_t a = normalize_axis(axis, static_cast<int64_t>(in.size()), "global index_select");

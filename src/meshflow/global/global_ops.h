@@ -138,6 +138,9 @@ GlobalTensor reshape(const GlobalTensor& x, const Shape& shape);
 //   expand   size-1 axes broadcast to `shape` (a view): S(k) of an axis kept -> S(k); (P) -> P; (B) -> B
 GlobalTensor expand(const GlobalTensor& x, const Shape& shape);
 GlobalTensor select(const GlobalTensor& x, int64_t axis, int64_t index);
+//   unbind   every index of axis a, the axis removed (views; one backward writing the input's
+//            gradient once): S(k != a) -> S(k shifted) each; (P) -> P; (B) -> B
+std::vector<GlobalTensor> unbind(const GlobalTensor& x, int64_t axis);
 //   index_select  the positions `index` (a local i64 (m), the same on every rank) of axis a:
 //            S(k != a) -> S(k); (P) -> P; (B) -> B (a copy; its gradient adds back into place)
 GlobalTensor index_select(const GlobalTensor& x, int64_t axis, const Tensor& index);

@@ -63,6 +63,7 @@ Tensor clone(const Tensor& x);       // always a fresh contiguous copy
 Tensor cat(const std::vector<Tensor>& xs, int64_t axis);
 std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t axis);  // views; last may be shorter
 std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t axis);      // views
+std::vector<Tensor> unbind(const Tensor& x, int64_t axis);  // views of each index of `axis`, the axis removed
 
 // ---- indexing (ops/index.cpp); index tensors are i32 or i64, checked against bounds
 Tensor embedding(const Tensor& weight, const Tensor& ids);  // weight (V, C), ids (...) -> (..., C)

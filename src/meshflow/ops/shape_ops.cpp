@@ -1,4 +1,4 @@
-// Views and copies that change shape: reshape/view, permute, narrow, expand, cat, split.
+// Views and copies that change shape: reshape/view, permute, narrow, expand, cat, split, unbind.
 #include <algorithm>
 #include <numeric>
 #include <optional>
@@ -228,14 +228,62 @@ Tensor cat(const std::vector<Tensor>& xs, int64_t axis) {
   return out;
 }
 
+namespace {
+
+// Consecutive pieces of axis `ax` of the given sizes, as views (the axis dropped when `drop_axis`,
+// every size then 1), recorded as one node: its backward writes each piece's gradient into one
+// input-sized buffer once, zeros for a piece that got none. (A node per piece would build a
+// zero-filled input-sized gradient per piece and sum them.)
+std::vector<Tensor> pieces(const Tensor& x, int64_t ax, const std::vector<int64_t>& sizes, bool drop_axis,
+                           const char* op) {
+  std::vector<Tensor> out;
+  int64_t off = 0;
+  for (int64_t n : sizes) {
+    Shape s = x.shape();
+    Strides st = x.strides();
+    s[ax] = n;
+    if (drop_axis) {
+      s.erase(s.begin() + ax);
+      st.erase(st.begin() + ax);
+    }
+    out.push_back(make_view(x, s, st, x.offset() + off * x.strides()[ax]));
+    off += n;
+  }
+  Shape in_shape = x.shape();
+  DType dt = x.dtype();
+  Device dev = x.device();
+  record(op, {x}, out, [in_shape, dt, dev, ax, sizes, drop_axis](const std::vector<Tensor>& g) -> std::vector<Tensor> {
+    Tensor dx = empty(in_shape, dt, dev);
+    int64_t at = 0;
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      Tensor slot = narrow(dx, ax, at, sizes[i]);
+      if (drop_axis) slot = squeeze(slot, ax);
+      if (i < g.size() && g[i].defined())
+        copy_(slot, g[i]);
+      else
+        fill_(slot, 0.0);
+      at += sizes[i];
+    }
+    return {dx};
+  });
+  return out;
+}
+
+}  // namespace
+
 std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t axis) {
   detail::check_defined(x, "split", "x");
   MF_CHECK(split_size > 0, "split: split_size must be positive, got ", split_size);
   int64_t ax = normalize_axis(axis, x.ndim(), "split");
-  std::vector<Tensor> r;
-  for (int64_t off = 0; off < x.shape()[ax]; off += split_size)
-    r.push_back(narrow(x, ax, off, std::min(split_size, x.shape()[ax] - off)));
-  return r;
+  std::vector<int64_t> sizes;
+  for (int64_t off = 0; off < x.shape()[ax]; off += split_size) sizes.push_back(std::min(split_size, x.shape()[ax] - off));
+  return pieces(x, ax, sizes, false, "split");
+}
+
+std::vector<Tensor> unbind(const Tensor& x, int64_t axis) {
+  detail::check_defined(x, "unbind", "x");
+  int64_t ax = normalize_axis(axis, x.ndim(), "unbind");
+  return pieces(x, ax, std::vector<int64_t>(static_cast<size_t>(x.shape()[ax]), 1), true, "unbind");
 }
 
 std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t axis) {

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 
 #if defined(__AVX512F__) && !defined(__CUDACC__)
 #include <immintrin.h>
@@ -148,6 +149,9 @@ template <class F>
 inline void philox_for_each_word(uint64_t seed, uint64_t stream, uint64_t base, int64_t n, F&& f) {
   constexpr int kBlocks = 16;
   alignas(64) uint32_t words[4 * kBlocks];
+  // A local copy: its captures stay in registers (through a reference the compiler reloads them
+  // after every store and the loop below runs scalar).
+  std::decay_t<F> fn(f);
   for (int64_t e0 = 0; e0 < n;) {
     const uint64_t idx = base + static_cast<uint64_t>(e0), first = idx >> 2;
     philox_blocks<kBlocks>(seed, stream, first, words);
@@ -155,7 +159,7 @@ inline void philox_for_each_word(uint64_t seed, uint64_t stream, uint64_t base, 
     const int64_t m = std::min<int64_t>(4 * kBlocks - o, n - e0);
     const uint32_t* w = words + o;
 #pragma omp simd
-    for (int64_t e = 0; e < m; ++e) f(e0 + e, w[e]);
+    for (int64_t e = 0; e < m; ++e) fn(e0 + e, w[e]);
     e0 += m;
   }
 }

@@ -40,7 +40,8 @@ GlobalTensor Gpt2Block::forward(const GlobalTensor& x, bool recompute_attention,
   // the default generator and reads the batch slice, both of which checkpoint() replays. Decoding:
   // the keys and values are the cached positions' and these (B, H, past + T, D).
   auto core = [opts, decode, layer](const std::vector<GlobalTensor>& in) {
-    auto head_view = [&](int64_t i) { return global::permute(global::select(in[0], 2, i), {0, 2, 1, 3}); };  // (B,H,T,D)
+    const std::vector<GlobalTensor> q_k_v = global::unbind(in[0], 2);  // 3 x (B, T, H, D)
+    auto head_view = [&](int64_t i) { return global::permute(q_k_v[static_cast<size_t>(i)], {0, 2, 1, 3}); };  // (B,H,T,D)
     if (decode) {
       const auto [k, v] = decode->attend(layer, head_view(1), head_view(2));
       return std::vector<GlobalTensor>{global::attention(head_view(0), k, v, opts)};

@@ -55,7 +55,7 @@ Geom geom(const Tensor& t) { return {t.stride(0), t.stride(1), t.stride(2)}; }
 // u >= ceil(p 2^24), exactly.
 inline void dropout_keep(uint64_t seed, uint64_t stream, uint64_t base, int64_t n, double p, uint8_t* keep) {
   const auto threshold = static_cast<uint32_t>(std::ceil(p * 16777216.0));
-  philox_for_each_word(seed, stream, base, n, [&](int64_t e, uint32_t w) { keep[e] = (w >> 8) >= threshold; });
+  philox_for_each_word(seed, stream, base, n, [keep, threshold](int64_t e, uint32_t w) { keep[e] = (w >> 8) >= threshold; });
 }
 
 // Philox index of score (bh, i, 0): its position in the logical (B', H', Tq, Tk) scores.

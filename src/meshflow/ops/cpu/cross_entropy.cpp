@@ -1,12 +1,13 @@
-// CPU kernels: fused cross-entropy over rows of logits. Forward: one row per task, max and
-// sum of logits in one sweep, then the exp-sum (f32 exps vectorised, summed in f64 per chunk)
-// giving lse and the loss with label smoothing. Backward writes softmax - target directly.
+// CPU kernels: fused cross-entropy over rows of logits. Forward: one row per task, its max, then
+// the exp-sum (f32 exps vectorised, summed in f64 per chunk) giving lse, and the loss with label
+// smoothing (the logits' sum only when smoothing). Backward writes softmax - target directly.
 // The probabilities are never stored.
 #include <limits>
 #include <vector>
 
 #include "meshflow/ops/cpu/common.h"
 #include "meshflow/ops/cpu/register.h"
+#include "meshflow/ops/cpu/vec_math.h"
 #include "meshflow/ops/kernels.h"
 #include "meshflow/ops/registry.h"
 
@@ -27,25 +28,16 @@ void cross_entropy_forward(const Tensor& logits, const Tensor& targets, int64_t 
   parallel_for(N, std::max<int64_t>(1, 32768 / std::max<int64_t>(V, 1)), [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       const T* row = x + r * V;
-      T mx = -std::numeric_limits<T>::infinity();
-      double sum_x = 0.0;
+      const T mx = max_array(row, V);
+      double sum_x = 0.0, sum_e = 0.0;
       for (int64_t c0 = 0; c0 < V; c0 += kChunk) {
-        const int64_t c1 = std::min(V, c0 + kChunk);
-        T part = 0;
-#pragma omp simd reduction(max : mx) reduction(+ : part)
-        for (int64_t j = c0; j < c1; ++j) {
-          mx = std::max(mx, row[j]);
-          part += row[j];
-        }
-        sum_x += part;
-      }
-      double sum_e = 0.0;
-      for (int64_t c0 = 0; c0 < V; c0 += kChunk) {
-        const int64_t c1 = std::min(V, c0 + kChunk);
+        const int64_t n = std::min(V - c0, kChunk);
+        sum_e += exp_shift_sum(row + c0, mx, static_cast<T*>(nullptr), n);
+        if (smoothing == 0.0) continue;
         T part = 0;
 #pragma omp simd reduction(+ : part)
-        for (int64_t j = c0; j < c1; ++j) part += fast_exp(row[j] - mx);
-        sum_e += part;
+        for (int64_t j = c0; j < c0 + n; ++j) part += row[j];
+        sum_x += part;
       }
       const double l = static_cast<double>(mx) + std::log(sum_e);
       ls[r] = static_cast<T>(l);

@@ -81,8 +81,14 @@ void dropout_kernel(const Tensor& xt, const Tensor& outt, double p, uint64_t see
   T* out = outt.data<T>();
   T keep_scale = static_cast<T>(1.0 / (1.0 - p));
   uint32_t threshold = static_cast<uint32_t>(p * 16777216.0);  // keep iff 24-bit uniform >= p
-  for_each_word(logical_ranges(xt.shape(), slice), seed, stream, [&](int64_t i, uint32_t word) {
-    out[i] = (word >> 8) >= threshold ? x[i] * keep_scale : T(0);
+  // Captures by value: through references the compiler keeps the loop scalar (about 3x slower).
+  for_ranges(logical_ranges(xt.shape(), slice), 1 << 14, [&](const Range& rg, int64_t a, int64_t b) {
+    const T* xs = x + rg.local + a;
+    T* os = out + rg.local + a;
+    philox_for_each_word(seed, stream, rg.logical + static_cast<uint64_t>(a), b - a,
+                         [xs, os, threshold, keep_scale](int64_t e, uint32_t word) {
+                           os[e] = (word >> 8) >= threshold ? xs[e] * keep_scale : T(0);
+                         });
   });
 }
 
