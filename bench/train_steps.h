@@ -40,7 +40,8 @@ inline StepTimes train_step(mf::models::Model& model, const mf::models::Batch& b
   r.forward_s = since();
   r.loss.backward();
   r.backward_end_s = since();
-  mf::optim::clip_grad_norm(model.parameters(), 1.0);
+  // As the trainer clips: the factor goes to AdamW, which applies it as it reads the gradients.
+  opt.set_grad_scale(mf::optim::clip_factor(mf::optim::grad_norm(model.parameters()), 1.0));
   opt.step();
   r.total_s = since();
   return r;
@@ -54,7 +55,8 @@ inline const char* op_class(const std::string& name) {
   if (op.find("norm") != std::string::npos) return "norms";
   if (op.find("cross_entropy") != std::string::npos || op.find("softmax") != std::string::npos) return "loss head";
   if (op == "reshape" || op == "permute" || op == "expand" || op == "contiguous" || op == "transpose" ||
-      op == "view" || op == "slice" || op == "cat" || op == "split" || op == "select" || op == "narrow")
+      op == "view" || op == "slice" || op == "cat" || op == "split" || op == "select" || op == "narrow" ||
+      op == "unbind")
     return "layout copies";
   if (op == "embedding" || op.find("index") != std::string::npos) return "embedding";
   return "elementwise";

@@ -55,6 +55,43 @@ TEST(Optim, SgdMomentumMatchesNaiveLoops) {
   expect_close(p, w, 1e-13, 1e-15, "sgd");
 }
 
+// The scale AdamW reads the gradients with (clipping, the loss scale) is applied inside its
+// update on the CPU: the same words as scaling the gradients first, f32 and f64 alike; SGD's too.
+TEST(Optim, GradScaleIsTheScaledGradientsUpdate) {
+  for (mf::DType dt : {mf::DType::kF32, mf::DType::kF64}) {
+    Tensor p = mf::cast(randn({7, 5}, 4), dt), q = mf::clone(p), r = mf::clone(p), u = mf::clone(p);
+    for (Tensor* t : {&p, &q, &r, &u}) t->set_requires_grad(true);
+    mf::optim::AdamW folded({{{{"p", p}}, 0.1}}, 0.01, 0.9, 0.95, 1e-8), first({{{{"q", q}}, 0.1}}, 0.01, 0.9, 0.95, 1e-8);
+    mf::optim::Sgd sgd_folded({{{{"r", r}}, 0.01}}, 0.1, 0.9), sgd_first({{{{"u", u}}, 0.01}}, 0.1, 0.9);
+    for (int step = 1; step <= 3; ++step) {
+      const double s = 0.3 * step;
+      Tensor g = mf::cast(randn({7, 5}, 40 + step), dt), scaled = mf::clone(g);
+      mf::scale_(scaled, s);
+      p.set_grad(mf::clone(g));
+      r.set_grad(mf::clone(g));
+      q.set_grad(scaled);
+      u.set_grad(mf::clone(scaled));
+      folded.set_grad_scale(s);
+      sgd_folded.set_grad_scale(s);
+      folded.step();
+      first.step();
+      sgd_folded.step();
+      sgd_first.step();
+      EXPECT_EQ(to_f64(p.grad()), to_f64(g)) << "the gradient itself is left as it is";
+    }
+    EXPECT_EQ(to_f64(p), to_f64(q)) << mf::dtype_name(dt);
+    EXPECT_EQ(to_f64(r), to_f64(u)) << mf::dtype_name(dt);
+  }
+}
+
+TEST(Optim, ClipFactor) {
+  EXPECT_EQ(mf::optim::clip_factor(5.0, 10.0), 1.0);
+  EXPECT_DOUBLE_EQ(mf::optim::clip_factor(5.0, 1.0), 1.0 / (5.0 + 1e-6));
+  EXPECT_EQ(mf::optim::clip_factor(5.0, 0.0), 1.0);  // clipping off
+  EXPECT_EQ(mf::optim::clip_factor(std::nan(""), 1.0), 1.0);
+  EXPECT_EQ(mf::optim::clip_factor(std::numeric_limits<double>::infinity(), 1.0), 1.0);
+}
+
 TEST(Optim, ClipGradNorm) {
   Tensor a = randn({3}, 1), b = randn({2, 2}, 2);
   a.set_requires_grad(true);

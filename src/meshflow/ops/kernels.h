@@ -109,6 +109,7 @@ using CrossEntropyBackward = void(const Tensor& logits, const Tensor& targets, c
 struct AdamWParams {
   double lr, beta1, beta2, eps, weight_decay;
   double bias_correction1, bias_correction2;  // 1 - beta^step
+  double grad_scale = 1.0;                    // g is read as grad_scale * grad (clipping, loss scale)
 };
 // p -= lr * (wd * p + m_hat / (sqrt(v_hat) + eps)) with m, v updated from g (decoupled decay).
 using AdamWUpdate = void(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,

@@ -161,9 +161,10 @@ void add_(Tensor& dst, const Tensor& src, double alpha = 1.0);  // dst += alpha 
 void scale_(Tensor& dst, double s);
 
 // ---- optimizer updates (ops/optim_updates.cpp), in place, never recorded
-// AdamW (decoupled weight decay) at 1-based step `step`: updates param, exp_avg, exp_avg_sq.
+// AdamW (decoupled weight decay) at 1-based step `step`: updates param, exp_avg, exp_avg_sq from
+// grad_scale * grad (on the CPU in the same pass).
 void adamw_update_(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq, double lr, double beta1,
-                   double beta2, double eps, double weight_decay, int64_t step);
+                   double beta2, double eps, double weight_decay, int64_t step, double grad_scale = 1.0);
 // Multi-tensor AdamW: adamw_update_ of every i with weight_decays[i], in one kernel call, where
 // a backend registers "adamw_multi" (CUDA; has_adamw_multi). All tensors on one device, one dtype.
 bool has_adamw_multi(Device device, DType dtype);

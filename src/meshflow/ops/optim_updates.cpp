@@ -21,7 +21,7 @@ kernels::AdamWParams adamw_params(double lr, double beta1, double beta2, double 
 }  // namespace
 
 void adamw_update_(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq, double lr, double beta1,
-                   double beta2, double eps, double weight_decay, int64_t step) {
+                   double beta2, double eps, double weight_decay, int64_t step, double grad_scale) {
   const char* op = "adamw_update_";
   detail::check_float(param, op, "param");
   MF_CHECK(param.is_contiguous(), op, ": param ", param.str(), " must be contiguous");
@@ -31,6 +31,12 @@ void adamw_update_(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& e
   check_state(op, param, exp_avg_sq, "exp_avg_sq");
   MF_CHECK(step >= 1, op, ": step must be >= 1, got ", step);
   kernels::AdamWParams p = adamw_params(lr, beta1, beta2, eps, weight_decay, step);
+  if (grad_scale != 1.0 && param.device().type != DeviceType::kCPU) {  // the CPU kernel folds it in
+    kernel<kernels::AdamWUpdate>("adamw_update", param.device(), param.dtype())(param, scale(grad, grad_scale), exp_avg,
+                                                                               exp_avg_sq, p);
+    return;
+  }
+  p.grad_scale = grad_scale;
   kernel<kernels::AdamWUpdate>("adamw_update", param.device(), param.dtype())(param, grad, exp_avg, exp_avg_sq, p);
 }
 

@@ -59,14 +59,16 @@ void Optimizer::step() {
       // Mixed precision: the f32 master takes the f32 update; the parameter its rounding.
       Tensor m = master_[gi][pi];
       Tensor target = m.defined() ? m : p;
-      Tensor grad = g;
-      if (m.defined()) {
-        grad = cast(g, m.dtype());
-        if (grad_scale_ != 1.0) scale_(grad, grad_scale_);
-      } else if (grad_scale_ != 1.0) {
+      const bool multi = supports_multi(target.device(), target.dtype());
+      Tensor grad = m.defined() ? cast(g, m.dtype()) : g;
+      double fold = 1.0;  // the scale update() applies as it reads the gradient
+      if (grad_scale_ != 1.0 && !multi)
+        fold = grad_scale_;
+      else if (grad_scale_ != 1.0 && m.defined())
+        scale_(grad, grad_scale_);
+      else if (grad_scale_ != 1.0)
         grad = scale(g, grad_scale_);
-      }
-      if (supports_multi(target.device(), target.dtype())) {
+      if (multi) {
         auto it = std::find_if(batches.begin(), batches.end(), [&](const Batch& b) {
           return b.device == target.device() && b.dtype == target.dtype();
         });
@@ -76,7 +78,7 @@ void Optimizer::step() {
         if (it->numel >= kMultiBatchElements) run_batch(*it);
         continue;
       }
-      update(gi, pi, target, grad);
+      update(gi, pi, target, grad, fold);
       if (m.defined()) copy_(p, cast(m, p.dtype()));
     }
   for (Batch& b : batches) run_batch(b);
@@ -113,8 +115,9 @@ AdamW::AdamW(std::vector<ParamGroup> groups, double lr, double beta1, double bet
   exp_avg_sq_ = zeros_like_params();
 }
 
-void AdamW::update(size_t gi, size_t pi, Tensor& p, const Tensor& g) {
-  adamw_update_(p, g, exp_avg_[gi][pi], exp_avg_sq_[gi][pi], lr_, beta1_, beta2_, eps_, groups_[gi].weight_decay, step_);
+void AdamW::update(size_t gi, size_t pi, Tensor& p, const Tensor& g, double grad_scale) {
+  adamw_update_(p, g, exp_avg_[gi][pi], exp_avg_sq_[gi][pi], lr_, beta1_, beta2_, eps_, groups_[gi].weight_decay, step_,
+                grad_scale);
 }
 
 bool AdamW::supports_multi(Device device, DType dtype) const { return has_adamw_multi(device, dtype); }
@@ -148,9 +151,9 @@ Sgd::Sgd(std::vector<ParamGroup> groups, double lr, double momentum)
   if (momentum > 0) buf_ = zeros_like_params();
 }
 
-void Sgd::update(size_t gi, size_t pi, Tensor& p, const Tensor& g) {
+void Sgd::update(size_t gi, size_t pi, Tensor& p, const Tensor& g, double grad_scale) {
   Tensor buf = momentum_ > 0 ? buf_[gi][pi] : Tensor();
-  sgd_update_(p, g, buf, lr_, momentum_, groups_[gi].weight_decay);
+  sgd_update_(p, grad_scale != 1.0 ? scale(g, grad_scale) : g, buf, lr_, momentum_, groups_[gi].weight_decay);
 }
 
 nn::NamedTensors Sgd::slot_tensors() {
@@ -187,7 +190,22 @@ double max_abs(const std::vector<Tensor>& tensors) {
   return max(cat(peaks, 0), 0).item();
 }
 
+double clip_factor(double norm, double max_norm) {
+  return max_norm > 0 && std::isfinite(norm) && norm > max_norm ? max_norm / (norm + 1e-6) : 1.0;
+}
+
 double clip_grad_norm(const std::vector<Tensor>& params, double max_norm, double grad_scale, double norm_type) {
+  const double norm = grad_norm(params, grad_scale, norm_type), s = clip_factor(norm, max_norm);
+  NoGradGuard ng;
+  if (s != 1.0)
+    for (const auto& p : params) {
+      Tensor g = p.grad();
+      if (g.defined()) scale_(g, s);
+    }
+  return norm;
+}
+
+double grad_norm(const std::vector<Tensor>& params, double grad_scale, double norm_type) {
   check_clip_norm_type(norm_type);
   NoGradGuard ng;
   double norm = 0.0;
@@ -200,13 +218,6 @@ double clip_grad_norm(const std::vector<Tensor>& params, double max_norm, double
     std::vector<Tensor> grads;
     for (const auto& p : params) grads.push_back(p.grad());
     norm = max_abs(grads) / grad_scale;
-  }
-  if (max_norm > 0 && std::isfinite(norm) && norm > max_norm) {
-    double s = max_norm / (norm + 1e-6);
-    for (const auto& p : params) {
-      Tensor g = p.grad();
-      if (g.defined()) scale_(g, s);
-    }
   }
   return norm;
 }

@@ -30,7 +30,8 @@ class Optimizer {
   virtual ~Optimizer() = default;
   void step();  // one update of every parameter that has a .grad (others are skipped)
   // Every gradient is multiplied by `s` (in f32 for bf16/f16 parameters) as it is used: the
-  // inverse loss scale of fp16 training. 1 (the default) changes nothing.
+  // inverse loss scale of fp16 training times the clipping factor. 1 (the default) changes
+  // nothing. AdamW on the CPU multiplies inside its update pass.
   void set_grad_scale(double s) { grad_scale_ = s; }
   double grad_scale() const { return grad_scale_; }
   virtual std::string name() const = 0;
@@ -48,16 +49,17 @@ class Optimizer {
 
  protected:
   Optimizer(std::vector<ParamGroup> groups, double lr);
-  // Updates parameter `pi` of group `gi` from its gradient (under no-grad, step_ already counted).
-  // For a bf16/f16 parameter, `param` is its f32 master and `grad` the f32 gradient.
-  virtual void update(size_t gi, size_t pi, Tensor& param, const Tensor& grad) = 0;
+  // Updates parameter `pi` of group `gi` from grad_scale x its gradient (under no-grad, step_
+  // already counted). For a bf16/f16 parameter, `param` is its f32 master and `grad` the f32
+  // gradient.
+  virtual void update(size_t gi, size_t pi, Tensor& param, const Tensor& grad, double grad_scale) = 0;
   virtual nn::NamedTensors slot_tensors() = 0;  // the optimizer's own state ("<param>.<slot>")
   // Zeros shaped like each parameter, in its compute dtype (f32 for bf16/f16), per group.
   std::vector<std::vector<Tensor>> zeros_like_params() const;
   // Multi-tensor updates. step() hands the parameters whose (device, compute dtype) an
   // optimizer says it can batch (supports_multi) to update_multi in batches of one device and
   // dtype, instead of calling update() for each; the others go through update() as before.
-  // `param` is the parameter or its f32 master, `grad` the gradient as update() gets it.
+  // `param` is the parameter or its f32 master, `grad` the gradient, already times grad_scale().
   struct PendingUpdate {
     size_t gi, pi;
     Tensor param, grad;
@@ -77,7 +79,7 @@ class AdamW final : public Optimizer {
   std::string name() const override { return "adamw"; }
 
  private:
-  void update(size_t gi, size_t pi, Tensor& param, const Tensor& grad) override;
+  void update(size_t gi, size_t pi, Tensor& param, const Tensor& grad, double grad_scale) override;
   // One "adamw_multi" kernel call per batch where the device has one (CUDA); bit-identical
   // to update() of each parameter.
   bool supports_multi(Device device, DType dtype) const override;
@@ -93,7 +95,7 @@ class Sgd final : public Optimizer {
   std::string name() const override { return "sgd"; }
 
  private:
-  void update(size_t gi, size_t pi, Tensor& param, const Tensor& grad) override;
+  void update(size_t gi, size_t pi, Tensor& param, const Tensor& grad, double grad_scale) override;
   nn::NamedTensors slot_tensors() override;
   double momentum_;
   std::vector<std::vector<Tensor>> buf_;
@@ -107,6 +109,11 @@ class Sgd final : public Optimizer {
 // returned and compared with max_norm is the true one (the gradients stay scaled).
 double clip_grad_norm(const std::vector<Tensor>& params, double max_norm, double grad_scale = 1.0,
                       double norm_type = 2.0);
+// clip_grad_norm in two halves: the norm it returns, and the factor it multiplies the gradients
+// by (1 when max_norm <= 0, the norm is within it or not finite). A trainer hands the factor to
+// the optimizer (set_grad_scale) instead of scaling the gradients in a pass of their own.
+double grad_norm(const std::vector<Tensor>& params, double grad_scale = 1.0, double norm_type = 2.0);
+double clip_factor(double norm, double max_norm);
 // Throws unless norm_type is 2.0 or +infinity, naming `key` (the config key it came from).
 void check_clip_norm_type(double norm_type, const char* key = "norm_type");
 // The largest |element| of the tensors (f64; 0 for none), NaN when any element is NaN (infinite

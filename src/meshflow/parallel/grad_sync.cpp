@@ -180,23 +180,24 @@ void GradSync::sum_tied_gradients() {
   }
 }
 
-double GradSync::clip(double max_norm, double grad_scale) {
+GradSync::Clipping GradSync::clip(double max_norm, double grad_scale) const {
   const double norm_type = opts_.norm_type;
   const bool cpu = opts_.device.type == DeviceType::kCPU;
-  if (!zero_shards_ && !g_.tp && !g_.pp && cpu) return optim::clip_grad_norm(params(), max_norm, grad_scale, norm_type);
+  if (!zero_shards_ && !g_.tp && !g_.pp && cpu) {
+    const double norm = optim::grad_norm(params(), grad_scale, norm_type);
+    return {norm, optim::clip_factor(norm, max_norm)};
+  }
   const bool inf_norm = norm_type != 2.0;
   // The logical norm. L2: split pieces' squares summed over tp, replicated ones counted once, the
   // stages' sums added (the last stage's copies of tied parameters left out). Under ZeRO 2/3 each
   // rank holds its dp slice of every gradient: both sums are then also summed over dp. Infinity:
   // the largest |element| of the same gradients, the max over tp, pp and dp instead.
   NoGradGuard ng;
-  std::vector<Tensor> grads;    // what is clipped
   std::vector<Tensor> counted;  // infinity norm: what the max runs over
   Tensor ss = zeros({2}, DType::kF64);  // split, replicated (host)
   std::vector<Tensor> on_device[2];     // a GPU run's gradients of each kind, summed there
   auto add_grad = [&](const Tensor& g, size_t index) {
     if (!g.defined()) return;
-    grads.push_back(g);
     if (tied_copy_[index]) return;
     if (inf_norm) {
       counted.push_back(g);
@@ -230,9 +231,7 @@ double GradSync::clip(double max_norm, double grad_scale) {
     const double split_ss = sum_over(g_.tp.get(), ss.data<double>()[0]);
     norm = std::sqrt(sum_over(g_.pp.get(), split_ss + ss.data<double>()[1])) / grad_scale;
   }
-  if (max_norm > 0 && std::isfinite(norm) && norm > max_norm)
-    for (Tensor& g : grads) scale_(g, max_norm / (norm + 1e-6));
-  return norm;
+  return {norm, optim::clip_factor(norm, max_norm)};
 }
 
 void GradSync::update(optim::Optimizer& opt) {

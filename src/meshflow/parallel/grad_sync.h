@@ -73,8 +73,13 @@ class GradSync {
   // backward, and the tied sum, which runs after it).
   double finish();
   // The logical gradient norm of gradients that hold grad_scale x the true ones (before
-  // clipping), and the clipping of every gradient to max_norm (<= 0: none).
-  double clip(double max_norm, double grad_scale);
+  // clipping), and the factor clipping to max_norm (<= 0: none) multiplies every gradient by
+  // (optim::clip_factor). The gradients stay as they are: the optimizer applies the factor as it
+  // reads them (Optimizer::set_grad_scale).
+  struct Clipping {
+    double norm, factor;
+  };
+  Clipping clip(double max_norm, double grad_scale) const;
   // The optimizer step: on the slices and then the all-gather under ZeRO, else opt.step().
   void update(optim::Optimizer& opt);
 

@@ -179,7 +179,8 @@ StepStats Trainer::train_step() {
   // Megatron-LM does for fp16; bf16 skips such a step too rather than poison the weights.
   std::optional<trace::Scope> phase;
   if (trace::enabled()) phase.emplace("optimizer", "clip and update");
-  const double grad_norm = sync_->clip(opts_.clip_grad_max_norm, loss_scale);
+  const parallel::GradSync::Clipping clipping = sync_->clip(opts_.clip_grad_max_norm, loss_scale);
+  const double grad_norm = clipping.norm;
   // Full precision has no overflow to skip: a non-finite loss or gradient stops the run before the
   // update, so that no checkpoint of such weights is written and the last complete one stays the
   // newest (the loss and the norm are the same on every rank: every rank stops here).
@@ -188,7 +189,7 @@ StepStats Trainer::train_step() {
            "checkpoint is kept as it is). Lower optim.lr, keep optim.clip_grad_max_norm > 0, or check the data");
   const bool skip = mixed_precision() && parallel::any_over(groups_.everyone(), !std::isfinite(grad_norm));
   if (!skip) {
-    optimizer_->set_grad_scale(1.0 / loss_scale);
+    optimizer_->set_grad_scale(clipping.factor / loss_scale);
     sync_->update(*optimizer_);
   } else {
     ++skipped_iters_;

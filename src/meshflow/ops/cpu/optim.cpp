@@ -1,4 +1,5 @@
-// CPU kernels: fused optimizer updates, one pass over parameter, gradient and state.
+// CPU kernels: fused optimizer updates, one pass over parameter, gradient and state (AdamW reads
+// the gradient times its grad_scale: clipping and the loss scale cost no pass of their own).
 #include "meshflow/ops/cpu/common.h"
 #include "meshflow/ops/cpu/register.h"
 #include "meshflow/ops/kernels.h"
@@ -18,11 +19,13 @@ void adamw_kernel(const Tensor& pt, const Tensor& gt, const Tensor& mt, const Te
   const T decay = static_cast<T>(1.0 - a.lr * a.weight_decay);
   const T step_size = static_cast<T>(a.lr / a.bias_correction1);
   const T inv_sqrt_bc2 = static_cast<T>(1.0 / std::sqrt(a.bias_correction2));
+  const T gs = static_cast<T>(a.grad_scale);
   parallel_for(pt.numel(), 1 << 14, [&](int64_t lo, int64_t hi) {
 #pragma omp simd
     for (int64_t i = lo; i < hi; ++i) {
-      T mi = b1 * m[i] + (T(1) - b1) * g[i];
-      T vi = b2 * v[i] + (T(1) - b2) * g[i] * g[i];
+      const T gi = gs * g[i];
+      T mi = b1 * m[i] + (T(1) - b1) * gi;
+      T vi = b2 * v[i] + (T(1) - b2) * gi * gi;
       m[i] = mi;
       v[i] = vi;
       p[i] = p[i] * decay - step_size * mi / (std::sqrt(vi) * inv_sqrt_bc2 + eps);
