@@ -13,6 +13,7 @@
 
 #include "meshflow/ops/cpu/common.h"
 #include "meshflow/ops/cpu/register.h"
+#include "meshflow/ops/cpu/vec_math.h"
 #include "meshflow/ops/kernels.h"
 #include "meshflow/ops/registry.h"
 #include "meshflow/random/philox.h"
@@ -89,21 +90,13 @@ T softmax_row(T* s, int64_t kend, int64_t n, int64_t first, const bool* pad, T* 
   if (pad) {
     for (int64_t j = 0; j < n; ++j) s[j] = pad[j] ? ninf : s[j];
   }
-  T mx = ninf;
-#pragma omp simd reduction(max : mx)
-  for (int64_t j = 0; j < n; ++j) mx = std::max(mx, s[j]);
+  const T mx = n > 0 ? max_array(s, n) : ninf;  // vec_math.h: AVX-512 (an omp simd max ran scalar)
   if (mx == ninf) {
     std::fill(s, s + kend, T(0));
     *inv_sum = T(0);
     return ninf;
   }
-  T sum = 0;
-#pragma omp simd reduction(+ : sum)
-  for (int64_t j = 0; j < n; ++j) {
-    T e = fast_exp(s[j] - mx);
-    s[j] = e;
-    sum += e;
-  }
+  const T sum = exp_shift_sum(s, mx, s, n);
   std::fill(s + n, s + kend, T(0));
   *inv_sum = T(1) / sum;
   return mx + std::log(sum);
@@ -241,8 +234,7 @@ void attention_backward(const Tensor& dout, const Tensor& q, const Tensor& k, co
             std::fill(row, row + kend, T(0));
             continue;
           }
-#pragma omp simd
-          for (int64_t j = 0; j < n; ++j) row[j] = fast_exp(row[j] - l);
+          exp_shift_sum(row, l, row, n);  // the forward's exp, so P is the forward's
           if (pad)
             for (int64_t j = 0; j < n; ++j) row[j] = pad[j] ? T(0) : row[j];
           std::fill(row, row + std::min(row_first(p, i, Tq, Tk), n), T(0));
