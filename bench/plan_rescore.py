@@ -4,8 +4,9 @@
 lines of `meshflow plan --json` (a later planner, the same config and profile). Prints the chosen
 plan's rank and regret among the measured, Kendall's tau of the predicted and measured orders, and
 the memory errors; --table lists every measured plan, --worst K the K plans the time model misses
-most.
-Usage: python3 bench/plan_rescore.py MEASURED.jsonl PREDICTED.jsonl [--table] [--worst K]"""
+most. MEASURED may be gzipped (.gz: the measurements kept in bench/plan_data/).
+Usage: python3 bench/plan_rescore.py MEASURED.jsonl[.gz] PREDICTED.jsonl [--table] [--worst K]"""
+import gzip
 import json
 import sys
 
@@ -32,7 +33,7 @@ def main():
     if len(args) != 2:
         sys.exit(__doc__)
     measured = {}
-    for line in open(args[0]):
+    for line in (gzip.open if args[0].endswith(".gz") else open)(args[0], "rt"):
         d = json.loads(line)
         if "measured_s" in d:
             measured[d["layout"]] = d
