@@ -8,17 +8,20 @@
 # measured peak (bench/plan_rescore.py). Two models: the tiny GPT-2 of the quickstart (7.2M parameters, 4 layers) and a
 # 30M GPT-2 (6 layers, hidden 384); global batch 16 x 128 tokens.
 # Usage: bash bench/plan_measure.sh [--ranks "1 2 4 8"] [--models "tiny 30m"] [--plans 0] [--steps 6]
-#          [--profile FILE] [--save DIR]
+#          [--profile FILE] [--save DIR] [--rescore PREFIX]
 #   --profile: a profile meshflow profile wrote for the same number of ranks (else it is measured);
 #   --save DIR: keeps DIR/<model>_<N>.measured.jsonl (the measured plans, as --measure --json
 #   prints them) and DIR/<model>_<N>.profile.json, to score a later planner on the same
 #   measurements: meshflow plan ... --hardware DIR/x.profile.json --json > P.jsonl;
 #   python3 bench/plan_rescore.py DIR/x.measured.jsonl P.jsonl
+#   --rescore PREFIX: measures nothing; plans with PREFIX.<model>_<N>.profile.json and scores the
+#   plans against PREFIX.<model>_<N>.measured.jsonl[.gz] (bench/plan_data/<machine>), for each
+#   model and rank count kept there
 #   (a Release build in build/, the corpus data/fortunes_text_document.* as scripts/quickstart.sh
 #   makes it; nothing else running: the times are the measurement)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-ranks="1 2 4 8" models="tiny 30m" plans=0 steps=6 profile='' out=''
+ranks="1 2 4 8" models="tiny 30m" plans=0 steps=6 profile='' out='' rescore=''
 while [ $# -gt 0 ]; do
   case $1 in
     --ranks) ranks=$2; shift 2 ;;
@@ -27,6 +30,7 @@ while [ $# -gt 0 ]; do
     --steps) steps=$2; shift 2 ;;
     --profile) profile=$(realpath "$2"); shift 2 ;;
     --save) out=$(realpath -m "$2"); shift 2 ;;
+    --rescore) rescore=$2; shift 2 ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -45,6 +49,21 @@ model_keys() {
     *) echo "unknown model $1 (tiny or 30m)" >&2; exit 2 ;;
   esac
 }
+if [ -n "$rescore" ]; then
+  for n in $ranks; do
+    for model in $models; do
+      measured=$rescore.${model}_$n.measured.jsonl
+      [ -f "$measured" ] || measured=$measured.gz
+      [ -f "$measured" ] || continue
+      echo "== $model on $n ranks (kept: $measured)"
+      # shellcheck disable=SC2046
+      "$mf" plan configs/gpt2/tiny.yaml "${keys[@]}" $(model_keys "$model") --hardware "$rescore.${model}_$n.profile.json" \
+        --memory-per-rank 1000 --nproc "$n" --json > "$work/predicted.jsonl"
+      python3 bench/plan_rescore.py "$measured" "$work/predicted.jsonl"
+    done
+  done
+  exit 0
+fi
 for n in $ranks; do
   hw=$profile
   if [ -z "$hw" ]; then
