@@ -2,6 +2,7 @@
 // schedule completes (no stage waits forever) and, with forward 1 and backward 2 time units,
 // its bubble is (p - 1) / (m + p - 1).
 #include <algorithm>
+#include <random>
 #include <vector>
 
 #include "meshflow/parallel/pipeline_schedule.h"
@@ -102,6 +103,99 @@ TEST(PipelineSchedule, InterleavedBubbleShrinksWithChunks) {
             "F0 F1 F0.1 B0.1 F1.1 B1.1 B0 B1");
   MFT_EXPECT_ERROR(pipeline_actions(PipelineSchedule::kInterleaved1F1B, 4, 0, 6, 2), "multiple of",
                    "train.dist.pipeline_parallel_size 4");
+}
+
+// sends_received against an execution of all stages in a random order (an action runs once the
+// message it receives was sent; sends never block): whenever a stage's receive proves one of its
+// sends received, the receiving stage has already run that receive. Every proven send is an
+// earlier sending action, listed once. A sent output is proven by the backward of its
+// micro-batch at the latest (it is released with the activations the stage keeps), and with 1F1B
+// the sent gradients still unproven at any time do not grow with the micro-batches.
+TEST(PipelineSchedule, SendsReceivedAreReceivedAndReleasedEarly) {
+  struct Case {
+    PipelineSchedule sched;
+    int64_t p, v;
+  };
+  std::mt19937 rng(7);
+  for (const Case& c : {Case{PipelineSchedule::kGpipe, 3, 1}, Case{PipelineSchedule::k1F1B, 2, 1},
+                        Case{PipelineSchedule::k1F1B, 4, 1}, Case{PipelineSchedule::kInterleaved1F1B, 2, 2},
+                        Case{PipelineSchedule::kInterleaved1F1B, 4, 3}}) {
+    std::vector<int64_t> most_unproven;
+    for (int64_t m : {c.p * 2, c.p * 8}) {
+      const int64_t n = c.p * c.v;
+      std::vector<std::vector<PipelineAction>> acts;
+      std::vector<std::vector<std::vector<int64_t>>> proven;
+      for (int64_t s = 0; s < c.p; ++s) {
+        acts.push_back(pipeline_actions(c.sched, c.p, s, m, c.v));
+        proven.push_back(mf::parallel::sends_received(c.sched, c.p, s, m, c.v));
+        ASSERT_EQ(proven.back().size(), acts.back().size());
+      }
+      // Where stage `to` receives what action k of stage s sends (-1: it sends nothing).
+      auto receiver = [&](int64_t s, int64_t k) -> std::pair<int64_t, int64_t> {
+        const PipelineAction& a = acts[static_cast<size_t>(s)][static_cast<size_t>(k)];
+        const int64_t j = a.chunk * c.p + s, to = a.forward ? j + 1 : j - 1;
+        if (to < 0 || to >= n) return {-1, -1};
+        const auto& theirs = acts[static_cast<size_t>(to % c.p)];
+        const PipelineAction want{a.forward, a.micro, to / c.p};
+        return {to % c.p, std::find(theirs.begin(), theirs.end(), want) - theirs.begin()};
+      };
+      std::vector<std::vector<bool>> fsent(static_cast<size_t>(n), std::vector<bool>(static_cast<size_t>(m))),
+          bsent = fsent;
+      std::vector<size_t> next(static_cast<size_t>(c.p), 0);
+      std::vector<int64_t> unproven(static_cast<size_t>(c.p), 0);
+      std::vector<std::vector<int>> times_proven(static_cast<size_t>(c.p));
+      for (int64_t s = 0; s < c.p; ++s) times_proven[static_cast<size_t>(s)].assign(acts[static_cast<size_t>(s)].size(), 0);
+      int64_t most = 0;
+      for (;;) {
+        std::vector<int64_t> runnable;
+        for (int64_t s = 0; s < c.p; ++s) {
+          const size_t i = next[static_cast<size_t>(s)];
+          if (i == acts[static_cast<size_t>(s)].size()) continue;
+          const PipelineAction& a = acts[static_cast<size_t>(s)][i];
+          const int64_t j = a.chunk * c.p + s;
+          const bool ready = a.forward ? (j == 0 || fsent[static_cast<size_t>(j)][static_cast<size_t>(a.micro)])
+                                       : (j == n - 1 || bsent[static_cast<size_t>(j)][static_cast<size_t>(a.micro)]);
+          if (ready) runnable.push_back(s);
+        }
+        if (runnable.empty()) break;
+        const int64_t s = runnable[std::uniform_int_distribution<size_t>(0, runnable.size() - 1)(rng)];
+        const size_t i = next[static_cast<size_t>(s)]++;
+        for (int64_t k : proven[static_cast<size_t>(s)][i]) {
+          ASSERT_LT(k, static_cast<int64_t>(i));
+          const auto [to, at] = receiver(s, k);
+          ASSERT_GE(to, 0) << "action " << k << " of stage " << s << " sends nothing";
+          EXPECT_GT(next[static_cast<size_t>(to)], static_cast<size_t>(at))
+              << "stage " << s << " takes its send of action " << k << " as received before stage " << to
+              << " received it (m=" << m << ")";
+          ++times_proven[static_cast<size_t>(s)][static_cast<size_t>(k)];
+          if (!acts[static_cast<size_t>(s)][static_cast<size_t>(k)].forward) --unproven[static_cast<size_t>(s)];
+        }
+        const PipelineAction& a = acts[static_cast<size_t>(s)][i];
+        const int64_t j = a.chunk * c.p + s;
+        if (a.forward && j + 1 < n) fsent[static_cast<size_t>(j + 1)][static_cast<size_t>(a.micro)] = true;
+        if (!a.forward && j > 0) bsent[static_cast<size_t>(j - 1)][static_cast<size_t>(a.micro)] = true;
+        if (!a.forward && j + 1 < n) {  // its forward's output, sent on, is released with the micro-batch
+          const auto& mine = acts[static_cast<size_t>(s)];
+          const int64_t f = std::find(mine.begin(), mine.end(), PipelineAction{true, a.micro, a.chunk}) - mine.begin();
+          EXPECT_EQ(times_proven[static_cast<size_t>(s)][static_cast<size_t>(f)], 1)
+              << "stage " << s << " runs B" << a.micro << "." << a.chunk << " with its forward's send unproven";
+        }
+        if (!a.forward && j > 0) most = std::max(most, ++unproven[static_cast<size_t>(s)]);
+      }
+      for (int64_t s = 0; s < c.p; ++s) {
+        ASSERT_EQ(next[static_cast<size_t>(s)], acts[static_cast<size_t>(s)].size());
+        for (int t : times_proven[static_cast<size_t>(s)]) EXPECT_LE(t, 1);
+      }
+      most_unproven.push_back(most);
+    }
+    // (GPipe's backward phase receives nothing from the stage its gradients go to: they stay
+    // until the step ends, while the activations, far larger, are freed.)
+    if (c.sched != PipelineSchedule::kGpipe)
+      EXPECT_EQ(most_unproven[0], most_unproven[1])
+          << mf::parallel::pipeline_schedule_name(c.sched) << " p=" << c.p << " v=" << c.v
+          << ": the unproven sends grow with the micro-batches";
+  }
+  EXPECT_TRUE(mf::parallel::sends_received(PipelineSchedule::k1F1B, 1, 0, 4)[3].empty());
 }
 
 TEST(PipelineSchedule, SplitLayersAndBadInput) {

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# A straggler named: rank 1 of a 3-rank run is held back (stopped 90% of the time by this script,
+# A straggler named: rank 1 of a 3-rank run is held back (stopped 95% of the time by this script,
 # as a slow or shared machine would), so its compute time is well above the others'; the log and
-# metrics.jsonl must name rank 1 as a straggler (train.straggler_factor=2; in at least half of the
-# logged periods: the machine may be loaded) and never another rank.
+# metrics.jsonl must name rank 1 as a straggler (train.straggler_factor=2) in at least half of the
+# periods logged while it was held (a stop that lands in its wait for the others' gradients counts
+# as waiting, not computing) and never another rank.
 # Usage: straggler_test.sh MESHFLOW_BINARY SOURCE_DIR MPIEXEC
 set -uo pipefail
 bin=$1
@@ -38,17 +39,18 @@ lines0=$(wc -l < "$work/run/metrics.jsonl")
 end=$(($(date +%s) + 120))
 kill -STOP "$victim"  # (the loop's own checks run while it is stopped)
 while [ "$(wc -l < "$work/run/metrics.jsonl")" -lt $((lines0 + 6)) ] && [ "$(date +%s)" -lt "$end" ]; do
-  sleep 0.09; kill -CONT "$victim"; sleep 0.01; kill -STOP "$victim"
+  sleep 0.19; kill -CONT "$victim"; sleep 0.01; kill -STOP "$victim"
 done
+lines1=$(wc -l < "$work/run/metrics.jsonl")  # (rank 1 still stopped: the rows logged while held)
 kill -CONT "$victim"
 kill -9 "$job" 2> /dev/null
 wait "$job" 2> /dev/null
 job=""
 pkill -9 -f "train.output_dir=$work/run" 2> /dev/null
 fail=0
-python3 - "$work/run/metrics.jsonl" "$lines0" << 'PY' || fail=1
+python3 - "$work/run/metrics.jsonl" "$lines0" "$lines1" << 'PY' || fail=1
 import json, sys
-rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()][int(sys.argv[2]) + 1:]  # the held-back steps
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()][int(sys.argv[2]) + 1:int(sys.argv[3])]  # the held-back steps
 named = [r for r in rows if "stragglers" in r]
 if 2 * len(named) < len(rows) or not rows:
     sys.exit(f"FAIL: only {len(named)} of {len(rows)} held-back logged steps name a straggler")

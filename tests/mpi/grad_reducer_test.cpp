@@ -2,7 +2,8 @@
 // dropout on) on its slice of a global batch under a BatchSliceGuard; after finish() every
 // rank's gradients must equal those of the single-process run of the whole batch (computed on
 // every rank as the reference), the bytes sent must be the ring all-reduce's 2(N-1)/N x gradient
-// bytes, and the buckets must have been launched while backward still ran.
+// bytes, and the buckets must have been launched while backward still ran, the parameters' own
+// gradients freed as they were copied in.
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -62,6 +63,13 @@ TEST(GradReducer, AveragesGradientsOverlapsBackwardAndSendsRingBytes) {
   const int64_t bucket_bytes = 8 << 10;
   mf::parallel::GradReducer reducer(dp.parameters(), world, bucket_bytes);
   ASSERT_GT(reducer.num_buckets(), 3);
+  // A hook after the reducer's: the gradient is in its bucket, the parameter's own .grad freed.
+  int hooks_fired = 0, grads_left = 0;
+  for (Tensor p : dp.parameters())
+    p.register_grad_ready_hook([&](const Tensor& t) {
+      ++hooks_fired;
+      grads_left += t.grad().defined() ? 1 : 0;
+    });
   world->reset_stats();
   mf::manual_seed(5);
   {
@@ -71,6 +79,8 @@ TEST(GradReducer, AveragesGradientsOverlapsBackwardAndSendsRingBytes) {
     reducer.prepare();
     loss.backward();
   }
+  EXPECT_EQ(hooks_fired, static_cast<int>(dp.parameters().size()));
+  EXPECT_EQ(grads_left, 0) << "parameters kept their .grad beside the buckets";
   reducer.finish();
 
   auto want = ref.named_parameters();

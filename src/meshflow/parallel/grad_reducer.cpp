@@ -56,6 +56,9 @@ struct GradReducer::State {
       copy_(dst, g);
     else
       fill_(dst, 0.0);
+    // The gradient lives on in its slot (finish() points .grad there): free the parameter's own
+    // now, so the step holds the gradients once, not the buckets beside every .grad.
+    params[p].set_grad(Tensor());
     filled[p] = true;
     --buckets[static_cast<size_t>(bucket_of[p])].pending;
   }

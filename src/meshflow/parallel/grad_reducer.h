@@ -10,7 +10,8 @@
 //    holds >= bucket_bytes (or the dtype changes). The same on every rank.
 //  - Each parameter gets a grad-ready hook. When the reducer is armed (prepare(), on the last
 //    micro-batch of a step), the hook copies the final gradient, scaled (1/N), into its slot of
-//    the bucket's flat buffer; a bucket whose slots are all filled is launched as an async
+//    the bucket's flat buffer and frees the parameter's own .grad (the step holds each gradient
+//    once); a bucket whose slots are all filled is launched as an async
 //    all_reduce — strictly in bucket order, so every rank issues the same collectives in the same
 //    order whatever order its hooks fire in, and one at a time (MPI runs concurrent large
 //    non-blocking reductions slowly). Every hook also polls the launched bucket, which is what

@@ -1,6 +1,8 @@
 #include "meshflow/parallel/pipeline_schedule.h"
 
 #include <algorithm>
+#include <map>
+#include <unordered_map>
 
 #include "meshflow/core/error.h"
 
@@ -69,6 +71,64 @@ std::vector<PipelineAction> pipeline_actions(PipelineSchedule schedule, int64_t 
   }
   for (; b < m; ++b) a.push_back({false, b, 0});
   return a;
+}
+
+namespace {
+// A message between virtual stages: its micro-batch, the virtual stage receiving it, and its
+// direction, as one key.
+int64_t message_key(int64_t micro, int64_t to, bool forward, int64_t virtual_stages) {
+  return (micro * virtual_stages + to) * 2 + (forward ? 1 : 0);
+}
+}  // namespace
+
+std::vector<std::vector<int64_t>> sends_received(PipelineSchedule schedule, int64_t stages, int64_t stage,
+                                                 int64_t micro_batches, int64_t chunks) {
+  const std::vector<PipelineAction> mine = pipeline_actions(schedule, stages, stage, micro_batches, chunks);
+  std::vector<std::vector<int64_t>> out(mine.size());
+  if (stages == 1) return out;
+  const int64_t p = stages, n = stages * chunks;
+  // What action a of rank s receives and sends (-1: nothing).
+  auto received = [&](int64_t s, const PipelineAction& a) {
+    const int64_t j = a.chunk * p + s;
+    return (a.forward ? j > 0 : j + 1 < n) ? message_key(a.micro, j, a.forward, n) : -1;
+  };
+  auto sent = [&](int64_t s, const PipelineAction& a) {
+    const int64_t j = a.chunk * p + s;
+    return (a.forward ? j + 1 < n : j > 0) ? message_key(a.micro, a.forward ? j + 1 : j - 1, a.forward, n) : -1;
+  };
+  // The neighbours' orders: where each receives and sends each message.
+  struct Order {
+    std::unordered_map<int64_t, int64_t> receives, sends;
+  };
+  std::map<int64_t, Order> ranks;
+  for (int64_t r : {(stage + p - 1) % p, (stage + 1) % p}) {
+    if (ranks.count(r)) continue;
+    Order& o = ranks[r];
+    const std::vector<PipelineAction> theirs = pipeline_actions(schedule, stages, r, micro_batches, chunks);
+    for (int64_t i = 0; i < static_cast<int64_t>(theirs.size()); ++i) {
+      if (const int64_t k = received(r, theirs[static_cast<size_t>(i)]); k >= 0) o.receives[k] = i;
+      if (const int64_t k = sent(r, theirs[static_cast<size_t>(i)]); k >= 0) o.sends[k] = i;
+    }
+  }
+  // This stage's unproven sends per receiving rank, by where that rank receives them.
+  std::map<int64_t, std::multimap<int64_t, int64_t>> pending;
+  for (int64_t i = 0; i < static_cast<int64_t>(mine.size()); ++i) {
+    const PipelineAction& a = mine[static_cast<size_t>(i)];
+    const int64_t j = a.chunk * p + stage;
+    if (const int64_t k = received(stage, a); k >= 0) {
+      const int64_t from = (a.forward ? j - 1 : j + 1) % p;
+      const int64_t their_send = ranks.at(from).sends.at(k);
+      auto& waiting = pending[from];
+      for (auto it = waiting.begin(); it != waiting.end() && it->first <= their_send; it = waiting.erase(it))
+        out[static_cast<size_t>(i)].push_back(it->second);
+      std::sort(out[static_cast<size_t>(i)].begin(), out[static_cast<size_t>(i)].end());
+    }
+    if (const int64_t k = sent(stage, a); k >= 0) {
+      const int64_t to = (a.forward ? j + 1 : j - 1) % p;
+      pending[to].emplace(ranks.at(to).receives.at(k), i);
+    }
+  }
+  return out;
 }
 
 int64_t max_in_flight(const std::vector<PipelineAction>& actions) {

@@ -38,6 +38,15 @@ struct PipelineAction {
 // for an impossible set-up: interleaving with micro-batches not a multiple of the stages.
 std::vector<PipelineAction> pipeline_actions(PipelineSchedule schedule, int64_t stages, int64_t stage,
                                              int64_t micro_batches, int64_t chunks = 1);
+// When a stage may release what it sent. Each action sends one message at most, after its
+// receive: a forward its output to virtual stage j + 1, a backward its input's gradient to j - 1.
+// A send has been received once this stage receives a message that the receiving rank sent at or
+// after that receive in its own order, so waiting for it then cannot block. For each action of
+// `stage`, the earlier actions (indices into pipeline_actions) whose sends that action's receive
+// proves received, each listed once; a send no receive proves (the step's last) is waited for at
+// the end of the step. Empty lists for one stage.
+std::vector<std::vector<int64_t>> sends_received(PipelineSchedule schedule, int64_t stages, int64_t stage,
+                                                 int64_t micro_batches, int64_t chunks = 1);
 // The most micro-batches in flight (forward done, backward not yet) during `actions`.
 int64_t max_in_flight(const std::vector<PipelineAction>& actions);
 // "F0 F1 B0 ..." for messages and tests ("F0.1": micro-batch 0 of chunk 1 when chunked).

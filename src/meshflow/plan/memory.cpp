@@ -57,8 +57,9 @@ struct BackwardState {
   std::vector<int64_t> held;
   int64_t chunk = 0;
   bool first = false;  // the stage's first backward of the step: no gradient made yet
+  int64_t sent = 0;    // gradients this stage sent back that their receiver may not have taken yet
   bool operator<(const BackwardState& o) const {
-    return std::tie(chunk, first, held) < std::tie(o.chunk, o.first, o.held);
+    return std::tie(chunk, first, sent, held) < std::tie(o.chunk, o.first, o.sent, o.held);
   }
 };
 
@@ -73,14 +74,23 @@ const std::vector<BackwardState>& backward_states(parallel::PipelineSchedule sch
   std::set<BackwardState> seen;
   std::vector<int64_t> held(static_cast<size_t>(chunks), 0);
   bool first = true;
-  for (const parallel::PipelineAction& a : parallel::pipeline_actions(schedule, stages, stage, micro, chunks)) {
+  // A sent gradient is the runtime's until its receipt is proven (train/pipeline_executor.cpp); a
+  // sent output shares its storage with the output the stage keeps until that micro-batch's
+  // backward, which proves its receipt.
+  const auto actions = parallel::pipeline_actions(schedule, stages, stage, micro, chunks);
+  const auto received = parallel::sends_received(schedule, stages, stage, micro, chunks);
+  int64_t sent = 0;
+  for (size_t i = 0; i < actions.size(); ++i) {
+    const parallel::PipelineAction& a = actions[i];
+    for (int64_t k : received[i]) sent -= actions[static_cast<size_t>(k)].forward ? 0 : 1;
     if (a.forward) {
       ++held[static_cast<size_t>(a.chunk)];
       continue;
     }
-    seen.insert({held, a.chunk, first});
+    seen.insert({held, a.chunk, first, sent});
     first = false;
     --held[static_cast<size_t>(a.chunk)];
+    if (a.chunk * stages + stage > 0) ++sent;
   }
   return cache.emplace(key, std::vector<BackwardState>(seen.begin(), seen.end())).first->second;
 }
@@ -162,13 +172,17 @@ MemoryEstimate estimate_memory(const ModelCosts& m, const Layout& l, const std::
     // gradient once the logits are freed. Under full recomputation without accumulation the
     // table's gradient of the first chunks stays while the later chunks run.
     const double table_bytes = vocab_local * C * pbytes;
+    const double sent_bytes = tokens * C / seq_div * act_bytes;  // a gradient sent to the previous stage
     double head_work = std::max(chunk_bytes, table_bytes);
     if (full) head_work = chunks >= 2 && !accumulates ? 2 * chunk_bytes + table_bytes : std::max(2 * chunk_bytes, chunk_bytes + table_bytes);
     const bool zero_packs = l.dp > 1 && l.zero_stage >= 2;
     const double embedding_unit = first ? static_cast<double>(m.embedding.on_rank(l.tp)) : 0.0;
     const double zero3_units = l.zero_stage >= 3 ? (std::max(head_unit, largest_layer) + largest_layer) * pbytes : 0.0;
+    // A chunk without the head keeps its output too (the pipeline's, until that micro-batch's
+    // backward); the head keeps the last layer's output in head_kept.
+    const double output_kept = tokens * C / seq_div * act_bytes;
     auto kept_by = [&](int64_t k, bool head) {
-      double b = head ? head_kept : 0.0;
+      double b = head ? head_kept : output_kept;
       for (const LayerBytes& layer : chunk_layers[static_cast<size_t>(k)]) b += layer.kept;
       return b;
     };
@@ -185,7 +199,7 @@ MemoryEstimate estimate_memory(const ModelCosts& m, const Layout& l, const std::
       }
     };
     for (const BackwardState& st : backward_states(schedule, l.pp, s, l.accumulation, l.virtual_stages)) {
-      held = 0;
+      held = static_cast<double>(st.sent) * sent_bytes;
       for (int64_t k = 0; k < l.virtual_stages; ++k)
         held += static_cast<double>(st.held[static_cast<size_t>(k)]) * kept_by(k, last && k == l.virtual_stages - 1);
       // ZeRO-2/3, the chunk's last backward of the step: as a unit's gradients are final they
@@ -201,6 +215,9 @@ MemoryEstimate estimate_memory(const ModelCosts& m, const Layout& l, const std::
         held -= head_kept;
         made(head_unit * pbytes);
         candidate(packs * head_unit * pbytes);
+        // A table the head shares with the embedding on this stage: the head's part of its
+        // gradient waits for the embedding's, through the layers' backward.
+        if (first && m.tied) held += table_bytes;
       }
       const auto& layers = chunk_layers[static_cast<size_t>(st.chunk)];
       for (auto it = layers.rbegin(); it != layers.rend(); ++it) {

@@ -43,7 +43,12 @@ struct PipelineExecutor::Run {
     Tensor input, output;  // output: the loss on the last virtual stage
   };
   std::vector<InFlight> held;
+  // The sends of each action, and for each action the earlier ones its receive proves received
+  // (parallel::sends_received): those are waited for (at once) and released there, so a sent
+  // gradient does not outlive its receipt.
   std::vector<comm::WorkPtr> sends;
+  const std::vector<std::vector<int64_t>>& received;
+  size_t now = 0;  // the action running
   double loss_sum = 0;
   Tensor loss_on_device;  // a GPU run's losses, summed there in f64 and read once at the end
 
@@ -56,6 +61,19 @@ struct PipelineExecutor::Run {
     ex.stats_.wait_seconds += seconds_since(t0);
   }
 
+  void release_received() {
+    if (now >= received.size()) return;
+    for (int64_t i : received[now]) {
+      comm::WorkPtr& w = sends[static_cast<size_t>(i)];
+      if (!w) continue;
+      timed_wait(w);
+      w.reset();
+    }
+  }
+  void send(const Tensor& t, int64_t to_virtual_stage, int64_t micro, int kind) {
+    sends[now] = ex.g_.pp->send(contiguous(t), rank_of(to_virtual_stage), tag(micro, to_virtual_stage / p, kind));
+  }
+
   void forward(int64_t micro, int64_t chunk) {
     const int64_t j = chunk * p + stage;
     InFlight& f = held[static_cast<size_t>(micro * v + chunk)];
@@ -63,6 +81,7 @@ struct PipelineExecutor::Run {
     if (j > 0) {
       f.input = ex.stage_buffer(rows, T);
       timed_wait(ex.g_.pp->recv(f.input, rank_of(j - 1), tag(micro, chunk, 0)));
+      release_received();
       if (training) f.input.set_requires_grad(true);
     }
     const trace::Scope span = micro_span(training ? "forward" : "eval_forward", micro, chunk);
@@ -72,7 +91,7 @@ struct PipelineExecutor::Run {
     Tensor out = ex.model_->stage_forward(batch, f.input, stream0, T, chunk);
     if (j + 1 < p * v) {
       f.output = out;
-      sends.push_back(ex.g_.pp->send(contiguous(out.detach()), rank_of(j + 1), tag(micro, (j + 1) / p, 0)));
+      send(out.detach(), j + 1, micro, 0);
       return;
     }
     // Evaluation: the metrics while the head's parameters are in use (ZeRO-3 releases them after
@@ -96,10 +115,11 @@ struct PipelineExecutor::Run {
     } else {
       Tensor g = ex.stage_buffer(rows, T);
       timed_wait(ex.g_.pp->recv(g, rank_of(j + 1), tag(micro, chunk, 1)));
+      release_received();
       const trace::Scope span = micro_span("backward", micro, chunk);
       f.output.backward(g);
     }
-    if (j > 0) sends.push_back(ex.g_.pp->send(contiguous(f.input.grad()), rank_of(j - 1), tag(micro, (j - 1) / p, 1)));
+    if (j > 0) send(f.input.grad(), j - 1, micro, 1);
     f = InFlight{};
   }
 };
@@ -111,13 +131,14 @@ Tensor PipelineExecutor::stage_buffer(int64_t rows, int64_t seq_len) const {
   return empty(model_->activation_shape(rows, seq_len), model_->activation_dtype(device_), device_);
 }
 
-double PipelineExecutor::run(const std::vector<parallel::PipelineAction>& actions, const std::vector<Batch>& batches,
+double PipelineExecutor::run(const std::vector<parallel::PipelineAction>& actions,
+                             const std::vector<std::vector<int64_t>>& received, const std::vector<Batch>& batches,
                              const std::vector<double>& loss_totals, int64_t seq_len, bool training,
                              double backward_scale, const std::function<void()>& before_last_backward) {
   Generator& gen = default_generator();
   const int64_t v = model_->stage().num_chunks(), rows = batches.front().rows();
   Run r{*this, batches, loss_totals, g_.pp_size(), g_.pp_rank(), v, seq_len, rows, training, gen.state().next_stream,
-        model_->streams_per_forward(), {}, {}, 0, {}};
+        model_->streams_per_forward(), {}, std::vector<comm::WorkPtr>(actions.size()), received, 0, 0, {}};
   r.held.resize(batches.size() * static_cast<size_t>(v));
   auto& alloc = allocator_for(device_);
   const std::vector<Tensor> params = model_->parameters();
@@ -129,6 +150,7 @@ double PipelineExecutor::run(const std::vector<parallel::PipelineAction>& action
   };
   for (size_t n = 0; n < actions.size(); ++n) {
     const parallel::PipelineAction& a = actions[n];
+    r.now = n;
     // This rank's rows of micro-batch m are rows [(m * dp + r) * rows, +rows) of the step's global
     // batch — the sampler's order (data/sampler.h) — and dropout draws theirs: a sample draws the
     // same numbers whatever the data-parallel size, accumulation steps and micro-batch size that
@@ -149,7 +171,8 @@ double PipelineExecutor::run(const std::vector<parallel::PipelineAction>& action
       r.backward(a.micro, a.chunk, backward_scale);
     }
   }
-  for (auto& w : r.sends) r.timed_wait(w);
+  for (auto& w : r.sends)
+    if (w) r.timed_wait(w);
   if (training) gen.set_state({gen.seed(), r.stream0 + r.streams_per_forward});
   return r.loss_on_device.defined() ? r.loss_on_device.item() : r.loss_sum;
 }
@@ -158,17 +181,18 @@ double PipelineExecutor::train(const std::vector<Batch>& batches, const std::vec
                                parallel::PipelineSchedule schedule, int64_t seq_len, double backward_scale,
                                const std::function<void()>& before_last_backward) {
   const int64_t m = static_cast<int64_t>(batches.size()), v = model_->stage().num_chunks();
-  const auto actions =
-      parallel::pipeline_actions(g_.pp ? schedule : parallel::PipelineSchedule::k1F1B, g_.pp_size(), g_.pp_rank(), m, v);
+  const parallel::PipelineSchedule used = g_.pp ? schedule : parallel::PipelineSchedule::k1F1B;
+  const auto actions = parallel::pipeline_actions(used, g_.pp_size(), g_.pp_rank(), m, v);
+  const auto received = parallel::sends_received(used, g_.pp_size(), g_.pp_rank(), m, v);
   stats_ = PipelineStats{};
   stats_.max_in_flight = parallel::max_in_flight(actions);
   const trace::Scope span =
-      trace::enabled() ? trace::Scope("schedule", std::string("pipeline ") + parallel::pipeline_schedule_name(g_.pp ? schedule : parallel::PipelineSchedule::k1F1B),
+      trace::enabled() ? trace::Scope("schedule", std::string("pipeline ") + parallel::pipeline_schedule_name(used),
                                       "\"micro_batches\":" + std::to_string(m) + ",\"stages\":" + std::to_string(g_.pp_size()) +
                                           ",\"chunks\":" + std::to_string(v))
                        : trace::Scope();
   const auto t0 = std::chrono::steady_clock::now();
-  const double loss = run(actions, batches, loss_totals, seq_len, true, backward_scale, before_last_backward);
+  const double loss = run(actions, received, batches, loss_totals, seq_len, true, backward_scale, before_last_backward);
   stats_.step_seconds = seconds_since(t0);
   return loss;
 }
@@ -179,7 +203,7 @@ PipelineExecutor::Evaluation PipelineExecutor::evaluate(const Batch& batch) {
   for (int64_t chunk = 0; chunk < model_->stage().num_chunks(); ++chunk) forwards.push_back({true, 0, chunk});
   last_metrics_.assign(model_->eval_metric_names().size(), {0.0, 0.0});
   Evaluation e;
-  e.loss = run(forwards, {batch}, model_->loss_counts(batch), model_->sequence_length(batch), false, 1.0, nullptr);
+  e.loss = run(forwards, {}, {batch}, model_->loss_counts(batch), model_->sequence_length(batch), false, 1.0, nullptr);
   e.metrics = last_metrics_;
   return e;
 }

@@ -53,9 +53,10 @@ class PipelineExecutor {
 
  private:
   struct Run;
-  double run(const std::vector<parallel::PipelineAction>& actions, const std::vector<Batch>& batches,
-             const std::vector<double>& loss_totals, int64_t seq_len, bool training, double backward_scale,
-             const std::function<void()>& before_last_backward);
+  // received: parallel::sends_received of the actions (empty: every send waited for at the end).
+  double run(const std::vector<parallel::PipelineAction>& actions, const std::vector<std::vector<int64_t>>& received,
+             const std::vector<Batch>& batches, const std::vector<double>& loss_totals, int64_t seq_len, bool training,
+             double backward_scale, const std::function<void()>& before_last_backward);
   Tensor stage_buffer(int64_t rows, int64_t seq_len) const;
 
   models::Model* model_;

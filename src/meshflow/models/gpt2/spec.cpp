@@ -65,13 +65,15 @@ ModelSpec spec() {
   s.parameter_shapes = [](const Config& c) { return gpt2_parameter_shapes(sizes(c)); };
   s.describe = [](const Config& c) { return gpt2_describe(sizes(c)); };
   s.layer_activations = [](const Config& c) {
-    // Gpt2Block::forward: the block input and the post-attention residual (sequence); both
-    // LayerNorm outputs, the GEMMs' saved inputs (gathered); q|k|v, the attention output (also
-    // c_proj's saved input), c_fc's output and its GELU (split). Dropout keeps no mask (its bits
-    // are drawn again), attention no scores; selective recomputation drops the row log-sum-exp.
+    // Gpt2Block::forward: the block input and the post-attention residual, and both LayerNorms'
+    // mean and inverse deviation (sequence); both LayerNorm outputs, the GEMMs' saved inputs
+    // (gathered); q|k|v, the attention output (also c_proj's saved input), c_fc's output and its
+    // GELU, and the attention's row log-sum-exp per head (split). Dropout keeps no mask (its bits
+    // are drawn again), attention no scores; selective recomputation drops the log-sum-exp.
     const Gpt2Config g = sizes(c);
     const double C = static_cast<double>(g.hidden_size), F = static_cast<double>(g.ffn());
-    return LayerActivations{2 * C, 2 * C, 4 * C + 2 * F, static_cast<double>(g.num_attention_heads)};
+    const double heads = static_cast<double>(g.num_attention_heads);
+    return LayerActivations{2 * C + 4, 2 * C, 4 * C + 2 * F + heads, heads};
   };
   s.checkpoint_config = checkpoint_config;
   s.hf.model_type = "gpt2";

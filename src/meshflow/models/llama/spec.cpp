@@ -42,13 +42,15 @@ ModelSpec spec(const char* name, const char* hf_type, const char* architecture) 
   s.parameter_shapes = [](const Config& c) { return llama_parameter_shapes(sizes(c)); };
   s.describe = [](const Config& c) { return llama_describe(sizes(c)); };
   s.layer_activations = [](const Config& c) {
-    // LlamaBlock::forward: the block input and the post-attention residual (sequence); both
-    // RMSNorm outputs (gathered); the rotated q, k and v the attention keeps, its output, and the
-    // gated MLP's gate, its SiLU, up and their product (split).
+    // LlamaBlock::forward: the block input and the post-attention residual, and both RMSNorms'
+    // inverse root mean square (sequence); both RMSNorm outputs (gathered); the rotated q, k and v
+    // the attention keeps, its output and row log-sum-exp per head, and the gated MLP's gate, its
+    // SiLU, up and their product (split).
     const LlamaConfig l = sizes(c);
     const double q = static_cast<double>(l.num_attention_heads * l.dim()), kv = static_cast<double>(l.kv_heads() * l.dim());
     const double C = static_cast<double>(l.hidden_size), F = static_cast<double>(l.ffn_hidden_size);
-    return LayerActivations{2 * C, 2 * C, 2 * q + 2 * kv + 4 * F, static_cast<double>(l.num_attention_heads)};
+    const double heads = static_cast<double>(l.num_attention_heads);
+    return LayerActivations{2 * C + 2, 2 * C, 2 * q + 2 * kv + 4 * F + heads, heads};
   };
   s.checkpoint_config = checkpoint_config;
   s.hf.model_type = hf_type;
