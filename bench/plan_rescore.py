@@ -4,11 +4,26 @@
 lines of `meshflow plan --json` (a later planner, the same config and profile). Prints the chosen
 plan's rank and regret among the measured, Kendall's tau of the predicted and measured orders, and
 the memory errors; --table lists every measured plan, --worst K the K plans the time model misses
-most. MEASURED may be gzipped (.gz: the measurements kept in bench/plan_data/).
-Usage: python3 bench/plan_rescore.py MEASURED.jsonl[.gz] PREDICTED.jsonl [--table] [--worst K]"""
+most; --retest AGAIN.jsonl[.gz] (a second measurement of the same plans) prints how well the machine
+repeats itself: Kendall's tau between the two measured orders (no time model can be expected to
+order the plans better) and the spread of their ratios. MEASURED may be gzipped (.gz: the
+measurements kept in bench/plan_data/).
+Usage: python3 bench/plan_rescore.py MEASURED.jsonl[.gz] PREDICTED.jsonl [--table] [--worst K]
+         [--retest AGAIN.jsonl[.gz]]"""
 import gzip
 import json
+import math
+import statistics
 import sys
+
+
+def read_measured(path):
+    measured = {}
+    for line in (gzip.open if path.endswith(".gz") else open)(path, "rt"):
+        d = json.loads(line)
+        if "measured_s" in d:
+            measured[d["layout"]] = d
+    return measured
 
 
 def kendall(a, b):
@@ -30,13 +45,14 @@ def main():
         k = args.index("--worst")
         worst = int(args[k + 1])
         del args[k:k + 2]
+    again = None
+    if "--retest" in args:
+        k = args.index("--retest")
+        again = read_measured(args[k + 1])
+        del args[k:k + 2]
     if len(args) != 2:
         sys.exit(__doc__)
-    measured = {}
-    for line in (gzip.open if args[0].endswith(".gz") else open)(args[0], "rt"):
-        d = json.loads(line)
-        if "measured_s" in d:
-            measured[d["layout"]] = d
+    measured = read_measured(args[0])
     predicted = [json.loads(line) for line in open(args[1])]
     rows = []  # (predicted rank, predicted s, measured s, predicted peak, measured peak, layout)
     for p in predicted:
@@ -61,6 +77,16 @@ def main():
     print(f"memory: {sum(e <= 0.10 for e in errors)} of {len(rows)} within 10%, largest error {100 * max(errors):.1f}%")
     for r in sorted(rows, key=lambda r: -abs(r[1] / r[2] - 1))[:worst]:
         print(f"  plan {r[0]:5d} {r[5]:<56} predicted {r[1]:.4f} s, measured {r[2]:.4f} s ({100 * (r[1] / r[2] - 1):+.0f}%)")
+    if again is not None:
+        both = [(r[2], again[r[5]]["measured_s"], r[1]) for r in rows if r[5] in again]
+        if len(both) < 2:
+            sys.exit(f"--retest: only {len(both)} plans measured twice")
+        logs = [math.log(b / a) for a, b, _ in both]
+        print(f"retest: {len(both)} plans measured twice; Kendall's tau between the two measurements "
+              f"{kendall([a for a, _, _ in both], [b for _, b, _ in both]):.3f} (the predicted against the first "
+              f"{kendall([a for a, _, _ in both], [p for _, _, p in both]):.3f}, against the second "
+              f"{kendall([b for _, b, _ in both], [p for _, _, p in both]):.3f}); second / first: geometric mean "
+              f"{math.exp(statistics.fmean(logs)):.3f}, log standard deviation {statistics.pstdev(logs):.3f}")
 
 
 main()

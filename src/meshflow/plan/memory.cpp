@@ -57,9 +57,13 @@ struct BackwardState {
   std::vector<int64_t> held;
   int64_t chunk = 0;
   bool first = false;  // the stage's first backward of the step: no gradient made yet
-  int64_t sent = 0;    // gradients this stage sent back that their receiver may not have taken yet
+  // Messages this stage sent whose receipt is not proven yet (the runtime keeps them): before the
+  // backward's receive, and after it (what its work runs beside). Each is a (tokens, C) tensor:
+  // a gradient sent back, or a chunk's output sent on (held for backward, as its graph only
+  // once received).
+  int64_t sent_before = 0, sent = 0;
   bool operator<(const BackwardState& o) const {
-    return std::tie(chunk, first, sent, held) < std::tie(o.chunk, o.first, o.sent, o.held);
+    return std::tie(chunk, first, sent_before, sent, held) < std::tie(o.chunk, o.first, o.sent_before, o.sent, o.held);
   }
 };
 
@@ -74,23 +78,24 @@ const std::vector<BackwardState>& backward_states(parallel::PipelineSchedule sch
   std::set<BackwardState> seen;
   std::vector<int64_t> held(static_cast<size_t>(chunks), 0);
   bool first = true;
-  // A sent gradient is the runtime's until its receipt is proven (train/pipeline_executor.cpp); a
-  // sent output shares its storage with the output the stage keeps until that micro-batch's
-  // backward, which proves its receipt.
+  // What a stage sends stays until its receipt is proven (train/pipeline_executor.cpp).
   const auto actions = parallel::pipeline_actions(schedule, stages, stage, micro, chunks);
   const auto received = parallel::sends_received(schedule, stages, stage, micro, chunks);
+  const int64_t last = stages * chunks - 1;
   int64_t sent = 0;
   for (size_t i = 0; i < actions.size(); ++i) {
     const parallel::PipelineAction& a = actions[i];
-    for (int64_t k : received[i]) sent -= actions[static_cast<size_t>(k)].forward ? 0 : 1;
+    const int64_t j = a.chunk * stages + stage, before = sent;
+    sent -= static_cast<int64_t>(received[i].size());
     if (a.forward) {
       ++held[static_cast<size_t>(a.chunk)];
+      if (j < last) ++sent;
       continue;
     }
-    seen.insert({held, a.chunk, first, sent});
+    seen.insert({held, a.chunk, first, before, sent});
     first = false;
     --held[static_cast<size_t>(a.chunk)];
-    if (a.chunk * stages + stage > 0) ++sent;
+    if (j > 0) ++sent;
   }
   return cache.emplace(key, std::vector<BackwardState>(seen.begin(), seen.end())).first->second;
 }
@@ -172,17 +177,14 @@ MemoryEstimate estimate_memory(const ModelCosts& m, const Layout& l, const std::
     // gradient once the logits are freed. Under full recomputation without accumulation the
     // table's gradient of the first chunks stays while the later chunks run.
     const double table_bytes = vocab_local * C * pbytes;
-    const double sent_bytes = tokens * C / seq_div * act_bytes;  // a gradient sent to the previous stage
+    const double sent_bytes = tokens * C / seq_div * act_bytes;  // a message between stages
     double head_work = std::max(chunk_bytes, table_bytes);
     if (full) head_work = chunks >= 2 && !accumulates ? 2 * chunk_bytes + table_bytes : std::max(2 * chunk_bytes, chunk_bytes + table_bytes);
     const bool zero_packs = l.dp > 1 && l.zero_stage >= 2;
     const double embedding_unit = first ? static_cast<double>(m.embedding.on_rank(l.tp)) : 0.0;
     const double zero3_units = l.zero_stage >= 3 ? (std::max(head_unit, largest_layer) + largest_layer) * pbytes : 0.0;
-    // A chunk without the head keeps its output too (the pipeline's, until that micro-batch's
-    // backward); the head keeps the last layer's output in head_kept.
-    const double output_kept = tokens * C / seq_div * act_bytes;
     auto kept_by = [&](int64_t k, bool head) {
-      double b = head ? head_kept : output_kept;
+      double b = head ? head_kept : 0.0;
       for (const LayerBytes& layer : chunk_layers[static_cast<size_t>(k)]) b += layer.kept;
       return b;
     };
@@ -199,15 +201,19 @@ MemoryEstimate estimate_memory(const ModelCosts& m, const Layout& l, const std::
       }
     };
     for (const BackwardState& st : backward_states(schedule, l.pp, s, l.accumulation, l.virtual_stages)) {
-      held = static_cast<double>(st.sent) * sent_bytes;
+      double activations = 0;
       for (int64_t k = 0; k < l.virtual_stages; ++k)
-        held += static_cast<double>(st.held[static_cast<size_t>(k)]) * kept_by(k, last && k == l.virtual_stages - 1);
+        activations += static_cast<double>(st.held[static_cast<size_t>(k)]) * kept_by(k, last && k == l.virtual_stages - 1);
+      // Before the backward's receive: what the forwards left, beside the gradient arriving.
+      unmade = accumulates && st.first ? elems * pbytes : 0.0;
+      held = activations + static_cast<double>(st.sent_before) * sent_bytes;
+      if (!(last && st.chunk == l.virtual_stages - 1)) candidate(sent_bytes);
+      held = activations + static_cast<double>(st.sent) * sent_bytes;
       // ZeRO-2/3, the chunk's last backward of the step: as a unit's gradients are final they
       // are packed for their reduce-scatter (parallel/zero_shards.h), the pack (the unit's whole
       // gradients) beside the gradients until each is copied in.
       // (With accumulation the gradients are the .grad held through the step: the pack alone is new.)
       const double packs = zero_packs && st.held[static_cast<size_t>(st.chunk)] == 1 ? (accumulates ? 1.0 : 2.0) : 0.0;
-      unmade = accumulates && st.first ? elems * pbytes : 0.0;
       auto made = [&](double bytes) { unmade = std::max(0.0, unmade - bytes); };
       // Backward runs the head, then the chunk's layers last to first, each freeing what it kept.
       if (last && st.chunk == l.virtual_stages - 1) {

@@ -18,6 +18,21 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 // A profiled micro-batch's span: its forward or backward on this stage, without the waits.
+// The output of a chunk once the next stage has it: its autograd graph without its data (what
+// backward from it needs), so the in-flight micro-batches do not keep their outputs (Megatron-LM's
+// deallocate_output_tensor). (An empty storage on its device: it still prints and names its device.)
+Tensor graph_only(const Tensor& t) {
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = empty({0}, t.dtype(), t.device()).impl()->storage;
+  impl->shape = t.shape();
+  impl->strides = t.impl()->strides;
+  impl->dtype = t.dtype();
+  impl->requires_grad = t.impl()->requires_grad;
+  impl->grad_fn = t.impl()->grad_fn;
+  impl->output_nr = t.impl()->output_nr;
+  return Tensor(std::move(impl));
+}
+
 trace::Scope micro_span(const char* kind, int64_t micro, int64_t chunk) {
   if (!trace::enabled()) return trace::Scope();
   std::string name = std::string(kind) + ' ' + std::to_string(micro);
@@ -45,8 +60,9 @@ struct PipelineExecutor::Run {
   std::vector<InFlight> held;
   // The sends of each action, and for each action the earlier ones its receive proves received
   // (parallel::sends_received): those are waited for (at once) and released there, so a sent
-  // gradient does not outlive its receipt.
+  // gradient does not outlive its receipt, nor a sent output (held for backward as its graph).
   std::vector<comm::WorkPtr> sends;
+  std::vector<int64_t> sent_output;  // per action: the held entry whose output it sent, or -1
   const std::vector<std::vector<int64_t>>& received;
   size_t now = 0;  // the action running
   double loss_sum = 0;
@@ -68,10 +84,14 @@ struct PipelineExecutor::Run {
       if (!w) continue;
       timed_wait(w);
       w.reset();
+      const int64_t h = sent_output[static_cast<size_t>(i)];
+      if (h >= 0 && held[static_cast<size_t>(h)].output.defined())
+        held[static_cast<size_t>(h)].output = graph_only(held[static_cast<size_t>(h)].output);
     }
   }
-  void send(const Tensor& t, int64_t to_virtual_stage, int64_t micro, int kind) {
+  void send(const Tensor& t, int64_t to_virtual_stage, int64_t micro, int kind, int64_t output_of = -1) {
     sends[now] = ex.g_.pp->send(contiguous(t), rank_of(to_virtual_stage), tag(micro, to_virtual_stage / p, kind));
+    sent_output[now] = output_of;
   }
 
   void forward(int64_t micro, int64_t chunk) {
@@ -91,7 +111,7 @@ struct PipelineExecutor::Run {
     Tensor out = ex.model_->stage_forward(batch, f.input, stream0, T, chunk);
     if (j + 1 < p * v) {
       f.output = out;
-      send(out.detach(), j + 1, micro, 0);
+      send(out.detach(), j + 1, micro, 0, training ? micro * v + chunk : -1);
       return;
     }
     // Evaluation: the metrics while the head's parameters are in use (ZeRO-3 releases them after
@@ -138,7 +158,8 @@ double PipelineExecutor::run(const std::vector<parallel::PipelineAction>& action
   Generator& gen = default_generator();
   const int64_t v = model_->stage().num_chunks(), rows = batches.front().rows();
   Run r{*this, batches, loss_totals, g_.pp_size(), g_.pp_rank(), v, seq_len, rows, training, gen.state().next_stream,
-        model_->streams_per_forward(), {}, std::vector<comm::WorkPtr>(actions.size()), received, 0, 0, {}};
+        model_->streams_per_forward(), {}, std::vector<comm::WorkPtr>(actions.size()),
+        std::vector<int64_t>(actions.size(), -1), received, 0, 0, {}};
   r.held.resize(batches.size() * static_cast<size_t>(v));
   auto& alloc = allocator_for(device_);
   const std::vector<Tensor> params = model_->parameters();
