@@ -16,7 +16,8 @@
 #   python3 bench/plan_rescore.py DIR/x.measured.jsonl P.jsonl
 #   --rescore PREFIX: measures nothing; plans with PREFIX.<model>_<N>.profile.json and scores the
 #   plans against PREFIX.<model>_<N>.measured.jsonl[.gz] (bench/plan_data/<machine>), for each
-#   model and rank count kept there
+#   model and rank count kept there (and with PREFIX.<model>_<N>.retest.jsonl.gz, a second
+#   measurement of the same plans, how well the machine repeats its own order: plan_rescore.py --retest)
 #   (a Release build in build/, the corpus data/fortunes_text_document.* as scripts/quickstart.sh
 #   makes it; nothing else running: the times are the measurement)
 set -euo pipefail
@@ -59,7 +60,9 @@ if [ -n "$rescore" ]; then
       # shellcheck disable=SC2046
       "$mf" plan configs/gpt2/tiny.yaml "${keys[@]}" $(model_keys "$model") --hardware "$rescore.${model}_$n.profile.json" \
         --memory-per-rank 1000 --nproc "$n" --json > "$work/predicted.jsonl"
-      python3 bench/plan_rescore.py "$measured" "$work/predicted.jsonl"
+      retest=()
+      [ -f "$rescore.${model}_$n.retest.jsonl.gz" ] && retest=(--retest "$rescore.${model}_$n.retest.jsonl.gz")
+      python3 bench/plan_rescore.py "$measured" "$work/predicted.jsonl" "${retest[@]}"
     done
   done
   exit 0
