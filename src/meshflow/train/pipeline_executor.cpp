@@ -17,7 +17,6 @@ namespace {
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
-// A profiled micro-batch's span: its forward or backward on this stage, without the waits.
 // The output of a chunk once the next stage has it: its autograd graph without its data (what
 // backward from it needs), so the in-flight micro-batches do not keep their outputs (Megatron-LM's
 // deallocate_output_tensor). (An empty storage on its device: it still prints and names its device.)
@@ -33,6 +32,7 @@ Tensor graph_only(const Tensor& t) {
   return Tensor(std::move(impl));
 }
 
+// A profiled micro-batch's span: its forward or backward on this stage, without the waits.
 trace::Scope micro_span(const char* kind, int64_t micro, int64_t chunk) {
   if (!trace::enabled()) return trace::Scope();
   std::string name = std::string(kind) + ' ' + std::to_string(micro);
