@@ -14,6 +14,7 @@
 #include "meshflow/models/gpt2/model.h"
 #include "meshflow/models/registry.h"
 #include "meshflow/plan/measure.h"
+#include "meshflow/plan/pipeline_sim.h"
 #include "meshflow/plan/planner.h"
 #include "meshflow/plan/run.h"
 #include "meshflow/train/build.h"
@@ -112,6 +113,55 @@ TEST(PlanLayouts, TheUsersLayoutKeysAreKept) {
     EXPECT_EQ(l.tp, 2) << l.str();
     EXPECT_EQ(l.zero_stage, 2) << l.str();
   }
+}
+
+TEST(PlanPipelineSim, ActionByActionAsTheSchedulesRun) {
+  using mf::parallel::PipelineSchedule;
+  auto run = [](PipelineSchedule schedule, std::vector<double> forward, int64_t m, int64_t v = 1) {
+    PipelineRun r;
+    r.schedule = schedule;
+    r.stages = static_cast<int64_t>(forward.size()) / v;
+    r.chunks = v;
+    r.micro_batches = m;
+    r.forward_s.assign(static_cast<size_t>(r.stages), {});
+    r.backward_s.assign(static_cast<size_t>(r.stages), {});
+    for (int64_t s = 0; s < r.stages; ++s)
+      for (int64_t k = 0; k < v; ++k) {  // forward[j]: virtual stage j = k * stages + s
+        r.forward_s[static_cast<size_t>(s)].push_back(forward[static_cast<size_t>(k * r.stages + s)]);
+        r.backward_s[static_cast<size_t>(s)].push_back(2 * forward[static_cast<size_t>(k * r.stages + s)]);
+      }
+    return r;
+  };
+  // Equal stages: (m + p - 1) micro-batch slots of forward + backward, for GPipe and 1F1B; v chunks
+  // a rank: the fill and drain 1/v of that (Megatron's interleaved bubble).
+  for (PipelineSchedule sch : {PipelineSchedule::kGpipe, PipelineSchedule::k1F1B})
+    EXPECT_NEAR(simulate_pipeline(run(sch, {1, 1, 1, 1}, 8)), (8 + 3) * 3.0, 1e-9);
+  EXPECT_NEAR(simulate_pipeline(run(PipelineSchedule::kInterleaved1F1B, std::vector<double>(8, 0.5), 8, 2)),
+              8 * 3.0 + 3 * 3.0 / 2, 1e-9);
+  // Unequal stages, by hand: 2 stages (forward 1 and 3 s), GPipe, 2 micro-batches. Rank 1: F0 1-4,
+  // F1 4-7, B0 7-13, B1 13-19; rank 0: F0 0-1, F1 1-2, B0 13-15, B1 19-21.
+  EXPECT_NEAR(simulate_pipeline(run(PipelineSchedule::kGpipe, {1, 3}, 2)), 21, 1e-9);
+  // 1F1B: the slow rank runs without a gap from the first forward's arrival (1 s) on, 9 s a
+  // micro-batch, then the first rank's last backward (2 s) — also past 4p micro-batches, where the
+  // steady state is extrapolated.
+  for (int64_t m : {2, 8, 20, 100})
+    EXPECT_NEAR(simulate_pipeline(run(PipelineSchedule::k1F1B, {1, 3}, m)), 9.0 * static_cast<double>(m) + 3, 1e-9) << m;
+  // Four ranks on one core (one process at its own rate at once), one micro-batch: the stages one
+  // after the other, each on the whole core; while three wait, taking 0.1 of it each, at 0.7.
+  PipelineRun shared = run(PipelineSchedule::k1F1B, {1, 1, 1, 1}, 1);
+  shared.capacity = 1;
+  EXPECT_NEAR(simulate_pipeline(shared), 12, 1e-9);
+  shared.waiting_load = 0.1;
+  EXPECT_NEAR(simulate_pipeline(shared), 12 / 0.7, 1e-9);
+  // Many micro-batches, no load from waiting: someone always computes, so the core never idles —
+  // the whole work over the one core.
+  shared.micro_batches = 64;
+  shared.waiting_load = 0;
+  EXPECT_NEAR(simulate_pipeline(shared), 64 * 4 * 3.0, 1e-6);
+  // A core each (capacity 4 of 4): as if unshared.
+  shared.capacity = 4;
+  shared.waiting_load = 0.5;
+  EXPECT_NEAR(simulate_pipeline(shared), (64 + 3) * 3.0, 1e-9);
 }
 
 TEST(PlanTime, ThePipelineBubbleIsTheSchedules) {
@@ -286,6 +336,7 @@ TEST(PlanHardware, ProfilesRoundTripAndBadOnesAreNamed) {
   h.collectives["all_reduce/4"] = {1e-5, 2e-10};
   h.loaded_alpha_s[4] = 3e-4;  // a call of 4 ranks while the others compute: at least 0.3 ms
   h.core_share = 0.5;
+  h.waiting_load = 0.125;
   h.attention_score_bytes = 13;
   h.attention_score_kept_bytes = 5;
   const fs::path dir = fs::path(testing::TempDir()) / ("mf_plan_hw_" + std::to_string(::getpid()));
@@ -297,6 +348,7 @@ TEST(PlanHardware, ProfilesRoundTripAndBadOnesAreNamed) {
   EXPECT_DOUBLE_EQ(back.collective_seconds("all_reduce", 2, 1e6, false), 1e-5 + 2e-10 * 1e6);
   EXPECT_DOUBLE_EQ(back.collective_seconds("all_reduce", 4, 1e6, false), 3e-4 + 2e-10 * 1e6);
   EXPECT_EQ(back.core_share, 0.5);
+  EXPECT_EQ(back.waiting_load, 0.125);
   EXPECT_EQ(back.attention_score_bytes, 13);
   EXPECT_EQ(back.attention_score_kept_bytes, 5);
   EXPECT_EQ(parse_profile(profile_json(h), "text").loaded_alpha_s, h.loaded_alpha_s);

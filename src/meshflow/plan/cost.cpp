@@ -5,15 +5,19 @@
 #include <functional>
 #include <vector>
 
+#include "meshflow/parallel/pipeline_schedule.h"
+#include "meshflow/plan/pipeline_sim.h"
+
 namespace mf::plan {
 
 namespace {
 
-// More ranks than cores (the profile's rates are a rank's share of a core when all compute): a
-// rank waiting for its neighbours yields its core to the busy ones, so no set of ranks is slower
-// than its work spread over the cores it can use — `slots` = ranks x share whole cores, at most
-// one a rank. `stage_s`: each pipeline stage's seconds at the shared rate (its dp x tp ranks
-// alike); the j busiest stages' work over min(slots, their ranks), the largest over j.
+// More ranks than cores (the profile's rates are a rank's share of a core when all compute), for
+// the optimizer's sweep, where every stage steps at once: a rank done with its own yields its core
+// to the busy ones, so no set of ranks is slower than its work spread over the cores it can use —
+// `slots` = ranks x share whole cores, at most one a rank. `stage_s`: each pipeline stage's seconds
+// at the shared rate (its dp x tp ranks alike); the j busiest stages' work over min(slots, their
+// ranks), the largest over j.
 double spread_over_cores(std::vector<double> stage_s, double per_stage, double slots, double share) {
   std::sort(stage_s.begin(), stage_s.end(), std::greater<>());
   double busiest = 0, bound = 0;
@@ -51,36 +55,47 @@ StepTime estimate_step_time(const ModelCosts& m, const Layout& l, const Hardware
   // The embedding's backward makes a dense gradient of the rank's table piece each micro-batch
   // (zeroed, then the rows added).
   const double table_s = 2 * std::ceil(V / tp) * C * act / h.memory_bandwidth;
-  // Per micro-batch seconds of each pipeline rank (all its chunks): forward, backward (twice the
-  // forward), recomputation's extra forward; with accumulation, the gradients added into .grad
-  // (two reads, a write).
+  // Per micro-batch seconds of each chunk's forward and backward on each pipeline rank: backward
+  // twice the forward, recomputation's extra forward; with accumulation, the gradients added into
+  // .grad (two reads, a write).
+  // (The first micro-batch's backward makes .grad; each later one adds into it.)
+  const double adds = static_cast<double>(l.accumulation - 1) / static_cast<double>(l.accumulation);
+  const auto add_s = [&](double params) { return adds * 3 * params * pbytes / h.memory_bandwidth; };
   double slowest = 0, all_stages = 0;
   int64_t layers_slowest = 0, remade_slowest = 0;  // the slowest rank's layers, and those recomputed fully
   std::vector<double> stage_s;       // each pipeline rank's seconds per micro-batch
   std::vector<double> stage_params;  // and its parameters
+  std::vector<std::vector<double>> forward_s(static_cast<size_t>(l.pp)), backward_s(static_cast<size_t>(l.pp));
   for (int64_t s = 0; s < l.pp; ++s) {
     double t = 0, params = 0;
     int64_t layers = 0, remade = 0;
-    if (s == 0) {
-      t += table_s;
-      params += static_cast<double>(m.embedding.on_rank(l.tp));
-    }
-    if (s == l.pp - 1) params += static_cast<double>(m.head.on_rank(l.tp) + (s > 0 && m.tied ? m.tied_copy.on_rank(l.tp) : 0));
     for (int64_t k = 0; k < l.virtual_stages; ++k) {
-      const auto [a, b] = ranges[static_cast<size_t>(k * l.pp + s)];
-      for (int64_t layer = a; layer < b; ++layer) {
-        params += static_cast<double>(m.layer_params[static_cast<size_t>(layer)].on_rank(l.tp));
-        const auto [f, attention] = layer_forward(layer);
+      double f = 0, b = 0, chunk_params = 0;
+      if (s == 0 && k == 0) {
+        b += table_s;
+        chunk_params += static_cast<double>(m.embedding.on_rank(l.tp));
+      }
+      const auto [first, end] = ranges[static_cast<size_t>(k * l.pp + s)];
+      for (int64_t layer = first; layer < end; ++layer) {
+        chunk_params += static_cast<double>(m.layer_params[static_cast<size_t>(layer)].on_rank(l.tp));
+        const auto [lf, attention] = layer_forward(layer);
         const bool recomputed = l.recompute != Recompute::kNone && layer < l.recompute_layers;
-        t += 3 * f + (recomputed && full ? f : 0.0) + (recomputed && selective ? attention : 0.0);
+        f += lf;
+        b += 2 * lf + (recomputed && full ? lf : 0.0) + (recomputed && selective ? attention : 0.0);
         ++layers;
         remade += recomputed && full ? 1 : 0;
       }
+      if (s == l.pp - 1 && k == l.virtual_stages - 1) {
+        f += head_forward;
+        b += 2 * head_forward + (full ? head_forward : 0.0);
+        chunk_params += static_cast<double>(m.head.on_rank(l.tp) + (l.pp > 1 && m.tied ? m.tied_copy.on_rank(l.tp) : 0));
+      }
+      b += add_s(chunk_params);
+      forward_s[static_cast<size_t>(s)].push_back(f);
+      backward_s[static_cast<size_t>(s)].push_back(b);
+      t += f + b;
+      params += chunk_params;
     }
-    if (s == l.pp - 1) t += 3 * head_forward + (full ? head_forward : 0.0);
-    // (The first micro-batch's backward makes .grad; each later one adds into it.)
-    const double adds = static_cast<double>(l.accumulation - 1) / static_cast<double>(l.accumulation);
-    t += adds * 3 * params * pbytes / h.memory_bandwidth;
     all_stages += t;
     stage_s.push_back(t);
     stage_params.push_back(params);
@@ -90,21 +105,33 @@ StepTime estimate_step_time(const ModelCosts& m, const Layout& l, const Hardware
       remade_slowest = remade;
     }
   }
-  const double m_micro = static_cast<double>(l.accumulation), v = static_cast<double>(l.virtual_stages);
+  const double m_micro = static_cast<double>(l.accumulation);
   StepTime st;
   st.compute_s = m_micro * slowest;
-  // The pipeline fills and drains through the other stages: one micro-batch's forward and
-  // backward on each (a chunk's, interleaved).
-  st.bubble_s = (all_stages - slowest) / v;
   const double per_stage = static_cast<double>(l.dp * l.tp);
   const double slots = h.core_share * per_stage * static_cast<double>(l.pp);
-  if (h.core_share < 1) {
-    // More ranks than cores (spread_over_cores): the busiest stages' work over the cores they can
-    // use, and the slowest stage's critical path, fill and drain included, at the rate its ranks get.
-    const double bound = m_micro * spread_over_cores(stage_s, per_stage, slots, h.core_share);
-    const double path = (st.compute_s + st.bubble_s) * h.core_share * std::max(1.0, per_stage / slots);
-    st.compute_s = m_micro * all_stages / static_cast<double>(l.pp);  // the mean rank's work
-    st.bubble_s = std::max(0.0, std::max(bound, path) - st.compute_s);
+  if (l.pp > 1) {
+    // The schedule run action by action (plan/pipeline_sim.h): the fill and drain, a stage slower
+    // than the others, and with more ranks than cores the cores the waiting ranks leave the busy
+    // ones (less what the waiting take) — its seconds less the compute are the bubble.
+    PipelineRun run;
+    run.schedule = parallel::parse_pipeline_schedule(l.schedule);
+    run.stages = l.pp;
+    run.chunks = l.virtual_stages;
+    run.micro_batches = l.accumulation;
+    run.forward_s = forward_s;
+    run.backward_s = backward_s;
+    if (h.core_share < 1) {
+      // At a process's own rate (the profile's rates are its share of a core when all compute).
+      for (auto* seconds : {&run.forward_s, &run.backward_s})
+        for (auto& rank : *seconds)
+          for (double& x : rank) x *= h.core_share;
+      run.processes_per_stage = per_stage;
+      run.capacity = slots;
+      run.waiting_load = h.waiting_load;
+      st.compute_s = m_micro * all_stages / static_cast<double>(l.pp);  // the mean rank's work
+    }
+    st.bubble_s = std::max(0.0, simulate_pipeline(run) - st.compute_s);
   }
   // Tensor parallelism: per layer two all-reduces of the (tokens, C) activation forward (after the
   // attention's and the MLP's row-split GEMMs) and two backward (before their column-split ones);
@@ -121,7 +148,7 @@ StepTime estimate_step_time(const ModelCosts& m, const Layout& l, const Hardware
   // Pipeline: each micro-batch's activation forward and its gradient back, per chunk.
   const bool pp_crosses = l.tp * l.dp * 2 > h.ranks_per_node;
   const double message = act_bytes / (l.sequence_parallel ? tp : 1.0);
-  st.pp_comm_s = l.pp > 1 ? m_micro * 2 * v * h.collective_seconds("send_recv", 2, message, pp_crosses) : 0.0;
+  st.pp_comm_s = l.pp > 1 ? m_micro * 2 * static_cast<double>(l.virtual_stages) * h.collective_seconds("send_recv", 2, message, pp_crosses) : 0.0;
   // Data parallelism: the gradients' reduction (ZeRO 2/3: a reduce-scatter), partly hidden behind
   // backward; ZeRO's all-gather of the updated parameters after the step; ZeRO-3's gathers of
   // every unit in forward and again in backward, prefetched like the reduction.
@@ -166,7 +193,7 @@ StepTime estimate_step_time(const ModelCosts& m, const Layout& l, const Hardware
   }
   // Clipping (one read of the gradients) and AdamW (parameters, gradients, moments read, three written).
   // Every stage steps its own parameters at once; with more ranks than cores, the stages with
-  // fewer finish first and lend their cores to the others (as in the pipeline above).
+  // fewer finish first and lend their cores to the others (spread_over_cores).
   std::vector<double> opt_s;
   for (double p : stage_params)
     opt_s.push_back(p / (l.zero_stage >= 1 ? static_cast<double>(l.dp) : 1.0) * (4 + 28 + (m.amp ? 8 : 0)) / h.memory_bandwidth);

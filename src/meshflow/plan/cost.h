@@ -1,8 +1,9 @@
 // The time model: a training step's seconds under a layout, composed of each pipeline stage's
 // compute (GEMMs at the profile's rate for their size, attention, elementwise traffic, the host's
-// per-op time), recomputation's extra forward, the schedule's bubble, tensor-parallel collectives
-// (not overlapped: the runtime waits for them), pipeline sends, the data-parallel reduction (the
-// share the profile says backward hides), ZeRO's extra collectives and the optimizer's sweep.
+// per-op time), recomputation's extra forward, the schedule's bubble (simulated action by action:
+// pipeline_sim.h), tensor-parallel collectives (not overlapped: the runtime waits for them),
+// pipeline sends, the data-parallel reduction (the share the profile says backward hides),
+// ZeRO's extra collectives and the optimizer's sweep.
 #pragma once
 #include <cstdint>
 #include <utility>

@@ -122,6 +122,7 @@ std::string profile_json(const HardwareProfile& h) {
   j["op_overhead_s"] = h.op_overhead_s;
   j["native_half"] = h.native_half;
   j["core_share"] = h.core_share;
+  j["waiting_load"] = h.waiting_load;
   return j.dump(2) + "\n";
 }
 
@@ -157,7 +158,9 @@ HardwareProfile parse_profile(const std::string& text, const std::string& path) 
     h.op_overhead_s = j.at("op_overhead_s").get<double>();
     h.native_half = j.value("native_half", false);
     h.core_share = j.value("core_share", 1.0);
+    h.waiting_load = j.value("waiting_load", 0.0);
     MF_CHECK(h.core_share > 0 && h.core_share <= 1, "core_share must be in (0, 1], not ", h.core_share);
+    MF_CHECK(h.waiting_load >= 0 && h.waiting_load <= 1, "waiting_load must be in [0, 1], not ", h.waiting_load);
     MF_CHECK(h.peak_flops > 0 && h.gemm_flops > 0 && h.memory_bandwidth > 0, "rates must be positive");
     MF_CHECK(h.attention_score_bytes >= 0 && h.attention_score_kept_bytes >= 0,
              "attention_score_bytes and attention_score_kept_bytes must be >= 0");

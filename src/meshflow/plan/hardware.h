@@ -51,6 +51,9 @@ struct HardwareProfile {
   // oversubscribe the cores, else 1): the rates above are that share's; a rank alone runs at
   // rate / core_share.
   double core_share = 1;
+  // With more ranks than cores: the share of the cores' capacity (in ranks at their own rate) a
+  // rank waiting for a message takes — it polls. Measured by `meshflow profile`; 0 otherwise.
+  double waiting_load = 0;
 
   // GEMM rate for a call of `flops` FLOPs: gemm_flops * flops / (flops + gemm_half_flops).
   double gemm_rate(double flops) const;

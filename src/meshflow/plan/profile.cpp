@@ -203,6 +203,44 @@ HardwareProfile measure_profile(const comm::CommPtr& world, const ProfileOptions
                      h.loaded_alpha_s[g] * 1e6);
     }
   }
+  // A waiting rank's load (more ranks than cores): as many ranks as the cores run at once compute
+  // GEMMs for a while, the others wait for a message as a pipeline rank waits for its input (the
+  // communicator's wait, which polls); their GEMMs against all ranks' in the same time, when the
+  // cores are the computing ranks' alone, tell what the waiting ones took.
+  if (world && share < 1) {
+    const Tensor a = randn_f32({128, 128}, 15), b = randn_f32({128, 128}, 16);
+    const double capacity = share * ranks;  // ranks at their own rate at once
+    const int busy = std::max(1, static_cast<int>(capacity));
+    auto gemms_in = [&](double seconds) {
+      const auto t0 = std::chrono::steady_clock::now();
+      double n = 0;
+      while (std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() < seconds) {
+        matmul(a, b);
+        ++n;
+      }
+      return n;
+    };
+    const double window_s = 0.1 * o.repeats;
+    barrier();
+    const double all = parallel::sum_over(world.get(), gemms_in(window_s));
+    barrier();
+    Tensor note = randn_f32({1}, 17);
+    double mine = 0;
+    if (world->rank() < busy) {
+      mine = gemms_in(window_s);
+      if (world->rank() == 0)
+        for (int r = busy; r < ranks; ++r) world->send(note, r, 9)->wait();
+    } else {
+      world->recv(note, 0, 9)->wait();
+    }
+    const double some = parallel::sum_over(world.get(), mine);
+    // all: capacity's worth of work; some: min(busy, capacity - load x waiting)'s.
+    const double done = capacity * some / all;
+    h.waiting_load = std::clamp((std::min(static_cast<double>(busy), capacity) - done) / (ranks - busy), 0.0, 1.0);
+    if (leader)
+      std::fprintf(out, "profile: %d ranks computing while %d wait: %.2f ranks' work (of %.2f); a waiting rank takes %.3f\n",
+                   busy, ranks - busy, done, std::min(static_cast<double>(busy), capacity), h.waiting_load);
+  }
   if (world && ranks >= 2) {
     std::vector<double> bytes, secs;
     const int r = world->rank(), peer = r % 2 == 0 ? r + 1 : r - 1;
