@@ -314,6 +314,13 @@ TEST(PlanTime, CollectivesAndCopiesAreCountedAsTheRuntimeRunsThem) {
   remade.recompute = Recompute::kFull;
   remade.recompute_layers = 3;
   EXPECT_NEAR(tp_s(remade), 2 * (4 * 4 + 2 * 3 + 2) * 1e-3, 1e-12);
+  // Sequence parallel: the sequence-shaped elementwise ops (norms, dropout, residual adds) run on
+  // 1/tp of the tokens — forward and twice that backward, 2 bytes moved per element kept, each
+  // layer of each micro-batch.
+  auto compute_s = [&](const Layout& x) { return estimate_step_time(m, x, h, {{0, 4}}).compute_s; };
+  const double tokens = static_cast<double>(t.micro_batch * m.seq);
+  EXPECT_NEAR(compute_s(t) - compute_s(sp), 2 * 4 * 3 * 2 * tokens * m.layer_acts.sequence / 2 * 4 / h.memory_bandwidth,
+              1e-9 * compute_s(t));
 }
 
 TEST(PlanMeasure, PlansSpreadOverTheRankingAndKendallsTau) {

@@ -46,7 +46,7 @@ StepTime estimate_step_time(const ModelCosts& m, const Layout& l, const Hardware
     // through memory; selective recomputation makes them again.
     const double scores_s = tokens * static_cast<double>(m.heads) / tp * T * m.score_bytes / h.memory_bandwidth;
     const double attention_s = 4 * tokens * T * C / tp / (h.gemm_flops * h.attention_efficiency) + scores_s;
-    const double kept = m.layer_acts.sequence + m.layer_acts.gathered + m.layer_acts.split / tp;
+    const double kept = m.layer_acts.sequence / (l.sequence_parallel ? tp : 1.0) + m.layer_acts.gathered + m.layer_acts.split / tp;
     const double elementwise_s = 2 * tokens * kept * act / h.memory_bandwidth;
     return std::make_pair(gemm_s + attention_s + elementwise_s + 15 * h.op_overhead_s, attention_s);
   };
