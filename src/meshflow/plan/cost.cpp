@@ -63,8 +63,7 @@ StepTime estimate_step_time(const ModelCosts& m, const Layout& l, const Hardware
   const auto add_s = [&](double params) { return adds * 3 * params * pbytes / h.memory_bandwidth; };
   double slowest = 0, all_stages = 0;
   int64_t layers_slowest = 0, remade_slowest = 0;  // the slowest rank's layers, and those recomputed fully
-  std::vector<double> stage_s;       // each pipeline rank's seconds per micro-batch
-  std::vector<double> stage_params;  // and its parameters
+  std::vector<double> stage_params;  // each pipeline rank's parameters
   std::vector<std::vector<double>> forward_s(static_cast<size_t>(l.pp)), backward_s(static_cast<size_t>(l.pp));
   for (int64_t s = 0; s < l.pp; ++s) {
     double t = 0, params = 0;
@@ -97,7 +96,6 @@ StepTime estimate_step_time(const ModelCosts& m, const Layout& l, const Hardware
       params += chunk_params;
     }
     all_stages += t;
-    stage_s.push_back(t);
     stage_params.push_back(params);
     if (t > slowest) {
       slowest = t;
