@@ -8,7 +8,9 @@
 # measured peak (bench/plan_rescore.py). Two models: the tiny GPT-2 of the quickstart (7.2M parameters, 4 layers) and a
 # 30M GPT-2 (6 layers, hidden 384); global batch 16 x 128 tokens.
 # Usage: bash bench/plan_measure.sh [--ranks "1 2 4 8"] [--models "tiny 30m"] [--plans 0] [--steps 6]
-#          [--profile FILE] [--save DIR] [--rescore PREFIX]
+#          [--profile FILE] [--save DIR] [--memory] [--rescore PREFIX]
+#   --memory: the peaks only — 2 steps per plan, kept as DIR/<model>_<N>.memory.jsonl and scored
+#   for memory alone (the peak does not need an idle machine; the step times are not a measurement);
 #   --profile: a profile meshflow profile wrote for the same number of ranks (else it is measured);
 #   --save DIR: keeps DIR/<model>_<N>.measured.jsonl (the measured plans, as --measure --json
 #   prints them) and DIR/<model>_<N>.profile.json, to score a later planner on the same
@@ -22,7 +24,7 @@
 #   makes it; nothing else running: the times are the measurement)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-ranks="1 2 4 8" models="tiny 30m" plans=0 steps=6 profile='' out='' rescore=''
+ranks="1 2 4 8" models="tiny 30m" plans=0 steps=6 profile='' out='' rescore='' kind=measured
 while [ $# -gt 0 ]; do
   case $1 in
     --ranks) ranks=$2; shift 2 ;;
@@ -32,6 +34,7 @@ while [ $# -gt 0 ]; do
     --profile) profile=$(realpath "$2"); shift 2 ;;
     --save) out=$(realpath -m "$2"); shift 2 ;;
     --rescore) rescore=$2; shift 2 ;;
+    --memory) kind=memory steps=2; shift ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -53,6 +56,13 @@ model_keys() {
 if [ -n "$rescore" ]; then
   for n in $ranks; do
     for model in $models; do
+      if [ -f "$rescore.${model}_$n.memory.jsonl.gz" ]; then
+        echo "== $model on $n ranks, memory (kept: $rescore.${model}_$n.memory.jsonl.gz)"
+        # shellcheck disable=SC2046
+        "$mf" plan configs/gpt2/tiny.yaml "${keys[@]}" $(model_keys "$model") --memory-per-rank 1000 --nproc "$n" \
+          --json > "$work/predicted.jsonl"
+        python3 bench/plan_rescore.py "$rescore.${model}_$n.memory.jsonl.gz" "$work/predicted.jsonl" --memory
+      fi
       measured=$rescore.${model}_$n.measured.jsonl
       [ -f "$measured" ] || measured=$measured.gz
       [ -f "$measured" ] || continue
@@ -77,10 +87,14 @@ for n in $ranks; do
     echo "== $model on $n ranks"
     # shellcheck disable=SC2046
     args=(configs/gpt2/tiny.yaml "${keys[@]}" $(model_keys "$model") --hardware "$hw" --memory-per-rank 1000)
-    measured=$out/${model}_$n.measured.jsonl
+    measured=$out/${model}_$n.$kind.jsonl
     mpirun --oversubscribe -np "$n" "$mf" plan "${args[@]}" --measure "$plans" --steps "$steps" --json < /dev/null > "$measured"
     "$mf" plan "${args[@]}" --nproc "$n" --json > "$work/predicted.jsonl"
-    python3 bench/plan_rescore.py "$measured" "$work/predicted.jsonl" --table
-    cp "$hw" "$out/${model}_$n.profile.json"
+    if [ $kind = memory ]; then
+      python3 bench/plan_rescore.py "$measured" "$work/predicted.jsonl" --memory
+    else
+      python3 bench/plan_rescore.py "$measured" "$work/predicted.jsonl" --table
+      cp "$hw" "$out/${model}_$n.profile.json"
+    fi
   done
 done

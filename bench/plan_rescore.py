@@ -6,10 +6,11 @@ plan's rank and regret among the measured, Kendall's tau of the predicted and me
 the memory errors; --table lists every measured plan, --worst K the K plans the time model misses
 most; --retest AGAIN.jsonl[.gz] (a second measurement of the same plans) prints how well the machine
 repeats itself: Kendall's tau between the two measured orders (no time model can be expected to
-order the plans better) and the spread of their ratios. MEASURED may be gzipped (.gz: the
+order the plans better) and the spread of their ratios; --memory scores the peaks alone (a memory
+sweep, whose step times were not measured on an idle machine). MEASURED may be gzipped (.gz: the
 measurements kept in bench/plan_data/).
 Usage: python3 bench/plan_rescore.py MEASURED.jsonl[.gz] PREDICTED.jsonl [--table] [--worst K]
-         [--retest AGAIN.jsonl[.gz]]"""
+         [--retest AGAIN.jsonl[.gz]] [--memory]"""
 import gzip
 import json
 import math
@@ -41,6 +42,9 @@ def main():
     table = "--table" in args
     if table:
         args.remove("--table")
+    memory_only = "--memory" in args
+    if memory_only:
+        args.remove("--memory")
     if "--worst" in args:
         k = args.index("--worst")
         worst = int(args[k + 1])
@@ -62,6 +66,12 @@ def main():
     if len(rows) < 2:
         sys.exit(f"only {len(rows)} of the {len(measured)} measured plans are among the predicted ones")
     rows.sort()
+    if memory_only:
+        errors = [(r[3] / r[4] - 1, r[5]) for r in rows]
+        worst_error = max(errors, key=lambda e: abs(e[0]))
+        print(f"memory: {sum(abs(e) <= 0.10 for e, _ in errors)} of {len(rows)} measured plans within 10% of their "
+              f"measured peak ({len(predicted)} predicted); largest error {100 * worst_error[0]:+.1f}% ({worst_error[1]})")
+        return
     if table:
         for r in rows:
             print(f"plan {r[0]:5d} | {r[5]:<56} | predicted {r[1]:8.4f} s | measured {r[2]:8.4f} s | "

@@ -77,7 +77,7 @@ if [ "$(losses "$work/pp2")" != "$(losses "$work/pp2hand")" ] || [ -z "$(losses 
   echo "FAIL: the hand-set pp=2 run's losses differ:"; paste <(losses "$work/pp2") <(losses "$work/pp2hand"); fail=1
 fi
 
-# 4. `meshflow profile` on 4 ranks writes a profile the planner reads: positive rates, a fit for
+# 4. `meshflow profile` on 4 ranks writes a profile the planner reads: positive rates (elementwise by size), a fit for
 # every collective of every group size dividing 4, and a ranking made with it.
 if ! "$mpiexec" --allow-run-as-root --oversubscribe -np 4 "$bin" profile --output "$work/host4.json" --repeats 1 > "$work/profile.log" 2>&1; then
   echo "FAIL: meshflow profile exited non-zero:"; tail "$work/profile.log"; fail=1
@@ -89,6 +89,10 @@ want = {f"{op}/{g}" for op in ("all_reduce", "reduce_scatter", "all_gather") for
 missing = want - set(p["collectives"])
 bad = [k for k in ("peak_flops", "gemm_flops", "memory_bandwidth", "memory_bytes", "core_share") if not p[k] > 0]
 missing |= {f"loaded_alpha_s/{g}" for g in ("2", "4") if g not in p["loaded_alpha_s"]}
+# Elementwise rates at 64 KB, 256 KB, 1, 4, 16 and 64 MB, the largest the memory bandwidth.
+rates = {int(k): v for k, v in p.get("memory_rates", {}).items()}
+if sorted(rates) != [65536 * 4**i for i in range(6)] or min(rates.values()) <= 0 or rates[65536 * 4**5] != p["memory_bandwidth"]:
+    missing.add("memory_rates")
 if missing or bad or p["ranks_per_node"] != 4:
     print("FAIL: the profile lacks", sorted(missing), "or has non-positive", bad); sys.exit(1)
 PY

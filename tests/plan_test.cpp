@@ -321,6 +321,30 @@ TEST(PlanTime, CollectivesAndCopiesAreCountedAsTheRuntimeRunsThem) {
   const double tokens = static_cast<double>(t.micro_batch * m.seq);
   EXPECT_NEAR(compute_s(t) - compute_s(sp), 2 * 4 * 3 * 2 * tokens * m.layer_acts.sequence / 2 * 4 / h.memory_bandwidth,
               1e-9 * compute_s(t));
+  // Measured rates by size: a layer's elementwise ops run at the rate of a (tokens, C) tensor's
+  // bytes (1/tp of it under sequence parallelism), the head's at its logits'; here every size up
+  // to the tensor parallel one's rates twice the bandwidth, so their seconds halve.
+  auto elementwise_s = [&](const HardwareProfile& x, const Layout& y) {
+    HardwareProfile free_gemms = x;
+    free_gemms.gemm_flops = free_gemms.peak_flops = 1e30;
+    free_gemms.op_overhead_s = 0;
+    return estimate_step_time(m, y, free_gemms, {{0, 4}}).compute_s;
+  };
+  HardwareProfile rated = h;
+  const double sp_tensor = tokens * static_cast<double>(m.hidden) * 4 / 2;
+  rated.memory_rates = {{sp_tensor, 2 * h.memory_bandwidth}, {2 * sp_tensor, h.memory_bandwidth}};
+  Layout one = sp;
+  one.accumulation = 1;
+  Layout one_t = t;
+  one_t.accumulation = 1;
+  // The embedding's gradient (its table) and the optimizer stream from memory at any size; the
+  // layers' elementwise ops of the sequence-parallel layout (tensors of sp_tensor bytes) halve,
+  // those of the plain one (twice that) do not.
+  const double layers_sp = elementwise_s(h, one) - elementwise_s(rated, one);
+  EXPECT_GT(layers_sp, 0);
+  const double kept_sp = m.layer_acts.sequence / 2 + m.layer_acts.gathered + m.layer_acts.split / 2;
+  EXPECT_NEAR(layers_sp, 3 * 4 * 2 * tokens * kept_sp * 4 / h.memory_bandwidth / 2, 1e-9 * layers_sp);
+  EXPECT_NEAR(elementwise_s(h, one_t), elementwise_s(rated, one_t), 1e-12);
 }
 
 TEST(PlanMeasure, PlansSpreadOverTheRankingAndKendallsTau) {
@@ -359,6 +383,19 @@ TEST(PlanHardware, ProfilesRoundTripAndBadOnesAreNamed) {
   EXPECT_EQ(back.attention_score_bytes, 13);
   EXPECT_EQ(back.attention_score_kept_bytes, 5);
   EXPECT_EQ(parse_profile(profile_json(h), "text").loaded_alpha_s, h.loaded_alpha_s);
+  // Elementwise rates by tensor size: without them, the bandwidth at every size; with them,
+  // interpolated in log size between the measured points and held at the ends.
+  EXPECT_EQ(back.memory_rate(1e3), h.memory_bandwidth);
+  h.memory_rates = {{65536, 40e9}, {1048576, 20e9}, {67108864, 5e9}};
+  const HardwareProfile rated = parse_profile(profile_json(h), "text");
+  EXPECT_EQ(rated.memory_rates, h.memory_rates);
+  EXPECT_DOUBLE_EQ(rated.memory_rate(1000), 40e9);
+  EXPECT_DOUBLE_EQ(rated.memory_rate(65536), 40e9);
+  EXPECT_DOUBLE_EQ(rated.memory_rate(262144), 30e9);  // half way in log size from 64 KB to 1 MB
+  EXPECT_DOUBLE_EQ(rated.memory_rate(8388608), 12.5e9);
+  EXPECT_DOUBLE_EQ(rated.memory_rate(1e12), 5e9);
+  EXPECT_THROW(parse_profile(std::string(profile_json(h)).replace(profile_json(h).find("\"65536\""), 7, "\"-1\""), "text"),
+               mf::Error);
   mf::write_file_atomic((dir / "bad.json").string(), "{\"name\": \"x\"}");
   EXPECT_THROW(
       {

@@ -44,14 +44,19 @@ StepTime estimate_step_time(const ModelCosts& m, const Layout& l, const Hardware
     const double gemm_s = gemm_flops / h.gemm_rate(gemm_flops / 4);
     // An unfused attention moves every score (heads / tp x T per token, the masked included)
     // through memory; selective recomputation makes them again.
-    const double scores_s = tokens * static_cast<double>(m.heads) / tp * T * m.score_bytes / h.memory_bandwidth;
+    const double scores = tokens * static_cast<double>(m.heads) / tp * T * m.score_bytes;
+    const double scores_s = scores > 0 ? scores / h.memory_rate(scores) : 0.0;
     const double attention_s = 4 * tokens * T * C / tp / (h.gemm_flops * h.attention_efficiency) + scores_s;
     const double kept = m.layer_acts.sequence / (l.sequence_parallel ? tp : 1.0) + m.layer_acts.gathered + m.layer_acts.split / tp;
-    const double elementwise_s = 2 * tokens * kept * act / h.memory_bandwidth;
+    // Each op's tensors are about a (tokens, C) activation's (1/tp of it under sequence
+    // parallelism): in the caches or not by that size.
+    const double tensor = tokens * C * act / (l.sequence_parallel ? tp : 1.0);
+    const double elementwise_s = 2 * tokens * kept * act / h.memory_rate(tensor);
     return std::make_pair(gemm_s + attention_s + elementwise_s + 15 * h.op_overhead_s, attention_s);
   };
   const double head_flops = 2 * tokens * V * C / tp;
-  const double head_forward = head_flops / h.gemm_rate(head_flops) + 3 * tokens * V / tp * act / h.memory_bandwidth;
+  const double logits = tokens * V / tp * act;  // bytes of the rank's logits
+  const double head_forward = head_flops / h.gemm_rate(head_flops) + 3 * logits / h.memory_rate(logits);
   // The embedding's backward makes a dense gradient of the rank's table piece each micro-batch
   // (zeroed, then the rows added).
   const double table_s = 2 * std::ceil(V / tp) * C * act / h.memory_bandwidth;

@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -18,6 +19,16 @@ namespace mf::plan {
 
 double HardwareProfile::gemm_rate(double flops) const {
   return gemm_flops * flops / (flops + gemm_half_flops);
+}
+
+double HardwareProfile::memory_rate(double tensor_bytes) const {
+  if (memory_rates.empty()) return memory_bandwidth;
+  auto above = memory_rates.lower_bound(tensor_bytes);
+  if (above == memory_rates.begin()) return above->second;
+  if (above == memory_rates.end()) return std::prev(above)->second;
+  const auto below = std::prev(above);
+  const double w = std::log(tensor_bytes / below->first) / std::log(above->first / below->first);
+  return below->second + w * (above->second - below->second);
 }
 
 double HardwareProfile::collective_seconds(const std::string& op, int64_t group, double bytes, bool crosses_nodes) const {
@@ -108,6 +119,9 @@ std::string profile_json(const HardwareProfile& h) {
   j["attention_score_bytes"] = h.attention_score_bytes;
   j["attention_score_kept_bytes"] = h.attention_score_kept_bytes;
   j["memory_bandwidth"] = h.memory_bandwidth;
+  nlohmann::ordered_json rates = nlohmann::ordered_json::object();
+  for (const auto& [bytes, rate] : h.memory_rates) rates[std::to_string(static_cast<int64_t>(bytes))] = rate;
+  j["memory_rates"] = rates;
   j["memory_bytes"] = h.memory_bytes;
   j["ranks_per_node"] = h.ranks_per_node;
   j["intra"] = {{"alpha_s", h.intra.alpha_s}, {"beta_s_per_byte", h.intra.beta_s_per_b}};
@@ -146,6 +160,12 @@ HardwareProfile parse_profile(const std::string& text, const std::string& path) 
     h.attention_score_bytes = j.value("attention_score_bytes", 0.0);
     h.attention_score_kept_bytes = j.value("attention_score_kept_bytes", 0.0);
     h.memory_bandwidth = j.at("memory_bandwidth").get<double>();
+    if (j.contains("memory_rates"))
+      for (const auto& [k, v] : j.at("memory_rates").items()) {
+        const double bytes = std::stod(k), rate = v.get<double>();
+        MF_CHECK(bytes > 0 && rate > 0, "memory_rates: sizes and rates must be positive, not ", k, ": ", rate);
+        h.memory_rates[bytes] = rate;
+      }
     h.memory_bytes = j.at("memory_bytes").get<double>();
     h.ranks_per_node = j.at("ranks_per_node").get<int64_t>();
     auto ab = [](const nlohmann::json& o) { return AlphaBeta{o.at("alpha_s").get<double>(), o.at("beta_s_per_byte").get<double>()}; };

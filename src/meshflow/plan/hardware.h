@@ -28,7 +28,11 @@ struct HardwareProfile {
   // that, as every op's), `attention_score_kept_bytes` per score stay for backward (none under
   // selective recomputation).
   double attention_score_bytes = 0, attention_score_kept_bytes = 0;
-  double memory_bandwidth = 0;        // bytes/s per rank (elementwise ops, the optimizer)
+  double memory_bandwidth = 0;        // bytes/s per rank: streams larger than the caches (the optimizer)
+  // An elementwise op's rate by the size of one of its tensors (bytes -> bytes/s per rank): one
+  // whose tensors stay in the caches between ops runs faster than memory_bandwidth. Measured by
+  // `meshflow profile`; empty (published profiles): memory_bandwidth at every size.
+  std::map<double, double> memory_rates;
   double memory_bytes = 0;            // per rank
   int64_t ranks_per_node = 1;
   // Point-to-point links: within a node and between nodes (ring collectives are built on them
@@ -57,6 +61,9 @@ struct HardwareProfile {
 
   // GEMM rate for a call of `flops` FLOPs: gemm_flops * flops / (flops + gemm_half_flops).
   double gemm_rate(double flops) const;
+  // An elementwise op's bytes/s over tensors of `tensor_bytes` each: memory_rates interpolated in
+  // log size (held at its ends), else memory_bandwidth.
+  double memory_rate(double tensor_bytes) const;
   // Seconds of `op` over `group` ranks for a whole tensor of `bytes` (as in `collectives`): the
   // measured fit, else a ring over the links; `crosses_nodes`: the group spans nodes.
   double collective_seconds(const std::string& op, int64_t group, double bytes, bool crosses_nodes) const;

@@ -232,11 +232,19 @@ MemoryEstimate estimate_memory(const ModelCosts& m, const Layout& l, const std::
         made(it->grads);
       }
       // The embedding's backward: a dense gradient of this rank's piece of the table (and its pack
-      // beside it; with accumulation the dense gradient is added into .grad and freed first).
-      // ZeRO-3 has the embedding's parameters gathered there, not the layers'.
-      if (first && st.chunk == 0)
-        candidate(table_bytes + (packs > 0 && !accumulates ? embedding_unit * pbytes : 0.0) +
-                  (l.zero_stage >= 3 ? std::max(0.0, embedding_unit * pbytes - zero3_units) : 0.0));
+      // beside it; with accumulation the dense gradient is added into .grad and freed first, as it
+      // is into the head's part of a tied table held here). ZeRO-3 has the embedding's parameters
+      // gathered there, not the layers'.
+      if (first && st.chunk == 0) {
+        const double pack = packs > 0 && !accumulates ? embedding_unit * pbytes : 0.0;
+        const double gathered = l.zero_stage >= 3 ? std::max(0.0, embedding_unit * pbytes - zero3_units) : 0.0;
+        if (last && m.tied) {
+          candidate(table_bytes + gathered);
+          candidate(pack + gathered);
+        } else {
+          candidate(table_bytes + pack + gathered);
+        }
+      }
     }
     const double layer_work = grad_work + (full ? remade : 0.0);
     e.kept = kept_at;

@@ -85,8 +85,9 @@ HardwareProfile measure_profile(const comm::CommPtr& world, const ProfileOptions
   }
   barrier();
   h.peak_flops = parallel::mean_over(world.get(), own_peak);
-  // GEMMs n x n x n: rate(x) = G x / (x + h), G the best rate measured, h the median over the
-  // slower sizes of x (G / rate - 1).
+  // GEMMs n x n x n: rate(x) = G x / (x + h), G the best rate measured, h the median of
+  // x (G / rate - 1) over the smaller sizes (beyond the best the rate stays about G, a little
+  // lower as the matrices leave the caches: read as "not yet at G" they would make h huge).
   std::vector<double> xs, rates;
   for (int64_t n : {64, 128, 256, 512, 1024}) {
     const Tensor a = randn_f32({n, n}, 1), b = randn_f32({n, n}, 2);
@@ -98,10 +99,10 @@ HardwareProfile measure_profile(const comm::CommPtr& world, const ProfileOptions
     rates.push_back(rate);
     if (leader) std::fprintf(out, "profile: GEMM %lldx%lldx%lld %.1f GFLOP/s per rank\n", (long long)n, (long long)n, (long long)n, rate / 1e9);
   }
-  h.gemm_flops = *std::max_element(rates.begin(), rates.end());
+  const size_t best = static_cast<size_t>(std::max_element(rates.begin(), rates.end()) - rates.begin());
+  h.gemm_flops = rates[best];
   std::vector<double> halves;
-  for (size_t i = 0; i < xs.size(); ++i)
-    if (rates[i] < h.gemm_flops) halves.push_back(xs[i] * (h.gemm_flops / rates[i] - 1));
+  for (size_t i = 0; i < best; ++i) halves.push_back(xs[i] * (h.gemm_flops / rates[i] - 1));
   std::sort(halves.begin(), halves.end());
   h.gemm_half_flops = halves.empty() ? 0.0 : halves[halves.size() / 2];
   // Attention (1, 4, 512, 64), causal: the FLOPs the model counts (4 T² D H, both halves).
@@ -113,13 +114,6 @@ HardwareProfile measure_profile(const comm::CommPtr& world, const ProfileOptions
     const double s = median_seconds(o.repeats, [&] { scaled_dot_product_attention(q, k, v, opts); });
     h.attention_efficiency = parallel::mean_over(world.get(), 4.0 * 512 * 512 * 64 * 4 / s) / h.gemm_flops;
   }
-  // Memory bandwidth: c = a + b over 64 MB tensors (three of them move).
-  {
-    const Tensor x = randn_f32({int64_t{1} << 24}, 6), y = randn_f32({int64_t{1} << 24}, 7);
-    barrier();
-    const double s = median_seconds(o.repeats, [&] { add(x, y); });
-    h.memory_bandwidth = parallel::mean_over(world.get(), 3.0 * 4 * (1 << 24) / s);
-  }
   // The host's time per op: 1000 additions of one element.
   {
     const Tensor x = randn_f32({1}, 8);
@@ -129,21 +123,47 @@ HardwareProfile measure_profile(const comm::CommPtr& world, const ProfileOptions
     });
     h.op_overhead_s = parallel::mean_over(world.get(), s / 1000);
   }
-  // More threads than cores (ranks x OpenMP threads): each short kernel above ran on a core of its
-  // own between the others' time slices, so its rate is a whole core's; a rank's share is
-  // cores / (ranks x threads) of it (and its time per op 1 / share of the measured).
+  // Elementwise rates by size: c = a + b over tensors of 64 KB to 64 MB (three of them move;
+  // repeated over the same tensors, as a layer's ops pass theirs on, so the small ones stay in
+  // the caches), every rank adding for the same window: what a rank moves while all do, less its
+  // time per op — a rank's share already (an addition of 64 MB outlasts a time slice: timed alone
+  // it would measure neither a core's rate nor a share's). The largest is the memory bandwidth.
+  // More threads than cores (ranks x OpenMP threads): a rank's share of a core is
+  // cores / (ranks x threads).
   const double cores = std::max(1u, std::thread::hardware_concurrency());
   const double share = std::min(1.0, cores / (static_cast<double>(ranks) * omp_get_max_threads()));
+  for (int64_t elems = int64_t{1} << 14; elems <= int64_t{1} << 24; elems <<= 2) {
+    const Tensor x = randn_f32({elems}, 6), y = randn_f32({elems}, 7);
+    add(x, y);  // warm-up: the output's pages
+    const double window_s = 0.05 * o.repeats;
+    barrier();
+    const auto t0 = std::chrono::steady_clock::now();
+    double calls = 0, elapsed_s = 0;
+    while ((elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()) < window_s) {
+      add(x, y);
+      ++calls;
+    }
+    const double busy_s = std::max(elapsed_s - calls * h.op_overhead_s / share, 0.25 * elapsed_s);
+    h.memory_rates[4.0 * static_cast<double>(elems)] = parallel::mean_over(world.get(), 3.0 * 4 * static_cast<double>(elems) * calls / busy_s);
+  }
+  h.memory_bandwidth = h.memory_rates.rbegin()->second;
+  // The short kernels timed alone above each ran on a core of their own between the others' time
+  // slices: their rates are a whole core's, a rank's `share` of them (and its time per op
+  // 1 / share of the measured).
   h.core_share = share;
   h.peak_flops *= share;
   h.gemm_flops *= share;
-  h.memory_bandwidth *= share;
-  h.op_overhead_s /= share;
+  h.op_overhead_s /= share;  // (the elementwise rates above are a rank's share already)
   if (leader)
     std::fprintf(out, "profile: peak %.1f GFLOP/s, GEMM fit %.1f GFLOP/s (half at %.3g FLOPs), attention %.0f%% of it, "
                  "memory %.1f GB/s, %.2f us per op (per rank, %d ranks, %.3g of a core's rate each)\n", h.peak_flops / 1e9,
                  h.gemm_flops / 1e9, h.gemm_half_flops, 100 * h.attention_efficiency, h.memory_bandwidth / 1e9,
                  h.op_overhead_s * 1e6, ranks, share);
+  if (leader) {
+    std::string rates;
+    for (const auto& [bytes, rate] : h.memory_rates) rates += detail::cat(rates.empty() ? "" : ", ", bytes / 1024, " KB ", rate / 1e9);
+    std::fprintf(out, "profile: elementwise GB/s per rank by tensor size: %s\n", rates.c_str());
+  }
   // Collectives per group size (contiguous groups, all measuring at once), and neighbour
   // send/recv (half a ping-pong).
   h.intra = {5e-6, 1 / 5e9};
