@@ -34,6 +34,20 @@ double median_seconds(int repeats, const std::function<void()>& f) {
   return t[t.size() / 2];
 }
 
+// Calls of f until `window_s` has passed, and the seconds they took (the last call's end).
+struct Calls {
+  double calls = 0, seconds = 0;
+};
+Calls calls_in(double window_s, const std::function<void()>& f) {
+  const auto t0 = std::chrono::steady_clock::now();
+  Calls c;
+  while ((c.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()) < window_s) {
+    f();
+    ++c.calls;
+  }
+  return c;
+}
+
 // seconds = alpha + beta x bytes through the smallest and the largest message (robust to a noisy
 // middle): beta from their difference, alpha what the smallest leaves; neither negative.
 AlphaBeta alpha_beta(const std::vector<double>& bytes, const std::vector<double>& secs) {
@@ -86,8 +100,8 @@ HardwareProfile measure_profile(const comm::CommPtr& world, const ProfileOptions
   barrier();
   h.peak_flops = parallel::mean_over(world.get(), own_peak);
   // GEMMs n x n x n: rate(x) = G x / (x + h), G the best rate measured, h the median of
-  // x (G / rate - 1) over the smaller sizes (beyond the best the rate stays about G, a little
-  // lower as the matrices leave the caches: read as "not yet at G" they would make h huge).
+  // x (G / rate - 1) over the smaller sizes (beyond the best the rate falls — with more ranks than
+  // cores a 1024³ call outlasts a time slice — and read as "not yet at G" would make h huge).
   std::vector<double> xs, rates;
   for (int64_t n : {64, 128, 256, 512, 1024}) {
     const Tensor a = randn_f32({n, n}, 1), b = randn_f32({n, n}, 2);
@@ -135,16 +149,10 @@ HardwareProfile measure_profile(const comm::CommPtr& world, const ProfileOptions
   for (int64_t elems = int64_t{1} << 14; elems <= int64_t{1} << 24; elems <<= 2) {
     const Tensor x = randn_f32({elems}, 6), y = randn_f32({elems}, 7);
     add(x, y);  // warm-up: the output's pages
-    const double window_s = 0.05 * o.repeats;
     barrier();
-    const auto t0 = std::chrono::steady_clock::now();
-    double calls = 0, elapsed_s = 0;
-    while ((elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()) < window_s) {
-      add(x, y);
-      ++calls;
-    }
-    const double busy_s = std::max(elapsed_s - calls * h.op_overhead_s / share, 0.25 * elapsed_s);
-    h.memory_rates[4.0 * static_cast<double>(elems)] = parallel::mean_over(world.get(), 3.0 * 4 * static_cast<double>(elems) * calls / busy_s);
+    const Calls c = calls_in(0.05 * o.repeats, [&] { add(x, y); });
+    const double busy_s = std::max(c.seconds - c.calls * h.op_overhead_s / share, 0.25 * c.seconds);
+    h.memory_rates[4.0 * static_cast<double>(elems)] = parallel::mean_over(world.get(), 3.0 * 4 * static_cast<double>(elems) * c.calls / busy_s);
   }
   h.memory_bandwidth = h.memory_rates.rbegin()->second;
   // The short kernels timed alone above each ran on a core of their own between the others' time
@@ -231,15 +239,7 @@ HardwareProfile measure_profile(const comm::CommPtr& world, const ProfileOptions
     const Tensor a = randn_f32({128, 128}, 15), b = randn_f32({128, 128}, 16);
     const double capacity = share * ranks;  // ranks at their own rate at once
     const int busy = std::max(1, static_cast<int>(capacity));
-    auto gemms_in = [&](double seconds) {
-      const auto t0 = std::chrono::steady_clock::now();
-      double n = 0;
-      while (std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() < seconds) {
-        matmul(a, b);
-        ++n;
-      }
-      return n;
-    };
+    auto gemms_in = [&](double seconds) { return calls_in(seconds, [&] { matmul(a, b); }).calls; };
     const double window_s = 0.1 * o.repeats;
     barrier();
     const double all = parallel::sum_over(world.get(), gemms_in(window_s));
