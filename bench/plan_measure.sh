@@ -8,7 +8,7 @@
 # measured peak (bench/plan_rescore.py). Two models: the tiny GPT-2 of the quickstart (7.2M parameters, 4 layers) and a
 # 30M GPT-2 (6 layers, hidden 384); global batch 16 x 128 tokens.
 # Usage: bash bench/plan_measure.sh [--ranks "1 2 4 8"] [--models "tiny 30m"] [--plans 0] [--steps 6]
-#          [--profile FILE] [--save DIR] [--memory] [--rescore PREFIX]
+#          [--profile FILE] [--save DIR] [--resume] [--memory] [--rescore PREFIX]
 #   --memory: the peaks only — 2 steps per plan, kept as DIR/<model>_<N>.memory.jsonl and scored
 #   for memory alone (the peak does not need an idle machine; the step times are not a measurement);
 #   --profile: a profile meshflow profile wrote for the same number of ranks (else it is measured);
@@ -16,6 +16,9 @@
 #   prints them) and DIR/<model>_<N>.profile.json, to score a later planner on the same
 #   measurements: meshflow plan ... --hardware DIR/x.profile.json --json > P.jsonl;
 #   python3 bench/plan_rescore.py DIR/x.measured.jsonl P.jsonl
+#   --resume: with --save, the plans already in DIR/<model>_<N>.<measured|memory>.jsonl are left out
+#   (plan --skip) and the new ones appended, line by line: a sweep longer than a sitting goes on
+#   where the last one stopped (gunzip a kept file into DIR to extend it);
 #   --rescore PREFIX: measures nothing; plans with PREFIX.<model>_<N>.profile.json and scores the
 #   plans against PREFIX.<model>_<N>.measured.jsonl[.gz] (bench/plan_data/<machine>), for each
 #   model and rank count kept there (and with PREFIX.<model>_<N>.retest.jsonl.gz, a second
@@ -24,7 +27,7 @@
 #   makes it; nothing else running: the times are the measurement)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-ranks="1 2 4 8" models="tiny 30m" plans=0 steps=6 profile='' out='' rescore='' kind=measured
+ranks="1 2 4 8" models="tiny 30m" plans=0 steps=6 profile='' out='' rescore='' kind=measured resume=''
 while [ $# -gt 0 ]; do
   case $1 in
     --ranks) ranks=$2; shift 2 ;;
@@ -35,6 +38,7 @@ while [ $# -gt 0 ]; do
     --save) out=$(realpath -m "$2"); shift 2 ;;
     --rescore) rescore=$2; shift 2 ;;
     --memory) kind=memory steps=2; shift ;;
+    --resume) resume=1; shift ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -88,7 +92,13 @@ for n in $ranks; do
     # shellcheck disable=SC2046
     args=(configs/gpt2/tiny.yaml "${keys[@]}" $(model_keys "$model") --hardware "$hw" --memory-per-rank 1000)
     measured=$out/${model}_$n.$kind.jsonl
-    mpirun --oversubscribe -np "$n" "$mf" plan "${args[@]}" --measure "$plans" --steps "$steps" --json < /dev/null > "$measured"
+    if [ -n "$resume" ] && [ -s "$measured" ]; then
+      echo "(resuming: the $(wc -l < "$measured") plans of $measured are left out)"
+      mpirun --oversubscribe -np "$n" "$mf" plan "${args[@]}" --measure "$plans" --steps "$steps" --skip "$measured" \
+        --json < /dev/null >> "$measured"
+    else
+      mpirun --oversubscribe -np "$n" "$mf" plan "${args[@]}" --measure "$plans" --steps "$steps" --json < /dev/null > "$measured"
+    fi
     "$mf" plan "${args[@]}" --nproc "$n" --json > "$work/predicted.jsonl"
     if [ $kind = memory ]; then
       python3 bench/plan_rescore.py "$measured" "$work/predicted.jsonl" --memory

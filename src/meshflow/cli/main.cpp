@@ -425,6 +425,8 @@ int main(int argc, char** argv) {
                    "each for --steps steps in this job, and print their measured step time and peak memory beside the "
                    "predicted (under mpirun -np --nproc)")->check(CLI::NonNegativeNumber);
   plan->add_option("--steps", pla.steps, "--measure: steps per plan; the median of those after the first two is its time")->check(CLI::PositiveNumber);
+  plan->add_option("--skip", pla.skip, "--measure: leave out the plans of this file (lines --measure --json printed "
+                   "before), to resume an interrupted sweep");
   plan->footer("Example: meshflow plan configs/gpt2/tiny.yaml --nproc 8; mpirun -np 8 meshflow plan configs/gpt2/tiny.yaml "
                "--measure 20 (--nproc defaults to the job's size)");
   mf::plan::ProfileOptions pro;

@@ -7,8 +7,11 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <numeric>
+#include <set>
+#include <sstream>
 #include <vector>
 
 #include "meshflow/core/error.h"
@@ -30,6 +33,26 @@ std::vector<int64_t> plans_to_measure(int64_t total, int64_t count) {
     if (out.empty() || out.back() != at) out.push_back(at);
   }
   return out;
+}
+
+std::vector<std::string> measured_plan_keys(const std::string& text, const std::string& source) {
+  std::vector<std::string> out;
+  std::istringstream lines(text);
+  std::string line;
+  for (int64_t n = 1; std::getline(lines, line); ++n) {
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+    MF_CHECK(!j.is_discarded() && j.is_object() && j.contains("keys") && j["keys"].is_object(), "plan --skip: ", source,
+             " line ", n, " is not a measured plan (a JSON object with \"keys\", as plan --measure --json prints)");
+    out.push_back(j["keys"].dump());  // nlohmann::json keeps an object's keys sorted: one string per layout
+  }
+  return out;
+}
+
+std::string plan_key(const Plan& p, int64_t num_layers) {
+  nlohmann::json keys = nlohmann::json::object();
+  for (const auto& [k, v] : p.layout.config_keys(num_layers)) keys[k] = v;
+  return keys.dump();
 }
 
 double kendall_tau(const std::vector<double>& a, const std::vector<double>& b) {
@@ -63,10 +86,31 @@ std::vector<Measured> measure_plans(const Config& c, const PlanResult& r, const 
   MF_CHECK(!base.empty(), "plan --measure: rank 0 could not make a folder in ", std::filesystem::temp_directory_path().string());
   std::unique_ptr<std::FILE, int (*)(std::FILE*)> quiet(std::fopen("/dev/null", "w"), &std::fclose);
   MF_CHECK(quiet != nullptr, "plan --measure: cannot open /dev/null");
-  const std::vector<int64_t> chosen = plans_to_measure(static_cast<int64_t>(r.ranked.size()), o.plans);
+  // The plans to measure: those not measured before (--skip), `o.plans` of them spread over the ranking.
+  std::vector<int64_t> left;
+  int64_t skipped = 0;
+  {
+    std::string text;
+    if (leader && !o.skip.empty()) {
+      std::ifstream in(o.skip);
+      MF_CHECK(in.good(), "plan --skip: cannot read ", o.skip);
+      std::ostringstream all;
+      all << in.rdbuf();
+      text = all.str();
+    }
+    if (!o.skip.empty()) text = parallel::text_from_rank0(world.get(), text);
+    const std::vector<std::string> done = measured_plan_keys(text, o.skip);
+    const std::set<std::string> before(done.begin(), done.end());
+    for (size_t i = 0; i < r.ranked.size(); ++i) {
+      if (before.count(plan_key(r.ranked[i], r.model.layers))) ++skipped;
+      else left.push_back(static_cast<int64_t>(i));
+    }
+  }
+  std::vector<int64_t> chosen;
+  for (int64_t at : plans_to_measure(static_cast<int64_t>(left.size()), o.plans)) chosen.push_back(left[static_cast<size_t>(at)]);
   if (leader && !o.json)
-    std::fprintf(out, "measuring %zu of %zu plans on this machine, %lld steps each (the median after the first two)\n",
-                 chosen.size(), r.ranked.size(), static_cast<long long>(o.steps));
+    std::fprintf(out, "measuring %zu of %zu plans on this machine (%lld measured before left out), %lld steps each (the median after the first two)\n",
+                 chosen.size(), r.ranked.size(), static_cast<long long>(skipped), static_cast<long long>(o.steps));
   std::vector<Measured> results;
   // The job's first training pays for what the later ones find done (the ranks' connections,
   // the allocator's blocks, the pages first touched) beyond its warm-up steps: a run of the first
@@ -131,15 +175,21 @@ std::vector<Measured> measure_plans(const Config& c, const PlanResult& r, const 
     within += e <= 0.10;
     worst = std::max(worst, e);
   }
-  const auto best = std::min_element(measured.begin(), measured.end()) - measured.begin();
-  const double first = measured.front();
-  const auto faster = std::count_if(measured.begin(), measured.end(), [&](double x) { return x < first; });
-  std::fprintf(out, "measured %zu plans: the chosen plan (%s) took %.4f s, rank %lld of %zu measured; regret %.1f%% against "
-               "the best measured (plan %lld, %s, %.4f s); Kendall's tau %.3f between the predicted and measured orders\n",
-               results.size(), r.ranked.front().layout.str().c_str(), first, static_cast<long long>(faster + 1), results.size(),
-               100 * (first / measured[static_cast<size_t>(best)] - 1), static_cast<long long>(results[static_cast<size_t>(best)].rank),
-               r.ranked[static_cast<size_t>(results[static_cast<size_t>(best)].rank - 1)].layout.str().c_str(),
-               measured[static_cast<size_t>(best)], kendall_tau(predicted, measured));
+  const size_t best = static_cast<size_t>(std::min_element(measured.begin(), measured.end()) - measured.begin());
+  const std::string best_plan = detail::cat("plan ", results[best].rank, ", ",
+                                            r.ranked[static_cast<size_t>(results[best].rank - 1)].layout.str());
+  const double tau = kendall_tau(predicted, measured);
+  if (results.front().rank == 1) {
+    const double first = measured.front();
+    const auto faster = std::count_if(measured.begin(), measured.end(), [&](double x) { return x < first; });
+    std::fprintf(out, "measured %zu plans: the chosen plan (%s) took %.4f s, rank %lld of %zu measured; regret %.1f%% against "
+                 "the best measured (%s, %.4f s); Kendall's tau %.3f between the predicted and measured orders\n",
+                 results.size(), r.ranked.front().layout.str().c_str(), first, static_cast<long long>(faster + 1),
+                 results.size(), 100 * (first / measured[best] - 1), best_plan.c_str(), measured[best], tau);
+  } else {  // the chosen plan was measured before (--skip)
+    std::fprintf(out, "measured %zu plans, the chosen plan not among them: the best measured is %s, %.4f s; Kendall's tau "
+                 "%.3f between the predicted and measured orders\n", results.size(), best_plan.c_str(), measured[best], tau);
+  }
   std::fprintf(out, "memory: %lld of %zu plans within 10%% of the measured peak, largest error %.1f%%\n",
                static_cast<long long>(within), results.size(), 100 * worst);
   return results;

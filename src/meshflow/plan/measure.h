@@ -5,6 +5,7 @@
 #pragma once
 #include <cstdint>
 #include <cstdio>
+#include <string>
 #include <vector>
 
 #include "meshflow/comm/communicator.h"
@@ -17,6 +18,8 @@ struct MeasureOptions {
   int64_t plans = 0;  // how many, spread evenly over the ranking with the first included; 0: all
   int64_t steps = 6;  // trained per plan; the first two (warm-up) are not timed, the median counts
   bool json = false;  // one JSON line per plan instead of the table
+  std::string skip;   // a file of plans measured before (--measure --json lines): left out, so that
+                      // an interrupted sweep resumes where it stopped; "": none
 };
 
 struct Measured {
@@ -27,6 +30,10 @@ struct Measured {
 
 // Which of `total` ranked plans to measure (0-based indices, ascending).
 std::vector<int64_t> plans_to_measure(int64_t total, int64_t count);
+// The plans of `text` (lines as --measure --json prints them), each as its layout keys in one
+// canonical string; the same string as plan_key gives for the same layout.
+std::vector<std::string> measured_plan_keys(const std::string& text, const std::string& source);
+std::string plan_key(const Plan& p, int64_t num_layers);
 // Kendall's tau-a of two orders given as values (ties count neither way).
 double kendall_tau(const std::vector<double>& a, const std::vector<double>& b);
 

@@ -222,8 +222,9 @@ MemoryEstimate estimate_memory(const ModelCosts& m, const Layout& l, const std::
         made(head_unit * pbytes);
         candidate(packs * head_unit * pbytes);
         // A table the head shares with the embedding on this stage: the head's part of its
-        // gradient waits for the embedding's, through the layers' backward.
-        if (first && m.tied) held += table_bytes;
+        // gradient waits for the embedding's, through the layers' backward. (With accumulation it
+        // is added into the table's .grad, counted with the held state or made here.)
+        if (first && m.tied && !accumulates) held += table_bytes;
       }
       const auto& layers = chunk_layers[static_cast<size_t>(st.chunk)];
       for (auto it = layers.rbegin(); it != layers.rend(); ++it) {

@@ -82,6 +82,7 @@ int run_plan(const Config& c, const PlanArgs& a, std::FILE* out, const comm::Com
     mo.plans = a.measure;
     mo.steps = a.steps;
     mo.json = a.json;
+    mo.skip = a.skip;
     measure_plans(c, r, mo, world, out);
   }
   return 0;

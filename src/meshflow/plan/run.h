@@ -19,6 +19,7 @@ struct PlanArgs {
   bool json = false;              // every plan as a JSON line (layout keys, predictions)
   int64_t measure = -1;           // >= 0: train that many plans (0: all) on `world` (measure.h)
   int64_t steps = 6;              // steps per measured plan
+  std::string skip;               // plans measured before (--measure --json lines) that --measure leaves out
 };
 
 // Prints the ranked plans; returns the exit status (1 when no layout is feasible). With
