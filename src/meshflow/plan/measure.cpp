@@ -7,13 +7,13 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <memory>
 #include <numeric>
 #include <set>
 #include <sstream>
 #include <vector>
 
+#include "meshflow/core/atomic_file.h"
 #include "meshflow/core/error.h"
 #include "meshflow/parallel/groups.h"
 #include "meshflow/train/run.h"
@@ -91,14 +91,7 @@ std::vector<Measured> measure_plans(const Config& c, const PlanResult& r, const 
   int64_t skipped = 0;
   {
     std::string text;
-    if (leader && !o.skip.empty()) {
-      std::ifstream in(o.skip);
-      MF_CHECK(in.good(), "plan --skip: cannot read ", o.skip);
-      std::ostringstream all;
-      all << in.rdbuf();
-      text = all.str();
-    }
-    if (!o.skip.empty()) text = parallel::text_from_rank0(world.get(), text);
+    if (!o.skip.empty()) text = parallel::text_from_rank0(world.get(), leader ? read_file(o.skip) : std::string());
     const std::vector<std::string> done = measured_plan_keys(text, o.skip);
     const std::set<std::string> before(done.begin(), done.end());
     for (size_t i = 0; i < r.ranked.size(); ++i) {
