@@ -21,7 +21,7 @@
 #   where the last one stopped (gunzip a kept file into DIR to extend it);
 #   --rescore PREFIX: measures nothing; plans with PREFIX.<model>_<N>.profile.json and scores the
 #   plans against PREFIX.<model>_<N>.measured.jsonl[.gz] (bench/plan_data/<machine>), for each
-#   model and rank count kept there (and with PREFIX.<model>_<N>.retest.jsonl.gz, a second
+#   model and rank count kept there (and with each PREFIX.<model>_<N>.retest*.jsonl.gz, a second
 #   measurement of the same plans, how well the machine repeats its own order: plan_rescore.py --retest)
 #   (a Release build in build/, the corpus data/fortunes_text_document.* as scripts/quickstart.sh
 #   makes it; nothing else running: the times are the measurement)
@@ -75,7 +75,9 @@ if [ -n "$rescore" ]; then
       "$mf" plan configs/gpt2/tiny.yaml "${keys[@]}" $(model_keys "$model") --hardware "$rescore.${model}_$n.profile.json" \
         --memory-per-rank 1000 --nproc "$n" --json > "$work/predicted.jsonl"
       retest=()
-      [ -f "$rescore.${model}_$n.retest.jsonl.gz" ] && retest=(--retest "$rescore.${model}_$n.retest.jsonl.gz")
+      for again in "$rescore.${model}_$n".retest*.jsonl.gz; do
+        [ -f "$again" ] && retest+=(--retest "$again")
+      done
       python3 bench/plan_rescore.py "$measured" "$work/predicted.jsonl" "${retest[@]}"
     done
   done

@@ -6,11 +6,14 @@ plan's rank and regret among the measured, Kendall's tau of the predicted and me
 the memory errors; --table lists every measured plan, --worst K the K plans the time model misses
 most; --retest AGAIN.jsonl[.gz] (a second measurement of the same plans) prints how well the machine
 repeats itself: Kendall's tau between the two measured orders (no time model can be expected to
-order the plans better) and the spread of their ratios; --memory scores the peaks alone (a memory
+order the plans better) and the spread of their ratios; --retest may repeat. Where the lines carry a
+"session" (plans measured over several sittings of a machine whose speed drifts between them), the
+retest's session is scored alone as well: its plans with the measured file's plans of the same
+session, all timed in one sitting; --memory scores the peaks alone (a memory
 sweep, whose step times were not measured on an idle machine). MEASURED may be gzipped (.gz: the
 measurements kept in bench/plan_data/).
 Usage: python3 bench/plan_rescore.py MEASURED.jsonl[.gz] PREDICTED.jsonl [--table] [--worst K]
-         [--retest AGAIN.jsonl[.gz]] [--memory]"""
+         [--retest AGAIN.jsonl[.gz] ...] [--memory]"""
 import gzip
 import json
 import math
@@ -49,10 +52,10 @@ def main():
         k = args.index("--worst")
         worst = int(args[k + 1])
         del args[k:k + 2]
-    again = None
-    if "--retest" in args:
+    retests = []
+    while "--retest" in args:
         k = args.index("--retest")
-        again = read_measured(args[k + 1])
+        retests.append(read_measured(args[k + 1]))
         del args[k:k + 2]
     if len(args) != 2:
         sys.exit(__doc__)
@@ -76,18 +79,17 @@ def main():
         for r in rows:
             print(f"plan {r[0]:5d} | {r[5]:<56} | predicted {r[1]:8.4f} s | measured {r[2]:8.4f} s | "
                   f"peak predicted {r[3] / 1e9:.4f} GB, measured {r[4] / 1e9:.4f} GB ({100 * (r[3] / r[4] - 1):+.1f}%)")
-    best = min(r[2] for r in rows)
-    chosen = rows[0]
-    faster = sum(r[2] < chosen[2] for r in rows)
-    tau = kendall([r[1] for r in rows], [r[2] for r in rows])
+    print(f"{len(rows)} measured plans of {len(predicted)} predicted; {score(rows)}")
     errors = [abs(r[3] - r[4]) / r[4] for r in rows]
-    print(f"{len(rows)} measured plans of {len(predicted)} predicted; the chosen plan {chosen[5]} "
-          f"(predicted rank {chosen[0]}) measured {chosen[2]:.4f} s, rank {faster + 1} of {len(rows)}; regret "
-          f"{100 * (chosen[2] / best - 1):.1f}% against the best measured ({best:.4f} s); Kendall's tau {tau:.3f}")
     print(f"memory: {sum(e <= 0.10 for e in errors)} of {len(rows)} within 10%, largest error {100 * max(errors):.1f}%")
     for r in sorted(rows, key=lambda r: -abs(r[1] / r[2] - 1))[:worst]:
         print(f"  plan {r[0]:5d} {r[5]:<56} predicted {r[1]:.4f} s, measured {r[2]:.4f} s ({100 * (r[1] / r[2] - 1):+.0f}%)")
-    if again is not None:
+    sessions = sorted({d.get("session") for d in measured.values()} - {None})
+    for session in sessions if len(sessions) > 1 else []:
+        alone = [r for r in rows if measured[r[5]].get("session") == session]
+        if len(alone) >= 2:
+            print(f"session {session}'s plans alone ({len(alone)}): {score(alone, 'the first predicted of them')}")
+    for again in retests:
         both = [(r[2], again[r[5]]["measured_s"], r[1]) for r in rows if r[5] in again]
         if len(both) < 2:
             sys.exit(f"--retest: only {len(both)} plans measured twice")
@@ -97,6 +99,26 @@ def main():
               f"{kendall([a for a, _, _ in both], [p for _, _, p in both]):.3f}, against the second "
               f"{kendall([b for _, b, _ in both], [p for _, _, p in both]):.3f}); second / first: geometric mean "
               f"{math.exp(statistics.fmean(logs)):.3f}, log standard deviation {statistics.pstdev(logs):.3f}")
+        sessions = {d.get("session") for d in again.values()} - {None}
+        if len(sessions) != 1:
+            continue
+        session = sessions.pop()
+        # The retest's sitting alone: its plans, and the measured file's plans of the same sitting.
+        alone = [r[:2] + (again[r[5]]["measured_s"],) + r[3:] if r[5] in again else r for r in rows
+                 if r[5] in again or measured[r[5]].get("session") == session]
+        if len(alone) > len(both):
+            print(f"session {session} alone ({len(alone)} plans timed in one sitting, {len(both)} of them the "
+                  f"retest's): {score(alone, 'the chosen plan' if alone[0][5] == rows[0][5] else 'the first predicted of them')}")
 
+
+def score(rows, chosen_name="the chosen plan"):
+    """The first predicted of rows (sorted by predicted rank) among them: its measured rank, regret, tau."""
+    best = min(r[2] for r in rows)
+    chosen = rows[0]
+    faster = sum(r[2] < chosen[2] for r in rows)
+    tau = kendall([r[1] for r in rows], [r[2] for r in rows])
+    return (f"{chosen_name} {chosen[5]} (predicted rank {chosen[0]}) measured {chosen[2]:.4f} s, rank "
+            f"{faster + 1} of {len(rows)}; regret {100 * (chosen[2] / best - 1):.1f}% against the best measured "
+            f"({best:.4f} s); Kendall's tau {tau:.3f}")
 
 main()
