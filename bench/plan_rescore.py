@@ -79,7 +79,8 @@ def main():
         for r in rows:
             print(f"plan {r[0]:5d} | {r[5]:<56} | predicted {r[1]:8.4f} s | measured {r[2]:8.4f} s | "
                   f"peak predicted {r[3] / 1e9:.4f} GB, measured {r[4] / 1e9:.4f} GB ({100 * (r[3] / r[4] - 1):+.1f}%)")
-    print(f"{len(rows)} measured plans of {len(predicted)} predicted; {score(rows)}")
+    chosen = rows[0][5]
+    print(f"{len(rows)} measured plans of {len(predicted)} predicted; {score(rows, chosen)}")
     errors = [abs(r[3] - r[4]) / r[4] for r in rows]
     print(f"memory: {sum(e <= 0.10 for e in errors)} of {len(rows)} within 10%, largest error {100 * max(errors):.1f}%")
     for r in sorted(rows, key=lambda r: -abs(r[1] / r[2] - 1))[:worst]:
@@ -88,7 +89,7 @@ def main():
     for session in sessions if len(sessions) > 1 else []:
         alone = [r for r in rows if measured[r[5]].get("session") == session]
         if len(alone) >= 2:
-            print(f"session {session}'s plans alone ({len(alone)}): {score(alone, 'the first predicted of them')}")
+            print(f"session {session}'s plans alone ({len(alone)}): {score(alone, chosen)}")
     for again in retests:
         both = [(r[2], again[r[5]]["measured_s"], r[1]) for r in rows if r[5] in again]
         if len(both) < 2:
@@ -99,22 +100,24 @@ def main():
               f"{kendall([a for a, _, _ in both], [p for _, _, p in both]):.3f}, against the second "
               f"{kendall([b for _, b, _ in both], [p for _, _, p in both]):.3f}); second / first: geometric mean "
               f"{math.exp(statistics.fmean(logs)):.3f}, log standard deviation {statistics.pstdev(logs):.3f}")
-        sessions = {d.get("session") for d in again.values()} - {None}
-        if len(sessions) != 1:
+        retest_sessions = {d.get("session") for d in again.values()} - {None}
+        if len(retest_sessions) != 1:
             continue
-        session = sessions.pop()
+        session = retest_sessions.pop()
         # The retest's sitting alone: its plans, and the measured file's plans of the same sitting.
         alone = [r[:2] + (again[r[5]]["measured_s"],) + r[3:] if r[5] in again else r for r in rows
                  if r[5] in again or measured[r[5]].get("session") == session]
         if len(alone) > len(both):
             print(f"session {session} alone ({len(alone)} plans timed in one sitting, {len(both)} of them the "
-                  f"retest's): {score(alone, 'the chosen plan' if alone[0][5] == rows[0][5] else 'the first predicted of them')}")
+                  f"retest's): {score(alone, chosen)}")
 
 
-def score(rows, chosen_name="the chosen plan"):
-    """The first predicted of rows (sorted by predicted rank) among them: its measured rank, regret, tau."""
+def score(rows, chosen_layout):
+    """The first predicted of rows (sorted by predicted rank; the chosen plan where it is among
+    them) among them: its measured rank, regret, tau."""
     best = min(r[2] for r in rows)
     chosen = rows[0]
+    chosen_name = "the chosen plan" if chosen[5] == chosen_layout else "the first predicted of them"
     faster = sum(r[2] < chosen[2] for r in rows)
     tau = kendall([r[1] for r in rows], [r[2] for r in rows])
     return (f"{chosen_name} {chosen[5]} (predicted rank {chosen[0]}) measured {chosen[2]:.4f} s, rank "
