@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "meshflow/random/philox.h"
+#include "meshflow/tensor/allocator.h"
 #include "testing.h"
 
 namespace {
@@ -203,6 +204,52 @@ TEST(Attention, MatchesReferenceWithDropout) {
   c.mask.assign(c.B * c.Tk, false);
   c.mask[3] = c.mask[c.Tk + 100] = true;
   check_against_reference(c, true, "dropout causal padding strided");
+  // Rows with every key masked: no probability, so nothing dropped reaches dV (no stale draws).
+  c.causal = false, c.Tq = c.Tk = 7;
+  c.mask.assign(c.B * c.Tk, false);
+  for (int64_t j = 0; j < 7; ++j) c.mask[1 * 7 + j] = true;
+  check_against_reference(c, false, "dropout, every key of batch 1 masked");
+  c.causal = true;
+  check_against_reference(c, true, "dropout causal, every key of batch 1 masked");
+}
+
+// q, k and v unbound from one fused qkv projection (B, T, 3, H, D): their gradients are written
+// as the same views of one buffer, which unbind's backward hands on whole as the leaf's .grad:
+// two allocations fewer than through three separate leaves (a copy by unbind: one fewer),
+// and the same gradient as through those three leaves.
+TEST(Attention, UnboundQkvGradientIsWrittenInPlace) {
+  const int64_t B = 2, T = 40, H = 3, D = 16;
+  Tensor x = randn({B, T, 3, H, D}, 21, DType::kF32), g = randn({B, H, T, D}, 22, DType::kF32);
+  mf::AttentionOptions opts;
+  opts.causal = true;
+  mf::Allocator& a = mf::allocator_for(mf::cpu_device());
+  auto backward_allocs = [&](const Tensor& out) {
+    Tensor loss = mf::sum(mf::mul(out, g));
+    const int64_t before = a.stats().num_allocs;
+    loss.backward();
+    return a.stats().num_allocs - before;
+  };
+  Tensor qkv = mf::clone(x);
+  qkv.set_requires_grad(true);
+  std::vector<Tensor> p = mf::unbind(qkv, 2);  // each (B, T, H, D), strided
+  Tensor out = mf::scaled_dot_product_attention(mf::transpose(p[0], 1, 2), mf::transpose(p[1], 1, 2),
+                                                mf::transpose(p[2], 1, 2), opts);
+  const int64_t packed = backward_allocs(out);
+
+  std::vector<Tensor> leaves;
+  for (int64_t i = 0; i < 3; ++i) {
+    leaves.push_back(mf::contiguous(mf::squeeze(mf::narrow(x, 2, i, 1), 2)));
+    leaves.back().set_requires_grad(true);
+  }
+  Tensor out2 = mf::scaled_dot_product_attention(mf::transpose(leaves[0], 1, 2), mf::transpose(leaves[1], 1, 2),
+                                                 mf::transpose(leaves[2], 1, 2), opts);
+  const int64_t separate = backward_allocs(out2);
+  EXPECT_LE(packed + 2, separate) << "the qkv gradient was not written in place";
+  EXPECT_EQ(out.to_vector<float>(), out2.to_vector<float>());
+  for (int64_t i = 0; i < 3; ++i)
+    EXPECT_EQ(mf::contiguous(mf::squeeze(mf::narrow(qkv.grad(), 2, i, 1), 2)).to_vector<float>(),
+              leaves[i].grad().to_vector<float>())
+        << i;
 }
 
 TEST(Attention, DropoutIsReproducible) {

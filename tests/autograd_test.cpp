@@ -47,6 +47,47 @@ TEST(Autograd, LeafUsedManyTimesHoldsOneIncomingGradient) {
   EXPECT_EQ(w.grad().to_vector<float>(), want.to_vector<float>());
 }
 
+// A tied table (an embedding and the output layer): the output layer's gradient reaches .grad
+// first, and the embedding adds its rows into that .grad itself (accumulation_target), with no
+// zero-filled table beside it. Its gradient equals the one taken through a non-leaf copy of the
+// table (the dense path), whose backward peaks at least one table higher; the hook fires once.
+TEST(Autograd, EmbeddingAddsItsRowsIntoAnExistingGrad) {
+  const int64_t V = 512, C = 64;
+  Tensor ids = mf::from_vector<int64_t>({3, 7, 3, 511, 0, 7, 7}, {7});
+  Tensor x = randn({5, C}, 11), y = randn({5, V}, 12), r = randn({7, C}, 13);
+  auto head = [&](const Tensor& table) { return mf::sum(mf::mul(mf::matmul(x, mf::transpose(table, 0, 1)), y)); };
+  mf::Allocator& a = mf::allocator_for(mf::cpu_device());
+  auto backward_peak = [&](const Tensor& loss) {
+    const int64_t before = a.stats().current_bytes;
+    a.reset_peak();
+    loss.backward();
+    return a.stats().peak_bytes - before;
+  };
+  Tensor w = randn({V, C}, 14);
+  w.set_requires_grad(true);
+  int fired = 0;
+  w.register_grad_ready_hook([&](const Tensor&) { ++fired; });
+  const int64_t peak = backward_peak(mf::add(head(w), mf::sum(mf::mul(mf::embedding(w, ids), r))));
+  EXPECT_EQ(fired, 1);
+
+  Tensor w2 = mf::clone(w.detach());
+  w2.set_requires_grad(true);  // the lookup reads a non-leaf: a dense gradient, summed into .grad
+  const int64_t dense_peak = backward_peak(mf::add(head(w2), mf::sum(mf::mul(mf::embedding(mf::scale(w2, 1.0), ids), r))));
+  EXPECT_LE(peak + V * C * 8, dense_peak) << "the embedding's backward held a table of its own";
+  const std::vector<double> got = to_f64(w.grad()), want = to_f64(w2.grad());
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], want[i], 1e-12 * (1 + std::abs(want[i]))) << i;
+  // Against the output layer's gradient alone: row 7, looked up three times, gains three rows of r.
+  Tensor w3 = mf::clone(w.detach());
+  w3.set_requires_grad(true);
+  head(w3).backward();
+  const std::vector<double> h = to_f64(w3.grad()), rv = to_f64(r);
+  for (int64_t c = 0; c < C; ++c) {
+    EXPECT_NEAR(got[7 * C + c] - h[7 * C + c], rv[1 * C + c] + rv[5 * C + c] + rv[6 * C + c], 1e-12);
+    EXPECT_EQ(got[100 * C + c], h[100 * C + c]);  // a row never looked up
+  }
+}
+
 TEST(Autograd, NoGradRecordsNothing) {
   Tensor x = randn({3}, 1);
   x.set_requires_grad(true);

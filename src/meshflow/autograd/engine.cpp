@@ -13,6 +13,20 @@ namespace mf {
 
 namespace {
 
+// The node whose backward runs on this thread (accumulation_target), restored on exit: a
+// backward may run a nested pass (activation checkpointing).
+thread_local const Node* t_applying = nullptr;
+class Applying {
+ public:
+  explicit Applying(const Node* n) : prev_(t_applying) { t_applying = n; }
+  ~Applying() { t_applying = prev_; }
+  Applying(const Applying&) = delete;
+  Applying& operator=(const Applying&) = delete;
+
+ private:
+  const Node* prev_;
+};
+
 // Leaf accumulators first, then later-created nodes first.
 struct LaterFirst {
   bool operator()(const std::shared_ptr<Node>& a, const std::shared_ptr<Node>& b) const {
@@ -34,6 +48,13 @@ void accumulate(Node& node, std::vector<Tensor>& slots, uint32_t idx, Tensor g) 
 }
 
 }  // namespace
+
+Tensor accumulation_target(size_t input) {
+  if (t_applying == nullptr || input >= t_applying->next_edges.size()) return {};
+  const Edge& e = t_applying->next_edges[input];
+  if (!e.node || !e.node->accumulates_leaf()) return {};
+  return static_cast<const AccumulateGrad&>(*e.node).grad();
+}
 
 void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads, bool retain_graph) {
   MF_CHECK(roots.size() == grads.size(), "backward: ", roots.size(), " outputs but ", grads.size(), " gradients");
@@ -84,8 +105,12 @@ void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& g
     std::vector<Tensor> out;
     {
       const trace::Scope span = trace::enabled() ? trace::Scope("op_backward", n->name() + " backward") : trace::Scope();
+      const Applying applying(n.get());
       out = n->apply(std::move(in));
     }
+    // The incoming gradients go now, before the outgoing ones are passed on: an outgoing one that
+    // shares their buffer (unbind's, of attention's dq, dk and dv) is then its sole owner.
+    std::vector<Tensor>().swap(in);
     if (!retain_graph) n->release();
     MF_CHECK(out.size() == n->next_edges.size() || n->next_edges.empty(), "backward of '", n->name(), "' returned ",
              out.size(), " gradients for ", n->next_edges.size(), " inputs");

@@ -37,6 +37,11 @@ void AccumulateGrad::accumulate(Tensor g) {
   }
 }
 
+Tensor AccumulateGrad::grad() const {
+  std::shared_ptr<TensorImpl> leaf = leaf_.lock();
+  return leaf && leaf->grad ? Tensor(leaf->grad) : Tensor();
+}
+
 std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>&& grads) {
   std::shared_ptr<TensorImpl> leaf = leaf_.lock();
   if (!leaf) return {};

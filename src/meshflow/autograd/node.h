@@ -78,6 +78,8 @@ class AccumulateGrad final : public Node {
   // The engine calls it as each gradient arrives, so a leaf used several times (a tied
   // embedding) holds one incoming gradient beside .grad, never a running sum as well.
   void accumulate(Tensor g);
+  // The leaf's .grad as it stands (undefined when none yet, or the leaf is gone).
+  Tensor grad() const;
   // Accumulates grads[0] if defined, then fires the hooks: the gradient is final for this pass.
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override;
   std::string name() const override { return "AccumulateGrad"; }
@@ -87,6 +89,14 @@ class AccumulateGrad final : public Node {
  private:
   std::weak_ptr<TensorImpl> leaf_;
 };
+
+// Inside a backward function run by the engine: the .grad that the gradient of its input
+// `input` will be added to, when that input is a leaf whose .grad already exists (undefined
+// otherwise). A backward whose gradient touches few elements (an embedding's rows) may add into
+// it itself and return an undefined gradient for that input: a vocabulary-sized table's gradient
+// (GPT-2's 50257 x 768: 154 MB) is then neither zero-filled nor summed. The leaf's hooks still fire once, after every
+// gradient of the pass has arrived.
+Tensor accumulation_target(size_t input);
 
 // The edge through which a gradient reaches `t` (null edge if t needs no grad).
 Edge gradient_edge(const Tensor& t);

@@ -53,6 +53,13 @@ Tensor index_select_checked(const Tensor& x, int64_t ax, const Tensor& idx) {
   Shape in_shape = x.shape();
   record("index_select", {x}, {out}, [idx, ax, in_shape](const std::vector<Tensor>& g) -> std::vector<Tensor> {
     Tensor gc = contiguous(g[0]);
+    // x a leaf whose .grad exists (a tied embedding: the output layer's gradient came first): its
+    // rows are added there, not into a zero-filled table that would then be summed into it.
+    const Tensor acc = accumulation_target(0);
+    if (acc.defined() && acc.shape() == in_shape && acc.is_contiguous() && acc.dtype() == gc.dtype() && acc.device() == gc.device()) {
+      kernel<kernels::IndexAdd>("index_add", gc.device(), gc.dtype())(three_d(gc, ax), idx, three_d(acc, ax));
+      return {Tensor()};
+    }
     Tensor dx = zeros(in_shape, gc.dtype(), gc.device());
     kernel<kernels::IndexAdd>("index_add", gc.device(), gc.dtype())(three_d(gc, ax), idx, three_d(dx, ax));
     return {dx};

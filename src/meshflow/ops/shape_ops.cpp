@@ -230,6 +230,31 @@ Tensor cat(const std::vector<Tensor>& xs, int64_t axis) {
 
 namespace {
 
+// The input-sized gradient as one view, when the pieces' gradients are already its consecutive
+// slices in one dense buffer (attention's dq, dk and dv of an unbound qkv: see
+// scaled_dot_product_attention); undefined otherwise, and then they are copied.
+Tensor tiled_by(const std::vector<Tensor>& g, const Shape& in_shape, int64_t ax, const std::vector<int64_t>& sizes,
+                bool drop_axis) {
+  if (g.size() != sizes.size() || g.empty() || !g[0].defined()) return {};
+  const Strides dense = contiguous_strides(in_shape);
+  int64_t at = 0;
+  for (size_t i = 0; i < g.size(); ++i) {
+    if (!g[i].defined() || g[i].impl()->storage != g[0].impl()->storage) return {};
+    Shape s = in_shape;
+    Strides st = dense;
+    s[ax] = sizes[i];
+    if (drop_axis) {
+      s.erase(s.begin() + ax);
+      st.erase(st.begin() + ax);
+    }
+    if (g[i].shape() != s || g[i].offset() != g[0].offset() + at * dense[ax]) return {};
+    for (size_t d = 0; d < s.size(); ++d)
+      if (s[d] != 1 && g[i].strides()[d] != st[d]) return {};
+    at += sizes[i];
+  }
+  return make_view(g[0], in_shape, dense, g[0].offset());
+}
+
 // Consecutive pieces of axis `ax` of the given sizes, as views (the axis dropped when `drop_axis`,
 // every size then 1), recorded as one node: its backward writes each piece's gradient into one
 // input-sized buffer once, zeros for a piece that got none. (A node per piece would build a
@@ -253,6 +278,7 @@ std::vector<Tensor> pieces(const Tensor& x, int64_t ax, const std::vector<int64_
   DType dt = x.dtype();
   Device dev = x.device();
   record(op, {x}, out, [in_shape, dt, dev, ax, sizes, drop_axis](const std::vector<Tensor>& g) -> std::vector<Tensor> {
+    if (Tensor whole = tiled_by(g, in_shape, ax, sizes, drop_axis); whole.defined()) return {whole};
     Tensor dx = empty(in_shape, dt, dev);
     int64_t at = 0;
     for (size_t i = 0; i < sizes.size(); ++i) {

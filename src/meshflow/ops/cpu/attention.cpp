@@ -141,17 +141,18 @@ void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const 
       // S (m, kend) = scale * Qblk (m, D) K[0:kend]^T (D, kend)
       gemm(false, true, m, kend, D, static_cast<T>(p.scale), qb, gq.st, kb, gk.st, T(0), s.data(), lds);
       for (int64_t r = 0; r < m; ++r) {
-        const int64_t i = i0 + r;
+        const int64_t i = i0 + r, n = row_keys(p, i, Tq, Tk);
         T* row = s.data() + r * lds;
-        lp[bh * Tq + i] = softmax_row(row, kend, row_keys(p, i, Tq, Tk), row_first(p, i, Tq, Tk), pad, &inv[r]);
+        lp[bh * Tq + i] = softmax_row(row, kend, n, row_first(p, i, Tq, Tk), pad, &inv[r]);
         T sc = inv[r] * keep_scale;
+        // Keys from n on are causally masked (zeros): only the first n are scaled, and dropped.
         if (drop) {
-          dropout_keep(p.seed, p.stream, rng_base(p, bh, H, Tq, Tk, i), kend, p.dropout_p, keep.data());
+          dropout_keep(p.seed, p.stream, rng_base(p, bh, H, Tq, Tk, i), n, p.dropout_p, keep.data());
 #pragma omp simd
-          for (int64_t j = 0; j < kend; ++j) row[j] = keep[j] ? row[j] * sc : T(0);
+          for (int64_t j = 0; j < n; ++j) row[j] = keep[j] ? row[j] * sc : T(0);
         } else {
 #pragma omp simd
-          for (int64_t j = 0; j < kend; ++j) row[j] *= sc;
+          for (int64_t j = 0; j < n; ++j) row[j] *= sc;
         }
       }
       // O (m, D) = P (m, kend) V[0:kend] (kend, D)
@@ -230,8 +231,12 @@ void attention_backward(const Tensor& dout, const Tensor& q, const Tensor& k, co
           const int64_t i = i0 + r, n = row_keys(p, i, Tq, Tk);
           T* row = pbuf.data() + r * lds;
           const T l = lp[bh * Tq + i];
-          if (l == ninf) {
+          if (l == ninf) {  // every key masked: no probability, none dropped
             std::fill(row, row + kend, T(0));
+            if (drop) {
+              std::fill(pdbuf.data() + r * lds, pdbuf.data() + r * lds + kend, T(0));
+              std::fill(keep.data() + r * lds, keep.data() + r * lds + kend, uint8_t{0});
+            }
             continue;
           }
           exp_shift_sum(row, l, row, n);  // the forward's exp, so P is the forward's
@@ -239,10 +244,11 @@ void attention_backward(const Tensor& dout, const Tensor& q, const Tensor& k, co
             for (int64_t j = 0; j < n; ++j) row[j] = pad[j] ? T(0) : row[j];
           std::fill(row, row + std::min(row_first(p, i, Tq, Tk), n), T(0));
           std::fill(row + n, row + kend, T(0));
-          if (drop) {
+          if (drop) {  // the forward's draws for the n visible keys; the masked ones are dropped
             uint8_t* kr = keep.data() + r * lds;
             T* pd = pdbuf.data() + r * lds;
-            dropout_keep(p.seed, p.stream, rng_base(p, bh, H, Tq, Tk, i), kend, p.dropout_p, kr);
+            dropout_keep(p.seed, p.stream, rng_base(p, bh, H, Tq, Tk, i), n, p.dropout_p, kr);
+            std::fill(kr + n, kr + kend, uint8_t{0});
 #pragma omp simd
             for (int64_t j = 0; j < kend; ++j) pd[j] = kr[j] ? row[j] * keep_scale : T(0);
           }
