@@ -1,10 +1,13 @@
 // Fused attention speed against the machine's sgemm: causal and non-causal forward, backward
-// and forward+backward GFLOP/s at B=4, H=12, T=1024, D=64 (f32; q/k/v are strided views of
+// and forward+backward GFLOP/s at B=4, H=12, D=64 and T=1024 (or as given; f32; q/k/v are strided views of
 // (B, T, H, D) storage), dnnl_sgemm GFLOP/s on a 1024x2304x768 GEMM, their ratio, and the
 // allocator's peak bytes over one forward+backward. FLOPs: forward 4 B H T^2 D, backward
 // 8 B H T^2 D (the recompute of P is not credited), both halved when causal. Op-level times
 // include allocating (and page-faulting) out and dq/dk/dv; "kernels only" reuses buffers.
-// Run: OMP_NUM_THREADS=2 ./build/bench/meshflow_attention_bench [rounds]
+// Dropout on the probabilities (p as given, 0 by default) is drawn in the forward and again in
+// the backward, as in training.
+// Run: OMP_NUM_THREADS=2 ./build/bench/meshflow_attention_bench [rounds] [T] [dropout_p]
+//   GPT-2 small's training step: ./build/bench/meshflow_attention_bench 5 256 0.1
 #include <dnnl.h>
 #include <omp.h>
 
@@ -21,6 +24,9 @@
 #include "meshflow/tensor/allocator.h"
 
 namespace {
+
+int64_t g_seq = 1024;        // T
+double g_dropout_p = 0.0;  // on the attention probabilities
 
 double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
@@ -44,7 +50,7 @@ struct Timing {
 };
 
 Timing time_attention(bool causal, int reps) {
-  const int64_t B = 4, H = 12, T = 1024, D = 64;
+  const int64_t B = 4, H = 12, T = g_seq, D = 64;
   mf::Generator g(1);
   auto leaf = [&] {
     mf::Tensor t = mf::empty({B, T, H, D});
@@ -57,6 +63,8 @@ Timing time_attention(bool causal, int reps) {
   mf::normal_(dout, 0.0, 1.0, &g);
   mf::AttentionOptions opts;
   opts.causal = causal;
+  opts.dropout_p = g_dropout_p;
+  opts.gen = &g;
   Timing tm;
   mf::Allocator& alloc = mf::allocator_for(mf::cpu_device());
   for (int r = 0; r < reps + 1; ++r) {
@@ -84,6 +92,8 @@ Timing time_attention(bool causal, int reps) {
   mf::kernels::AttentionParams p;
   p.causal = causal;
   p.scale = 0.125;
+  p.dropout_p = g_dropout_p;
+  p.seed = 1;
   auto* fwd = mf::kernel<mf::kernels::AttentionForward>("attention_forward", mf::cpu_device(), mf::DType::kF32);
   auto* bwd = mf::kernel<mf::kernels::AttentionBackward>("attention_backward", mf::cpu_device(), mf::DType::kF32);
   for (int r = 0; r < reps + 1; ++r) {
@@ -114,8 +124,11 @@ int main(int argc, char** argv) {
   // Rounds interleave sgemm and attention so that both see the same machine load (the cores
   // may be shared); every figure is the best over all rounds.
   const int rounds = argc > 1 ? std::atoi(argv[1]) : 5;
-  const double B = 4, H = 12, T = 1024, D = 64;
-  std::printf("threads %d, B=4 H=12 T=1024 D=64 f32, best of %d rounds x 2 reps\n", omp_get_max_threads(), rounds);
+  if (argc > 2) g_seq = std::atoll(argv[2]);
+  if (argc > 3) g_dropout_p = std::atof(argv[3]);
+  const double B = 4, H = 12, T = static_cast<double>(g_seq), D = 64;
+  std::printf("threads %d, B=4 H=12 T=%lld D=64 f32, dropout %g, best of %d rounds x 2 reps\n", omp_get_max_threads(),
+              static_cast<long long>(g_seq), g_dropout_p, rounds);
   double sg = 0;
   Timing best[2];
   for (int r = 0; r < rounds; ++r) {

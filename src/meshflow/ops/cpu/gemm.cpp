@@ -38,11 +38,14 @@ bool trivial_gemm(int64_t m, int64_t n, int64_t k, double beta, T* c, int64_t ld
 // brgemm kernels beat dnnl_sgemm on AVX-512 — measured on GPT-2 small's shapes, 2 threads, best of
 // 10 (GFLOP/s, primitive vs sgemm): a long inner dimension (1024x768x3072: 358 vs 291) and a
 // vocabulary-wide output (the logits, 256x50257x768: 342 vs 316); not between (1024x3072x768: 342
-// vs 363; 1024x768x768: 347 vs 348), nor for the other forms, where sgemm is faster. The choice
-// depends on the shape alone, so a run's results do not depend on timing. A primitive per shape
-// and strides, made once; each call brings its own scratchpad, so calls from several threads do
-// not share one.
-constexpr int64_t kMatmulMinK = 2048, kMatmulMinN = 16384;
+// vs 363; 1024x768x768: 347 vs 348), nor for the other forms, where sgemm is faster. A
+// vocabulary-wide output with a short inner dimension goes to sgemm too: the tiny GPT-2's logits
+// (256x50257x128, standalone, best of 5: sgemm 291 vs 252; in its training step the primitive ran
+// at 194); the two cross near K = 512 (256x50257xK: K 384: 320 vs 308, K 512: 292 vs 321). The
+// choice depends on the shape alone, so a run's results do not depend on timing. A primitive per
+// shape and strides, made once; each call brings its own scratchpad, so calls from several
+// threads do not share one.
+constexpr int64_t kMatmulMinK = 2048, kMatmulMinN = 16384, kMatmulWideMinK = 512;
 class TransposedBMatmul {
  public:
   static TransposedBMatmul& instance() {
@@ -104,7 +107,7 @@ void sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, cons
                                                                                   ",\"shape\":\"" + (ta ? "T" : "N") + (tb ? "T " : "N ") +
                                                                                   std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k) + "\"")
                                              : trace::Scope();
-  if (!ta && tb && (k >= kMatmulMinK || n >= kMatmulMinN) && alpha == 1.0 && (beta == 0.0 || beta == 1.0)) {
+  if (!ta && tb && (k >= kMatmulMinK || (n >= kMatmulMinN && k >= kMatmulWideMinK)) && alpha == 1.0 && (beta == 0.0 || beta == 1.0)) {
     try {
       TransposedBMatmul::instance().run(m, n, k, static_cast<const float*>(a), lda, static_cast<const float*>(b), ldb,
                                         beta == 1.0, static_cast<float*>(c), ldc);
