@@ -88,6 +88,41 @@ TEST(Autograd, EmbeddingAddsItsRowsIntoAnExistingGrad) {
   }
 }
 
+// A weight used by several linear ops (the loss head's chunks): the later gradients are added
+// into .grad by the GEMM itself (beta = 1), so backward makes one weight-sized gradient, not one
+// per use; the sum equals the one taken through a non-leaf copy of the weight.
+TEST(Autograd, LinearAddsItsWeightGradientIntoAnExistingGrad) {
+  const int64_t V = 300, C = 32;
+  Tensor h = randn({4, 6, C}, 21);
+  mf::Allocator& a = mf::allocator_for(mf::cpu_device());
+  auto run = [&](const Tensor& used) {
+    Tensor loss;
+    for (int64_t c = 0; c < 3; ++c) {  // three chunks of rows, as the loss head cuts them
+      Tensor l = mf::sum(mf::mul(mf::linear(mf::narrow(h, 0, c, 1), used), mf::linear(mf::narrow(h, 0, c, 1), used)));
+      loss = loss.defined() ? mf::add(loss, l) : l;
+    }
+    const int64_t before = a.stats().num_allocs;
+    a.reset_peak();
+    const int64_t base = a.stats().current_bytes;
+    loss.backward();
+    return std::make_pair(a.stats().num_allocs - before, a.stats().peak_bytes - base);
+  };
+  Tensor w = randn({V, C}, 22);
+  w.set_requires_grad(true);
+  int fired = 0;
+  w.register_grad_ready_hook([&](const Tensor&) { ++fired; });
+  const auto [allocs, peak] = run(w);
+  EXPECT_EQ(fired, 1);
+  Tensor w2 = mf::clone(w.detach());
+  w2.set_requires_grad(true);
+  const auto [dense_allocs, dense_peak] = run(mf::scale(w2, 1.0));  // each use's gradient made, then summed
+  EXPECT_LE(allocs + 8, dense_allocs) << "a weight-sized gradient per use";  // 11 vs 22; 16 without
+  EXPECT_LE(peak + V * C * 8, dense_peak);
+  const std::vector<double> got = to_f64(w.grad()), want = to_f64(w2.grad());
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], want[i], 1e-12 * (1 + std::abs(want[i]))) << i;
+}
+
 TEST(Autograd, NoGradRecordsNothing) {
   Tensor x = randn({3}, 1);
   x.set_requires_grad(true);

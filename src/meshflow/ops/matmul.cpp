@@ -20,8 +20,9 @@ GemmOperand as_operand(const Tensor& m, int64_t rows, int64_t cols, int64_t s_ro
   return {Tensor(), false, 0};
 }
 
-// a (..., M, K), b (..., K, N) with equal batch shapes (already broadcast) -> out (..., M, N)
-void batched_gemm(const Tensor& a_in, const Tensor& b_in, const Tensor& out) {
+// a (..., M, K), b (..., K, N) with equal batch shapes (already broadcast) -> out (..., M, N),
+// contiguous; beta 1 adds into out.
+void batched_gemm(const Tensor& a_in, const Tensor& b_in, const Tensor& out, double beta = 0.0) {
   int64_t nd = a_in.ndim();
   int64_t M = a_in.shape(-2), K = a_in.shape(-1), N = b_in.shape(-1);
   Tensor a = a_in, b = b_in;
@@ -45,7 +46,7 @@ void batched_gemm(const Tensor& a_in, const Tensor& b_in, const Tensor& out) {
     const char* pa = static_cast<const char*>(a.raw_data()) + offa * static_cast<int64_t>(esz);
     const char* pb = static_cast<const char*>(b.raw_data()) + offb * static_cast<int64_t>(esz);
     char* pc = static_cast<char*>(out.raw_data()) + bi * M * N * static_cast<int64_t>(esz);
-    gemm(oa.trans, ob.trans, M, N, K, 1.0, pa, oa.ld, pb, ob.ld, 0.0, pc, N);
+    gemm(oa.trans, ob.trans, M, N, K, 1.0, pa, oa.ld, pb, ob.ld, beta, pc, N);
   }
 }
 
@@ -153,8 +154,20 @@ Tensor linear_impl(const char* name, const Tensor& x, const Tensor& weight, cons
     Tensor g2 = reshape(g[0], {M, N});
     Tensor dx, dw, db;
     if (gx) dx = reshape(matmul(g2, w_in_out ? transpose(w, 0, 1) : w), x_shape);  // (M,N) @ (N,K)
-    if (gw) dw = w_in_out ? matmul(transpose(x2, 0, 1), g2)     // (K,M) @ (M,N)
-                          : matmul(transpose(g2, 0, 1), x2);    // (N,M) @ (M,K)
+    if (gw) {
+      const Tensor a = w_in_out ? transpose(x2, 0, 1) : transpose(g2, 0, 1);  // (K,M) or (N,M)
+      const Tensor b = w_in_out ? g2 : x2;                                    // (M,N) or (M,K)
+      // The weight a leaf whose .grad exists (the loss head's later chunks, the tied table;
+      // every weight from the second micro-batch of an accumulating step): the GEMM adds into
+      // it (beta = 1), with no weight-sized gradient made and then summed in.
+      const Tensor acc = accumulation_target(1);
+      if (acc.defined() && acc.is_contiguous() && acc.ndim() == 2 && acc.shape(0) == a.shape(0) &&
+          acc.shape(1) == b.shape(1) && acc.dtype() == g2.dtype() && acc.device() == g2.device()) {
+        batched_gemm(a, b, acc, 1.0);
+      } else {
+        dw = matmul(a, b);
+      }
+    }
     if (gbias) db = sum(g2, {0});
     return {dx, dw, db};
   });

@@ -63,32 +63,37 @@ void norm_bwd(const T* dy, const T* x, const T* w, const T* mean, const T* rstd,
       T* pb = need_params ? pw + C : nullptr;
       if (pw) std::fill(pw, pw + 2 * C, T(0));
       for (int64_t n = blk * kRowsPerBlock; n < std::min(N, (blk + 1) * kRowsPerBlock); ++n) {
-        const T* dyr = dy + n * C;
-        const T* xr = x + n * C;
-        T mu = mean ? mean[n] : T(0), rs = rstd[n];
+        // Local restrict pointers: through the lambda's captures GCC vectorised the first loop
+        // with gathers (a third of the backward's time).
+        const T* __restrict__ dyr = dy + n * C;
+        const T* __restrict__ xr = x + n * C;
+        const T* __restrict__ wr = w;
+        const T mu = mean ? mean[n] : T(0), rs = rstd[n];
         T sum_g = 0, sum_gx = 0;  // sums of g = dy*w and g*xhat
 #pragma omp simd reduction(+ : sum_g, sum_gx)
         for (int64_t c = 0; c < C; ++c) {
           T xh = (xr[c] - mu) * rs;
-          T g = dyr[c] * w[c];
+          T g = dyr[c] * wr[c];
           sum_g += g;
           sum_gx += g * xh;
         }
         T inv_c = T(1) / static_cast<T>(C);
-        T mg = mean ? sum_g * inv_c : T(0), mgx = sum_gx * inv_c;
+        const T mg = mean ? sum_g * inv_c : T(0), mgx = sum_gx * inv_c;
         if (dx) {
-          T* dxr = dx + n * C;
+          T* __restrict__ dxr = dx + n * C;
 #pragma omp simd
           for (int64_t c = 0; c < C; ++c) {
             T xh = (xr[c] - mu) * rs;
-            dxr[c] = rs * (dyr[c] * w[c] - mg - xh * mgx);
+            dxr[c] = rs * (dyr[c] * wr[c] - mg - xh * mgx);
           }
         }
         if (pw) {
+          T* __restrict__ pwr = pw;
+          T* __restrict__ pbr = pb;
 #pragma omp simd
           for (int64_t c = 0; c < C; ++c) {
-            pw[c] += dyr[c] * (xr[c] - mu) * rs;
-            pb[c] += dyr[c];
+            pwr[c] += dyr[c] * (xr[c] - mu) * rs;
+            pbr[c] += dyr[c];
           }
         }
       }
