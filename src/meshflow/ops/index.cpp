@@ -56,7 +56,8 @@ Tensor index_select_checked(const Tensor& x, int64_t ax, const Tensor& idx) {
     // x a leaf whose .grad exists (a tied embedding: the output layer's gradient came first): its
     // rows are added there, not into a zero-filled table that would then be summed into it.
     const Tensor acc = accumulation_target(0);
-    if (acc.defined() && acc.shape() == in_shape && acc.is_contiguous() && acc.dtype() == gc.dtype() && acc.device() == gc.device()) {
+    if (acc.defined() && acc.shape() == in_shape && acc.is_contiguous() && acc.dtype() == gc.dtype() &&
+        acc.device() == gc.device()) {
       kernel<kernels::IndexAdd>("index_add", gc.device(), gc.dtype())(three_d(gc, ax), idx, three_d(acc, ax));
       return {Tensor()};
     }

@@ -239,7 +239,7 @@ Tensor tiled_by(const std::vector<Tensor>& g, const Shape& in_shape, int64_t ax,
   const Strides dense = contiguous_strides(in_shape);
   int64_t at = 0;
   for (size_t i = 0; i < g.size(); ++i) {
-    if (!g[i].defined() || g[i].impl()->storage != g[0].impl()->storage) return {};
+    if (!g[i].defined() || g[i].impl()->storage != g[0].impl()->storage || g[i].dtype() != g[0].dtype()) return {};
     Shape s = in_shape;
     Strides st = dense;
     s[ax] = sizes[i];

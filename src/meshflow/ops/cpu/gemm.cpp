@@ -107,7 +107,8 @@ void sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, cons
                                                                                   ",\"shape\":\"" + (ta ? "T" : "N") + (tb ? "T " : "N ") +
                                                                                   std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k) + "\"")
                                              : trace::Scope();
-  if (!ta && tb && (k >= kMatmulMinK || (n >= kMatmulMinN && k >= kMatmulWideMinK)) && alpha == 1.0 && (beta == 0.0 || beta == 1.0)) {
+  if (!ta && tb && (k >= kMatmulMinK || (n >= kMatmulMinN && k >= kMatmulWideMinK)) && alpha == 1.0 &&
+      (beta == 0.0 || beta == 1.0)) {
     try {
       TransposedBMatmul::instance().run(m, n, k, static_cast<const float*>(a), lda, static_cast<const float*>(b), ldb,
                                         beta == 1.0, static_cast<float*>(c), ldc);
