@@ -74,6 +74,39 @@ TEST(Matmul, LongInnerDimensionsTransposedWeightsMatchNaive) {
   expect_rel_close(mf::matmul(x, mf::transpose(w, 0, 1)), ref, 1e-5, "matmul with a transposed view");
 }
 
+TEST(Matmul, VocabularyWideShapesMatchNaive) {
+  // The CPU's GEMM picks the form by shape (ops/cpu/gemm.cpp): x·Wᵀ with a vocabulary-wide output
+  // takes oneDNN's matmul primitive from K = 512 on and sgemm below; x·W with a vocabulary-long
+  // inner dimension and a narrow output takes the primitive, a wider one sgemm. Every path, with
+  // and without accumulation into the output (beta = 1, the weight gradient's), against loops.
+  auto naive = [](const Tensor& a, const Tensor& b) {  // a (M, K) · b (K, N), f64 sums
+    const int64_t M = a.shape(0), K = a.shape(1), N = b.shape(1);
+    const std::vector<double> av = to_f64(mf::contiguous(a)), bv = to_f64(mf::contiguous(b));
+    std::vector<double> r(static_cast<size_t>(M * N), 0.0);
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t k = 0; k < K; ++k)
+        for (int64_t j = 0; j < N; ++j) r[i * N + j] += av[i * K + k] * bv[k * N + j];
+    return r;
+  };
+  for (const auto& [K, N] : std::vector<std::pair<int64_t, int64_t>>{{600, 16400}, {100, 16400}}) {
+    Tensor x = mf::cast(randn({3, K}, 1), DType::kF32), w = mf::cast(randn({N, K}, 2), DType::kF32);
+    expect_rel_close(mf::linear(x, w), naive(x, mf::transpose(w, 0, 1)), 1e-5, "x W^T, K " + std::to_string(K));
+  }
+  for (const int64_t N : {64, 300}) {
+    const int64_t K = 16400;
+    Tensor x = mf::cast(randn({3, K}, 3), DType::kF32), w = mf::cast(randn({K, N}, 4), DType::kF32);
+    expect_rel_close(mf::matmul(x, w), naive(x, w), 1e-5, "x W, N " + std::to_string(N));
+    // The gradient of a (K, N) weight used twice: the second GEMM adds into the first's .grad.
+    Tensor wl = mf::clone(w);
+    wl.set_requires_grad(true);
+    Tensor g = mf::cast(randn({3, N}, 5), DType::kF32);
+    mf::add(mf::sum(mf::mul(mf::affine(x, wl), g)), mf::sum(mf::mul(mf::affine(x, wl), g))).backward();
+    std::vector<double> want = naive(mf::transpose(x, 0, 1), g);  // (K, N)
+    for (double& v : want) v *= 2;
+    expect_rel_close(wl.grad(), want, 1e-5, "dW += x^T g, N " + std::to_string(N));
+  }
+}
+
 TEST(Matmul, Gradients) {
   gradcheck([](const std::vector<Tensor>& in) { return mf::matmul(in[0], in[1]); }, {randn({2, 3, 4}, 1), randn({4, 5}, 2)});
   gradcheck([](const std::vector<Tensor>& in) { return mf::matmul(in[0], in[1]); },

@@ -1,7 +1,6 @@
 // CPU GEMM: oneDNN's sgemm for f32 (chosen over OpenBLAS 0.3.21, which needs
 // OPENBLAS_CORETYPE=SkylakeX to use AVX-512 on this CPU; see docs/architecture.md) — and oneDNN's
-// matmul primitive for x·Wᵀ (op(B) transposed), which its brgemm kernels run faster; OpenBLAS
-// dgemm for f64. All run on the GCC OpenMP runtime, as do our own kernels.
+// matmul primitive for the shapes its brgemm kernels run faster (below); OpenBLAS dgemm for f64. All run on the GCC OpenMP runtime, as do our own kernels.
 #include <cblas.h>
 #include <dnnl.h>
 
@@ -34,27 +33,32 @@ bool trivial_gemm(int64_t m, int64_t n, int64_t k, double beta, T* c, int64_t ld
   return true;
 }
 
-// C(M,N) = A(M,K) · B(N,K)ᵀ (+ C when beta is 1) through oneDNN's matmul primitive where its
+// C(M,N) = A(M,K) · op(B) (+ C when beta is 1), B stored (N,K) or (K,N), through oneDNN's matmul
+// primitive where its
 // brgemm kernels beat dnnl_sgemm on AVX-512 — measured on GPT-2 small's shapes, 2 threads, best of
 // 10 (GFLOP/s, primitive vs sgemm): a long inner dimension (1024x768x3072: 358 vs 291) and a
 // vocabulary-wide output (the logits, 256x50257x768: 342 vs 316); not between (1024x3072x768: 342
 // vs 363; 1024x768x768: 347 vs 348), nor for the other forms, where sgemm is faster. A
 // vocabulary-wide output with a short inner dimension goes to sgemm too: the tiny GPT-2's logits
 // (256x50257x128, standalone, best of 5: sgemm 291 vs 252; in its training step the primitive ran
-// at 194); the two cross near K = 512 (256x50257xK: K 384: 320 vs 308, K 512: 292 vs 321). The
-// choice depends on the shape alone, so a run's results do not depend on timing. A primitive per
-// shape and strides, made once; each call brings its own scratchpad, so calls from several
-// threads do not share one.
+// at 194); the two cross near K = 512 (256x50257xK: K 384: 320 vs 308, K 512: 292 vs 321). And
+// x·W (B as stored) with a vocabulary-long inner dimension and a narrow output — the gradient of
+// a narrow model's hidden state through the logits, 256x128x50257 — runs faster through the
+// primitive too (standalone, best of 7: N 64: 386 vs 340, N 128: 346 vs 312; from N 256 on sgemm
+// wins: 315 vs 361). The choice depends on the shape alone, so a run's results do not depend on
+// timing. A primitive per shape and strides, made once; each call brings its own scratchpad, so
+// calls from several threads do not share one.
 constexpr int64_t kMatmulMinK = 2048, kMatmulMinN = 16384, kMatmulWideMinK = 512;
-class TransposedBMatmul {
+constexpr int64_t kMatmulLongK = 16384, kMatmulNarrowMaxN = 128;
+class MatmulPrimitive {
  public:
-  static TransposedBMatmul& instance() {
-    static TransposedBMatmul m;
+  static MatmulPrimitive& instance() {
+    static MatmulPrimitive m;
     return m;
   }
-  void run(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb, bool accumulate,
-           float* c, int64_t ldc) {
-    const Entry& e = entry({m, n, k, lda, ldb, ldc, accumulate ? 1 : 0});
+  void run(bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb,
+           bool accumulate, float* c, int64_t ldc) {
+    const Entry& e = entry({m, n, k, lda, ldb, ldc, accumulate ? 1 : 0, tb ? 1 : 0});
     thread_local std::vector<char> scratch;
     if (scratch.size() < e.scratch.get_size()) scratch.resize(e.scratch.get_size());
     dnnl::stream stream(engine_);
@@ -66,7 +70,7 @@ class TransposedBMatmul {
   }
 
  private:
-  using Key = std::array<int64_t, 7>;  // m, n, k, lda, ldb, ldc, accumulate
+  using Key = std::array<int64_t, 8>;  // m, n, k, lda, ldb, ldc, accumulate, tb
   struct Entry {
     dnnl::memory::desc a, b, c, scratch;
     dnnl::matmul primitive;
@@ -76,11 +80,12 @@ class TransposedBMatmul {
     auto it = cache_.find(key);
     if (it != cache_.end()) return *it->second;
     if (cache_.size() >= 512) cache_.clear();  // shapes of a model are few; a sweep of many starts over
-    const auto [m, n, k, lda, ldb, ldc, accumulate] = key;
+    const auto [m, n, k, lda, ldb, ldc, accumulate, tb] = key;
     using dt = dnnl::memory::data_type;
     auto e = std::make_unique<Entry>();
     e->a = dnnl::memory::desc({m, k}, dt::f32, dnnl::memory::dims{lda, 1});
-    e->b = dnnl::memory::desc({k, n}, dt::f32, dnnl::memory::dims{1, ldb});  // stored (N, K)
+    e->b = dnnl::memory::desc({k, n}, dt::f32, tb ? dnnl::memory::dims{1, ldb}   // stored (N, K)
+                                                   : dnnl::memory::dims{ldb, 1});  // stored (K, N)
     e->c = dnnl::memory::desc({m, n}, dt::f32, dnnl::memory::dims{ldc, 1});
     dnnl::primitive_attr attr;
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
@@ -107,11 +112,12 @@ void sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, cons
                                                                                   ",\"shape\":\"" + (ta ? "T" : "N") + (tb ? "T " : "N ") +
                                                                                   std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k) + "\"")
                                              : trace::Scope();
-  if (!ta && tb && (k >= kMatmulMinK || (n >= kMatmulMinN && k >= kMatmulWideMinK)) && alpha == 1.0 &&
-      (beta == 0.0 || beta == 1.0)) {
+  const bool primitive = tb ? k >= kMatmulMinK || (n >= kMatmulMinN && k >= kMatmulWideMinK)
+                            : k >= kMatmulLongK && n <= kMatmulNarrowMaxN;
+  if (!ta && primitive && alpha == 1.0 && (beta == 0.0 || beta == 1.0)) {
     try {
-      TransposedBMatmul::instance().run(m, n, k, static_cast<const float*>(a), lda, static_cast<const float*>(b), ldb,
-                                        beta == 1.0, static_cast<float*>(c), ldc);
+      MatmulPrimitive::instance().run(tb, m, n, k, static_cast<const float*>(a), lda, static_cast<const float*>(b), ldb,
+                                      beta == 1.0, static_cast<float*>(c), ldc);
     } catch (const dnnl::error& e) {
       MF_THROW("oneDNN matmul failed: ", e.what(), " (M=", m, " N=", n, " K=", k, " lda=", lda, " ldb=", ldb, " ldc=", ldc, ")");
     }
