@@ -217,7 +217,10 @@ MemoryEstimate estimate_memory(const ModelCosts& m, const Layout& l, const std::
       auto made = [&](double bytes) { unmade = std::max(0.0, unmade - bytes); };
       // Backward runs the head, then the chunk's layers last to first, each freeing what it kept.
       if (last && st.chunk == l.virtual_stages - 1) {
-        candidate(head_work);
+        // Once the table's .grad exists (an accumulating step's later micro-batches), the head's
+        // GEMM adds its gradient there (beta = 1): no table-sized gradient beside the logits'.
+        // Recomputed chunks hand theirs back through the checkpoint: made, as before.
+        candidate(accumulates && !st.first && !full ? chunk_bytes : head_work);
         held -= head_kept;
         made(head_unit * pbytes);
         candidate(packs * head_unit * pbytes);
@@ -232,19 +235,16 @@ MemoryEstimate estimate_memory(const ModelCosts& m, const Layout& l, const std::
         held -= it->kept;
         made(it->grads);
       }
-      // The embedding's backward: a dense gradient of this rank's piece of the table (and its pack
-      // beside it; with accumulation the dense gradient is added into .grad and freed first, as it
-      // is into the head's part of a tied table held here). ZeRO-3 has the embedding's parameters
-      // gathered there, not the layers'.
+      // The embedding's backward: its rows are added into the table's .grad where that exists by
+      // then (autograd's accumulation_target: the head's part of a tied table held here, or the
+      // earlier micro-batches' gradient with accumulation); else a dense gradient of this rank's
+      // piece of the table is made, which becomes the .grad (its pack beside it). ZeRO-3 has the
+      // embedding's parameters gathered there, not the layers'.
       if (first && st.chunk == 0) {
         const double pack = packs > 0 && !accumulates ? embedding_unit * pbytes : 0.0;
         const double gathered = l.zero_stage >= 3 ? std::max(0.0, embedding_unit * pbytes - zero3_units) : 0.0;
-        if (last && m.tied) {
-          candidate(table_bytes + gathered);
-          candidate(pack + gathered);
-        } else {
-          candidate(table_bytes + pack + gathered);
-        }
+        const bool into_grad = (last && m.tied) || (accumulates && !st.first);
+        candidate((into_grad ? 0.0 : table_bytes) + pack + gathered);
       }
     }
     const double layer_work = grad_work + (full ? remade : 0.0);
