@@ -49,11 +49,13 @@ void accumulate(Node& node, std::vector<Tensor>& slots, uint32_t idx, Tensor g) 
 
 }  // namespace
 
-Tensor accumulation_target(size_t input) {
+Tensor accumulation_target(size_t input, const Shape& shape, DType dtype, Device device) {
   if (t_applying == nullptr || input >= t_applying->next_edges.size()) return {};
   const Edge& e = t_applying->next_edges[input];
   if (!e.node || !e.node->accumulates_leaf()) return {};
-  return static_cast<const AccumulateGrad&>(*e.node).grad();
+  Tensor g = static_cast<const AccumulateGrad&>(*e.node).grad();
+  const bool fits = g.defined() && g.is_contiguous() && g.shape() == shape && g.dtype() == dtype && g.device() == device;
+  return fits ? g : Tensor();
 }
 
 void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads, bool retain_graph) {

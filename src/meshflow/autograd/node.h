@@ -91,12 +91,12 @@ class AccumulateGrad final : public Node {
 };
 
 // Inside a backward function run by the engine: the .grad that the gradient of its input
-// `input` will be added to, when that input is a leaf whose .grad already exists (undefined
-// otherwise). A backward may add its gradient there itself and return an undefined one for that
+// `input` will be added to, when that input is a leaf whose .grad already exists, contiguous and
+// of the given shape, dtype and device (undefined otherwise). A backward may add its gradient there itself and return an undefined one for that
 // input: an embedding's few rows (a vocabulary-sized table's gradient, GPT-2's 50257 x 768:
 // 154 MB, is then neither zero-filled nor summed), a weight-gradient GEMM with beta = 1. The
 // leaf's hooks still fire once, after every gradient of the pass has arrived.
-Tensor accumulation_target(size_t input);
+Tensor accumulation_target(size_t input, const Shape& shape, DType dtype, Device device);
 
 // The edge through which a gradient reaches `t` (null edge if t needs no grad).
 Edge gradient_edge(const Tensor& t);

@@ -55,9 +55,7 @@ Tensor index_select_checked(const Tensor& x, int64_t ax, const Tensor& idx) {
     Tensor gc = contiguous(g[0]);
     // x a leaf whose .grad exists (a tied embedding: the output layer's gradient came first): its
     // rows are added there, not into a zero-filled table that would then be summed into it.
-    const Tensor acc = accumulation_target(0);
-    if (acc.defined() && acc.shape() == in_shape && acc.is_contiguous() && acc.dtype() == gc.dtype() &&
-        acc.device() == gc.device()) {
+    if (const Tensor acc = accumulation_target(0, in_shape, gc.dtype(), gc.device()); acc.defined()) {
       kernel<kernels::IndexAdd>("index_add", gc.device(), gc.dtype())(three_d(gc, ax), idx, three_d(acc, ax));
       return {Tensor()};
     }

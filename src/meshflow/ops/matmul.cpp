@@ -160,9 +160,7 @@ Tensor linear_impl(const char* name, const Tensor& x, const Tensor& weight, cons
       // The weight a leaf whose .grad exists (the loss head's later chunks, the tied table;
       // every weight from the second micro-batch of an accumulating step): the GEMM adds into
       // it (beta = 1), with no weight-sized gradient made and then summed in.
-      const Tensor acc = accumulation_target(1);
-      if (acc.defined() && acc.is_contiguous() && acc.ndim() == 2 && acc.shape(0) == a.shape(0) &&
-          acc.shape(1) == b.shape(1) && acc.dtype() == g2.dtype() && acc.device() == g2.device()) {
+      if (const Tensor acc = accumulation_target(1, {a.shape(0), b.shape(1)}, g2.dtype(), g2.device()); acc.defined()) {
         batched_gemm(a, b, acc, 1.0);
       } else {
         dw = matmul(a, b);
