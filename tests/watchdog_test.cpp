@@ -95,6 +95,30 @@ TEST(Watchdog, APeerEndingBecauseOfAFailedRankMakesEveryoneNameThatRank) {
   EXPECT_NE(why.find("(found by rank 1)"), std::string::npos) << why;
 }
 
+TEST(Watchdog, TheFirstToFindAFailureWaitsUntilEverySurvivorHasNamedItToo) {
+  // Rank 0 found rank 2 silent; ranks 1, 3, 4 and 5 still run. It may end (and a launcher like
+  // mpirun then ends the job) only once each of them has said so itself or cannot.
+  PeerMonitor m(0, 6, "h", 5.0);
+  for (int r = 1; r < 6; ++r) m.observe(r, beat_of(10 + r, 1), 0.0);
+  m.observe(4, beat_of(14, 1, 3, "other-host"), 0.0);
+  EXPECT_FALSE(m.all_told(2, 0.5, &always_alive));
+  Heartbeat named = beat_of(11, 2);
+  named.blame = 2;
+  m.observe(1, named, 0.5);  // rank 1 has named it
+  Heartbeat done = beat_of(13, 2);
+  done.finished = true;
+  m.observe(3, done, 0.5);   // rank 3 had finished
+  EXPECT_FALSE(m.all_told(2, 0.6, &always_alive));  // ranks 4 and 5 run on, silent about it
+  EXPECT_FALSE(m.all_told(2, 0.6, &never_alive));   // rank 4 on another host: its pid means nothing
+  Heartbeat named4 = beat_of(14, 2, 3, "other-host");
+  named4.blame = 2;
+  m.observe(4, named4, 0.7);
+  EXPECT_FALSE(m.all_told(2, 0.8, &always_alive));
+  EXPECT_TRUE(m.all_told(2, 0.8, &never_alive));    // rank 5 (this host) died meanwhile
+  EXPECT_TRUE(m.all_told(2, 5.5, &always_alive));   // or went silent itself
+  EXPECT_FALSE(m.all_told(5, 0.8, &always_alive));  // had rank 5 failed: rank 2 runs on, silent
+}
+
 TEST(Watchdog, ProcessAliveSeesRunningExitedAndZombieProcesses) {
   EXPECT_TRUE(process_alive(::getpid()));
   const pid_t child = ::fork();

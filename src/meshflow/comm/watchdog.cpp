@@ -159,6 +159,19 @@ int PeerMonitor::failed(double now_s, std::string* why, bool (*pid_alive)(int64_
   return -1;
 }
 
+bool PeerMonitor::all_told(int failed_rank, double now_s, bool (*pid_alive)(int64_t)) const {
+  for (size_t r = 0; r < peers_.size(); ++r) {
+    const Peer& p = peers_[r];
+    if (static_cast<int>(r) == rank_ || static_cast<int>(r) == failed_rank || !p.last) continue;
+    const Heartbeat& h = *p.last;
+    if (h.blame >= 0 || h.finished) continue;
+    if (pid_alive != nullptr && h.host == host_ && !pid_alive(h.pid)) continue;
+    if (now_s - p.changed_s > stale_s_) continue;
+    return false;
+  }
+  return true;
+}
+
 bool process_alive(int64_t pid) {
   if (pid <= 0) return false;
   if (::kill(static_cast<pid_t>(pid), 0) != 0 && errno != EPERM) return false;
@@ -236,7 +249,7 @@ void Watchdog::beat(bool finished, int64_t blame, const std::string& why) {
   (void)n;
 }
 
-void Watchdog::fail(const std::string& line, int status, int64_t blame) {
+void Watchdog::announce(const std::string& line, int64_t blame) {
   if (blame >= 0) beat(false, blame, line);  // the peers name the same rank
   const std::string me = "[rank " + std::to_string(rank_) + "/" + std::to_string(size_) + "] ";
   const std::string out = "meshflow: error: " + me + line + "; this rank was " +
@@ -247,17 +260,27 @@ void Watchdog::fail(const std::string& line, int status, int64_t blame) {
   }
   ssize_t n = ::write(STDERR_FILENO, out.data(), out.size());
   (void)n;
-  ::_exit(status);
+}
+
+void Watchdog::look(PeerMonitor& monitor, double now_s) const {
+  for (int r = 0; r < size_; ++r)
+    if (r != rank_) monitor.observe(r, read_heartbeat(peer_file(dir_, r)), now_s);
+}
+
+void Watchdog::linger(PeerMonitor& monitor, int failed_rank) {
+  const double until = now_seconds() + 3 * period_s_;
+  for (double now = now_seconds(); now < until; now = now_seconds()) {
+    look(monitor, now);
+    if (monitor.all_told(failed_rank, now, &process_alive)) return;
+    pollfd p{wake_[0], POLLIN, 0};
+    if (::poll(&p, 1, 50) > 0) return;  // the launcher's signal or the main thread ending: go now
+  }
 }
 
 void Watchdog::run() {
   PeerMonitor monitor(rank_, size_, host_, stale_s_);
-  const auto look = [&](double now) {
-    for (int r = 0; r < size_; ++r)
-      if (r != rank_) monitor.observe(r, read_heartbeat(peer_file(dir_, r)), now);
-  };
   double last = now_seconds();
-  look(last);
+  look(monitor, last);
   while (!stop_.load()) {
     pollfd p{wake_[0], POLLIN, 0};
     const int ready = ::poll(&p, 1, static_cast<int>(std::ceil(period_s_ * 1000)));
@@ -267,11 +290,14 @@ void Watchdog::run() {
       char sig = 0;
       if (::read(wake_[0], &sig, 1) == 1 && sig != 0) {
         // The launcher is ending the job: name the peer that died, if it ran on this host.
-        look(now);
+        look(monitor, now);
         std::string why;
         const std::string what = "terminated by the launcher (signal " + std::to_string(static_cast<int>(sig)) + ")";
-        if (monitor.failed(now, &why, &process_alive) >= 0) fail(what + ": " + why, 128 + sig);
-        fail(what + ": another rank of the job failed or died (see its message above)", 128 + sig);
+        if (monitor.failed(now, &why, &process_alive) >= 0)
+          announce(what + ": " + why);
+        else
+          announce(what + ": another rank of the job failed or died (see its message above)");
+        ::_exit(128 + sig);
       }
       continue;
     }
@@ -280,10 +306,14 @@ void Watchdog::run() {
     if (now - last > std::max(3 * period_s_, stale_s_ / 2)) monitor.restart_clocks(now);
     last = now;
     beat(false);
-    look(now);
+    look(monitor, now);
     std::string why;
     const int bad = monitor.failed(now, &why, &process_alive);
-    if (bad >= 0) fail(why, 1, bad);
+    if (bad >= 0) {
+      announce(why, bad);
+      linger(monitor, bad);
+      ::_exit(1);
+    }
   }
 }
 

@@ -13,7 +13,9 @@
 //   - its beat has not advanced for stale_s (a stopped, frozen or unreachable peer);
 // the watchdog then prints one line naming the failed rank, its last step and state, and what
 // this rank was doing, and ends the process with status 1 (no unwinding: other threads may sit
-// in MPI). A peer that finished (clean exit) is never judged. Peers on hosts that do not share
+// in MPI) once every other survivor has named the failed rank too, or after 3 periods: a launcher
+// like mpirun ends the whole job when one rank exits, and a survivor killed by it before its own
+// watchdog looked would say nothing of its own. A peer that finished (clean exit) is never judged. Peers on hosts that do not share
 // <dir> are never seen, so never judged: the collective timeout covers them.
 //
 // The launcher's SIGTERM (a peer failed and mpirun ends the job): the signal handler hands the
@@ -71,6 +73,10 @@ class PeerMonitor {
   // The first failed peer and a description ("rank 2 (pid 123 on host h) died at step 7 while
   // computing"), or -1. pid_alive tells whether a process of this host runs.
   int failed(double now_s, std::string* why, bool (*pid_alive)(int64_t) = nullptr) const;
+  // Whether every other peer has named the failed rank itself, or needs not: true when each peer
+  // but this rank and `failed_rank` has published a blame, finished, died (on this host), gone
+  // silent for stale_s, or was never seen (a host that does not share the folder).
+  bool all_told(int failed_rank, double now_s, bool (*pid_alive)(int64_t) = nullptr) const;
 
  private:
   struct Peer {
@@ -103,8 +109,13 @@ class Watchdog {
 
  private:
   void run();
+  void look(PeerMonitor& monitor, double now_s) const;  // every peer's heartbeat file, read now
   void beat(bool finished, int64_t blame = -1, const std::string& why = "");
-  [[noreturn]] void fail(const std::string& line, int status, int64_t blame = -1);
+  // Prints the one line (and, with blame >= 0, publishes it first). Returns; the caller exits.
+  void announce(const std::string& line, int64_t blame = -1);
+  // Waits, at most 3 periods, until every other peer has named the failed rank; a wake-up (the
+  // launcher's signal, the main thread ending) cuts it short.
+  void linger(PeerMonitor& monitor, int failed_rank);
 
   int rank_, size_;
   std::string dir_, host_;
