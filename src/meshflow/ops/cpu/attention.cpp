@@ -51,13 +51,9 @@ struct Geom {
 };
 Geom geom(const Tensor& t) { return {t.stride(0), t.stride(1), t.stride(2)}; }
 
-// Dropout keep flags (1 kept, 0 dropped) for logical elements [base, base + n): kept when
-// philox_uniform(seed, stream, index) = u / 2^24 >= p (u the word's top 24 bits), that is when
-// u >= ceil(p 2^24), exactly.
-inline void dropout_keep(uint64_t seed, uint64_t stream, uint64_t base, int64_t n, double p, uint8_t* keep) {
-  const auto threshold = static_cast<uint32_t>(std::ceil(p * 16777216.0));
-  philox_for_each_word(seed, stream, base, n, [keep, threshold](int64_t e, uint32_t w) { keep[e] = (w >> 8) >= threshold; });
-}
+// Dropout keeps logical element e when philox_uniform(seed, stream, e) = u / 2^24 >= p (u the
+// top 24 bits of its Philox word), that is when u >= ceil(p 2^24), exactly.
+inline uint32_t keep_threshold(double p) { return static_cast<uint32_t>(std::ceil(p * 16777216.0)); }
 
 // Philox index of score (bh, i, 0): its position in the logical (B', H', Tq, Tk) scores.
 inline uint64_t rng_base(const AttentionParams& p, int64_t bh, int64_t H, int64_t Tq, int64_t Tk, int64_t i) {
@@ -125,7 +121,6 @@ void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const 
   {
     std::vector<T> s(static_cast<size_t>(block_m * lds));
     std::vector<T> inv(block_m);
-    std::vector<uint8_t> keep(drop ? Tk : 0);
 #pragma omp for schedule(dynamic, 1)
     for (int64_t task = 0; task < ntask; ++task) {
       // Causal blocks grow with the block index: hand out the big ones of every head first.
@@ -146,10 +141,10 @@ void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const 
         lp[bh * Tq + i] = softmax_row(row, kend, n, row_first(p, i, Tq, Tk), pad, &inv[r]);
         T sc = inv[r] * keep_scale;
         // Keys from n on are causally masked (zeros): only the first n are scaled, and dropped.
-        if (drop) {
-          dropout_keep(p.seed, p.stream, rng_base(p, bh, H, Tq, Tk, i), n, p.dropout_p, keep.data());
-#pragma omp simd
-          for (int64_t j = 0; j < n; ++j) row[j] = keep[j] ? row[j] * sc : T(0);
+        if (drop) {  // each visible key's Philox word decides it, in the same pass
+          const uint32_t threshold = keep_threshold(p.dropout_p);
+          philox_for_each_word(p.seed, p.stream, rng_base(p, bh, H, Tq, Tk, i), n,
+                               [row, sc, threshold](int64_t j, uint32_t w) { row[j] = (w >> 8) >= threshold ? row[j] * sc : T(0); });
         } else {
 #pragma omp simd
           for (int64_t j = 0; j < n; ++j) row[j] *= sc;
@@ -183,6 +178,7 @@ void attention_backward(const Tensor& dout, const Tensor& q, const Tensor& k, co
   const int64_t lds = (Tk + 15) / 16 * 16 + 16;
   const bool drop = p.dropout_p > 0.0;
   const T keep_scale = drop ? static_cast<T>(1.0 / (1.0 - p.dropout_p)) : T(1);
+  const uint32_t threshold = keep_threshold(p.dropout_p);
   const T ninf = -std::numeric_limits<T>::infinity();
   const int64_t nbh = B * H;
   if (nbh == 0 || Tk == 0 || D == 0) return;
@@ -191,7 +187,6 @@ void attention_backward(const Tensor& dout, const Tensor& q, const Tensor& k, co
   {
     std::vector<T> pbuf(static_cast<size_t>(block_m * lds)), dpbuf(static_cast<size_t>(block_m * lds));
     std::vector<T> pdbuf(drop ? static_cast<size_t>(block_m * lds) : 0);
-    std::vector<uint8_t> keep(drop ? static_cast<size_t>(block_m * lds) : 0);
     std::vector<T> di(block_m);
 #pragma omp for schedule(dynamic, 1)
     for (int64_t bh = 0; bh < nbh; ++bh) {
@@ -233,10 +228,7 @@ void attention_backward(const Tensor& dout, const Tensor& q, const Tensor& k, co
           const T l = lp[bh * Tq + i];
           if (l == ninf) {  // every key masked: no probability, none dropped
             std::fill(row, row + kend, T(0));
-            if (drop) {
-              std::fill(pdbuf.data() + r * lds, pdbuf.data() + r * lds + kend, T(0));
-              std::fill(keep.data() + r * lds, keep.data() + r * lds + kend, uint8_t{0});
-            }
+            if (drop) std::fill(pdbuf.data() + r * lds, pdbuf.data() + r * lds + kend, T(0));
             continue;
           }
           exp_shift_sum(row, l, row, n);  // the forward's exp, so P is the forward's
@@ -245,12 +237,12 @@ void attention_backward(const Tensor& dout, const Tensor& q, const Tensor& k, co
           std::fill(row, row + std::min(row_first(p, i, Tq, Tk), n), T(0));
           std::fill(row + n, row + kend, T(0));
           if (drop) {  // the forward's draws for the n visible keys; the masked ones are dropped
-            uint8_t* kr = keep.data() + r * lds;
             T* pd = pdbuf.data() + r * lds;
-            dropout_keep(p.seed, p.stream, rng_base(p, bh, H, Tq, Tk, i), n, p.dropout_p, kr);
-            std::fill(kr + n, kr + kend, uint8_t{0});
-#pragma omp simd
-            for (int64_t j = 0; j < kend; ++j) pd[j] = kr[j] ? row[j] * keep_scale : T(0);
+            philox_for_each_word(p.seed, p.stream, rng_base(p, bh, H, Tq, Tk, i), n,
+                                 [row, pd, keep_scale, threshold](int64_t j, uint32_t w) {
+                                   pd[j] = (w >> 8) >= threshold ? row[j] * keep_scale : T(0);
+                                 });
+            std::fill(pd + n, pd + kend, T(0));
           }
         }
         const T* pd = drop ? pdbuf.data() : pbuf.data();
@@ -264,9 +256,11 @@ void attention_backward(const Tensor& dout, const Tensor& q, const Tensor& k, co
           T* dr = dpbuf.data() + r * lds;
           const T d = di[r];
           if (drop) {
-            const uint8_t* kr = keep.data() + r * lds;
+            // Kept where pd != 0: a kept key with P > 0 has Pd = P / (1 - p) > 0, and where P = 0
+            // the product is 0 either way.
+            const T* pdr = pdbuf.data() + r * lds;
 #pragma omp simd
-            for (int64_t j = 0; j < kend; ++j) dr[j] = pr[j] * ((kr[j] ? dr[j] * keep_scale : T(0)) - d);
+            for (int64_t j = 0; j < kend; ++j) dr[j] = pr[j] * ((pdr[j] != T(0) ? dr[j] * keep_scale : T(0)) - d);
           } else {
 #pragma omp simd
             for (int64_t j = 0; j < kend; ++j) dr[j] = pr[j] * (dr[j] - d);
