@@ -143,18 +143,15 @@ int PeerMonitor::failed(double now_s, std::string* why, bool (*pid_alive)(int64_
     const Peer& p = peers_[r];
     if (static_cast<int>(r) == rank_ || !p.last || p.last->finished) continue;
     const Heartbeat& h = *p.last;
-    const std::string who = "rank " + std::to_string(r) + " (pid " + std::to_string(h.pid) + " on " + h.host + ")";
-    if (pid_alive != nullptr && h.host == host_ && !pid_alive(h.pid)) {
-      if (why) *why = who + " died (its last heartbeat: " + doing(h.step, h.state) + ")";
-      return static_cast<int>(r);
+    const Fate f = fate(p, now_s, pid_alive);
+    if (f == Fate::kRunning) continue;
+    if (why) {
+      const std::string who = "rank " + std::to_string(r) + " (pid " + std::to_string(h.pid) + " on " + h.host + ")";
+      *why = f == Fate::kDied ? who + " died (its last heartbeat: " + doing(h.step, h.state) + ")"
+                              : who + " stopped responding: no heartbeat for " + fmt_seconds(now_s - p.changed_s) +
+                                    " s (stopped, frozen or cut off; its last heartbeat: " + doing(h.step, h.state) + ")";
     }
-    const double silent_s = now_s - p.changed_s;
-    if (silent_s > stale_s_) {
-      if (why)
-        *why = who + " stopped responding: no heartbeat for " + fmt_seconds(silent_s) + " s (stopped, frozen or cut off; "
-               "its last heartbeat: " + doing(h.step, h.state) + ")";
-      return static_cast<int>(r);
-    }
+    return static_cast<int>(r);
   }
   return -1;
 }
@@ -163,13 +160,15 @@ bool PeerMonitor::all_told(int failed_rank, double now_s, bool (*pid_alive)(int6
   for (size_t r = 0; r < peers_.size(); ++r) {
     const Peer& p = peers_[r];
     if (static_cast<int>(r) == rank_ || static_cast<int>(r) == failed_rank || !p.last) continue;
-    const Heartbeat& h = *p.last;
-    if (h.blame >= 0 || h.finished) continue;
-    if (pid_alive != nullptr && h.host == host_ && !pid_alive(h.pid)) continue;
-    if (now_s - p.changed_s > stale_s_) continue;
+    if (p.last->blame >= 0 || p.last->finished || fate(p, now_s, pid_alive) != Fate::kRunning) continue;
     return false;
   }
   return true;
+}
+
+PeerMonitor::Fate PeerMonitor::fate(const Peer& p, double now_s, bool (*pid_alive)(int64_t)) const {
+  if (pid_alive != nullptr && p.last->host == host_ && !pid_alive(p.last->pid)) return Fate::kDied;
+  return now_s - p.changed_s > stale_s_ ? Fate::kSilent : Fate::kRunning;
 }
 
 bool process_alive(int64_t pid) {

@@ -15,8 +15,9 @@
 // this rank was doing, and ends the process with status 1 (no unwinding: other threads may sit
 // in MPI) once every other survivor has named the failed rank too, or after 3 periods: a launcher
 // like mpirun ends the whole job when one rank exits, and a survivor killed by it before its own
-// watchdog looked would say nothing of its own. A peer that finished (clean exit) is never judged. Peers on hosts that do not share
-// <dir> are never seen, so never judged: the collective timeout covers them.
+// watchdog looked would say nothing of its own. A peer that finished (clean exit) is never
+// judged. Peers on hosts that do not share <dir> are never seen, so never judged: the collective
+// timeout covers them.
 //
 // The launcher's SIGTERM (a peer failed and mpirun ends the job): the signal handler hands the
 // signal to the watchdog (forward_signal()), which names the peer that died before exiting 143.
@@ -83,6 +84,9 @@ class PeerMonitor {
     std::optional<Heartbeat> last;
     double changed_s = 0;  // when last.beat last advanced (or was first seen)
   };
+  // A seen peer's process gone (on this host), its beat silent for stale_s, or neither.
+  enum class Fate { kRunning, kDied, kSilent };
+  Fate fate(const Peer& p, double now_s, bool (*pid_alive)(int64_t)) const;
   int rank_;
   std::string host_;
   double stale_s_;

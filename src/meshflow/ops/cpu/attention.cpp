@@ -116,6 +116,7 @@ void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const 
   const int64_t lds = (Tk + 15) / 16 * 16 + 16;  // padded row stride of the score block
   const bool drop = p.dropout_p > 0.0;
   const T keep_scale = drop ? static_cast<T>(1.0 / (1.0 - p.dropout_p)) : T(1);
+  const uint32_t threshold = keep_threshold(p.dropout_p);
   const bool par = ntask > 1 && B * H * Tq * Tk * D >= kParallelWork && !omp_in_parallel();
 #pragma omp parallel if (par)
   {
@@ -142,7 +143,6 @@ void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const 
         T sc = inv[r] * keep_scale;
         // Keys from n on are causally masked (zeros): only the first n are scaled, and dropped.
         if (drop) {  // each visible key's Philox word decides it, in the same pass
-          const uint32_t threshold = keep_threshold(p.dropout_p);
           philox_for_each_word(p.seed, p.stream, rng_base(p, bh, H, Tq, Tk, i), n,
                                [row, sc, threshold](int64_t j, uint32_t w) { row[j] = (w >> 8) >= threshold ? row[j] * sc : T(0); });
         } else {
@@ -258,7 +258,7 @@ void attention_backward(const Tensor& dout, const Tensor& q, const Tensor& k, co
           if (drop) {
             // Kept where pd != 0: a kept key with P > 0 has Pd = P / (1 - p) > 0, and where P = 0
             // the product is 0 either way.
-            const T* pdr = pdbuf.data() + r * lds;
+            const T* pdr = pd + r * lds;
 #pragma omp simd
             for (int64_t j = 0; j < kend; ++j) dr[j] = pr[j] * ((pdr[j] != T(0) ? dr[j] * keep_scale : T(0)) - d);
           } else {
