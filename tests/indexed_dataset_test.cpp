@@ -149,6 +149,7 @@ TEST(IndexedDataset, IndependentWriterReadByOurs) {
   for (int i = 0; i < 5; ++i) EXPECT_EQ(ds.sequence(i), seqs[i]);
   EXPECT_EQ(ds.get(3, 1, -1), (std::vector<int32_t>{-3, 8}));
   MFT_EXPECT_ERROR(ds.get(3, 2, 2), "outside");
+  MFT_EXPECT_ERROR(ds.get(3, 1, std::numeric_limits<int64_t>::max()), "outside");  // no offset + length overflow
   MFT_EXPECT_ERROR(ds.sequence(5), "sequence 5");
 }
 
@@ -206,6 +207,14 @@ TEST(IndexedDataset, CorruptFilesThrowNamingTheFile) {
     uint64_t n = uint64_t{1} << 61;
     patch(p + ".idx", 18, &n, 8);
     MFT_EXPECT_ERROR(mf::IndexedDataset{p}, "count.idx", "truncated");
+  }
+  {
+    // A pointer near INT64_MAX: the error once added the sequence's size to it (signed overflow,
+    // found by fuzz/indexed_dataset_fuzz.cpp); the message now names the start and the byte count.
+    std::string p = fresh("farptr");
+    int64_t ptr = std::numeric_limits<int64_t>::max() - 127;
+    patch(p + ".idx", 34 + 5 * 4, &ptr, 8);
+    MFT_EXPECT_ERROR(mf::IndexedDataset{p}, "farptr.bin", "starts at byte 9223372036854775680");
   }
   {
     std::string p = fresh("docidx");

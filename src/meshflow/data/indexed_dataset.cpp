@@ -214,8 +214,9 @@ IndexedDataset::IndexedDataset(const std::string& prefix) : prefix_(prefix) {
     MF_CHECK(sizes_[i] >= 0 && pointers_[i] >= 0 && pointers_[i] % es == 0, "indexed dataset ", idx_path,
              ": sequence ", i, " has size ", sizes_[i], " and pointer ", pointers_[i]);
     MF_CHECK(pointers_[i] <= bin_size && sizes_[i] <= (bin_size - pointers_[i]) / es, "indexed dataset ", bin_path,
-             ": truncated data file: sequence ", i, " ends at byte ", pointers_[i] + sizes_[i] * es, ", the file has ",
-             bin_size, " bytes");
+             ": truncated data file: sequence ", i, " starts at byte ", pointers_[i], " and holds ",
+             static_cast<uint64_t>(sizes_[i]) * static_cast<uint64_t>(es), " bytes, the file has ", bin_size,
+             " bytes");
     num_tokens_ += sizes_[i];
   }
 }
@@ -229,8 +230,8 @@ int64_t IndexedDataset::sequence_length(int64_t i) const {
 void IndexedDataset::read(int64_t i, int64_t offset, int64_t length, std::vector<int32_t>& out) const {
   int64_t len = sequence_length(i);
   if (length < 0) length = len - offset;
-  MF_CHECK(offset >= 0 && length >= 0 && offset + length <= len, "indexed dataset ", prefix_, ": tokens [", offset,
-           ", ", offset + length, ") of sequence ", i, " outside its ", len, " tokens");
+  MF_CHECK(offset >= 0 && length >= 0 && offset <= len && length <= len - offset, "indexed dataset ", prefix_, ": ",
+           length, " tokens from token ", offset, " of sequence ", i, " reach outside its ", len, " tokens");
   if (length == 0) return;
   const size_t es = index_dtype_size(dtype_);
   const unsigned char* base = bin_.data() + pointers_[i] + offset * static_cast<int64_t>(es);
