@@ -330,7 +330,7 @@ void write_jpeg(const Image& img, const std::string& path, int quality) {
 }
 
 Image crop(const Image& img, int64_t top, int64_t left, int64_t h, int64_t w) {
-  MF_CHECK(h > 0 && w > 0 && top >= 0 && left >= 0 && top + h <= img.height && left + w <= img.width, "crop: box (top ",
+  MF_CHECK(h > 0 && w > 0 && top >= 0 && left >= 0 && h <= img.height - top && w <= img.width - left, "crop: box (top ",
            top, ", left ", left, ", ", h, "x", w, ") outside the ", img.height, "x", img.width, " image");
   Image out(h, w, img.channels);
   const size_t row = static_cast<size_t>(w * img.channels);
