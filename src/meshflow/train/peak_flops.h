@@ -4,7 +4,8 @@
 
 namespace mf::train {
 
-// FLOP/s (2 per FMA lane) over all OpenMP threads; measured once per process (~0.1 s).
+// FLOP/s (2 per FMA lane) over all OpenMP threads: the best of 40 short bursts, measured once per
+// process (about 0.15 s; up to 0.3 s on a busy machine).
 double measured_peak_flops();
 
 }  // namespace mf::train
