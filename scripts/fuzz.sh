@@ -26,7 +26,7 @@ done
 limit=("${runs[@]}")
 [ "$seconds" = 0 ] || limit+=(-max_total_time="$seconds")
 [ ${#targets[@]} -gt 0 ] || targets=(safetensors_header checkpoint_metadata indexed_dataset config gpt2_bpe hf_bpe
-                                     wordpiece preprocess_jsonl)
+                                     wordpiece preprocess_jsonl completion_request)
 bash scripts/install-deps.sh  # clang, libclang-rt-14-dev (libFuzzer), llvm (symbolizer)
 export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$PWD}
 cmake -S . -B build-fuzz -G Ninja -DMESHFLOW_FUZZ=ON -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=Debug >/dev/null

@@ -3,6 +3,7 @@
 // sampling follows its seed and its filters; bad requests are refused before any work.
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <string>
 
 #include "meshflow/infer/engine.h"
@@ -297,6 +298,8 @@ TEST(Generate, RequestsThatDoNotFitAreRefusedBeforeAnyWork) {
   r.prompt.assign(30, 1);
   r.max_new_tokens = 11;  // 41 positions > 40
   MFT_EXPECT_ERROR(engine.generate({r}), "over the model's 40");
+  r.max_new_tokens = std::numeric_limits<int64_t>::max();  // no int64 overflow in the check
+  MFT_EXPECT_ERROR(engine.generate({r}), "that is 9223372036854775837 positions, over the model's 40");
   r.max_new_tokens = 4;
   r.prompt[3] = 97;
   MFT_EXPECT_ERROR(engine.generate({r}), "token id 97 outside the vocabulary");

@@ -300,6 +300,7 @@ TEST(ReportMetrics, BadInputNamesFileAndLine) {
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"{\"step\":1,\"loss\":2}\n{\"step\":2,\"loss\":\n", "2: not JSON"},
       {"\n{\"step\":1,\"loss\":\"high\"}\n", "2: \"loss\" is string, not a number"},
+      {"{\"step\":1,\"loss\":1e400}\n", "1: not JSON: number overflow parsing '1e400'"},  // out_of_range
       {"[1,2]\n", "1: a array, not a JSON object"},
       {"{\"loss\":1}\n", "1: no \"step\""},
       {"{\"step\":1,\"loss\":1,\"ranks\":[{\"rank\":0,\"mem_gradients\":\"x\"}]}\n", "1: ranks[0]: \"mem_gradients\""}};

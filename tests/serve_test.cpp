@@ -23,6 +23,7 @@
 #include "meshflow/serve/openai.h"
 #include "meshflow/serve/server.h"
 #include "meshflow/infer/text_stream.h"
+#include "testing.h"
 
 namespace {
 
@@ -91,6 +92,12 @@ TEST(ServeRequest, MalformedJsonGivesTheParsersPosition) {
   EXPECT_NE(std::string(e.what()).find("line 2, column 17"), std::string::npos) << e.what();
   EXPECT_NE(std::string(refusal("").what()).find("not valid JSON"), std::string::npos);
   EXPECT_NE(std::string(refusal("[1, 2]").what()).find("must be a JSON object, got array"), std::string::npos);
+  // A number past the double range is the parser's out_of_range, not a parse_error: once it
+  // escaped the handler (a 500 without OpenAI's error body).
+  const RequestError big = refusal(R"({"prompt": "a", "temperature": 1e400})");
+  EXPECT_EQ(big.status(), 400);
+  EXPECT_NE(std::string(big.what()).find("not valid JSON: number overflow parsing '1e400'"), std::string::npos)
+      << big.what();
 }
 
 TEST(ServeRequest, UnknownFieldIsNamed) {
@@ -207,6 +214,12 @@ TEST(ServeRequest, OversizePromptIsRefusedNotTruncated) {
     for (const char* w : {"has 10 tokens", "max_tokens 7", "17", "maximum sequence length of 16", "never truncated"})
       EXPECT_NE(m.find(w), std::string::npos) << w << " not in: " << m;
   }
+  // The largest max_tokens a client can send: refused, and its sum with the prompt's tokens
+  // printed without overflowing (once a signed overflow that wrapped to a negative sum and passed).
+  MFT_EXPECT_ERROR(serve::to_generation_requests(serve::parse_completion_request(
+                                                     R"({"prompt": "0123456789", "max_tokens": 9223372036854775807})"),
+                                                 tok, limits, 1),
+                   "max_tokens 9223372036854775807 that is 9223372036854775817");
 }
 
 // ---------------------------------------------------------------- text

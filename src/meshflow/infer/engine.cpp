@@ -61,9 +61,10 @@ models::DecodeState Engine::prepare(const std::vector<GenerationRequest>& reques
     const int64_t n = static_cast<int64_t>(r.prompt.size());
     MF_CHECK(n > 0, "generate: prompt ", b, " is empty");
     MF_CHECK(r.max_new_tokens >= 1, "generate: prompt ", b, ": max_new_tokens must be >= 1, got ", r.max_new_tokens);
-    MF_CHECK(n + r.max_new_tokens <= limit, "generate: prompt ", b, " has ", n, " tokens; with max_new_tokens ",
-             r.max_new_tokens, " that is ", n + r.max_new_tokens, " positions, over the model's ", limit,
-             " (model.max_seq_length)");
+    // No sum in int64: max_new_tokens may come from a client up to INT64_MAX.
+    MF_CHECK(r.max_new_tokens <= limit - n, "generate: prompt ", b, " has ", n, " tokens; with max_new_tokens ",
+             r.max_new_tokens, " that is ", static_cast<uint64_t>(n) + static_cast<uint64_t>(r.max_new_tokens),
+             " positions, over the model's ", limit, " (model.max_seq_length)");
     for (int64_t id : r.prompt)
       MF_CHECK(id >= 0 && id < vocab, "generate: prompt ", b, " has token id ", id, " outside the vocabulary [0, ", vocab, ")");
     try {

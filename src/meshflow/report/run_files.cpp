@@ -142,7 +142,7 @@ Metrics load_metrics(const std::string& path) {
     nlohmann::json j;
     try {
       j = nlohmann::json::parse(text);
-    } catch (const nlohmann::json::parse_error& e) {
+    } catch (const nlohmann::json::exception& e) {  // parse_error, or out_of_range (a number like 1e400)
       MF_THROW(where, ": not JSON: ", json_message(e));
     }
     MF_CHECK(j.is_object(), where, ": a ", j.type_name(), ", not a JSON object");
@@ -185,7 +185,7 @@ RunFiles load_run(const std::string& dir) {
   if (fs::is_regular_file(trace)) {
     try {
       r.trace = nlohmann::json::parse(read_file(trace.string()));
-    } catch (const nlohmann::json::parse_error& e) {
+    } catch (const nlohmann::json::exception& e) {  // parse_error, or out_of_range (a number like 1e400)
       MF_THROW(trace.string(), ": not JSON: ", json_message(e));
     }
   }

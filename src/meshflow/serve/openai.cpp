@@ -135,7 +135,7 @@ void apply_field(CompletionRequest& r, const std::string& key, const json& v) {
 }
 
 // "parse error at line 1, column 5: ..." without nlohmann's "[json.exception.parse_error.101] ".
-std::string parser_message(const json::parse_error& e) {
+std::string parser_message(const json::exception& e) {
   std::string m = e.what();
   const size_t cut = m.find("] ");
   return cut == std::string::npos ? m : m.substr(cut + 2);
@@ -158,7 +158,7 @@ CompletionRequest parse_completion_request(std::string_view body) {
   json j;
   try {
     j = json::parse(body);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, or out_of_range: a number like 1e400
     throw RequestError(400, "", "the request body is not valid JSON: " + parser_message(e));
   }
   if (!j.is_object())
@@ -194,11 +194,11 @@ std::vector<infer::GenerationRequest> to_generation_requests(const CompletionReq
     g.prompt.assign(ids.begin(), ids.end());
     if (g.prompt.empty()) g.prompt.push_back(tok.eod_id());
     const int64_t len = static_cast<int64_t>(g.prompt.size());
-    if (len + r.max_tokens > limits.max_sequence_length) {
+    if (r.max_tokens > limits.max_sequence_length - len) {  // max_tokens may be up to INT64_MAX: no sum
       const std::string which = n == 1 ? "`prompt`" : detail::cat("`prompt[", i, "]`");
       throw RequestError(400, "prompt",
                          detail::cat(which, " has ", len, " tokens; with max_tokens ", r.max_tokens, " that is ",
-                                     len + r.max_tokens, ", more than the model's maximum sequence length of ",
+                                     static_cast<uint64_t>(len) + static_cast<uint64_t>(r.max_tokens), ", more than the model's maximum sequence length of ",
                                      limits.max_sequence_length, " tokens (shorten the prompt or lower max_tokens; "
                                      "prompts are never truncated)"));
     }
