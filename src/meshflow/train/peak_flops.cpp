@@ -42,17 +42,18 @@ double fma_burn(int64_t iters, float seed) {
 #endif
 }
 
-// The best of many short bursts (each about 2-4 ms on 2 AVX-512 cores; 40 of them, about 0.15 s in
-// all): a process sharing a core takes whole scheduler slices, so some bursts run alone. Five bursts
-// of 14 ms read half the peak with one busy process beside them (measured: 96-122 against 236
-// GFLOP/s on 2 cores), and an MFU over such a peak read above 100%.
+// The best of many short bursts (each about 1.7 ms on 2 AVX-512 cores; 40 of them, about 0.07 s in
+// all, the work of the 5 long bursts this replaced): a process sharing a core takes whole scheduler
+// slices, so some bursts run alone. Five bursts of 14 ms read half the peak with one busy process
+// beside them (measured: 96-122 against 236 GFLOP/s on 2 cores), and an MFU over such a peak read
+// above 100%.
 double measure() {
   double best = 0.0;
   for (int rep = 0; rep < 40; ++rep) {
     double flops = 0.0;
     auto t0 = std::chrono::steady_clock::now();
 #pragma omp parallel reduction(+ : flops)
-    flops += fma_burn(1'000'000, static_cast<float>(omp_get_thread_num()));
+    flops += fma_burn(500'000, static_cast<float>(omp_get_thread_num()));
     double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     best = std::max(best, flops / dt);
   }

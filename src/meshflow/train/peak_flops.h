@@ -5,7 +5,7 @@
 namespace mf::train {
 
 // FLOP/s (2 per FMA lane) over all OpenMP threads: the best of 40 short bursts, measured once per
-// process (about 0.15 s; up to 0.3 s on a busy machine).
+// process (about 0.07 s; longer on a busy machine).
 double measured_peak_flops();
 
 }  // namespace mf::train
