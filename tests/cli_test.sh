@@ -160,6 +160,11 @@ expect_error "preprocess with --extra-ids not a number" 'tokenization.extra_ids 
 expect_error "empty config file" "config $work/empty.yaml is empty" "$bin" train "$work/empty.yaml"
 expect_error "unknown command" "unknown command 'frobnicate'; the commands are train, eval" "$bin" frobnicate
 expect_error "negative learning rate" "optim.lr=-1 is outside its range \[0, inf)" "$bin" train "${good[@]}" optim.lr=-1 "train.output_dir=$work/o15"
+# Sizes past int64 (each once a segfault): a micro-batch whose tokens overflow, a position table too big to count.
+expect_error "tokens per step overflow" "9223372036854775807 x 16 overflows int64" "$bin" train "${good[@]}" \
+  train.train_micro_batch_size=9223372036854775807 "train.output_dir=$work/o16"
+expect_error "model size overflow" "has more elements than int64" "$bin" train "${good[@]}" \
+  model.max_seq_length=9223372036854775807 "train.output_dir=$work/o17"
 # `meshflow launch` refuses before any attempt: a --min-nproc that cannot hold tp, a folder holding a run.
 expect_error "launch: --min-nproc below tp" "launch: 3 processes cannot hold tensor_parallel_size 2" \
   "$bin" launch --nproc 4 --min-nproc 3 "${good[@]}" train.dist.tensor_parallel_size=2 "train.output_dir=$work/launch1"

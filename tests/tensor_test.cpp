@@ -117,6 +117,11 @@ TEST(Tensor, BadInputThrows) {
   Tensor x = mf::zeros({4});
   MFT_EXPECT_ERROR(mf::make_view(x, {5}, {1}, 0), "make_view", "exceeds storage");
   MFT_EXPECT_ERROR(x.data<double>(), "data<f64>", "f32");
+  // Sizes past int64 / size_t: once a wrapped byte count and a write past the allocation
+  // (model.max_seq_length=9223372036854775807 ended `meshflow train` in a segfault).
+  MFT_EXPECT_ERROR(mf::zeros({int64_t{1} << 62, 2}), "shape (4611686018427387904, 2) has more elements than int64");
+  MFT_EXPECT_ERROR(mf::zeros({int64_t{1} << 62}), "needs more bytes than size_t counts");
+  EXPECT_EQ(mf::zeros({int64_t{1} << 62, 4, 0}).numel(), 0);  // no elements: no product to overflow
 }
 
 }  // namespace

@@ -5,8 +5,11 @@
 namespace mf {
 
 int64_t shape_numel(const Shape& s) {
+  for (int64_t d : s)
+    if (d == 0) return 0;  // before any product: (huge, huge, 0) holds nothing
   int64_t n = 1;
-  for (int64_t d : s) n *= d;
+  for (int64_t d : s)
+    MF_CHECK(!__builtin_mul_overflow(n, d, &n), "shape ", shape_str(s), " has more elements than int64 counts (2^63)");
   return n;
 }
 

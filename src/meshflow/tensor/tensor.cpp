@@ -88,8 +88,11 @@ void Tensor::register_grad_ready_hook(GradReadyHook hook) {
 
 Tensor empty(const Shape& shape, DType dtype, Device device) {
   for (int64_t d : shape) MF_CHECK(d >= 0, "empty: negative size in shape ", shape_str(shape));
+  size_t bytes = 0;
+  MF_CHECK(!__builtin_mul_overflow(static_cast<size_t>(shape_numel(shape)), dtype_nbytes(dtype), &bytes),
+           "empty: shape ", shape_str(shape), " of ", dtype_name(dtype), " needs more bytes than size_t counts");
   auto t = std::make_shared<TensorImpl>();
-  t->storage = std::make_shared<Storage>(static_cast<size_t>(shape_numel(shape)) * dtype_nbytes(dtype), device);
+  t->storage = std::make_shared<Storage>(bytes, device);
   t->shape = shape;
   t->strides = contiguous_strides(shape);
   t->dtype = dtype;

@@ -80,21 +80,31 @@ std::vector<std::pair<int64_t, int64_t>> pipeline_layers(const Config& c, int64_
 
 namespace {
 
+// a x b of batch sizes; a product past int64 is a config's mistake, refused before any work.
+int64_t batch_product(int64_t a, int64_t b, const char* what) {
+  int64_t r = 0;
+  MF_CHECK(!__builtin_mul_overflow(a, b, &r), what, ": ", a, " x ", b, " overflows int64");
+  return r;
+}
+
 // The batch: micro-batches per step from train.num_accumulation_steps or train.global_batch_size.
 int64_t accumulation_steps(const Config& c, int64_t micro_batch, int64_t dp) {
   int64_t accum = c.get_int("train.num_accumulation_steps"), global = c.get_int("train.global_batch_size");
+  const int64_t rows = batch_product(micro_batch, dp, "train.train_micro_batch_size x data_parallel_size");
   if (accum == 0) {
     if (global == 0) {
       accum = 1;
     } else {
-      MF_CHECK(global % (micro_batch * dp) == 0, "train.global_batch_size ", global,
+      MF_CHECK(global % rows == 0, "train.global_batch_size ", global,
                " is not a multiple of train.train_micro_batch_size ", micro_batch, " x data_parallel_size ", dp);
-      accum = global / (micro_batch * dp);
+      accum = global / rows;
     }
   }
   if (global != 0)
-    MF_CHECK(global == micro_batch * accum * dp, "train.global_batch_size ", global, " != train_micro_batch_size ",
-             micro_batch, " x num_accumulation_steps ", accum, " x data_parallel_size ", dp);
+    MF_CHECK(global == batch_product(rows, accum, "train.train_micro_batch_size x data_parallel_size x "
+                                                  "train.num_accumulation_steps"),
+             "train.global_batch_size ", global, " != train_micro_batch_size ", micro_batch,
+             " x num_accumulation_steps ", accum, " x data_parallel_size ", dp);
   return accum;
 }
 
@@ -192,6 +202,12 @@ TrainOptions train_options(const Config& c, int world_size) {
   o.eval_iter = c.get_int("train.evaluation.eval_iter");
   o.eval_micro_batch = c.get_int("train.test_micro_batch_size");
   o.seq_length = sequence_length(c);
+  // The tokens of one step (and of one evaluation micro-batch) must be countable.
+  batch_product(batch_product(batch_product(o.micro_batch, mesh.data, "tokens per step"), o.accumulation_steps,
+                              "tokens per step"),
+                o.seq_length, "tokens per step (micro-batch x data-parallel x accumulation x data.seq_length)");
+  batch_product(o.eval_micro_batch, o.seq_length, "tokens per evaluation micro-batch (train.test_micro_batch_size x "
+                                                  "data.seq_length)");
   optimizer_options(c, o);
   o.config_yaml = c.dump();
   return o;
