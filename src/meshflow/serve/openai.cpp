@@ -198,9 +198,9 @@ std::vector<infer::GenerationRequest> to_generation_requests(const CompletionReq
       const std::string which = n == 1 ? "`prompt`" : detail::cat("`prompt[", i, "]`");
       throw RequestError(400, "prompt",
                          detail::cat(which, " has ", len, " tokens; with max_tokens ", r.max_tokens, " that is ",
-                                     static_cast<uint64_t>(len) + static_cast<uint64_t>(r.max_tokens), ", more than the model's maximum sequence length of ",
-                                     limits.max_sequence_length, " tokens (shorten the prompt or lower max_tokens; "
-                                     "prompts are never truncated)"));
+                                     static_cast<uint64_t>(len) + static_cast<uint64_t>(r.max_tokens),
+                                     ", more than the model's maximum sequence length of ", limits.max_sequence_length,
+                                     " tokens (shorten the prompt or lower max_tokens; prompts are never truncated)"));
     }
     g.max_new_tokens = r.max_tokens;
     g.sampling = s;

@@ -202,12 +202,15 @@ TrainOptions train_options(const Config& c, int world_size) {
   o.eval_iter = c.get_int("train.evaluation.eval_iter");
   o.eval_micro_batch = c.get_int("train.test_micro_batch_size");
   o.seq_length = sequence_length(c);
-  // The tokens of one step (and of one evaluation micro-batch) must be countable.
-  batch_product(batch_product(batch_product(o.micro_batch, mesh.data, "tokens per step"), o.accumulation_steps,
-                              "tokens per step"),
-                o.seq_length, "tokens per step (micro-batch x data-parallel x accumulation x data.seq_length)");
-  batch_product(o.eval_micro_batch, o.seq_length, "tokens per evaluation micro-batch (train.test_micro_batch_size x "
-                                                  "data.seq_length)");
+  // What the run multiplies out (tokens per step, the samples of the run and of an evaluation; see
+  // run.cpp and Trainer::tokens_per_step) must be countable.
+  // (micro-batch x data-parallel was checked by accumulation_steps.)
+  const int64_t rows = batch_product(o.micro_batch * mesh.data, o.accumulation_steps, "samples per step");
+  batch_product(rows, o.seq_length, "tokens per step (samples per step x data.seq_length)");
+  batch_product(rows, o.train_iter, "samples of the run (train.train_iter x samples per step)");
+  const int64_t eval_rows = batch_product(o.eval_micro_batch, mesh.data, "samples per evaluation step");
+  batch_product(eval_rows, o.eval_iter, "samples of an evaluation (train.evaluation.eval_iter x samples per step)");
+  batch_product(eval_rows, o.seq_length, "tokens per evaluation step");
   optimizer_options(c, o);
   o.config_yaml = c.dump();
   return o;
