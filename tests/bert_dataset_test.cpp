@@ -373,6 +373,9 @@ TEST(BertDataset, ErrorsNameTheDatasetAndTheProblem) {
   MFT_EXPECT_ERROR((void)BertDataset(data, specials(), o), "none longer than 3 tokens");
   o.long_sentence_len = 4;
   EXPECT_EQ(BertDataset(data, specials(), o).num_documents_used(), 1);
+  o.num_samples = int64_t{1} << 50;  // a mapping of petabytes: refused before an epoch is mapped
+  MFT_EXPECT_ERROR((void)BertDataset(data, specials(), o), "1125899906842624 samples need a sample mapping of",
+                   "; this host has");
 }
 
 // ---- tokenizer lookups and the special tokens ----

@@ -165,6 +165,12 @@ expect_error "tokens per step overflow" "9223372036854775807 x 16 overflows int6
   train.train_micro_batch_size=9223372036854775807 "train.output_dir=$work/o16"
 expect_error "model size overflow" "has more elements than int64" "$bin" train "${good[@]}" \
   model.max_seq_length=9223372036854775807 "train.output_dir=$work/o17"
+# A model the host cannot hold: one line before any weight (once the kernel killed the process as
+# the weights were initialised; a huge layer count first spent minutes listing them).
+expect_error "model larger than the host" "the model does not fit: GPT-2: layers 1, hidden 1048576, .* of parameters, gradients and AdamW state on each rank (dp 1, tp 1, pp 1: .*); this host has .* of memory and" \
+  "$bin" train "${good[@]}" model.hidden_size=1048576 "train.output_dir=$work/o18"
+expect_error "layers past the host's memory" "1000000000000 layers of at least model.hidden_size parameters each need more than 64000.0 GB on each rank" \
+  "$bin" train "${good[@]}" model.num_layers=1000000000000 "train.output_dir=$work/o19"
 # `meshflow launch` refuses before any attempt: a --min-nproc that cannot hold tp, a folder holding a run.
 expect_error "launch: --min-nproc below tp" "launch: 3 processes cannot hold tensor_parallel_size 2" \
   "$bin" launch --nproc 4 --min-nproc 3 "${good[@]}" train.dist.tensor_parallel_size=2 "train.output_dir=$work/launch1"

@@ -112,6 +112,17 @@ TEST(GptDataset, UsesOnlyItsDocumentRange) {
   MFT_EXPECT_ERROR(mf::GptDataset(data, 8, 5, 0, {7, 8}), "fewer than seq_length + 1");
 }
 
+// An index larger than the host's memory is refused at once (it once spent minutes filling one, or
+// threw a bare std::bad_alloc); a sample count whose tokens overflow int64 too.
+TEST(GptDataset, AnIndexTheHostCannotHoldIsRefused) {
+  mft::TempDir dir;
+  mf::IndexedDataset data(build_docs(dir));
+  const int64_t n = int64_t{1} << 50;  // 2^50 samples x 24 bytes: 27 PB
+  MFT_EXPECT_ERROR(mf::GptDataset(data, 4, 5, n, {0, 10}), data.prefix().c_str(), "1125899906842624 samples of 4 tokens",
+                   "need an index of", "; this host has", "fewer samples");
+  MFT_EXPECT_ERROR(mf::GptDataset(data, 100, 5, int64_t{1} << 60, {0, 10}), "more tokens than int64 counts");
+}
+
 TEST(Split, FollowsMegatron) {
   auto s = mf::split_documents("949,50,1", 1000);
   EXPECT_EQ(s[0], (mf::DocumentRange{0, 949}));

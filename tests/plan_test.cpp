@@ -13,6 +13,7 @@
 #include "meshflow/data/preprocess.h"
 #include "meshflow/models/gpt2/model.h"
 #include "meshflow/models/registry.h"
+#include "meshflow/plan/fit.h"
 #include "meshflow/plan/measure.h"
 #include "meshflow/plan/pipeline_sim.h"
 #include "meshflow/plan/planner.h"
@@ -448,6 +449,45 @@ TEST(PlanAutoParallel, OneProcessTakesTheBestPlanAndTurnsThePlannerOff) {
   } catch (const mf::Error& e) {
     EXPECT_NE(std::string(e.what()).find("memory ("), std::string::npos) << e.what();
   }
+}
+
+// `meshflow train` checks, before any weight exists, that a rank's parameters, gradients and
+// optimizer state fit the host's memory: each bound to the byte, per layout.
+TEST(PlanFit, AModelTheHostCannotHoldIsOneLineBeforeAnyWeight) {
+  const mf::Config c = gpt2_config();
+  const double P = static_cast<double>(model_costs(c).total_params());
+  const auto host = [](double bytes) { return mf::HostMemory{bytes, "a test host's memory"}; };
+  const auto npos = std::string::npos;
+  // One rank, f32 AdamW: 4 + 4 + 8 bytes per parameter.
+  EXPECT_EQ(model_state_fit(c, 1, 1, host(16 * P)), "");
+  const std::string msg = model_state_fit(c, 1, 1, host(16 * P - 1));
+  EXPECT_NE(msg.find("the model does not fit: GPT-2: layers 4, hidden 32"), npos) << msg;
+  EXPECT_NE(msg.find("of parameters, gradients and AdamW state on each rank (dp 1, tp 1, pp 1: parameters"), npos) << msg;
+  EXPECT_NE(msg.find("; this host has a test host's memory — spread it over more ranks"), npos) << msg;
+  // SGD keeps no AdamW state: 8 bytes per parameter.
+  const mf::Config sgd = gpt2_config({"optim.name=sgd"});
+  EXPECT_EQ(model_state_fit(sgd, 1, 1, host(8 * P)), "");
+  EXPECT_NE(model_state_fit(sgd, 1, 1, host(8 * P - 1)).find("of parameters and gradients on each rank"), npos);
+  // Two ranks share the host: plain data parallelism holds everything twice, ZeRO-3 halves every part.
+  EXPECT_EQ(model_state_fit(c, 2, 2, host(32 * P)), "");
+  EXPECT_NE(model_state_fit(c, 2, 2, host(32 * P - 2)).find("a test host's memory for its 2 ranks"), npos);
+  const mf::Config z3 = gpt2_config({"train.zero_optimization.enabled=true", "train.zero_optimization.stage=3"});
+  EXPECT_EQ(model_state_fit(z3, 2, 2, host(16 * P)), "");
+  EXPECT_NE(model_state_fit(z3, 2, 2, host(16 * P - 2)).find("(dp 2, tp 1, pp 1, ZeRO-3: "), npos);
+  // The launcher's count of ranks on the host is capped by the job's.
+  EXPECT_EQ(model_state_fit(c, 1, 8, host(16 * P)), "");
+  // Pipeline stages differ: the largest one must fit the whole host.
+  const mf::Config pp = gpt2_config({"train.dist.pipeline_parallel_size=2"});
+  EXPECT_EQ(model_state_fit(pp, 2, 2, host(16 * P)), "");
+  EXPECT_NE(model_state_fit(pp, 2, 2, host(8 * P)).find("AdamW state on pipeline stage "), npos);
+  // A mesh the ranks cannot take is the run's own error.
+  EXPECT_EQ(model_state_fit(gpt2_config({"train.dist.tensor_parallel_size=3"}), 2, 2, host(1)), "");
+  // A layer count past what the memory holds is refused before the layers are listed.
+  const std::string many = model_state_fit(gpt2_config({"model.num_layers=1000000000000"}), 1, 1, host(1e12));
+  EXPECT_NE(many.find(": 1000000000000 layers of at least model.hidden_size parameters each need more than 128000.0 GB "
+                      "on each rank; this host has a test host's memory"),
+            npos)
+      << many;
 }
 
 // The memory model against the allocator: one process trains two steps of a byte-level GPT-2

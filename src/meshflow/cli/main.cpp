@@ -24,6 +24,7 @@
 #include "meshflow/infer/load.h"
 #include "meshflow/launch/supervisor.h"
 #include "meshflow/plan/profile.h"
+#include "meshflow/plan/fit.h"
 #include "meshflow/plan/run.h"
 #include "meshflow/report/report.h"
 #include "meshflow/serve/server.h"
@@ -461,6 +462,7 @@ int main(int argc, char** argv) {
   try {
     if (*train) {
       const mf::Config c = mf::plan::auto_parallel(mf::Config::load(config, overrides), world, stdout);
+      mf::plan::check_model_state_fits(c, world);
       const mf::comm::CommPtr run_world = device_world(c, world);
       mf::train::run_training(c, stdout, run_world);
     } else if (*profile) {

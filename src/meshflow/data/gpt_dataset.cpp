@@ -3,8 +3,10 @@
 #include "meshflow/data/gpt_dataset.h"
 
 #include <algorithm>
+#include <limits>
 
 #include "meshflow/core/error.h"
+#include "meshflow/core/host_memory.h"
 #include "meshflow/data/shuffle.h"
 
 namespace mf {
@@ -24,10 +26,19 @@ GptDataset::GptDataset(const IndexedDataset& data, int64_t seq_length, uint64_t 
            documents.end, ") hold ", tokens_per_epoch_, " tokens, fewer than seq_length + 1 = ", seq_length + 1);
   if (num_samples_ <= 0) num_samples_ = (tokens_per_epoch_ - 1) / seq_length;
   // Epochs needed so that the stream holds num_samples * L + 1 tokens.
-  num_epochs_ = 1;
-  while ((num_epochs_ * tokens_per_epoch_ - 1) / seq_length < num_samples_) ++num_epochs_;
+  MF_CHECK(num_samples_ <= (std::numeric_limits<int64_t>::max() - 1) / seq_length, "GptDataset ", data.prefix(), ": ",
+           num_samples_, " samples of ", seq_length, " tokens are more tokens than int64 counts");
+  num_epochs_ = std::max<int64_t>(1, (num_samples_ * seq_length + 1 + tokens_per_epoch_ - 1) / tokens_per_epoch_);
 
   const int64_t ndocs = documents.size();
+  // The index: every epoch's document order, a start and a shuffled position per sample. One the
+  // host cannot hold is refused here, not after minutes of filling it or by the kernel's OOM killer.
+  const double index_bytes = static_cast<double>(num_epochs_) * static_cast<double>(ndocs) * sizeof(int64_t) +
+                             static_cast<double>(num_samples_) * (sizeof(Start) + sizeof(int64_t));
+  const HostMemory host = host_memory();
+  MF_CHECK(index_bytes <= host.bytes, "GptDataset ", data.prefix(), ": ", num_samples_, " samples of ", seq_length,
+           " tokens (", num_epochs_, " epochs of ", ndocs, " documents) need an index of ", gigabytes(index_bytes),
+           "; this host has ", host.what, " — fewer samples (train.train_iter, the batch size, evaluation) fit");
   doc_order_.reserve(static_cast<size_t>(num_epochs_ * ndocs));
   for (int64_t e = 0; e < num_epochs_; ++e)
     for (int64_t p : random_permutation(ndocs, seed, 1 + static_cast<uint64_t>(e)))

@@ -28,6 +28,19 @@ int local_rank_from_env(std::string* source) {
   return 0;
 }
 
+int local_world_size_from_env() {
+  for (const char* var : {"LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS"}) {
+    const char* v = std::getenv(var);
+    if (v == nullptr || *v == '\0') continue;
+    char* end = nullptr;
+    const long n = std::strtol(v, &end, 10);
+    MF_CHECK(end != nullptr && *end == '\0' && n > 0 && n < (1 << 20), var, "='", v,
+             "' is not a number of processes on this node (a positive integer)");
+    return static_cast<int>(n);
+  }
+  return 1;
+}
+
 RunDevice select_run_device(const Config& c) {
   if (global::device_type_from_config(c) == DeviceType::kCPU) return {cpu_device(), "cpu"};
   MF_CHECK(cuda_backend_compiled(),

@@ -18,6 +18,9 @@ struct RunDevice {
 // else MPI_LOCALRANKID, else SLURM_LOCALID, else 0. `source` gets the variable's name ("" for the
 // default). Throws when the variable is not a non-negative integer.
 int local_rank_from_env(std::string* source = nullptr);
+// The processes of the job on this node: LOCAL_WORLD_SIZE, else OMPI_COMM_WORLD_LOCAL_SIZE, else
+// MPI_LOCALNRANKS, else 1. Throws when the variable is not a positive integer.
+int local_world_size_from_env();
 
 // Resolves train.dist.device_type (cpu | cuda) and, for cuda, checks the backend and the GPU count
 // and makes the chosen GPU this thread's current device. Throws mf::Error with one line.

@@ -1,0 +1,76 @@
+#include "meshflow/plan/fit.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "meshflow/core/error.h"
+#include "meshflow/global/device_mesh.h"
+#include "meshflow/models/registry.h"
+#include "meshflow/plan/memory.h"
+#include "meshflow/plan/model_costs.h"
+#include "meshflow/train/build.h"
+#include "meshflow/train/device_select.h"
+#include "meshflow/train/trainer.h"
+
+namespace mf::plan {
+
+std::string model_state_fit(const Config& c, int64_t world_size, int64_t ranks_on_host, const HostMemory& host) {
+  const int64_t tp = c.get_int("train.dist.tensor_parallel_size"), pp = c.get_int("train.dist.pipeline_parallel_size");
+  train::TrainOptions o;
+  try {
+    o = train::train_options(c, static_cast<int>(world_size));
+  } catch (const Error&) {
+    return "";  // the run refuses the config with its own message
+  }
+  if (tp <= 0 || pp <= 0 || world_size % (tp * pp) != 0) return "";
+  const int64_t on_host = pp > 1 ? 1 : std::max<int64_t>(1, std::min(ranks_on_host, world_size));
+  const double per_rank = host.bytes / static_cast<double>(on_host);
+  const std::string model = c.get_string("model.name");
+  const models::ModelSpec& spec = models::model_spec(model);
+  const std::string line = spec.describe ? spec.describe(c) : model;
+  const std::string where = detail::cat("this host has ", host.what,
+                                        on_host > 1 ? detail::cat(" for its ", on_host, " ranks") : std::string());
+  // Every layer holds at least model.hidden_size parameters (a norm's): a layer count past what
+  // the memory holds at that is refused before the parameters are listed one by one.
+  const double layers = static_cast<double>(models::model_layers(c));
+  const double hidden = static_cast<double>(std::max<int64_t>(1, c.get_int("model.hidden_size")));
+  if (layers * hidden * 4.0 / static_cast<double>(world_size) > per_rank)
+    return detail::cat("the model does not fit: ", line, ": ", models::model_layers(c),
+                       " layers of at least model.hidden_size parameters each need more than ",
+                       gigabytes(layers * hidden * 4.0 / static_cast<double>(world_size)), " on each rank; ", where);
+  const ModelCosts m = model_costs(c);
+  Layout l;
+  l.tp = tp;
+  l.pp = pp;
+  l.dp = world_size / (tp * pp);
+  l.schedule = o.pipeline_schedule;
+  l.virtual_stages = o.virtual_pipeline_size;
+  l.sequence_parallel = c.get_bool("train.dist.sequence_parallel");
+  l.zero_stage = o.zero_stage;
+  l.micro_batch = o.micro_batch;
+  l.accumulation = o.accumulation_steps;
+  const MemoryEstimate e = estimate_memory(c, m, l);
+  const bool adamw = o.optim == "adamw";
+  const double state = e.parameters + e.gradients + (adamw ? e.optimizer_state : 0.0);
+  if (state <= per_rank) return "";
+  const std::string layout =
+      detail::cat("dp ", l.dp, ", tp ", tp, ", pp ", pp, l.zero_stage > 0 ? detail::cat(", ZeRO-", l.zero_stage) : "");
+  char params[32];
+  std::snprintf(params, sizeof params, "%.3gB", static_cast<double>(m.total_params()) / 1e9);
+  return detail::cat("the model does not fit: ", line, " (", params, " parameters) holds ", gigabytes(state),
+                     adamw ? " of parameters, gradients and AdamW state" : " of parameters and gradients", " on ",
+                     pp > 1 ? detail::cat("pipeline stage ", e.stage) : "each rank",
+                     " (", layout, ": parameters ", gigabytes(e.parameters), ", gradients ", gigabytes(e.gradients),
+                     adamw ? ", optimizer " + gigabytes(e.optimizer_state) : std::string(), "); ", where,
+                     " — spread it over more ranks (train.dist.tensor_parallel_size, pipeline_parallel_size, "
+                     "train.zero_optimization) or choose a smaller model");
+}
+
+void check_model_state_fits(const Config& c, const comm::CommPtr& world) {
+  if (global::device_type_from_config(c) != DeviceType::kCPU) return;
+  const std::string msg =
+      model_state_fit(c, world ? world->size() : 1, train::local_world_size_from_env(), host_memory());
+  MF_CHECK(msg.empty(), msg);
+}
+
+}  // namespace mf::plan
