@@ -480,6 +480,10 @@ TEST(PlanFit, AModelTheHostCannotHoldIsOneLineBeforeAnyWeight) {
   const mf::Config pp = gpt2_config({"train.dist.pipeline_parallel_size=2"});
   EXPECT_EQ(model_state_fit(pp, 2, 2, host(16 * P)), "");
   EXPECT_NE(model_state_fit(pp, 2, 2, host(8 * P)).find("AdamW state on pipeline stage "), npos);
+  // Inference (generate, serve, eval) holds the parameters alone.
+  EXPECT_EQ(model_state_fit(c, 1, 1, host(4 * P), ModelUse::kInference), "");
+  EXPECT_NE(model_state_fit(c, 1, 1, host(4 * P - 1), ModelUse::kInference).find(" of parameters on each rank (tp 1, pp 1); "),
+            npos);
   // A mesh the ranks cannot take is the run's own error.
   EXPECT_EQ(model_state_fit(gpt2_config({"train.dist.tensor_parallel_size=3"}), 2, 2, host(1)), "");
   // A layer count past what the memory holds is refused before the layers are listed.

@@ -483,7 +483,9 @@ int main(int argc, char** argv) {
     } else if (*devices) {
       return run_devices();
     } else if (*eval) {
-      mf::train::run_evaluation(mf::Config::load(config, overrides));
+      const mf::Config c = mf::Config::load(config, overrides);
+      mf::plan::check_model_state_fits(c, nullptr, mf::plan::ModelUse::kInference);
+      mf::train::run_evaluation(c);
     } else if (*serve) {
       return run_serve(mf::Config::load(config, overrides), world, sa);
     } else if (*pre) {

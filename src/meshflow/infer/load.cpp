@@ -4,6 +4,7 @@
 
 #include "meshflow/models/registry.h"
 #include "meshflow/parallel/context.h"
+#include "meshflow/plan/fit.h"
 #include "meshflow/train/build.h"
 #include "meshflow/train/device_select.h"
 #include "meshflow/train/pretrained.h"
@@ -21,6 +22,7 @@ LoadedModel load_for_inference(const Config& c, const comm::CommPtr& world) {
   MF_CHECK(ctx.groups.dp_size() == 1, "generate: ", world_size, " processes make ", ctx.groups.dp_size(),
            " data-parallel replicas; decoding splits the model only (set train.dist.tensor_parallel_size x "
            "pipeline_parallel_size = ", world_size, ")");
+  plan::check_model_state_fits(c, world, plan::ModelUse::kInference);
   LoadedModel out;
   out.main_rank = !world || world->rank() == 0;
   out.tokenizer = train::tokenizer_from_config(c);

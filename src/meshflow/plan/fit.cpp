@@ -14,7 +14,9 @@
 
 namespace mf::plan {
 
-std::string model_state_fit(const Config& c, int64_t world_size, int64_t ranks_on_host, const HostMemory& host) {
+std::string model_state_fit(const Config& c, int64_t world_size, int64_t ranks_on_host, const HostMemory& host,
+                            ModelUse use) {
+  const bool training = use == ModelUse::kTraining;
   const int64_t tp = c.get_int("train.dist.tensor_parallel_size"), pp = c.get_int("train.dist.pipeline_parallel_size");
   train::TrainOptions o;
   try {
@@ -49,14 +51,22 @@ std::string model_state_fit(const Config& c, int64_t world_size, int64_t ranks_o
   l.zero_stage = o.zero_stage;
   l.micro_batch = o.micro_batch;
   l.accumulation = o.accumulation_steps;
+  if (!training) l.zero_stage = 0;
   const MemoryEstimate e = estimate_memory(c, m, l);
-  const bool adamw = o.optim == "adamw";
-  const double state = e.parameters + e.gradients + (adamw ? e.optimizer_state : 0.0);
+  const bool adamw = training && o.optim == "adamw";
+  const double state = e.parameters + (training ? e.gradients : 0.0) + (adamw ? e.optimizer_state : 0.0);
   if (state <= per_rank) return "";
   const std::string layout =
       detail::cat("dp ", l.dp, ", tp ", tp, ", pp ", pp, l.zero_stage > 0 ? detail::cat(", ZeRO-", l.zero_stage) : "");
   char params[32];
-  std::snprintf(params, sizeof params, "%.3gB", static_cast<double>(m.total_params()) / 1e9);
+  const double billions = static_cast<double>(m.total_params()) / 1e9;
+  std::snprintf(params, sizeof params, billions < 1e3 ? "%.3gB" : "%.3gT", billions < 1e3 ? billions : billions / 1e3);
+  if (!training)
+    return detail::cat("the model does not fit: ", line, " (", params, " parameters) holds ", gigabytes(state),
+                       " of parameters on ", pp > 1 ? detail::cat("pipeline stage ", e.stage) : "each rank", " (tp ",
+                       tp, ", pp ", pp, "); ", where,
+                       " — split it over more ranks (train.dist.tensor_parallel_size, pipeline_parallel_size), "
+                       "load it in bf16 (train.amp.enabled=true) or choose a smaller model");
   return detail::cat("the model does not fit: ", line, " (", params, " parameters) holds ", gigabytes(state),
                      adamw ? " of parameters, gradients and AdamW state" : " of parameters and gradients", " on ",
                      pp > 1 ? detail::cat("pipeline stage ", e.stage) : "each rank",
@@ -66,10 +76,10 @@ std::string model_state_fit(const Config& c, int64_t world_size, int64_t ranks_o
                      "train.zero_optimization) or choose a smaller model");
 }
 
-void check_model_state_fits(const Config& c, const comm::CommPtr& world) {
+void check_model_state_fits(const Config& c, const comm::CommPtr& world, ModelUse use) {
   if (global::device_type_from_config(c) != DeviceType::kCPU) return;
   const std::string msg =
-      model_state_fit(c, world ? world->size() : 1, train::local_world_size_from_env(), host_memory());
+      model_state_fit(c, world ? world->size() : 1, train::local_world_size_from_env(), host_memory(), use);
   MF_CHECK(msg.empty(), msg);
 }
 
