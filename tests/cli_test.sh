@@ -112,6 +112,39 @@ cmp -s "$work/hf/model.safetensors" "$work/hf2/model.safetensors" || { echo "FAI
 want=$("$bin" eval "$work/ok/config.yaml" 2>&1 | grep -o "val_loss [0-9.]*")
 got=$("$bin" eval "$work/ok/config.yaml" "train.output_dir=$work/imported" 2>&1 | grep -o "val_loss [0-9.]*")
 [ -n "$want" ] && [ "$want" = "$got" ] || { echo "FAIL: eval of the imported checkpoint gives '$got', of the run '$want'"; fail=$((fail + 1)); }
+# train.resume of the finished run (a copy of a 2-layer one): a model with fewer layers is refused,
+# not loaded in part; a train_iter before the checkpoint is an error, one equal to it has nothing to do.
+"$bin" train "${good[@]}" model.num_layers=2 "train.output_dir=$work/ok2" > /dev/null 2>&1 || { echo "FAIL: the 2-layer run failed"; fail=$((fail + 1)); }
+expect_error "resume with fewer layers" "tensor 'transformer.h.1.attn.c_attn.bias' is not a parameter of this model (GPT-2: layers 1," \
+  "$bin" train "${good[@]}" train.resume=true "train.output_dir=$work/ok2"
+expect_error "resume past train_iter" "train.resume: checkpoint .*iter_0000002 is at iteration 2, past train.train_iter=1" \
+  "$bin" train "${good[@]}" model.num_layers=2 train.resume=true train.train_iter=1 "train.output_dir=$work/ok2"
+"$bin" train "${good[@]}" model.num_layers=2 train.resume=true "train.output_dir=$work/ok2" > "$work/out" 2>&1 &&
+  grep -q "^train.resume: the checkpoint is at iteration 2 = train.train_iter: nothing left to train" "$work/out" && ! grep -q nan "$work/out" ||
+  { echo "FAIL: resume of a finished run:"; cat "$work/out"; fail=$((fail + 1)); }
+# Flags and paths: the option parser's errors in the one-line form, ranges that bound what a flag
+# may ask for, folders where files go and files where folders go.
+expect_error "no config" "config is required (meshflow train --help)" "$bin" train
+expect_error "port out of range" "--port: Value 70000 not in range 0 to 65535" "$bin" serve "$work/ok/config.yaml" --port 70000
+expect_error "max-new-tokens 0" "--max-new-tokens: Value 0 not in range 1 to" "$bin" generate "$work/ok/config.yaml" --prompt x --max-new-tokens 0
+expect_error "length penalty nan" "generate: --length-penalty must be finite, got nan" \
+  "$bin" generate "$work/ok/config.yaml" --prompt x --num-beams 2 --length-penalty nan
+expect_error "preprocess format" "--format: bogus not in {auto,jsonl,text}" \
+  "$bin" preprocess --input "$work/corpus.txt" --output-prefix "$work/o21" --format bogus
+expect_error "preprocess threads" "--threads: Value 100000 not in range 1 to 1024" \
+  "$bin" preprocess --images "$work" --output-prefix "$work/o22" --threads 100000
+expect_error "preprocess empty prefix" "--output-prefix '' names no file prefix" \
+  "$bin" preprocess --input "$work/corpus.txt" --output-prefix ""
+expect_error "preprocess input folder" "--input $work is a folder; give its files" \
+  "$bin" preprocess --input "$work" --output-prefix "$work/o23"
+expect_error "empty output_dir" "train.output_dir is empty: give a folder" "$bin" train "${good[@]}" train.output_dir=
+expect_error "output_dir a file" "train.output_dir '$work/corpus.txt': cannot create the folder (Not a directory)" \
+  "$bin" train "${good[@]}" "train.output_dir=$work/corpus.txt"
+expect_error "config a run folder" "config $work/ok is a folder; a run's config is $work/ok/config.yaml" "$bin" eval "$work/ok"
+expect_error "hardware profile a folder" "the hardware profile $work is a folder" \
+  "$bin" plan "${good[@]}" --nproc 2 --hardware "$work"
+expect_error "profile to an empty name" "cannot write a file named '': give a file name" \
+  "$bin" profile --published a100-80gb --output ""
 mkdir -p "$work/hf_nocfg" && cp "$work/hf/model.safetensors" "$work/hf_nocfg/"
 expect_error "convert without config.json" "$work/hf_nocfg/config.json: not found" "$bin" convert --from-hf "$work/hf_nocfg" --output "$work/o5"
 expect_error "convert both ways" "give one of --from-hf and --to-hf" "$bin" convert --from-hf "$work/hf" --to-hf "$work/ok" --output "$work/o6"

@@ -346,7 +346,16 @@ TEST(Config, EveryNumericKeyHasARangeAndOutOfRangeValuesAreRefused) {
   MFT_EXPECT_ERROR(c.apply_override("optim.lr=-1"), "optim.lr=-1 is outside its range [0, inf)", "command line");
   MFT_EXPECT_ERROR(c.apply_override("model.attention_dropout_prob=1"), "outside its range [0, 1)");
   MFT_EXPECT_ERROR(c.apply_override("train.zero_optimization.stage=4"), "outside its range [1, 3]");
-  MFT_EXPECT_ERROR(c.apply_override("train.dist.timeout=0"), "outside its range (0, inf)");
+  MFT_EXPECT_ERROR(c.apply_override("train.dist.timeout=0"), "outside its range (0, 1000000000]");
+  // A deadline past int64 nanoseconds (1e10 s once failed every collective at once).
+  MFT_EXPECT_ERROR(c.apply_override("train.dist.timeout=1e10"), "outside its range (0, 1000000000]");
+  // Iterations and stage ids are whole numbers an int64 holds (1e19 once overflowed to a milestone
+  // before step 1; 1.5 was cut to 1).
+  MFT_EXPECT_ERROR(c.apply_override("train.scheduler.milestones=[10, 1e19]"), "outside its range of integers [0, 2^63)");
+  MFT_EXPECT_ERROR(c.apply_override("train.scheduler.milestones=[1.5]"), "outside its range of integers [0, 2^63)");
+  MFT_EXPECT_ERROR(c.apply_override("train.dist.custom_pipeline_stage_id=[0.5, 0]"), "of integers");
+  c.apply_override("train.scheduler.milestones=[0, 9000000000000000000]");
+  MFT_EXPECT_ERROR(c.apply_override("data.decode_threads=100000"), "outside its range [0, 1024]");
   MFT_EXPECT_ERROR(c.apply_override("optim.betas=[0.9, 1.5]"), "optim.betas=[0.9, 1.5]", "(for each element)");
   MFT_EXPECT_ERROR(c.apply_override("train.train_micro_batch_size=0"), "outside its range [1, inf)");
   c.apply_override("optim.clip_grad_norm_type=.inf");  // the bounds that are in range are accepted
@@ -355,6 +364,22 @@ TEST(Config, EveryNumericKeyHasARangeAndOutOfRangeValuesAreRefused) {
   EXPECT_EQ(c.get_float("optim.lr"), 6e-4);  // unchanged by the refused override
   TempDir d;
   MFT_EXPECT_ERROR(Config::load(d.write("neg.yaml", "optim:\n  lr: -0.5\n"), {}), "optim.lr=-0.5", "neg.yaml");
+}
+
+// A key twice in one mapping is refused (YAML's rule; the parser would let the second win), and a
+// config path that is a folder says so (a run folder: where its config is).
+TEST(Config, DuplicateKeysAndFoldersAreRefused) {
+  TempDir d;
+  MFT_EXPECT_ERROR(Config::load(d.write("dup.yaml", "model:\n  hidden_size: 128\n  hidden_size: 256\n"), {}),
+                   "dup.yaml: `model.hidden_size` is set twice (again on line 3)");
+  MFT_EXPECT_ERROR(Config::load(d.write("dup2.yaml", "model:\n  num_layers: 2\ntrain:\n  seed: 1\nmodel:\n  hidden_size: 8\n"), {}),
+                   "`model` is set twice (again on line 5)");
+  // The same key in a base and in the file that names it is an override, not a duplicate.
+  d.write("base.yaml", "model:\n  num_layers: 2\n");
+  EXPECT_EQ(Config::load(d.write("child.yaml", "_base_: base.yaml\nmodel:\n  num_layers: 3\n"), {}).get_int("model.num_layers"), 3);
+  MFT_EXPECT_ERROR(Config::load(d.path, {}), "is a folder; give a YAML file");
+  d.write("run/config.yaml", "model:\n  num_layers: 2\n");
+  MFT_EXPECT_ERROR(Config::load(d.path + "/run", {}), "is a folder; a run's config is ", "run/config.yaml");
 }
 
 }  // namespace

@@ -279,7 +279,7 @@ TEST(Sampling, RepetitionPenaltyDividesPositiveAndMultipliesNegativeLogitsOfSeen
 TEST(Sampling, BadParametersAreRefusedNamingTheField) {
   SamplingParams p;
   p.temperature = 0;
-  MFT_EXPECT_ERROR(mf::infer::check_sampling(p), "temperature must be > 0");
+  MFT_EXPECT_ERROR(mf::infer::check_sampling(p), "temperature must be finite and > 0");
   p = {};
   p.top_p = 0;
   MFT_EXPECT_ERROR(mf::infer::check_sampling(p), "top_p must be in (0, 1]");
@@ -288,7 +288,7 @@ TEST(Sampling, BadParametersAreRefusedNamingTheField) {
   MFT_EXPECT_ERROR(mf::infer::check_sampling(p), "top_k must be >= 0");
   p = {};
   p.repetition_penalty = 0;
-  MFT_EXPECT_ERROR(mf::infer::check_sampling(p), "repetition_penalty must be > 0");
+  MFT_EXPECT_ERROR(mf::infer::check_sampling(p), "repetition_penalty must be finite and > 0");
 }
 
 TEST(Generate, RequestsThatDoNotFitAreRefusedBeforeAnyWork) {

@@ -190,10 +190,11 @@ TEST(PipelineSchedule, SendsReceivedAreReceivedAndReleasedEarly) {
     }
     // (GPipe's backward phase receives nothing from the stage its gradients go to: they stay
     // until the step ends, while the activations, far larger, are freed.)
-    if (c.sched != PipelineSchedule::kGpipe)
+    if (c.sched != PipelineSchedule::kGpipe) {
       EXPECT_EQ(most_unproven[0], most_unproven[1])
           << mf::parallel::pipeline_schedule_name(c.sched) << " p=" << c.p << " v=" << c.v
           << ": the unproven sends grow with the micro-batches";
+    }
   }
   EXPECT_TRUE(mf::parallel::sends_received(PipelineSchedule::k1F1B, 1, 0, 4)[3].empty());
 }

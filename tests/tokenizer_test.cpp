@@ -499,7 +499,7 @@ TEST(SentencePieceTokenizer, T5FoldersFactoryAndConfig) {
     const std::string not_kind = "sentencepiece, not " + kind;
     MFT_EXPECT_ERROR(tokenizer_registry().create(kind, c), "tokenization.extra_ids (100", not_kind.c_str());
   }
-  MFT_EXPECT_ERROR(c.set("tokenization.extra_ids", "-1", "test"), "tokenization.extra_ids=-1 is outside its range [0, inf)");
+  MFT_EXPECT_ERROR(c.set("tokenization.extra_ids", "-1", "test"), "tokenization.extra_ids=-1 is outside its range [0, 1048576]");
 }
 
 // The tiny T5 tokenizer of scripts/make_t5_tokenizer.sh (trained on the fortune corpus).

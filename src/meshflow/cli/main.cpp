@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <unistd.h>
@@ -23,8 +24,8 @@
 #include "meshflow/infer/run.h"
 #include "meshflow/infer/load.h"
 #include "meshflow/launch/supervisor.h"
-#include "meshflow/plan/profile.h"
 #include "meshflow/plan/fit.h"
+#include "meshflow/plan/profile.h"
 #include "meshflow/plan/run.h"
 #include "meshflow/report/report.h"
 #include "meshflow/serve/server.h"
@@ -69,6 +70,11 @@ int run_preprocess(const PreprocessArgs& a) {
   MF_CHECK(!a.images.empty() || !a.inputs.empty(), "preprocess: give --input (text to tokenize) or --images (an image "
            "folder to pack)");
   MF_CHECK(a.images.empty() || a.inputs.empty(), "preprocess: give --input or --images, not both");
+  const std::string prefix_name = std::filesystem::path(a.output_prefix).filename().string();
+  MF_CHECK(!prefix_name.empty() && prefix_name != "." && prefix_name != "..", "preprocess: --output-prefix '",
+           a.output_prefix, "' names no file prefix (e.g. data/my: data/my_text_document.bin)");
+  for (const std::string& in : a.inputs)
+    MF_CHECK(!std::filesystem::is_directory(in), "preprocess: --input ", in, " is a folder; give its files");
   if (!a.images.empty()) return run_preprocess_images(a);
   // The tokenization section (of --config, else the defaults document), then the flags given.
   mf::Config c = a.config.empty() ? mf::Config::defaults() : mf::Config::load(a.config);
@@ -176,8 +182,9 @@ CLI::App* add_preprocess_command(CLI::App& app, PreprocessArgs& pa) {
                   "side resized to --image-size and the centre square cropped, RGB bytes in <prefix>.bin, labels and "
                   "class names in <prefix>.json (data.train_folder / data.validation_folder read either)");
   pre->add_option("--image-size", pa.image_size, "--images: the side of the packed squares (model.image_size)")
-      ->capture_default_str();
-  pre->add_option("--threads", pa.threads, "--images: decoding threads")->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Range(1, 16384));
+  pre->add_option("--threads", pa.threads, "--images: decoding threads")->capture_default_str()->check(CLI::Range(1, 1024));
   pre->add_option("--config", pa.config,
                   "a run's YAML config: its tokenization.* keys (tokenizer, vocab_file, merges_file, tokenizer_file, "
                   "eod_token, extra_ids, do_lower_case, append_eod) are the defaults of the flags below");
@@ -194,10 +201,13 @@ CLI::App* add_preprocess_command(CLI::App& app, PreprocessArgs& pa) {
                   "sentencepiece: T5's sentinel tokens <extra_id_0>.. after the model's pieces, written in the text "
                   "as single tokens (T5: 100; default: tokenization.extra_ids, 0)")
       ->type_name("INT");
-  pre->add_option("--format", pa.format, "auto (by extension), jsonl or text")->capture_default_str();
+  pre->add_option("--format", pa.format, "auto (by extension), jsonl or text")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "jsonl", "text"}));
   pre->add_option("--json-key", pa.json_key, "jsonl key holding the document text")->capture_default_str();
   pre->add_option("--split", pa.split, "text documents: separator (a line equal to --separator), blank, or file")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::IsMember({"separator", "blank", "file"}));
   pre->add_option("--separator", pa.separator, "document separator line for --split separator")->capture_default_str();
   auto* eod = pre->add_flag("--append-eod", pa.append_eod,
                             "append the end-of-document token to every document (default: tokenization.append_eod, true)");
@@ -244,11 +254,12 @@ CLI::App* add_serve_command(CLI::App& app, std::string& config, std::vector<std:
       ->required();
   srv->add_option("overrides", overrides, "key=value overrides");
   srv->add_option("--host", sa.host, "address to listen on")->capture_default_str();
-  srv->add_option("--port", sa.port, "port to listen on (0: any free one)")->capture_default_str();
+  srv->add_option("--port", sa.port, "port to listen on (0: any free one)")->capture_default_str()->check(CLI::Range(0, 65535));
   srv->add_option("--max-batch", sa.max_batch, "concurrent requests run together as the rows of one batch, up to this "
-                  "many rows")->capture_default_str();
+                  "many rows")->capture_default_str()->check(CLI::Range(1, 4096));
   srv->add_option("--batch-wait-ms", sa.batch_wait_ms, "how long a batch waits for more requests after its first")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Range(0, 60000));
   srv->add_option("--served-model-name", sa.model_name, "the model's name in responses (default: model.name)");
   srv->footer("Example:\n  meshflow serve configs/gpt2/tiny.yaml --port 8000 &\n"
               "  curl localhost:8000/v1/completions -H 'Content-Type: application/json' \\\n"
@@ -263,12 +274,12 @@ CLI::App* add_launch_command(CLI::App& app, std::string& config, std::vector<std
                                "checkpoint when it fails (optionally on fewer processes)");
   l->add_option("config", config, "the run's YAML config")->required();
   l->add_option("overrides", overrides, "key=value overrides, passed to every attempt");
-  l->add_option("--nproc", lo.nproc, "processes of the job (mpirun -np)")->required()->check(CLI::PositiveNumber);
+  l->add_option("--nproc", lo.nproc, "processes of the job (mpirun -np)")->required()->check(CLI::Range(1, 1 << 20));
   l->add_option("--min-nproc", lo.min_nproc, "the fewest processes a restart may use after a failure that lost a rank "
                 "(or a second failure at one size): tensor and pipeline sizes kept, data parallelism shrunk, "
-                "accumulation raised to keep the global batch (default: --nproc)")->check(CLI::PositiveNumber);
+                "accumulation raised to keep the global batch (default: --nproc)")->check(CLI::Range(1, 1 << 20));
   l->add_option("--max-restarts", lo.max_restarts, "restarts before giving up")->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(CLI::Range(0, 1000000));
   l->add_option("--launcher", lo.launcher, "the launcher and its flags, split on spaces; -np N follows "
                 "(default: mpirun on PATH)");
   l->footer("Example:\n  meshflow launch --nproc 4 --min-nproc 2 --launcher \"mpirun --oversubscribe\" "
@@ -392,14 +403,14 @@ int main(int argc, char** argv) {
   gen->add_option("overrides", overrides, "key=value overrides, e.g. model.pretrained=hf/gpt2 train.dist.tensor_parallel_size=2");
   gen->add_option("--prompt", ga.prompts, "prompt text (repeat for a batch)");
   gen->add_option("--prompt-file", ga.prompt_file, "a file of prompts, one per line, generated as one batch");
-  gen->add_option("--max-new-tokens", ga.max_new_tokens, "tokens to generate per prompt")->check(CLI::PositiveNumber);
+  gen->add_option("--max-new-tokens", ga.max_new_tokens, "tokens to generate per prompt")->check(CLI::Range(1, 1 << 30));
   gen->add_flag("--do-sample", ga.sampling.do_sample, "sample (default: greedy)");
   gen->add_option("--temperature", ga.sampling.temperature, "sampling temperature (> 0)");
   gen->add_option("--top-k", ga.sampling.top_k, "keep the k most likely tokens (0: all)");
   gen->add_option("--top-p", ga.sampling.top_p, "keep the most likely tokens up to this probability mass (1: all)");
   gen->add_option("--repetition-penalty", ga.sampling.repetition_penalty, "divide the logits of tokens already seen (1: off)");
   gen->add_option("--seed", ga.sampling.seed, "sampling seed: the same seed draws the same tokens in any layout");
-  gen->add_option("--num-beams", ga.num_beams, "beam search with this many beams (1: greedy or sampling)")->check(CLI::PositiveNumber);
+  gen->add_option("--num-beams", ga.num_beams, "beam search with this many beams (1: greedy or sampling)")->check(CLI::Range(1, 1024));
   gen->add_option("--length-penalty", ga.length_penalty, "beam search: hypotheses score log-probability / length^this");
   gen->add_flag("--ignore-eos", ga.ignore_eos, "do not stop at the end-of-text token");
   gen->add_flag("--print-ids", ga.print_ids, "print the new token ids of each prompt");
@@ -415,17 +426,17 @@ int main(int argc, char** argv) {
                                   "trains with the first)");
   plan->add_option("config", config, "YAML config file, e.g. configs/gpt2/tiny.yaml")->required();
   plan->add_option("overrides", overrides, "key=value overrides; a layout key set to other than its default is kept");
-  plan->add_option("--nproc", pla.nproc, "processes (ranks) to plan for")->check(CLI::PositiveNumber);
+  plan->add_option("--nproc", pla.nproc, "processes (ranks) to plan for")->check(CLI::Range(1, 1 << 20));
   plan->add_option("--memory-per-rank", pla.memory_per_rank_gb, "GB a rank may use (default: the hardware profile's)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(CLI::Range(0.0, 1e9));
   plan->add_option("--hardware", pla.hardware, "host (this machine), a100-80gb, h100-80gb, or a file written by meshflow profile");
-  plan->add_option("--top", pla.top, "plans to print (0: all)")->check(CLI::NonNegativeNumber);
+  plan->add_option("--top", pla.top, "plans to print (0: all)")->check(CLI::Range(0, 1 << 30));
   plan->add_flag("--rejected", pla.rejected, "also print every rejected layout with its reason");
   plan->add_flag("--json", pla.json, "print every feasible plan as a JSON line (layout keys, predicted time and memory)");
   plan->add_option("--measure", pla.measure, "train N plans (0: all), spread over the ranking with the first included, "
                    "each for --steps steps in this job, and print their measured step time and peak memory beside the "
-                   "predicted (under mpirun -np --nproc)")->check(CLI::NonNegativeNumber);
-  plan->add_option("--steps", pla.steps, "--measure: steps per plan; the median of those after the first two is its time")->check(CLI::PositiveNumber);
+                   "predicted (under mpirun -np --nproc)")->check(CLI::Range(0, 1 << 30));
+  plan->add_option("--steps", pla.steps, "--measure: steps per plan; the median of those after the first two is its time")->check(CLI::Range(1, 1000000));
   plan->add_option("--skip", pla.skip, "--measure: leave out the plans of this file (lines --measure --json printed "
                    "before), to resume an interrupted sweep");
   plan->footer("Example: meshflow plan configs/gpt2/tiny.yaml --nproc 8; mpirun -np 8 meshflow plan configs/gpt2/tiny.yaml "
@@ -434,7 +445,7 @@ int main(int argc, char** argv) {
   auto* profile = app.add_subcommand("profile", "Measure this machine for the planner (GEMM, attention, memory, each "
                                      "collective per group size; every rank at once): a file for meshflow plan --hardware");
   profile->add_option("--output", pro.output, "the profile file to write (JSON)");
-  profile->add_option("--repeats", pro.repeats, "timed repeats per measurement (the median counts)")->check(CLI::PositiveNumber);
+  profile->add_option("--repeats", pro.repeats, "timed repeats per measurement (the median counts)")->check(CLI::Range(1, 10000));
   profile->add_option("--published", pro.published, "write this published profile (a100-80gb, h100-80gb) instead of "
                       "measuring: a file to edit for another cluster or runtime");
   profile->footer("Example: mpirun -np 8 meshflow profile --output host8.json; meshflow plan CONFIG --nproc 8 --hardware host8.json");
@@ -456,8 +467,19 @@ int main(int argc, char** argv) {
   }
   try {
     app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
+  } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {  // one line, as every other error: the command and what to fix
+    std::string what = e.what();
+    for (char& ch : what)
+      if (ch == '\n') ch = ' ';
+    const std::string cmd = argc > 1 && argv[1][0] != '-' ? std::string(" ") + argv[1] : std::string();
+    std::fprintf(stderr, "meshflow: error: %s (meshflow%s --help)\n", what.c_str(), cmd.c_str());
+    return e.get_exit_code();
   }
   try {
     if (*train) {

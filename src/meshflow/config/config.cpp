@@ -5,6 +5,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <filesystem>
+#include <set>
 
 #include "meshflow/core/atomic_file.h"
 #include "meshflow/core/error.h"
@@ -14,6 +15,7 @@ namespace mf {
 using config_detail::did_you_mean;
 using config_detail::find_entry;
 using config_detail::format_value;
+using config_detail::from_text;
 using config_detail::parse_value;
 using config_detail::schema;
 using config_detail::SchemaEntry;
@@ -30,8 +32,8 @@ bool is_section(const std::string& prefix) {
 }
 
 [[noreturn]] void unknown_key(const std::string& key, const std::string& source) {
-  if (is_section(key)) MF_THROW("config key `", key, "` is a section, not a value (from ", source, ")");
-  MF_THROW("unknown config key `", key, "` (from ", source, ")", did_you_mean(key));
+  if (is_section(key)) MF_THROW("config key `", key, "` is a section, not a value", from_text(source));
+  MF_THROW("unknown config key `", key, "`", from_text(source), did_you_mean(key));
 }
 
 const SchemaEntry& entry_for(const std::string& key, const std::string& source) {
@@ -50,11 +52,11 @@ std::string flow_text(const YAML::Node& node) {
 ConfigValue node_value(const SchemaEntry& e, const YAML::Node& node, const std::string& source) {
   if (node.IsNull()) {
     if (e.type == ConfigType::kString) return std::string();
-    MF_THROW(e.key, " expects ", config_type_name(e.type), ", got null (from ", source, ")");
+    MF_THROW(e.key, " expects ", config_type_name(e.type), ", got null", from_text(source));
   }
   if (node.IsScalar()) return parse_value(e.key, e.type, node.Scalar(), source);
   if (e.type == ConfigType::kFloatList && node.IsSequence()) return parse_value(e.key, e.type, flow_text(node), source);
-  MF_THROW(e.key, " expects ", config_type_name(e.type), ", got \"", flow_text(node), "\" (from ", source, ")");
+  MF_THROW(e.key, " expects ", config_type_name(e.type), ", got \"", flow_text(node), "\"", from_text(source));
 }
 
 // Strings that a YAML reader would take for something else are written quoted.
@@ -101,7 +103,11 @@ void Config::load_file(const std::string& path, std::vector<std::string>& chain)
     for (size_t j = i; j < chain.size(); ++j) cycle += chain[j] + " -> ";
     MF_THROW("config `_base_` cycle: ", cycle, canon);
   }
-  MF_CHECK(fs::is_regular_file(path), "config file not found: ", path);
+  MF_CHECK(!fs::is_directory(path) || !fs::is_regular_file(fs::path(path) / "config.yaml"), "config ", path,
+           " is a folder; a run's config is ", (fs::path(path) / "config.yaml").string());
+  MF_CHECK(!fs::is_directory(path), "config ", path, " is a folder; give a YAML file");
+  MF_CHECK(fs::exists(path), "config file not found: ", path);
+  MF_CHECK(fs::is_regular_file(path), "config ", path, " is not a regular file; give a YAML file");
   std::string text = read_file(path);
   chain.push_back(canon);
   apply_yaml(text, path, fs::path(path).parent_path().string(), chain);
@@ -138,10 +144,15 @@ void Config::apply_yaml(const std::string& text, const std::string& source, cons
   }
 
   // Depth-first over the mapping; dotted keys inside the file are allowed too.
+  // A key twice in one mapping is an error in YAML; the parser keeps both, so it is caught here
+  // (otherwise the second would win without a word).
   auto walk = [&](auto&& self, const YAML::Node& map, const std::string& prefix) -> void {
+    std::set<std::string> names;
     for (const auto& item : map) {
       MF_CHECK(item.first.IsScalar(), "config ", source, ": a key under `", prefix, "` is not a name");
       std::string name = item.first.Scalar();
+      MF_CHECK(names.insert(name).second, "config ", source, ": `", prefix.empty() ? name : prefix + "." + name,
+               "` is set twice", item.first.Mark().line >= 0 ? detail::cat(" (again on line ", item.first.Mark().line + 1, ")") : "");
       if (prefix.empty() && name == "_base_") continue;
       std::string key = prefix.empty() ? name : prefix + "." + name;
       const YAML::Node& v = item.second;

@@ -43,7 +43,9 @@ class Config {
 
   // Sets `key` from its text form with the same validation as a file or an override
   // ("6e-4", "true", "[0.9, 0.95]"). `source` names the origin in error messages.
-  void set(const std::string& key, const std::string& value, const std::string& source = "command line");
+  // `source` names where the value came from in error messages ("command line", a file); empty:
+  // the program's own (a model's sizes written back as keys), named by the caller.
+  void set(const std::string& key, const std::string& value, const std::string& source = "");
   // Applies one "key=value" override; text without '=' is an error.
   void apply_override(const std::string& key_equals_value);
 
@@ -73,6 +75,8 @@ class Config {
 };
 
 namespace config_detail {
+// " (from SOURCE)" for error messages, "" when the source is the program's own.
+inline std::string from_text(const std::string& source) { return source.empty() ? "" : " (from " + source + ")"; }
 // One schema entry: key, type and default, in document order.
 struct SchemaEntry {
   std::string key;
@@ -97,6 +101,7 @@ ConfigValue parse_value(const std::string& key, ConfigType t, const std::string&
 struct Range {
   double lo, hi;
   bool lo_open, hi_open;
+  bool integer = false;  // a list of whole numbers (iterations, stage ids), each below 2^63
 };
 const Range* range_of(const std::string& key);
 std::string range_text(const Range& r);

@@ -22,6 +22,8 @@ Range at_least(double lo) { return {lo, kInf, false, true}; }
 Range above(double lo) { return {lo, kInf, true, true}; }
 Range below_one(double lo) { return {lo, 1.0, false, true}; }  // [lo, 1)
 Range any_number() { return {-kInf, kInf, true, true}; }
+// Whole numbers from lo that an int64 holds (the list elements the run reads as integers).
+Range integers_from(double lo) { return {lo, 9223372036854775808.0, false, true, true}; }
 
 const std::map<std::string, Range>& ranges() {
   static const std::map<std::string, Range> r = {
@@ -80,15 +82,15 @@ const std::map<std::string, Range>& ranges() {
       {"train.dist.tensor_parallel_size", at_least(1)},
       {"train.dist.pipeline_parallel_size", at_least(1)},
       {"train.dist.pipeline_num_layers", at_least(0)},
-      {"train.dist.custom_pipeline_stage_id", at_least(0)},
+      {"train.dist.custom_pipeline_stage_id", integers_from(0)},
       {"train.dist.virtual_pipeline_size", at_least(1)},
-      {"train.dist.timeout", above(0)},
+      {"train.dist.timeout", {0, 1e9, true, false}},  // up to 31 years: a deadline in nanoseconds stays in int64
       {"train.dist.grad_bucket_mb", above(0)},
       {"graph.auto_parallel.memory_per_rank_gb", at_least(0)},
       {"train.scheduler.warmup_iter", at_least(0)},
       {"train.scheduler.warmup_factor", closed(0, 1)},
       {"train.scheduler.alpha", closed(0, 1)},
-      {"train.scheduler.milestones", at_least(0)},
+      {"train.scheduler.milestones", integers_from(0)},
       {"train.scheduler.gamma", above(0)},
       {"train.profile.start_step", at_least(1)},
       {"train.profile.num_steps", at_least(1)},
@@ -107,14 +109,15 @@ const std::map<std::string, Range>& ranges() {
       {"data.mean_noise_span_length", at_least(1)},
       {"data.image_mean", any_number()},
       {"data.image_std", above(0)},
-      {"data.decode_threads", at_least(0)},
-      {"tokenization.extra_ids", at_least(0)},
+      {"data.decode_threads", closed(0, 1024)},
+      {"tokenization.extra_ids", closed(0, 1 << 20)},
   };
   return r;
 }
 
 std::string bound_text(double x) {
   if (std::isinf(x)) return x > 0 ? "inf" : "-inf";
+  if (x == 9223372036854775808.0) return "2^63";
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.17g", x);
   return buf;
@@ -140,7 +143,7 @@ std::string range_text(const Range& r) {
   s += ", ";
   s += bound_text(r.hi);
   s += r.hi_open ? ")" : "]";
-  return s;
+  return r.integer ? "of integers " + s : s;
 }
 
 void check_range(const std::string& key, const ConfigValue& v, const std::string& text, const std::string& source) {
@@ -151,8 +154,8 @@ void check_range(const std::string& key, const ConfigValue& v, const std::string
   if (const auto* d = std::get_if<double>(&v)) xs.push_back(*d);
   if (const auto* l = std::get_if<std::vector<double>>(&v)) xs = *l;
   for (double x : xs)
-    MF_CHECK(inside(*r, x), key, "=", text, " is outside its range ", range_text(*r),
-             std::holds_alternative<std::vector<double>>(v) ? " (for each element)" : "", " (from ", source, ")");
+    MF_CHECK(inside(*r, x) && (!r->integer || x == std::floor(x)), key, "=", text, " is outside its range ", range_text(*r),
+             std::holds_alternative<std::vector<double>>(v) ? " (for each element)" : "", from_text(source));
 }
 
 }  // namespace mf::config_detail

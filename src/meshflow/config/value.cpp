@@ -35,7 +35,7 @@ std::string trim(const std::string& s) {
 }
 
 [[noreturn]] void bad_value(const std::string& key, ConfigType t, const std::string& text, const std::string& source) {
-  MF_THROW(key, " expects ", config_type_name(t), ", got \"", text, "\" (from ", source, ")");
+  MF_THROW(key, " expects ", config_type_name(t), ", got \"", text, "\"", from_text(source));
 }
 
 bool parse_int(std::string s, int64_t& out) {

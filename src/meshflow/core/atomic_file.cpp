@@ -5,6 +5,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -27,6 +28,8 @@ void fsync_dir_of(const std::string& path) {
 }  // namespace
 
 AtomicFile::AtomicFile(std::string path) : path_(std::move(path)) {
+  MF_CHECK(!path_.empty() && path_.back() != '/', "cannot write a file named '", path_, "': give a file name");
+  MF_CHECK(!std::filesystem::is_directory(path_), "cannot write ", path_, ": it is a folder; give a file name");
   tmp_ = path_ + ".tmp." + std::to_string(::getpid());
   fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   MF_CHECK(fd_ >= 0, "cannot create ", tmp_, ": ", errno_str());
@@ -80,6 +83,14 @@ std::string read_file(const std::string& path) {
   ss << in.rdbuf();
   MF_CHECK(!in.bad(), "error reading ", path);
   return ss.str();
+}
+
+void make_folder(const std::string& path, const std::string& what) {
+  MF_CHECK(!path.empty(), what, " is empty: give a folder");
+  std::error_code ec;
+  std::filesystem::create_directories(path, ec);
+  MF_CHECK(!ec && std::filesystem::is_directory(path), what, " '", path, "': cannot create the folder (",
+           ec ? ec.message() : "a file is in the way", ")");
 }
 
 }  // namespace mf

@@ -29,5 +29,9 @@ class AtomicFile {
 void write_file_atomic(const std::string& path, std::string_view content);
 // Whole file as bytes; throws naming the path when it cannot be read.
 std::string read_file(const std::string& path);
+// Creates folder `path` and its parents (nothing when it exists); throws one line naming `what`
+// (the key or flag that gave the path) and the reason: an empty path, a file in the way, no
+// permission.
+void make_folder(const std::string& path, const std::string& what);
 
 }  // namespace mf

@@ -15,6 +15,7 @@
 #include <functional>
 #include <mutex>
 #include <optional>
+#include <system_error>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -32,16 +33,16 @@ class OrderedPrefetcher {
       : fn_(std::move(fn)), capacity_(capacity < 1 ? 1 : capacity), slots_(static_cast<size_t>(capacity_)) {
     MF_CHECK(threads >= 0, "prefetch: thread count ", threads, " must be >= 0");
     workers_.reserve(static_cast<size_t>(threads));
-    for (int t = 0; t < threads; ++t) workers_.emplace_back([this] { work(); });
-  }
-  ~OrderedPrefetcher() {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      stop_ = true;
+    try {
+      for (int t = 0; t < threads; ++t) workers_.emplace_back([this] { work(); });
+    } catch (const std::system_error& e) {  // the system's thread limit: stop those started, then say so
+      const size_t started = workers_.size();
+      stop_workers();
+      MF_THROW("prefetch: cannot start thread ", started + 1, " of ", threads, " (", e.what(),
+               "): ask for fewer threads");
     }
-    room_.notify_all();
-    for (auto& w : workers_) w.join();
   }
+  ~OrderedPrefetcher() { stop_workers(); }
   OrderedPrefetcher(const OrderedPrefetcher&) = delete;
   OrderedPrefetcher& operator=(const OrderedPrefetcher&) = delete;
 
@@ -64,6 +65,15 @@ class OrderedPrefetcher {
   int threads() const { return static_cast<int>(workers_.size()); }
 
  private:
+  void stop_workers() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    room_.notify_all();
+    for (auto& w : workers_) w.join();
+    workers_.clear();
+  }
   struct Slot {
     bool done = false;
     std::optional<T> value;

@@ -66,13 +66,13 @@ std::vector<GenerationResult> Engine::beam_search(const std::vector<GenerationRe
   const double lp = first.length_penalty;
   for (int64_t g = 0; g < G; ++g) {
     const GenerationRequest& r = requests[static_cast<size_t>(g)];
+    MF_CHECK(std::isfinite(r.length_penalty), "generate: length_penalty must be finite, got ", r.length_penalty);
     MF_CHECK(r.num_beams >= 1 && r.num_beams == nb && r.max_new_tokens == max_new && r.length_penalty == lp &&
                  r.stop_tokens == first.stop_tokens,
              "generate: beam search needs the same num_beams, max_new_tokens, length_penalty and stop tokens for every "
              "prompt of a call (prompt ", g, " has num_beams ", r.num_beams, ", max_new_tokens ", r.max_new_tokens, ")");
     MF_CHECK(!r.sampling.do_sample && r.sampling.repetition_penalty == 1.0,
              "generate: beam search is deterministic: prompt ", g, " asks for sampling or a repetition penalty");
-    MF_CHECK(std::isfinite(lp), "generate: length_penalty must be finite, got ", lp);
   }
   // Each prompt repeated for its beams: row g * nb + j is beam j of prompt g.
   std::vector<GenerationRequest> rows;

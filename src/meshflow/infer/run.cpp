@@ -1,5 +1,6 @@
 #include "meshflow/infer/run.h"
 
+#include <cmath>
 #include <fstream>
 
 #include "meshflow/infer/load.h"
@@ -25,6 +26,9 @@ std::vector<std::string> read_prompts(const GenerateArgs& a) {
 
 void run_generation(const Config& c, const GenerateArgs& a, std::FILE* out, const comm::CommPtr& world) {
   const std::vector<std::string> prompts = read_prompts(a);
+  // The flags' own checks before the weights load (the engine makes them again per request).
+  check_sampling(a.sampling);
+  MF_CHECK(std::isfinite(a.length_penalty), "generate: --length-penalty must be finite, got ", a.length_penalty);
   LoadedModel m = load_for_inference(c, world);
   const Tokenizer& tok = *m.tokenizer;
   const std::vector<int64_t> stops = a.ignore_eos ? std::vector<int64_t>{} : std::vector<int64_t>{tok.eod_id()};
@@ -72,6 +76,7 @@ void run_generation(const Config& c, const GenerateArgs& a, std::FILE* out, cons
       std::fprintf(out, " (%s)\n", res[i].finish_reason.c_str());
     }
   }
+  std::fflush(out);  // the text before the figures, whatever buffers stdout (a pipe)
   const Engine::Timing& t = m.engine->last_timing();
   std::fprintf(stderr, "generate: %zu prompt(s), %lld new tokens; prefill %lld positions in %.3f s (%.1f tokens/s), "
                        "decode %lld steps of %lld rows in %.3f s (%.1f tokens/s)\n",

@@ -73,12 +73,12 @@ std::vector<int64_t> argmax_over(comm::Communicator* tp, const std::vector<doubl
 }  // namespace
 
 void check_sampling(const SamplingParams& p) {
-  MF_CHECK(p.temperature > 0 && std::isfinite(p.temperature), "sampling: temperature must be > 0, got ", p.temperature,
+  MF_CHECK(p.temperature > 0 && std::isfinite(p.temperature), "sampling: temperature must be finite and > 0, got ", p.temperature,
            " (use greedy decoding for temperature 0)");
   MF_CHECK(p.top_k >= 0, "sampling: top_k must be >= 0 (0: off), got ", p.top_k);
   MF_CHECK(p.top_p > 0 && p.top_p <= 1, "sampling: top_p must be in (0, 1], got ", p.top_p);
   MF_CHECK(p.repetition_penalty > 0 && std::isfinite(p.repetition_penalty),
-           "sampling: repetition_penalty must be > 0, got ", p.repetition_penalty);
+           "sampling: repetition_penalty must be finite and > 0, got ", p.repetition_penalty);
 }
 
 std::vector<int64_t> choose_tokens(const Tensor& logits_any, int64_t offset, int64_t vocab,

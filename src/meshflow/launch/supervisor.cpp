@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "meshflow/config/config.h"
+#include "meshflow/core/atomic_file.h"
 #include "meshflow/core/error.h"
 #include "meshflow/io/checkpoint.h"
 #include "meshflow/launch/child.h"
@@ -107,7 +108,7 @@ int run_launch(const LaunchOptions& o) {
   MF_CHECK(!launcher_path.empty(), "launch: no launcher '", words[0], "' ",
            words[0].find('/') == std::string::npos ? "on PATH" : "there",
            o.launcher.empty() ? " (install Open MPI: apt-get install openmpi-bin; or give --launcher)" : "");
-  fs::create_directories(out);
+  make_folder(out, "train.output_dir");
   const std::string log_path = (fs::path(out) / "launch.jsonl").string();
 
   StopSignals stop;

@@ -141,6 +141,8 @@ std::string profile_json(const HardwareProfile& h) {
 }
 
 HardwareProfile load_profile(const std::string& path) {
+  MF_CHECK(!std::filesystem::is_directory(path), "plan: the hardware profile ", path,
+           " is a folder; give the file meshflow profile --output wrote");
   std::ifstream in(path);
   MF_CHECK(in.good(), "plan: cannot read the hardware profile ", path);
   return parse_profile(std::string(std::istreambuf_iterator<char>(in), {}), path);

@@ -46,6 +46,10 @@ std::string no_plan(const PlanResult& r) {
   int shown = 0;
   for (const auto& [k, v] : reasons)
     if (shown++ < 4) s += detail::cat(s.empty() ? "" : "; ", k, " (", v, " layouts)");
+  if (r.rejected.empty())  // the user's layout keys left no candidate at all
+    return detail::cat("no layout of ", r.model_line, " on ", r.ranks, " ranks keeps the layout keys the config sets "
+                       "to other than their defaults (kept as given: train.dist.*_size, the batch sizes, ZeRO, "
+                       "recomputation); the ranks must be data x tensor x pipeline parallel sizes");
   return detail::cat("no layout of ", r.model_line, " fits on ", r.ranks, " ranks with ",
                      r.memory_limit / 1e9, " GB each: ", s);
 }

@@ -126,6 +126,9 @@ ImageSources image_sources(const Config& c, uint64_t seed, int64_t train_samples
         open_image_dataset(c.get_string("data.validation_folder"), io.transform.image_size, "data.validation_folder");
   const int64_t labels = c.get_int("model.num_labels");
   for (const auto& [d, key] : {std::pair{r.train_data, "data.train_folder"}, std::pair{r.valid_data, "data.validation_folder"}})
+    MF_CHECK(!d || d->num_classes() >= 2, key, " ", c.get_string(key), " holds ", d ? d->num_classes() : 0,
+             " class folder(s): classification needs two or more (ROOT/<class>/<image>)");
+  for (const auto& [d, key] : {std::pair{r.train_data, "data.train_folder"}, std::pair{r.valid_data, "data.validation_folder"}})
     MF_CHECK(!d || d->num_classes() == labels, key, " ", c.get_string(key), " holds ", d ? d->num_classes() : 0,
              " classes and model.num_labels is ", labels, ": set model.num_labels=", d ? d->num_classes() : 0);
   if (r.train_data && r.valid_data)

@@ -110,7 +110,11 @@ ModelWeights hf_weights(const std::string& path) {
   w.spec = models::model_spec_for_hf_type(type.empty() ? "gpt2" : type);  // GPT-2's early files have no model_type
   MF_CHECK(w.spec != nullptr, files.config, ": model_type '", type, "' is not a model meshflow reads (Hugging Face "
            "model types it maps: ", hf_types(), ")");
-  w.config = w.spec->hf.read_config(files.config);
+  try {
+    w.config = w.spec->hf.read_config(files.config);
+  } catch (const Error& e) {  // a value the run would refuse: name the file it came from
+    throw Error(files.config + ": " + e.what());
+  }
   w.has_config = true;
   w.config_source = files.config;
   w.tensors = match_spec(w.spec->hf.read_tensors(files), *w.spec, w.config, w.source, "its config.json");
@@ -230,6 +234,7 @@ namespace {
 // overwritten.
 void check_output_folder(const std::string& out_dir, const std::vector<const char*>& written) {
   const fs::path out(out_dir);
+  MF_CHECK(!out_dir.empty(), "--output is empty: give a new folder");
   MF_CHECK(!fs::exists(out) || fs::is_directory(out), "--output ", out_dir,
            " is an existing file; give a new folder (nothing is overwritten)");
   for (const char* name : written)
@@ -243,7 +248,7 @@ std::string convert_from_hf(const std::string& hf_path, const std::string& out_d
   MF_CHECK(w.hugging_face, hf_path, " is a meshflow checkpoint, not a Hugging Face model (--from-hf reads config.json "
            "and model.safetensors)");
   const fs::path out(out_dir);
-  fs::create_directories(out);
+  make_folder(out_dir, "--output");
   // The sizes first, the checkpoint (whose `latest` pointer is written last) after: an
   // interrupted conversion leaves no loadable checkpoint rather than one without its sizes.
   const std::string yaml = checkpoint_config_yaml(*w.spec, w.config, w.source);
@@ -264,7 +269,7 @@ std::string convert_to_hf(const std::string& checkpoint_path, const std::string&
   MF_CHECK(!w.spec->hf.model_type.empty(), checkpoint_path, ": model.name '", w.spec->name,
            "' has no Hugging Face format");
   const fs::path out(out_dir);
-  fs::create_directories(out);
+  make_folder(out_dir, "--output");
   // "format": "pt" is what transformers' loader expects of a safetensors file's metadata.
   const nn::NamedTensors hf = w.spec->hf.write_tensors ? w.spec->hf.write_tensors(w.tensors) : w.tensors;
   io::save_safetensors((out / "model.safetensors").string(), hf, {{"format", "pt"}});

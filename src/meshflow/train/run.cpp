@@ -306,6 +306,11 @@ RunSummary run_training(const Config& c, std::FILE* out, const comm::CommPtr& wo
   s.final_val_loss = last_ptr->val_loss;
   s.step_seconds = std::move(last_ptr->step_seconds);
   s.peak_bytes = last_ptr->peak_bytes;
+  if (opts.resume && s.step_seconds.empty() && s.iterations > 0 && trainer.is_main_rank()) {
+    std::fprintf(out, "train.resume: the checkpoint is at iteration %lld = train.train_iter: nothing left to train\n",
+                 static_cast<long long>(opts.train_iter));
+    return s;
+  }
   if (opts.eval_enabled && trainer.is_main_rank() && !std::isnan(s.unigram_entropy))
     std::fprintf(out, "final validation loss %.4f nats/token vs unigram entropy %.4f nats/token of the training tokens\n",
                  s.final_val_loss, s.unigram_entropy);

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 #include <optional>
+#include <set>
 #include <filesystem>
 #include <unordered_map>
 
@@ -291,7 +292,7 @@ EvalStats Trainer::evaluate() {
 }
 
 void Trainer::train() {
-  fs::create_directories(opts_.output_dir);
+  make_folder(opts_.output_dir, "train.output_dir");
   // One run per folder: the main rank holds <output_dir>/.lock until the trainer goes; a second
   // run (or a resume started while the first still runs) stops here on every rank.
   const fs::path lock_path = fs::path(opts_.output_dir) / ".lock";
@@ -401,6 +402,18 @@ bool Trainer::load_latest_checkpoint() {
   }
   if (!reader->note().empty() && is_main_rank())
     std::fprintf(stderr, "meshflow: warning: resuming from %s (%s)\n", reader->dir().c_str(), reader->note().c_str());
+  // A checkpoint of another model (fewer layers: its tensors are a subset of this model's names
+  // only where they match) is refused, not read in part: every parameter it holds is this model's.
+  std::set<std::string> params;
+  for (const auto& [name, shape] : model_->parameter_shapes()) params.insert("model/" + name);
+  for (const std::string& name : reader->names())
+    MF_CHECK(name.rfind("model/", 0) != 0 || params.count(name) != 0, "checkpoint ", reader->dir(), ": tensor '",
+             name.substr(6), "' is not a parameter of this model (", model_->describe(),
+             "): train.resume continues the run the checkpoint's config.yaml describes; its model.* keys must not "
+             "change");
+  MF_CHECK(reader->state().iter <= opts_.train_iter, "train.resume: checkpoint ", reader->dir(), " is at iteration ",
+           reader->state().iter, ", past train.train_iter=", opts_.train_iter,
+           ": raise train.train_iter to train on from it");
   // Each rank reads the regions it holds, whatever layout wrote them.
   NoGradGuard ng;
   for (StateSlot& s : state_slots(*model_, *sync_, *optimizer_)) {
