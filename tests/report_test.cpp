@@ -148,6 +148,11 @@ TEST(ReportCharts, MissingValuesBreakTheLine) {
   EXPECT_NE(svg.find("stroke-dasharray=\"6 3\""), std::string::npos);
   LineChart empty{"t", "step", "y", false, {Series{"a", "#000", {1}, {nan}, false}}};
   EXPECT_NE(render_line_chart(empty).find(">no data<"), std::string::npos);
+  // Values near the double's limit are left out: their span would overflow to NaN coordinates.
+  LineChart extreme{"t", "step", "y", false, {Series{"a", "#000", {1, 2, 3, 4}, {1e308, -1e308, 2, 3}, false}}};
+  const std::string xs = render_line_chart(extreme);
+  EXPECT_EQ(xs.find("nan"), std::string::npos) << xs;
+  EXPECT_EQ(count(xs, "<circle"), 2u);
 }
 
 TEST(ReportCharts, StackedBarsStackFromTheAxis) {

@@ -10,8 +10,13 @@ namespace {
 
 constexpr size_t kMaxDottedPoints = 60;  // a series with at most this many points shows each as a dot
 
+// Values past this magnitude are left out: the axes' span between two of them would overflow a
+// double (a loss of 1e308 beside -1e308 once put NaN coordinates into the figure).
+constexpr double kMaxPlotted = 1e300;
+
 bool drawable(const LineChart& c, double x, double y) {
-  return std::isfinite(x) && std::isfinite(y) && (!c.log_y || y > 0);
+  return std::isfinite(x) && std::isfinite(y) && std::abs(x) <= kMaxPlotted && std::abs(y) <= kMaxPlotted &&
+         (!c.log_y || y > 0);
 }
 
 struct Extent {
