@@ -122,6 +122,10 @@ expect_error "resume past train_iter" "train.resume: checkpoint .*iter_0000002 i
 "$bin" train "${good[@]}" model.num_layers=2 train.resume=true "train.output_dir=$work/ok2" > "$work/out" 2>&1 &&
   grep -q "^train.resume: the checkpoint is at iteration 2 = train.train_iter: nothing left to train" "$work/out" && ! grep -q nan "$work/out" ||
   { echo "FAIL: resume of a finished run:"; cat "$work/out"; fail=$((fail + 1)); }
+# A resumed step that is not logged is still a step: the run is not "nothing left to train".
+"$bin" train "${good[@]}" model.num_layers=2 train.resume=true train.train_iter=4 train.exit_iter=3 train.log_period=10 \
+  "train.output_dir=$work/ok2" > "$work/out" 2>&1 && ! grep -q "nothing left" "$work/out" &&
+  [ -f "$work/ok2/checkpoints/iter_0000003/metadata.json" ] || { echo "FAIL: an unlogged resumed step:"; cat "$work/out"; fail=$((fail + 1)); }
 # Flags and paths: the option parser's errors in the one-line form, ranges that bound what a flag
 # may ask for, folders where files go and files where folders go.
 expect_error "no config" "config is required (meshflow train --help)" "$bin" train
@@ -202,7 +206,7 @@ expect_error "model size overflow" "has more elements than int64" "$bin" train "
 # the weights were initialised; a huge layer count first spent minutes listing them).
 expect_error "model larger than the host" "the model does not fit: GPT-2: layers 1, hidden 1048576, .* of parameters, gradients and AdamW state on each rank (dp 1, tp 1, pp 1: .*); this host has .* of memory and" \
   "$bin" train "${good[@]}" model.hidden_size=1048576 "train.output_dir=$work/o18"
-expect_error "layers past the host's memory" "1000000000000 layers of at least model.hidden_size parameters each need more than 64000.0 GB on each rank" \
+expect_error "layers past the host's memory" "1000000000000 layers of at least 18064 parameters each need more than 72256000.0 GB on each rank" \
   "$bin" train "${good[@]}" model.num_layers=1000000000000 "train.output_dir=$work/o19"
 expect_error "eval of a model larger than the host" "the model does not fit: GPT-2: layers 1, hidden 1048576, .* of parameters on each rank (tp 1, pp 1); this host has" \
   "$bin" eval "${good[@]}" model.hidden_size=1048576 "train.output_dir=$work/o20"

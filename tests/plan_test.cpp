@@ -488,10 +488,18 @@ TEST(PlanFit, AModelTheHostCannotHoldIsOneLineBeforeAnyWeight) {
   EXPECT_EQ(model_state_fit(gpt2_config({"train.dist.tensor_parallel_size=3"}), 2, 2, host(1)), "");
   // A layer count past what the memory holds is refused before the layers are listed.
   const std::string many = model_state_fit(gpt2_config({"model.num_layers=1000000000000"}), 1, 1, host(1e12));
-  EXPECT_NE(many.find(": 1000000000000 layers of at least model.hidden_size parameters each need more than 128000.0 GB "
+  // (A GPT-2 block of hidden 32, MLP 128: 12704 parameters; 10^12 of them in f32: 50816000 GB.)
+  EXPECT_NE(many.find(": 1000000000000 layers of at least 12704 parameters each need more than 50816000.0 GB "
                       "on each rank; this host has a test host's memory"),
             npos)
       << many;
+  // bf16 is suggested for inference only where the model is not in it already.
+  EXPECT_NE(model_state_fit(c, 1, 1, host(1), ModelUse::kInference).find("load it in bf16"), npos);
+  EXPECT_EQ(model_state_fit(gpt2_config({"train.amp.enabled=true"}), 1, 1, host(1), ModelUse::kInference).find("load it in bf16"),
+            npos);
+  // A T5 whose encoder and decoder layers overflow int64 together is refused, not counted negative.
+  MFT_EXPECT_ERROR(mf::models::model_layers(gpt2_config({"model.name=t5", "model.num_layers=4611686018427387904"})),
+                   "t5: model.num_layers 4611686018427387904 and as many decoder layers are more layers than int64 counts");
 }
 
 // The memory model against the allocator: one process trains two steps of a byte-level GPT-2

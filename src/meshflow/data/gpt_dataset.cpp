@@ -28,7 +28,7 @@ GptDataset::GptDataset(const IndexedDataset& data, int64_t seq_length, uint64_t 
   // Epochs needed so that the stream holds num_samples * L + 1 tokens.
   MF_CHECK(num_samples_ <= (std::numeric_limits<int64_t>::max() - 1) / seq_length, "GptDataset ", data.prefix(), ": ",
            num_samples_, " samples of ", seq_length, " tokens are more tokens than int64 counts");
-  num_epochs_ = std::max<int64_t>(1, (num_samples_ * seq_length + 1 + tokens_per_epoch_ - 1) / tokens_per_epoch_);
+  num_epochs_ = num_samples_ * seq_length / tokens_per_epoch_ + 1;  // ceil((N L + 1) / T), with no overflow
 
   const int64_t ndocs = documents.size();
   // The index: every epoch's document order, a start and a shuffled position per sample. One the

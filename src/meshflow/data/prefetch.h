@@ -15,7 +15,6 @@
 #include <functional>
 #include <mutex>
 #include <optional>
-#include <system_error>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -35,7 +34,7 @@ class OrderedPrefetcher {
     workers_.reserve(static_cast<size_t>(threads));
     try {
       for (int t = 0; t < threads; ++t) workers_.emplace_back([this] { work(); });
-    } catch (const std::system_error& e) {  // the system's thread limit: stop those started, then say so
+    } catch (const std::exception& e) {  // the system's thread limit: stop those started, then say so
       const size_t started = workers_.size();
       stop_workers();
       MF_THROW("prefetch: cannot start thread ", started + 1, " of ", threads, " (", e.what(),

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <optional>
 
 #include "meshflow/core/error.h"
 #include "meshflow/global/device_mesh.h"
@@ -13,6 +14,20 @@
 #include "meshflow/train/trainer.h"
 
 namespace mf::plan {
+
+namespace {
+// More layers than this are bounded from one layer before the model's parameters are listed.
+constexpr int64_t kListedLayers = 100000;
+
+// "124M", "6.74B", "17.6T" parameters.
+std::string count_text(double n) {
+  char buf[32];
+  if (n < 1e9) std::snprintf(buf, sizeof buf, "%.3gM", n / 1e6);
+  else if (n < 1e12) std::snprintf(buf, sizeof buf, "%.3gB", n / 1e9);
+  else std::snprintf(buf, sizeof buf, "%.3gT", n / 1e12);
+  return buf;
+}
+}  // namespace
 
 std::string model_state_fit(const Config& c, int64_t world_size, int64_t ranks_on_host, const HostMemory& host,
                             ModelUse use) {
@@ -32,14 +47,28 @@ std::string model_state_fit(const Config& c, int64_t world_size, int64_t ranks_o
   const std::string line = spec.describe ? spec.describe(c) : model;
   const std::string where = detail::cat("this host has ", host.what,
                                         on_host > 1 ? detail::cat(" for its ", on_host, " ranks") : std::string());
-  // Every layer holds at least model.hidden_size parameters (a norm's): a layer count past what
-  // the memory holds at that is refused before the parameters are listed one by one.
-  const double layers = static_cast<double>(models::model_layers(c));
-  const double hidden = static_cast<double>(std::max<int64_t>(1, c.get_int("model.hidden_size")));
-  if (layers * hidden * 4.0 / static_cast<double>(world_size) > per_rank)
-    return detail::cat("the model does not fit: ", line, ": ", models::model_layers(c),
-                       " layers of at least model.hidden_size parameters each need more than ",
-                       gigabytes(layers * hidden * 4.0 / static_cast<double>(world_size)), " on each rank; ", where);
+  // Listing every layer's parameters costs memory of its own (a name and a shape each): a model of
+  // more layers than any trained one is first bounded from one layer of its sizes, the smallest.
+  const int64_t layers = models::model_layers(c);
+  if (layers > kListedLayers) {
+    Config one = c;
+    one.set("model.num_layers", "1");
+    if (c.has("model.num_decoder_layers") && c.get_int("model.num_decoder_layers") > 0) one.set("model.num_decoder_layers", "1");
+    std::optional<ModelCosts> m1;
+    try {
+      m1 = model_costs(one);
+    } catch (const Error&) {  // keys that only the whole model satisfies: list it after all
+    }
+    if (m1 && !m1->layer_params.empty()) {
+      int64_t smallest = m1->layer_params.front().total();
+      for (const ParamElements& p : m1->layer_params) smallest = std::min(smallest, p.total());
+      const double bytes = static_cast<double>(layers) * static_cast<double>(smallest) *
+                           static_cast<double>(m1->param_bytes) / static_cast<double>(world_size);
+      if (bytes > per_rank)
+        return detail::cat("the model does not fit: ", line, ": ", layers, " layers of at least ", smallest,
+                           " parameters each need more than ", gigabytes(bytes), " on each rank; ", where);
+    }
+  }
   const ModelCosts m = model_costs(c);
   Layout l;
   l.tp = tp;
@@ -58,22 +87,20 @@ std::string model_state_fit(const Config& c, int64_t world_size, int64_t ranks_o
   if (state <= per_rank) return "";
   const std::string layout =
       detail::cat("dp ", l.dp, ", tp ", tp, ", pp ", pp, l.zero_stage > 0 ? detail::cat(", ZeRO-", l.zero_stage) : "");
-  char params[32];
-  const double billions = static_cast<double>(m.total_params()) / 1e9;
-  std::snprintf(params, sizeof params, billions < 1e3 ? "%.3gB" : "%.3gT", billions < 1e3 ? billions : billions / 1e3);
+  const std::string params = count_text(static_cast<double>(m.total_params()));
   if (!training)
     return detail::cat("the model does not fit: ", line, " (", params, " parameters) holds ", gigabytes(state),
                        " of parameters on ", pp > 1 ? detail::cat("pipeline stage ", e.stage) : "each rank", " (tp ",
                        tp, ", pp ", pp, "); ", where,
-                       " — split it over more ranks (train.dist.tensor_parallel_size, pipeline_parallel_size), "
-                       "load it in bf16 (train.amp.enabled=true) or choose a smaller model");
+                       " — split it over more ranks (train.dist.tensor_parallel_size, pipeline_parallel_size), ",
+                       m.amp ? "" : "load it in bf16 (train.amp.enabled=true) ", "or choose a smaller model");
   return detail::cat("the model does not fit: ", line, " (", params, " parameters) holds ", gigabytes(state),
                      adamw ? " of parameters, gradients and AdamW state" : " of parameters and gradients", " on ",
                      pp > 1 ? detail::cat("pipeline stage ", e.stage) : "each rank",
                      " (", layout, ": parameters ", gigabytes(e.parameters), ", gradients ", gigabytes(e.gradients),
                      adamw ? ", optimizer " + gigabytes(e.optimizer_state) : std::string(), "); ", where,
-                     " — spread it over more ranks (train.dist.tensor_parallel_size, pipeline_parallel_size, "
-                     "train.zero_optimization) or choose a smaller model");
+                     " — spread it over more ranks (train.dist.tensor_parallel_size, pipeline_parallel_size; over "
+                     "data-parallel ranks with train.zero_optimization) or choose a smaller model");
 }
 
 void check_model_state_fits(const Config& c, const comm::CommPtr& world, ModelUse use) {

@@ -89,7 +89,12 @@ ModelWeights meshflow_weights(const io::CheckpointReader& reader, const fs::path
   const std::string name = run ? run->get_string("model.name")
                                : !expected_model.empty() ? expected_model : Config::defaults().get_string("model.name");
   w.spec = &models::model_spec(name);
-  w.config = w.spec->checkpoint_config(tensors, run ? &*run : nullptr, source);
+  try {
+    w.config = w.spec->checkpoint_config(tensors, run ? &*run : nullptr, source);
+  } catch (const Error& e) {  // a size the run would refuse: name the checkpoint it came from
+    const std::string what = e.what();
+    throw Error(what.find(source) == std::string::npos ? source + ": " + what : what);
+  }
   w.tensors = match_spec(tensors, *w.spec, w.config, source, w.has_config ? "its config.yaml" : "its tensors");
   return w;
 }
@@ -112,8 +117,9 @@ ModelWeights hf_weights(const std::string& path) {
            "model types it maps: ", hf_types(), ")");
   try {
     w.config = w.spec->hf.read_config(files.config);
-  } catch (const Error& e) {  // a value the run would refuse: name the file it came from
-    throw Error(files.config + ": " + e.what());
+  } catch (const Error& e) {  // a value the run would refuse: name the file it came from (once)
+    const std::string what = e.what();
+    throw Error(what.find(files.config) == std::string::npos ? files.config + ": " + what : what);
   }
   w.has_config = true;
   w.config_source = files.config;

@@ -238,7 +238,9 @@ struct LastStats : HookBase {
   double train_loss = 0, val_loss = std::numeric_limits<double>::quiet_NaN();
   std::vector<double> step_seconds;
   int64_t peak_bytes = 0;
+  int64_t steps = 0;  // every step this process ran, logged or not
   void after_step(Trainer&, const StepStats& s) override {
+    ++steps;
     train_loss = s.loss;
     if (s.ranks.empty()) return;  // not a logged step: the ranks' figures were not gathered
     double slowest = 0;
@@ -306,7 +308,7 @@ RunSummary run_training(const Config& c, std::FILE* out, const comm::CommPtr& wo
   s.final_val_loss = last_ptr->val_loss;
   s.step_seconds = std::move(last_ptr->step_seconds);
   s.peak_bytes = last_ptr->peak_bytes;
-  if (opts.resume && s.step_seconds.empty() && s.iterations > 0 && trainer.is_main_rank()) {
+  if (opts.resume && last_ptr->steps == 0 && s.iterations > 0 && trainer.is_main_rank()) {
     std::fprintf(out, "train.resume: the checkpoint is at iteration %lld = train.train_iter: nothing left to train\n",
                  static_cast<long long>(opts.train_iter));
     return s;

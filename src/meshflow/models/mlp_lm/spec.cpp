@@ -21,7 +21,7 @@ ModelSpec spec() {
     MF_CHECK(run != nullptr, source, ": an mlp_lm checkpoint needs the run's config.yaml beside it");
     Config c = *run;
     for (const auto& [name, t] : tensors)
-      if (name == "wte.weight" && t.ndim() == 2) c.set("model.vocab_size", std::to_string(t.shape(0)));
+      if (name == "wte.weight" && t.ndim() == 2) c.set("model.vocab_size", std::to_string(t.shape(0)), source);
     return c;
   };
   return s;

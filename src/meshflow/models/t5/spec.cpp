@@ -1,5 +1,7 @@
 #include "meshflow/models/t5/spec.h"
 
+#include <limits>
+
 #include "meshflow/models/t5/hf.h"
 #include "meshflow/models/t5/model.h"
 
@@ -38,7 +40,11 @@ ModelSpec spec(const char* name, const char* architecture) {
                       "model.relative_attention_max_distance", "model.layernorm_epsilon", "model.tie_word_embeddings"};
   s.num_layers = [](const Config& c) {  // the encoder's and the decoder's blocks (0 decoder layers: as many)
     const int64_t enc = c.get_int("model.num_layers"), dec = c.get_int("model.num_decoder_layers");
-    return enc + (dec == 0 ? enc : dec);
+    const int64_t d = dec == 0 ? enc : dec;
+    MF_CHECK(enc <= std::numeric_limits<int64_t>::max() - d, "t5: model.num_layers ", enc, " and ",
+             dec == 0 ? "as many decoder layers" : detail::cat("model.num_decoder_layers ", dec),
+             " are more layers than int64 counts");
+    return enc + d;
   };
   s.parameter_shapes = [](const Config& c) { return t5_parameter_shapes(sizes(c)); };
   s.describe = [](const Config& c) { return t5_describe(sizes(c)); };
