@@ -112,6 +112,13 @@ cmp -s "$work/hf/model.safetensors" "$work/hf2/model.safetensors" || { echo "FAI
 want=$("$bin" eval "$work/ok/config.yaml" 2>&1 | grep -o "val_loss [0-9.]*")
 got=$("$bin" eval "$work/ok/config.yaml" "train.output_dir=$work/imported" 2>&1 | grep -o "val_loss [0-9.]*")
 [ -n "$want" ] && [ "$want" = "$got" ] || { echo "FAIL: eval of the imported checkpoint gives '$got', of the run '$want'"; fail=$((fail + 1)); }
+# eval runs in one process whatever layout the config names (a tp or pp run's config.yaml).
+got=$("$bin" eval "$work/ok/config.yaml" train.dist.tensor_parallel_size=2 train.dist.pipeline_parallel_size=2 2>&1 | grep -o "val_loss [0-9.]*")
+[ -n "$want" ] && [ "$want" = "$got" ] || { echo "FAIL: eval under a tp2 pp2 config gives '$got', in one process '$want'"; fail=$((fail + 1)); }
+expect_error "virtual stages without a pipeline" "train.dist.virtual_pipeline_size 2 splits each pipeline stage into chunks: it needs train.dist.pipeline_parallel_size > 1" \
+  "$bin" train "${good[@]}" train.dist.virtual_pipeline_size=2 train.dist.pipeline_schedule=interleaved_1f1b "train.output_dir=$work/o24"
+expect_error "stage ids without a pipeline" "train.dist.custom_pipeline_stage_id names stage 1, but there is no pipeline" \
+  "$bin" train "${good[@]}" "train.dist.custom_pipeline_stage_id=[1]" "train.output_dir=$work/o25"
 # train.resume of the finished run (a copy of a 2-layer one): a model with fewer layers is refused,
 # not loaded in part; a train_iter before the checkpoint is an error, one equal to it has nothing to do.
 "$bin" train "${good[@]}" model.num_layers=2 "train.output_dir=$work/ok2" > /dev/null 2>&1 || { echo "FAIL: the 2-layer run failed"; fail=$((fail + 1)); }

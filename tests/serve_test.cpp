@@ -587,6 +587,21 @@ TEST(ServeServer, ConcurrentRequestsAreBatchedAndStreamed) {
   EXPECT_NE(log.find("serve: stopped: 6 requests answered"), std::string::npos) << log;
 }
 
+// A second server on a port one already serves fails to bind (it once shared the port and took
+// half of the requests).
+TEST(ServeServer, ASecondServerOnATakenPortIsRefused) {
+  FakeEngine engine;
+  RunningServer first(engine, options(4, 1));
+  serve::ServeOptions o = options(4, 1);
+  o.host = "127.0.0.1";
+  o.port = first.port;
+  std::FILE* log = std::tmpfile();
+  serve::Server second(engine.fn(), first.tok, o, nullptr, log);
+  const std::string where = "serve: cannot listen on 127.0.0.1:" + std::to_string(first.port);
+  MFT_EXPECT_ERROR(second.bind(), where.c_str(), "another server on that port?");
+  std::fclose(log);
+}
+
 TEST(ServeServer, StopsEchoesAndErrors) {
   FakeEngine engine;
   RunningServer rs(engine, options(4, 1));

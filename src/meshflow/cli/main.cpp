@@ -333,6 +333,11 @@ int run_serve(const mf::Config& c, const mf::comm::CommPtr& world, const ServeAr
   };
   const bool several = run_world && run_world->size() > 1;
   if (!m.main_rank) {
+    // The launcher's SIGTERM (mpirun passes its own on to every rank) stops rank 0, which drains its
+    // streams and then sends the followers the shutdown message: they wait for it rather than end
+    // as a failed rank. A rank 0 that dies instead ends the job through MPI.
+    std::signal(SIGTERM, SIG_IGN);
+    std::signal(SIGINT, SIG_IGN);
     mf::serve::follow(generate, *run_world);
     return 0;
   }
@@ -505,6 +510,8 @@ int main(int argc, char** argv) {
     } else if (*devices) {
       return run_devices();
     } else if (*eval) {
+      MF_CHECK(!world || world->size() == 1, "eval runs in one process (it reads the checkpoint of any layout): run "
+               "it without mpirun, not on ", world ? world->size() : 1, " ranks");
       const mf::Config c = mf::Config::load(config, overrides);
       mf::plan::check_model_state_fits(c, nullptr, mf::plan::ModelUse::kInference);
       mf::train::run_evaluation(c);

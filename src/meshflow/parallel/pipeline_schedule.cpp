@@ -155,8 +155,8 @@ std::string actions_str(const std::vector<PipelineAction>& actions) {
 }
 
 std::vector<std::pair<int64_t, int64_t>> split_layers(int64_t layers, int64_t stages) {
-  MF_CHECK(stages >= 1 && layers >= stages, "pipeline: model.num_layers ", layers,
-           " is fewer than the pipeline_parallel_size ", stages, " stages (each stage needs at least one layer)");
+  MF_CHECK(stages >= 1 && layers >= stages, "pipeline: model.num_layers ", layers, " is fewer than the pipeline's ",
+           stages, " stages (pipeline_parallel_size x virtual_pipeline_size; each stage needs at least one layer)");
   std::vector<std::pair<int64_t, int64_t>> r;
   int64_t start = 0;
   for (int64_t s = 0; s < stages; ++s) {

@@ -1,5 +1,7 @@
 #include "meshflow/serve/server.h"
 
+#include <sys/socket.h>
+
 #include <httplib.h>
 
 #include <chrono>
@@ -283,6 +285,13 @@ Server::~Server() {
 int Server::bind() {
   Impl& m = *impl_;
   MF_CHECK(!m.bound, "serve: bind() called twice");
+  // SO_REUSEADDR only (a restart binds at once over the last server's TIME_WAIT sockets), not the
+  // library's default SO_REUSEPORT: that let a second server bind the same port and take half of
+  // its requests.
+  m.http.set_socket_options([](int sock) {
+    const int yes = 1;
+    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+  });
   const int port = m.o.port == 0 ? m.http.bind_to_any_port(m.o.host) : (m.http.bind_to_port(m.o.host, m.o.port) ? m.o.port : -1);
   MF_CHECK(port > 0, "serve: cannot listen on ", m.o.host, ":", m.o.port, " (", std::strerror(errno),
            "; another server on that port?)");

@@ -122,6 +122,12 @@ void parallel_options(const Config& c, const global::MeshSizes& mesh, TrainOptio
            " must be 0 or the model's layers (", layers, ": model.num_layers, T5 with model.num_decoder_layers): the "
            "pipeline places all of the model's layers");
   MF_CHECK(o.virtual_pipeline_size >= 1, "train.dist.virtual_pipeline_size must be >= 1, got ", o.virtual_pipeline_size);
+  MF_CHECK(o.virtual_pipeline_size == 1 || mesh.pipeline > 1, "train.dist.virtual_pipeline_size ",
+           o.virtual_pipeline_size, " splits each pipeline stage into chunks: it needs train.dist.pipeline_parallel_size > 1");
+  if (mesh.pipeline == 1)  // one stage: a list naming others is a config meant for a pipeline
+    for (double id : c.get_float_list("train.dist.custom_pipeline_stage_id"))
+      MF_CHECK(id == 0, "train.dist.custom_pipeline_stage_id names stage ", id,
+               ", but there is no pipeline (train.dist.pipeline_parallel_size 1)");
   const auto schedule = parallel::parse_pipeline_schedule(o.pipeline_schedule);
   if (mesh.pipeline > 1) {
     pipeline_layers(c, mesh.pipeline * o.virtual_pipeline_size);

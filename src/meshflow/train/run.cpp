@@ -319,7 +319,19 @@ RunSummary run_training(const Config& c, std::FILE* out, const comm::CommPtr& wo
   return s;
 }
 
-EvalStats run_evaluation(const Config& c, std::FILE* out) {
+EvalStats run_evaluation(const Config& run_config, std::FILE* out) {
+  // One process, whatever layout trained the run: its checkpoint reads into any (a tp or pp run's
+  // config.yaml once asked for its mesh on a world of 1).
+  Config c = run_config;
+  for (const auto& [key, value] : {std::pair<const char*, const char*>{"train.dist.tensor_parallel_size", "1"},
+                                   {"train.dist.pipeline_parallel_size", "1"},
+                                   {"train.dist.data_parallel_size", "0"},
+                                   {"train.dist.virtual_pipeline_size", "1"},
+                                   {"train.dist.pipeline_num_layers", "0"},
+                                   {"train.dist.custom_pipeline_stage_id", "[]"},
+                                   {"train.dist.sequence_parallel", "false"},
+                                   {"train.zero_optimization.enabled", "false"}})
+    c.set(key, value, "eval (one process)");
   apply_thread_count(c);
   const RunDevice run_device = select_run_device(c);
   TrainOptions opts = train_options(c);
