@@ -217,6 +217,8 @@ expect_error "layers past the host's memory" "1000000000000 layers of at least 1
   "$bin" train "${good[@]}" model.num_layers=1000000000000 "train.output_dir=$work/o19"
 expect_error "eval of a model larger than the host" "the model does not fit: GPT-2: layers 1, hidden 1048576, .* of parameters on each rank (tp 1, pp 1); this host has" \
   "$bin" eval "${good[@]}" model.hidden_size=1048576 "train.output_dir=$work/o20"
+expect_error "eval of a tp2 config larger than the host" "the model does not fit: .* of parameters on each rank (tp 1, pp 1); this host has" \
+  "$bin" eval "${good[@]}" model.hidden_size=1048576 train.dist.tensor_parallel_size=2 "train.output_dir=$work/o20"
 # `meshflow launch` refuses before any attempt: a --min-nproc that cannot hold tp, a folder holding a run.
 expect_error "launch: --min-nproc below tp" "launch: 3 processes cannot hold tensor_parallel_size 2" \
   "$bin" launch --nproc 4 --min-nproc 3 "${good[@]}" train.dist.tensor_parallel_size=2 "train.output_dir=$work/launch1"

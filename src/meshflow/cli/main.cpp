@@ -472,11 +472,7 @@ int main(int argc, char** argv) {
   }
   try {
     app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::CallForAllHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::CallForVersion& e) {
+  } catch (const CLI::Success& e) {  // --help, --help-all, --version
     return app.exit(e);
   } catch (const CLI::ParseError& e) {  // one line, as every other error: the command and what to fix
     std::string what = e.what();
@@ -513,7 +509,8 @@ int main(int argc, char** argv) {
       MF_CHECK(!world || world->size() == 1, "eval runs in one process (it reads the checkpoint of any layout): run "
                "it without mpirun, not on ", world ? world->size() : 1, " ranks");
       const mf::Config c = mf::Config::load(config, overrides);
-      mf::plan::check_model_state_fits(c, nullptr, mf::plan::ModelUse::kInference);
+      // The check on the layout eval runs with (one process), not the one that trained the run.
+      mf::plan::check_model_state_fits(mf::train::one_process_config(c), nullptr, mf::plan::ModelUse::kInference);
       mf::train::run_evaluation(c);
     } else if (*serve) {
       return run_serve(mf::Config::load(config, overrides), world, sa);

@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <fstream>
 
+#include "meshflow/core/error.h"
+
 namespace mf {
 
 namespace {
@@ -42,6 +44,11 @@ HostMemory host_memory() {
   if (limit > 0 && limit < physical)
     h = {limit + swap, "the control group's limit of " + gigabytes(limit) + " and " + gigabytes(swap) + " of swap"};
   return h;
+}
+
+void check_host_holds(double bytes, const std::string& need, const std::string& advice) {
+  const HostMemory host = host_memory();
+  MF_CHECK(bytes <= host.bytes, need, gigabytes(bytes), "; this host has ", host.what, advice);
 }
 
 }  // namespace mf

@@ -16,4 +16,8 @@ HostMemory host_memory();
 // "12.3 GB": bytes in GB (10^9) with one decimal.
 std::string gigabytes(double bytes);
 
+// Throws "<need><bytes in GB>; this host has <host_memory().what><advice>" when `bytes` exceed
+// host_memory(): an index or table refused before minutes of filling it or the kernel's OOM killer.
+void check_host_holds(double bytes, const std::string& need, const std::string& advice);
+
 }  // namespace mf

@@ -31,14 +31,12 @@ GptDataset::GptDataset(const IndexedDataset& data, int64_t seq_length, uint64_t 
   num_epochs_ = num_samples_ * seq_length / tokens_per_epoch_ + 1;  // ceil((N L + 1) / T), with no overflow
 
   const int64_t ndocs = documents.size();
-  // The index: every epoch's document order, a start and a shuffled position per sample. One the
-  // host cannot hold is refused here, not after minutes of filling it or by the kernel's OOM killer.
-  const double index_bytes = static_cast<double>(num_epochs_) * static_cast<double>(ndocs) * sizeof(int64_t) +
-                             static_cast<double>(num_samples_) * (sizeof(Start) + sizeof(int64_t));
-  const HostMemory host = host_memory();
-  MF_CHECK(index_bytes <= host.bytes, "GptDataset ", data.prefix(), ": ", num_samples_, " samples of ", seq_length,
-           " tokens (", num_epochs_, " epochs of ", ndocs, " documents) need an index of ", gigabytes(index_bytes),
-           "; this host has ", host.what, " — fewer samples (train.train_iter, the batch size, evaluation) fit");
+  // The index: every epoch's document order, a start and a shuffled position per sample.
+  check_host_holds(static_cast<double>(num_epochs_) * static_cast<double>(ndocs) * sizeof(int64_t) +
+                       static_cast<double>(num_samples_) * (sizeof(Start) + sizeof(int64_t)),
+                   detail::cat("GptDataset ", data.prefix(), ": ", num_samples_, " samples of ", seq_length, " tokens (",
+                               num_epochs_, " epochs of ", ndocs, " documents) need an index of "),
+                   " — fewer samples (train.train_iter, the batch size, evaluation) fit");
   doc_order_.reserve(static_cast<size_t>(num_epochs_ * ndocs));
   for (int64_t e = 0; e < num_epochs_; ++e)
     for (int64_t p : random_permutation(ndocs, seed, 1 + static_cast<uint64_t>(e)))

@@ -60,13 +60,10 @@ SentenceMapping build_sentence_mapping(const IndexedDataset& data, const Sentenc
     if (x % short_ratio == 0) return static_cast<int32_t>(2 + (x >> 32) % static_cast<uint64_t>(o.max_num_tokens - 1));
     return static_cast<int32_t>(o.max_num_tokens);
   };
-  // The mapping, its permutation and its shuffled copy: one the host cannot hold is refused here,
-  // not after minutes of filling it or by the kernel's OOM killer.
-  const double mapping_bytes = static_cast<double>(o.num_samples) * (2 * sizeof(SentenceMapping::Entry) + sizeof(int64_t));
-  const HostMemory host = host_memory();
-  MF_CHECK(mapping_bytes <= host.bytes, who, ": ", o.num_samples, " samples need a sample mapping of ",
-           gigabytes(mapping_bytes), "; this host has ", host.what,
-           " — fewer samples (train.train_iter, the batch size, evaluation) fit");
+  // The mapping, its permutation and its shuffled copy.
+  check_host_holds(static_cast<double>(o.num_samples) * (2 * sizeof(SentenceMapping::Entry) + sizeof(int64_t)),
+                   detail::cat(who, ": ", o.num_samples, " samples need a sample mapping of "),
+                   " — fewer samples (train.train_iter, the batch size, evaluation) fit");
   std::vector<SentenceMapping::Entry>& entries = m.entries;
   do {
     const size_t before = entries.size();

@@ -19,9 +19,9 @@ enum class ModelUse { kTraining, kInference };
 // train.dist.*, ZeRO, the parameter dtype; AdamW's state, none counted for SGD) fits in
 // `host.bytes` shared by `ranks_on_host` ranks; otherwise the error line. With pipeline
 // parallelism the stages differ: the largest stage must fit the whole host (a lower bound of what
-// the host holds). A layer count too large to list (more layers of `model.hidden_size` parameters
-// than the memory holds) is refused before the model's parameters are listed. A config the run
-// itself refuses (a mesh that does not divide the ranks) gives "": the run's own check names it.
+// the host holds). Past 10^5 layers the model is first bounded from one layer of its sizes, so a
+// layer count no host holds is refused before its parameters are listed. A config the run itself
+// refuses (a mesh that does not divide the ranks) gives "": the run's own check names it.
 std::string model_state_fit(const Config& c, int64_t world_size, int64_t ranks_on_host, const HostMemory& host,
                             ModelUse use = ModelUse::kTraining);
 

@@ -125,12 +125,13 @@ ImageSources image_sources(const Config& c, uint64_t seed, int64_t train_samples
     r.valid_data =
         open_image_dataset(c.get_string("data.validation_folder"), io.transform.image_size, "data.validation_folder");
   const int64_t labels = c.get_int("model.num_labels");
-  for (const auto& [d, key] : {std::pair{r.train_data, "data.train_folder"}, std::pair{r.valid_data, "data.validation_folder"}})
-    MF_CHECK(!d || d->num_classes() >= 2, key, " ", c.get_string(key), " holds ", d ? d->num_classes() : 0,
+  for (const auto& [d, key] : {std::pair{r.train_data, "data.train_folder"}, std::pair{r.valid_data, "data.validation_folder"}}) {
+    if (!d) continue;
+    MF_CHECK(d->num_classes() >= 2, key, " ", c.get_string(key), " holds ", d->num_classes(),
              " class folder(s): classification needs two or more (ROOT/<class>/<image>)");
-  for (const auto& [d, key] : {std::pair{r.train_data, "data.train_folder"}, std::pair{r.valid_data, "data.validation_folder"}})
-    MF_CHECK(!d || d->num_classes() == labels, key, " ", c.get_string(key), " holds ", d ? d->num_classes() : 0,
-             " classes and model.num_labels is ", labels, ": set model.num_labels=", d ? d->num_classes() : 0);
+    MF_CHECK(d->num_classes() == labels, key, " ", c.get_string(key), " holds ", d->num_classes(),
+             " classes and model.num_labels is ", labels, ": set model.num_labels=", d->num_classes());
+  }
   if (r.train_data && r.valid_data)
     MF_CHECK(r.train_data->classes() == r.valid_data->classes(), "data.train_folder and data.validation_folder name "
              "different classes (a label is the index of its class among the sorted class names, so both must hold the "

@@ -57,6 +57,18 @@ std::string sizes_str(const models::ModelSpec& spec, const Config& c) {
   return s;
 }
 
+// read(): a config made from a weights file; an error naming no file gets `file` in front (a size the
+// run would refuse, read from a config.json or a checkpoint's tensors).
+template <class Read>
+Config config_from(const std::string& file, Read read) {
+  try {
+    return read();
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    throw Error(what.find(file) == std::string::npos ? file + ": " + what : what);
+  }
+}
+
 nn::NamedTensors match_spec(const nn::NamedTensors& tensors, const models::ModelSpec& spec, const Config& c,
                             const std::string& source, const std::string& expected_by) {
   return match_shapes(tensors, spec.parameter_shapes(c), source, expected_by, sizes_str(spec, c));
@@ -89,12 +101,7 @@ ModelWeights meshflow_weights(const io::CheckpointReader& reader, const fs::path
   const std::string name = run ? run->get_string("model.name")
                                : !expected_model.empty() ? expected_model : Config::defaults().get_string("model.name");
   w.spec = &models::model_spec(name);
-  try {
-    w.config = w.spec->checkpoint_config(tensors, run ? &*run : nullptr, source);
-  } catch (const Error& e) {  // a size the run would refuse: name the checkpoint it came from
-    const std::string what = e.what();
-    throw Error(what.find(source) == std::string::npos ? source + ": " + what : what);
-  }
+  w.config = config_from(source, [&] { return w.spec->checkpoint_config(tensors, run ? &*run : nullptr, source); });
   w.tensors = match_spec(tensors, *w.spec, w.config, source, w.has_config ? "its config.yaml" : "its tensors");
   return w;
 }
@@ -115,12 +122,7 @@ ModelWeights hf_weights(const std::string& path) {
   w.spec = models::model_spec_for_hf_type(type.empty() ? "gpt2" : type);  // GPT-2's early files have no model_type
   MF_CHECK(w.spec != nullptr, files.config, ": model_type '", type, "' is not a model meshflow reads (Hugging Face "
            "model types it maps: ", hf_types(), ")");
-  try {
-    w.config = w.spec->hf.read_config(files.config);
-  } catch (const Error& e) {  // a value the run would refuse: name the file it came from (once)
-    const std::string what = e.what();
-    throw Error(what.find(files.config) == std::string::npos ? files.config + ": " + what : what);
-  }
+  w.config = config_from(files.config, [&] { return w.spec->hf.read_config(files.config); });
   w.has_config = true;
   w.config_source = files.config;
   w.tensors = match_spec(w.spec->hf.read_tensors(files), *w.spec, w.config, w.source, "its config.json");

@@ -319,9 +319,7 @@ RunSummary run_training(const Config& c, std::FILE* out, const comm::CommPtr& wo
   return s;
 }
 
-EvalStats run_evaluation(const Config& run_config, std::FILE* out) {
-  // One process, whatever layout trained the run: its checkpoint reads into any (a tp or pp run's
-  // config.yaml once asked for its mesh on a world of 1).
+Config one_process_config(const Config& run_config) {
   Config c = run_config;
   for (const auto& [key, value] : {std::pair<const char*, const char*>{"train.dist.tensor_parallel_size", "1"},
                                    {"train.dist.pipeline_parallel_size", "1"},
@@ -332,6 +330,13 @@ EvalStats run_evaluation(const Config& run_config, std::FILE* out) {
                                    {"train.dist.sequence_parallel", "false"},
                                    {"train.zero_optimization.enabled", "false"}})
     c.set(key, value, "eval (one process)");
+  return c;
+}
+
+EvalStats run_evaluation(const Config& run_config, std::FILE* out) {
+  // One process, whatever layout trained the run (a tp or pp run's config.yaml once asked for its
+  // mesh on a world of 1).
+  const Config c = one_process_config(run_config);
   apply_thread_count(c);
   const RunDevice run_device = select_run_device(c);
   TrainOptions opts = train_options(c);

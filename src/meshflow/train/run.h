@@ -34,5 +34,9 @@ struct RunSummary {
 RunSummary run_training(const Config& c, std::FILE* out = stdout, const comm::CommPtr& world = nullptr);
 // Evaluates the latest checkpoint in train.output_dir on the validation split (on one process).
 EvalStats run_evaluation(const Config& c, std::FILE* out = stdout);
+// `c` with the layout of one process (tp, pp, virtual stages, stage ids, sequence parallelism and
+// ZeRO off): what run_evaluation evaluates with, whatever layout trained the run, as a checkpoint
+// reads into any.
+Config one_process_config(const Config& c);
 
 }  // namespace mf::train
