@@ -84,6 +84,12 @@ expect_error "corrupt index file" "bad.idx" "$bin" train "${good[@]}" "data.data
 expect_error "unknown model" "unknown model.name \`gpt3\` (registered: bert, gpt2, llama, mistral, mlp_lm, mt5, qwen2, roberta, t5, vit)" "$bin" train "${good[@]}" model.name=gpt3 "train.output_dir=$work/o3"
 expect_error "unreadable tokenizer file" "$work/nope.json" "$bin" train "${good[@]}" tokenization.tokenizer=gpt2_bpe \
   "tokenization.vocab_file=$work/nope.json" tokenization.merges_file=data/gpt2/vocab.bpe "train.output_dir=$work/o4"
+# A device where a tokenizer file belongs is refused at once (it was read without end).
+expect_error "tokenizer file that is a device" "tokenization.vocab_file '/dev/zero' is a character device, not a regular file" \
+  timeout 20 "$bin" train "${good[@]}" tokenization.tokenizer=gpt2_bpe tokenization.vocab_file=/dev/zero \
+  tokenization.merges_file=data/gpt2/vocab.bpe "train.output_dir=$work/o4z"
+expect_error "preprocess with a tokenizer.json that is a device" "tokenization.tokenizer_file '/dev/zero' is a character device" \
+  timeout 20 "$bin" preprocess --input "$work/corpus.txt" --output-prefix "$work/o11z" --tokenizer hf_bpe --tokenizer-file /dev/zero
 expect_error "mistyped key" "did you mean \`train.train_iter\`" "$bin" train "${good[@]}" train.train_itr=5
 expect_error "wrong value type" "train.train_iter expects an integer" "$bin" train "${good[@]}" train.train_iter=ten
 expect_error "missing config" "nope.yaml" "$bin" train "$work/nope.yaml"
@@ -293,7 +299,7 @@ for _ in $(seq 100); do grep -q "^pid $first" "$work/r/.lock" 2>/dev/null && bre
 expect_error "a second run in the same output_dir" "train.output_dir '$work/r' is in use by another run ($work/r/.lock is locked by pid $first)" \
   "$bin" train "${good[@]}" train.train_iter=4 train.resume=true "train.output_dir=$work/r"
 kill "$first" 2> /dev/null; wait "$first" 2> /dev/null
-for o in o10 o11 o12 o13 o14; do [ -e "$work/${o}_text_document.bin" ] && { echo "FAIL: $o written after an error"; fail=$((fail + 1)); }; done
+for o in o10 o11 o11z o12 o13 o14; do [ -e "$work/${o}_text_document.bin" ] && { echo "FAIL: $o written after an error"; fail=$((fail + 1)); }; done
 for o in o5 o6 o7 o8 launch1; do [ -e "$work/$o" ] && { echo "FAIL: $o written after an error"; fail=$((fail + 1)); }; done
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

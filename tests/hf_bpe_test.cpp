@@ -13,6 +13,7 @@
 #include "meshflow/data/hf_bpe.h"
 #include "meshflow/data/llama3_pretokenize.h"
 #include "testing.h"
+#include "whitespace_fixture.h"
 
 namespace {
 
@@ -41,7 +42,8 @@ std::vector<std::string> split(std::string_view s, int max_number_run) {
   return std::vector<std::string>(p.begin(), p.end());
 }
 
-// Expected splits: what JavaScript's regex engine gives for the pattern (the reference encoders' engine).
+// Expected splits: what JavaScript's regex engine gives for the pattern, \s read as \p{White_Space}
+// (as transformers.js and Oniguruma read it).
 TEST(Llama3Pretokenize, SplitsLikeTheRegex) {
   using V = std::vector<std::string>;
   EXPECT_EQ(split("Hello world", 3), (V{"Hello", " world"}));
@@ -96,6 +98,16 @@ TEST(HfBpeTokenizer, QwenMatchesReferenceEncoderIdsAfterNfc) {
       ++not_nfc;
   }
   EXPECT_GE(not_nfc, 1);  // the normaliser is exercised
+}
+
+// Every White_Space code point (and U+FEFF, U+200B, U+180E, U+001C-001F) in context, against
+// transformers.js on the same tokenizer.json (\s is White_Space there, as in Hugging Face's tokenizers).
+TEST(HfBpeTokenizer, Llama3WhiteSpaceCodePointsMatchTheReference) {
+  mft::expect_whitespace_ids("llama3", [](const std::string& t) { return llama3().encode(t); });
+}
+
+TEST(HfBpeTokenizer, QwenWhiteSpaceCodePointsMatchTheReference) {
+  mft::expect_whitespace_ids("qwen3", [](const std::string& t) { return qwen().encode(t); });
 }
 
 TEST(HfBpeTokenizer, SpecialTokensRoundTripsAndThreads) {

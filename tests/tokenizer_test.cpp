@@ -8,6 +8,7 @@
 // scripts/make_t5_tokenizer.sh; the tokenizer factory and config keys. Hugging Face
 // tokenizer.json: hf_bpe_test.cpp.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -19,12 +20,16 @@
 #include <thread>
 
 #include "data_testing.h"
+#include "meshflow/core/regular_file.h"
 #include "meshflow/data/gpt2_bpe.h"
 #include "meshflow/data/gpt2_pretokenize.h"
+#include "meshflow/data/hf_bpe.h"
 #include "meshflow/data/sentencepiece.h"
 #include "meshflow/data/tokenizer.h"
+#include "meshflow/data/wordpiece.h"
 #include "meshflow/train/components.h"
 #include "testing.h"
+#include "whitespace_fixture.h"
 
 namespace {
 
@@ -85,6 +90,9 @@ TEST(Gpt2Pretokenize, SplitsLikeTheRegex) {
   EXPECT_EQ(split("\u00e9t\u00e9 \u0661\u0662"), (V{"\u00e9t\u00e9", " \u0661\u0662"}));
   EXPECT_EQ(split("\u4f60\u597d\uff0c"), (V{"\u4f60\u597d", "\uff0c"}));
   EXPECT_EQ(split(" \n x"), (V{" \n", " x"}));
+  // \s is Unicode White_Space, as in the Python `regex` package OpenAI's encoder uses (these are
+  // its splits): U+0085 is white space; U+FEFF and U+001C (white space for str.isspace) are not.
+  EXPECT_EQ(split("x \u0085y x\x1cy x \ufeffy"), (V{"x", " ", "\u0085", "y", " x", "\x1c", "y", " x", " \ufeff", "y"}));
   // Invalid UTF-8 bytes are punctuation and stay covered.
   std::string bad = "ab\xff\xfe cd\xc3";
   std::string joined;
@@ -104,6 +112,22 @@ TEST(Gpt2BpeTokenizer, MatchesReferenceEncoderIds) {
     EXPECT_EQ(tok.encode(text), want) << "cached, text: " << text;
     EXPECT_EQ(tok.decode(want), text);
   }
+}
+
+// Unicode White_Space, code point by code point over all of Unicode.
+TEST(Unicode, IsSpaceIsExactlyWhiteSpace) {
+  const auto& ws = mft::white_space_code_points();
+  EXPECT_EQ(ws.size(), 25u);
+  for (char32_t cp = 0; cp <= 0x10FFFF; ++cp)
+    if (mf::unicode::is_space(cp) != (ws.count(cp) > 0)) ADD_FAILURE() << "is_space(U+" << std::hex << static_cast<unsigned>(cp) << ")";
+  EXPECT_FALSE(mf::unicode::is_space(mf::unicode::kInvalid));
+}
+
+// Every White_Space code point (and U+FEFF, U+200B, U+180E, U+001C-001F) in context, against the
+// ids of OpenAI's encoder: gpt-3-encoder's, with U+0085 and U+FEFF split as the `regex` package's
+// \s (White_Space) does (tests/fixtures/unicode_whitespace.json, each case's "ref").
+TEST(Gpt2BpeTokenizer, WhiteSpaceCodePointsMatchTheReference) {
+  mft::expect_whitespace_ids("gpt2", [](const std::string& t) { return gpt2().encode(t); });
 }
 
 TEST(Gpt2BpeTokenizer, RoundTripsUnicodeAndArbitraryBytes) {
@@ -198,6 +222,11 @@ TEST(SentencePieceTokenizer, Llama2MatchesReferenceEncoderIds) {
   for (int b : bad) EXPECT_EQ(b, 0);
 }
 
+// Llama 2's tokenizer.model on every White_Space code point in context, against llama-tokenizer-js.
+TEST(SentencePieceTokenizer, Llama2WhiteSpaceCodePointsMatchTheReference) {
+  mft::expect_whitespace_ids("llama2", [](const std::string& t) { return llama2().encode(t); });
+}
+
 TEST(SentencePieceTokenizer, ControlPiecesRoundTripsAndErrors) {
   const auto& tok = llama2();
   using V = std::vector<int32_t>;
@@ -215,6 +244,53 @@ TEST(SentencePieceTokenizer, ControlPiecesRoundTripsAndErrors) {
   MFT_EXPECT_ERROR(mf::SentencePieceTokenizer::from_file(dir.file("none.model")), "none.model", "no such file");
   mft::write_text(dir.file("junk.model"), "this is not a protobuf\n");
   MFT_EXPECT_ERROR(mf::SentencePieceTokenizer::from_file(dir.file("junk.model")), "junk.model", "cannot load");
+}
+
+// Tokenizer files must be regular files of sane size: a device (/dev/zero would be read without
+// end), a FIFO (opening it would wait for a writer) or a folder is refused at once, in one line
+// naming the config key or the file's role, and the path.
+TEST(TokenizerFiles, OnlyRegularFilesOfBoundedSizeAreRead) {
+  mft::TempDir dir;
+  const std::string fifo = dir.file("fifo"), none = dir.file("none"), big = dir.file("big"), ok = dir.file("ok");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const std::string fifo_what = "what '" + fifo + "' is a FIFO", none_what = "what '" + none + "': no such file";
+  MFT_EXPECT_ERROR(mf::read_regular_file("/dev/zero", "tokenization.vocab_file", mf::kMaxTokenizerFileBytes),
+                   "tokenization.vocab_file '/dev/zero' is a character device, not a regular file");
+  MFT_EXPECT_ERROR(mf::read_regular_file(fifo, "what", 100), fifo_what.c_str());
+  MFT_EXPECT_ERROR(mf::check_regular_file(fifo, "what", 100), fifo_what.c_str());
+  MFT_EXPECT_ERROR(mf::read_regular_file(dir.path().string(), "what", 100), "is a folder");
+  MFT_EXPECT_ERROR(mf::read_regular_file(none, "what", 100), none_what.c_str());
+  MFT_EXPECT_ERROR(mf::check_regular_file(none, "what", 100), none_what.c_str());
+  mft::write_text(big, std::string(101, 'a'));
+  MFT_EXPECT_ERROR(mf::read_regular_file(big, "what", 100), "is 101 bytes, more than the 100");
+  MFT_EXPECT_ERROR(mf::check_regular_file(big, "what", 100), "is 101 bytes, more than the 100");
+  mft::write_text(ok, std::string(100, 'b'));
+  EXPECT_EQ(mf::read_regular_file(ok, "what", 100), std::string(100, 'b'));
+  mf::check_regular_file(ok, "what", 100);
+  mft::write_text(ok, "");
+  EXPECT_EQ(mf::read_regular_file(ok, "what", 100), "");
+
+  // Each loader.
+  const std::string src = mft::gpt2_vocab_dir();
+  MFT_EXPECT_ERROR(Gpt2BpeTokenizer("/dev/zero", src + "/vocab.bpe"), "GPT-2 vocabulary '/dev/zero' is a character device");
+  MFT_EXPECT_ERROR(Gpt2BpeTokenizer(src + "/encoder.json", fifo), "GPT-2 merges '", "is a FIFO");
+  MFT_EXPECT_ERROR(mf::HfBpeTokenizer::from_file("/dev/zero"), "tokenizer.json '/dev/zero' is a character device");
+  MFT_EXPECT_ERROR(mf::SentencePieceTokenizer::from_file("/dev/zero"), "SentencePiece model '/dev/zero' is a character device");
+  MFT_EXPECT_ERROR(mf::WordPieceTokenizer::from_file(fifo), "WordPiece vocabulary '", "is a FIFO");
+
+  // Through the config keys, named in the message.
+  using mf::train::tokenizer_registry;
+  mf::Config c;
+  c.set("tokenization.vocab_file", "/dev/zero");
+  c.set("tokenization.merges_file", src + "/vocab.bpe");
+  MFT_EXPECT_ERROR(tokenizer_registry().create("gpt2_bpe", c), "tokenization.vocab_file '/dev/zero' is a character device");
+  c.set("tokenization.vocab_file", src + "/encoder.json");
+  c.set("tokenization.merges_file", fifo);
+  const std::string merges_fifo = "tokenization.merges_file '" + fifo + "' is a FIFO";
+  MFT_EXPECT_ERROR(tokenizer_registry().create("gpt2_bpe", c), merges_fifo.c_str());
+  c.set("tokenization.tokenizer_file", "/dev/zero");
+  for (const char* kind : {"hf_bpe", "sentencepiece", "wordpiece"})
+    MFT_EXPECT_ERROR(tokenizer_registry().create(kind, c), "tokenization.tokenizer_file '/dev/zero' is a character device");
 }
 
 TEST(MakeTokenizer, KindsFilesAndFolders) {

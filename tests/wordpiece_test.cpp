@@ -14,6 +14,7 @@
 #include "meshflow/data/wordpiece.h"
 #include "meshflow/train/components.h"
 #include "testing.h"
+#include "whitespace_fixture.h"
 
 namespace {
 
@@ -109,6 +110,15 @@ TEST(WordPiece, WhiteSpaceCjkSymbolsAndControlCharacters) {
   EXPECT_EQ(t.encode("wait\u2026"), (V{id("wait"), id("\u2026")}));
   // The same accent twice is stripped twice (the JS reference strips only the first).
   EXPECT_EQ(t.encode("r\u00e9sum\u00e9"), t.encode("resume"));
+}
+
+// Every White_Space code point (and U+FEFF, U+200B, U+180E, U+001C-001F) in context, against
+// transformers.js on bert-base-uncased's tokenizer.json (BertNormalizer + BertPreTokenizer, as the
+// fast BertTokenizer): U+2028 / U+2029 split words, U+000B, U+000C, U+0085 and the Cf look-alikes
+// are dropped.
+TEST(WordPiece, WhiteSpaceCodePointsMatchTheReference) {
+  mft::expect_whitespace_ids("bert", [](const std::string& t) { return bert().encode(t); });
+  EXPECT_EQ(bert().encode("a\u2028b\u2029c"), (V{id("a"), id("b"), id("c")}));
 }
 
 TEST(WordPiece, UnknownAndOverLongWords) {

@@ -6,8 +6,8 @@
 #include <sstream>
 #include <string_view>
 
-#include "meshflow/core/atomic_file.h"
 #include "meshflow/core/error.h"
+#include "meshflow/core/regular_file.h"
 #include "meshflow/data/gpt2_pretokenize.h"
 
 namespace mf {
@@ -25,7 +25,7 @@ Gpt2BpeTokenizer::Gpt2BpeTokenizer(const std::string& vocab_path, const std::str
   // Vocabulary: {"token": id, ...} with ids 0..V-1, each once.
   nlohmann::json vocab;
   try {
-    vocab = nlohmann::json::parse(read_file(vocab_path));
+    vocab = nlohmann::json::parse(read_regular_file(vocab_path, "GPT-2 vocabulary", kMaxTokenizerFileBytes));
   } catch (const nlohmann::json::exception& e) {
     MF_THROW("GPT-2 vocabulary ", vocab_path, ": not valid JSON (", e.what(), ")");
   }
@@ -58,7 +58,7 @@ Gpt2BpeTokenizer::Gpt2BpeTokenizer(const std::string& vocab_path, const std::str
   eod_id_ = eod->second;
 
   // Merges: "a b" per line, rank = order; an optional leading "#version" line.
-  std::istringstream in(read_file(merges_path));
+  std::istringstream in(read_regular_file(merges_path, "GPT-2 merges", kMaxTokenizerFileBytes));
   std::string line, left, right;
   int64_t lineno = 0;
   while (std::getline(in, line)) {

@@ -4,8 +4,8 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
-#include "meshflow/core/atomic_file.h"
 #include "meshflow/core/error.h"
+#include "meshflow/core/regular_file.h"
 #include "meshflow/data/hf_bpe.h"
 #include "meshflow/data/llama3_pretokenize.h"
 
@@ -196,7 +196,7 @@ void HfBpeTokenizer::Loader::choose_eod(const std::string& eod_token) {
   auto config_path = std::filesystem::path(path).parent_path() / "tokenizer_config.json";
   if (name.empty() && std::filesystem::exists(config_path)) {
     source = config_path.string() + "'s eos_token";
-    json c = json::parse(read_file(config_path.string()), nullptr, /*allow_exceptions=*/false);
+    json c = json::parse(read_regular_file(config_path.string(), "tokenizer_config.json", kMaxTokenizerFileBytes), nullptr, /*allow_exceptions=*/false);
     const json* eos = c.is_object() && c.contains("eos_token") ? &c["eos_token"] : nullptr;
     if (eos && eos->is_object() && eos->contains("content")) eos = &(*eos)["content"];
     if (eos && eos->is_string()) name = eos->get<std::string>();
@@ -210,7 +210,7 @@ void HfBpeTokenizer::Loader::choose_eod(const std::string& eod_token) {
 HfBpeTokenizer HfBpeTokenizer::from_file(const std::string& path, const std::string& eod_token) {
   json j;
   try {
-    j = json::parse(read_file(path));
+    j = json::parse(read_regular_file(path, "tokenizer.json", kMaxTokenizerFileBytes));
   } catch (const json::exception& e) {
     MF_THROW("tokenizer ", path, ": not valid JSON (", e.what(), ")");
   }

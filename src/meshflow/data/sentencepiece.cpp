@@ -4,10 +4,10 @@
 #include <sentencepiece_processor.h>
 
 #include <cstdint>
-#include <filesystem>
 #include <limits>
 
 #include "meshflow/core/error.h"
+#include "meshflow/core/regular_file.h"
 
 namespace mf {
 namespace {
@@ -25,7 +25,7 @@ SentencePieceTokenizer::~SentencePieceTokenizer() = default;
 
 SentencePieceTokenizer SentencePieceTokenizer::from_file(const std::string& path, const std::string& eod_token,
                                                          int64_t extra_ids) {
-  MF_CHECK(std::filesystem::is_regular_file(path), "SentencePiece model ", path, ": no such file");
+  check_regular_file(path, "SentencePiece model", kMaxTokenizerFileBytes);
   SentencePieceTokenizer tok;
   tok.path_ = path;
   auto status = tok.sp_->Load(path);

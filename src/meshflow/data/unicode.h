@@ -1,8 +1,10 @@
 // UTF-8 decoding and the three character classes the GPT-2 and Llama 3 pre-tokenisers need:
 // letters (\p{L}), numbers (\p{N}) and white space (\s). Letters and numbers come from generated
-// tables (unicode_tables.cpp, Unicode 17 from node's regex engine); white space is the set
-// JavaScript's \s matches — the reference encoders are JavaScript — which differs from Python's
-// `regex` module (the original GPT-2) only in U+FEFF (space in JS) and U+0085 (space in Python).
+// tables (unicode_tables.cpp, Unicode 17 from node's regex engine); white space is Unicode's
+// White_Space property (25 code points), which is what \s matches in the engines of the original
+// encoders: Python's `regex` package (OpenAI's GPT-2 encoder), Oniguruma (Hugging Face
+// tokenizers) and Rust's regex (tiktoken). It is not JavaScript's \s (which adds U+FEFF and
+// lacks U+0085) nor Python's str.isspace (which adds U+001C-001F).
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -21,10 +23,11 @@ inline bool is_number(char32_t cp) {
   if (cp < 0x80) return cp >= '0' && cp <= '9';
   return is_number_table(cp);
 }
+// Unicode White_Space: U+0009-000D, 0020, 0085, 00A0, 1680, 2000-200A, 2028, 2029, 202F, 205F, 3000.
 inline bool is_space(char32_t cp) {
   if (cp < 0x80) return cp == ' ' || (cp >= '\t' && cp <= '\r');
-  return cp == 0xA0 || cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 || cp == 0x2029 ||
-         cp == 0x202F || cp == 0x205F || cp == 0x3000 || cp == 0xFEFF;
+  return cp == 0x85 || cp == 0xA0 || cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 ||
+         cp == 0x2029 || cp == 0x202F || cp == 0x205F || cp == 0x3000;
 }
 
 // A code point that is never a letter, number or space: stands for a byte that does not start a

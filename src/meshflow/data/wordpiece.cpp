@@ -6,21 +6,22 @@
 #include <unicode/uchar.h>
 #include <unicode/unistr.h>
 
-#include <filesystem>
 #include <fstream>
 #include <mutex>
 
 #include "meshflow/core/error.h"
+#include "meshflow/core/regular_file.h"
 #include "meshflow/data/unicode.h"
 
 namespace mf {
 namespace {
 
-// Hugging Face's _is_whitespace: space, \t, \n, \r, or category Zs.
-bool is_whitespace(char32_t c) {
-  if (c == ' ' || c == '\t' || c == '\n' || c == '\r') return true;
-  return u_charType(static_cast<UChar32>(c)) == U_SPACE_SEPARATOR;
-}
+// White space as Hugging Face's BertNormalizer and BertPreTokenizer (the fast BertTokenizer and
+// transformers.js) have it: Unicode White_Space, so the line and paragraph separators U+2028 /
+// U+2029 split words too (the slow Python BasicTokenizer counts only Zs and \t \n \r). The
+// White_Space characters of category Cc other than \t \n \r (U+000B, U+000C, U+0085) are control
+// characters and are dropped before this is asked.
+bool is_whitespace(char32_t c) { return unicode::is_space(c); }
 
 // _is_control: category C* (Cc, Cf, Cn, Co, Cs), tab / newline / carriage return excepted.
 bool is_control(char32_t c) {
@@ -134,7 +135,7 @@ std::string to_utf8(const std::u32string& s) {
 
 WordPieceTokenizer WordPieceTokenizer::from_file(const std::string& path, bool lower_case,
                                                  const std::string& eod_token) {
-  MF_CHECK(std::filesystem::is_regular_file(path), "WordPiece vocabulary ", path, ": no such file");
+  check_regular_file(path, "WordPiece vocabulary", kMaxTokenizerFileBytes);
   std::ifstream in(path, std::ios::binary);
   MF_CHECK(in, "WordPiece vocabulary ", path, ": cannot open");
   WordPieceTokenizer tok;

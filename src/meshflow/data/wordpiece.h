@@ -3,8 +3,9 @@
 //   - the special tokens [CLS], [SEP], [MASK], [PAD], [UNK] written in the text (exactly, case
 //     included) stay those tokens and are never split or lower-cased;
 //   - clean text: U+0000, U+FFFD (and so invalid UTF-8) and control / format characters (Unicode
-//     category C*, tab, newline and carriage return excepted) dropped, white space (Zs, \t \n \r)
-//     becomes a space; CJK ideographs become words of their own; NFC;
+//     category C*, tab, newline and carriage return excepted) dropped, white space (Unicode
+//     White_Space as the fast BertTokenizer has it: Zs, U+2028, U+2029, \t \n \r) becomes a
+//     space; CJK ideographs become words of their own; NFC;
 //   - split on white space; with `lower_case` (BERT uncased, the default) each word lower-cased,
 //     then NFD and its combining marks (Mn) dropped (accent stripping); split on punctuation (the
 //     ASCII non-alphanumeric ranges !-/ :-@ [-` {-~ and Unicode P*), each punctuation character a

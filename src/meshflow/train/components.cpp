@@ -1,7 +1,9 @@
 #include "meshflow/train/components.h"
 
+#include <filesystem>
 #include <mutex>
 
+#include "meshflow/core/regular_file.h"
 #include "meshflow/data/gpt2_bpe.h"
 
 namespace mf::train {
@@ -19,6 +21,15 @@ void check_no_extra_ids(const Config& c, const std::string& kind) {
   const int64_t n = c.get_int("tokenization.extra_ids");
   MF_CHECK(n == 0, "tokenization.extra_ids (", n,
            ": T5's sentinel tokens) is for tokenization.tokenizer sentencepiece, not ", kind);
+}
+
+// The tokenizer file a config key names: a regular file of sane size (a folder too where
+// `folder_ok`: the tokenizer then checks the file it picks there). Refuses /dev/zero, FIFOs and
+// the like in one line naming the key and the path, before anything reads them.
+void check_tokenizer_path(const Config& c, const std::string& key, bool folder_ok) {
+  const std::string path = c.get_string(key);
+  if (folder_ok && std::filesystem::is_directory(path)) return;
+  check_regular_file(path, key, kMaxTokenizerFileBytes);
 }
 
 void register_builtins(Registries& r) {
@@ -42,6 +53,8 @@ void register_builtins(Registries& r) {
     std::string vocab = c.get_string("tokenization.vocab_file"), merges = c.get_string("tokenization.merges_file");
     MF_CHECK(!vocab.empty() && !merges.empty(),
              "tokenization.tokenizer gpt2_bpe needs tokenization.vocab_file and tokenization.merges_file");
+    check_tokenizer_path(c, "tokenization.vocab_file", false);
+    check_tokenizer_path(c, "tokenization.merges_file", false);
     return std::make_unique<Gpt2BpeTokenizer>(vocab, merges);
   });
   for (const char* kind : {"hf_bpe", "sentencepiece"})
@@ -51,6 +64,7 @@ void register_builtins(Registries& r) {
                std::string(kind) == "hf_bpe" ? "a tokenizer.json" : "a tokenizer.model or spiece.model",
                " or a folder holding it)");
       if (std::string(kind) != "sentencepiece") check_no_extra_ids(c, kind);
+      check_tokenizer_path(c, "tokenization.tokenizer_file", true);
       return make_tokenizer(kind, file, c.get_string("tokenization.eod_token"), true,
                             c.get_int("tokenization.extra_ids"));
     });
@@ -59,6 +73,7 @@ void register_builtins(Registries& r) {
     MF_CHECK(!file.empty(), "tokenization.tokenizer wordpiece needs tokenization.tokenizer_file (a BERT vocab.txt or a "
                             "folder holding it)");
     check_no_extra_ids(c, "wordpiece");
+    check_tokenizer_path(c, "tokenization.tokenizer_file", true);
     return make_tokenizer("wordpiece", file, c.get_string("tokenization.eod_token"),
                           c.get_bool("tokenization.do_lower_case"));
   });
