@@ -189,6 +189,16 @@ else
   echo "FAIL: preprocess with Llama 3's tokenizer.json ($llama3_tokens tokens) or Llama 2's tokenizer.model" \
        "($llama2_tokens tokens); are data/tokenizers fetched (bash scripts/fetch-tokenizers.sh)?"
 fi
+# Llama 2's tokenizer.json (BPE with byte fallback) writes the same dataset as its tokenizer.model.
+llama2_json_tokens=$(tokens l2j --tokenizer hf_bpe --tokenizer-file data/tokenizers/llama2/tokenizer.json --eod-token "<s>")
+if [ -n "$llama2_json_tokens" ] && [ "$llama2_json_tokens" = "$llama2_tokens" ] &&
+   cmp -s "$work/l2_text_document.bin" "$work/l2j_text_document.bin"; then
+  pass=$((pass + 1))
+else
+  fail=$((fail + 1))
+  echo "FAIL: preprocess with Llama 2's tokenizer.json ($llama2_json_tokens tokens) differs from its tokenizer.model" \
+       "($llama2_tokens tokens); is data/tokenizers/llama2/tokenizer.json fetched (bash scripts/fetch-tokenizers.sh)?"
+fi
 # T5's SentencePiece tokenizer: the folder of scripts/make_t5_tokenizer.sh (spiece.model), 100 sentinels;
 # --extra-ids is for sentencepiece only.
 t5_tokens=$(tokens t5 --tokenizer sentencepiece --tokenizer-file data/tokenizers/t5-tiny --extra-ids 100)

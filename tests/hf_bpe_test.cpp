@@ -1,10 +1,12 @@
-// Hugging Face tokenizer.json byte-level BPE: every id of Llama 3's and Qwen3's (Qwen2's)
+// Hugging Face tokenizer.json BPE: every id of Llama 3's and Qwen3's (Qwen2's) byte-level
 // tokenizer against the JavaScript reference encoder (tests/fixtures/hf_bpe_*.json, from
 // scripts/make_llama_tokenizer_fixtures.sh, on the files scripts/fetch-tokenizers.sh puts in
-// data/tokenizers), the Llama 3 / Qwen2 pre-tokeniser's splits, GPT-2 written as a
-// tokenizer.json, special tokens, round trips, and errors for bad files.
+// data/tokenizers), Llama 2's byte-fallback one against transformers.js and SentencePiece, the
+// Llama 3 / Qwen2 pre-tokeniser's splits, GPT-2 written as a tokenizer.json, special tokens,
+// round trips, and errors for bad files.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -12,6 +14,7 @@
 #include "meshflow/data/gpt2_bpe.h"
 #include "meshflow/data/hf_bpe.h"
 #include "meshflow/data/llama3_pretokenize.h"
+#include "meshflow/data/sentencepiece.h"
 #include "testing.h"
 #include "whitespace_fixture.h"
 
@@ -142,6 +145,131 @@ TEST(HfBpeTokenizer, SpecialTokensRoundTripsAndThreads) {
   for (int b : bad) EXPECT_EQ(b, 0);
 }
 
+// Llama 2's tokenizer.json (BPE with byte fallback, Llama 2's metaspace normaliser and decoder)
+// against transformers.js (tests/fixtures/hf_bpe_llama2.json, from
+// scripts/make_hf_llama2_fixture.sh): every id and every decoding; and against the same model's
+// tokenizer.model through SentencePiece on every text where both read the text alike (the
+// tokenizer.json takes <s>, </s> and <unk> written in the text as those tokens, SentencePiece as
+// text).
+const HfBpeTokenizer& llama2_json() {
+  static const HfBpeTokenizer tok = HfBpeTokenizer::from_file(mft::tokenizer_data_file("llama2/tokenizer.json"));
+  return tok;
+}
+
+TEST(HfBpeTokenizer, Llama2MatchesTransformersJsAndSentencePiece) {
+  const auto& tok = llama2_json();
+  const auto spm = mf::SentencePieceTokenizer::from_file(mft::tokenizer_data_file("llama2/tokenizer.model"));
+  EXPECT_EQ(tok.vocab_size(), 32000);
+  EXPECT_EQ(tok.num_merges(), 61249);
+  EXPECT_EQ(tok.eod_id(), 2);  // </s>
+  int compared_with_spm = 0, round_trips = 0;
+  for (const auto& c : cases("hf_bpe_llama2.json")) {
+    const std::string text = c.at("text");
+    const std::vector<int32_t> want = c.at("ids");
+    EXPECT_EQ(tok.encode(text), want) << "text: " << text;
+    EXPECT_EQ(tok.encode(text), want) << "cached, text: " << text;
+    EXPECT_EQ(tok.decode(want), c.at("decoded").get<std::string>()) << "text: " << text;
+    bool as_text = true;
+    for (const char* special : {"<s>", "</s>", "<unk>", "\u2581"}) as_text &= text.find(special) == std::string::npos;
+    if (!as_text) continue;
+    EXPECT_EQ(spm.encode(text), want) << "SentencePiece, text: " << text;
+    EXPECT_EQ(tok.decode(want), text);
+    ++compared_with_spm;
+    round_trips += tok.decode(tok.encode(text)) == text;
+  }
+  EXPECT_GE(compared_with_spm, 55);
+  EXPECT_EQ(round_trips, compared_with_spm);
+}
+
+TEST(HfBpeTokenizer, Llama2ByteFallbackSpacesAndTokens) {
+  const auto& tok = llama2_json();
+  using V = std::vector<int32_t>;
+  // A character outside the vocabulary: the <0xNN> tokens of its UTF-8 bytes (id = 3 + byte).
+  EXPECT_EQ(tok.encode("\U0001F999"), (V{29871, 3 + 0xF0, 3 + 0x9F, 3 + 0xA6, 3 + 0x99}));
+  EXPECT_EQ(tok.decode(V{29871, 3 + 0xF0, 3 + 0x9F, 3 + 0xA6, 3 + 0x99}), "\U0001F999");
+  EXPECT_EQ(tok.encode("\n"), (V{29871, 13}));  // "▁" then <0x0A>
+  EXPECT_EQ(tok.encode("Hello world"), (V{15043, 3186}));
+  EXPECT_TRUE(tok.encode("").empty());
+  // Bytes that are not UTF-8 fall back one by one and decode as themselves.
+  const std::string bad = "ab\xff\xfe cd\xc3 \n";
+  EXPECT_EQ(tok.decode(tok.encode(bad)), bad);
+  std::string all;
+  for (int b = 255; b >= 0; --b) all.push_back(static_cast<char>(b));
+  EXPECT_EQ(tok.decode(tok.encode(all)), all);
+  // Only the first "▁" of the text loses its space; an added token keeps its text.
+  EXPECT_EQ(tok.decode(V{3186, 3186}), "world world");
+  EXPECT_EQ(tok.decode(V{1, 15043}), "<s> Hello");
+  EXPECT_EQ(tok.token_to_id("\u2581Hello"), 15043);
+  EXPECT_EQ(tok.token_to_id("<0x0A>"), 13);
+  EXPECT_EQ(tok.token_to_id("</s>"), 2);
+  EXPECT_FALSE(tok.token_to_id("no such token").has_value());
+  EXPECT_EQ(tok.id_to_token(15043), "\u2581Hello");
+  EXPECT_EQ(tok.id_to_token(13), "<0x0A>");
+  MFT_EXPECT_ERROR(tok.decode(V{32000}), "32000");
+  // The factory: --tokenizer hf_bpe --tokenizer-file .../tokenizer.json.
+  auto made = mf::make_tokenizer("hf_bpe", mft::tokenizer_data_file("llama2/tokenizer.json"));
+  EXPECT_EQ(made->encode("Hello world"), (V{15043, 3186}));
+  EXPECT_EQ(made->eod_id(), 2);
+}
+
+// A small tokenizer.json with byte fallback: <unk> <s> </s>, the 256 byte tokens, "▁", "a", "b"
+// and three merges.
+json tiny_byte_fallback_tokenizer() {
+  json vocab = {{"<unk>", 0}, {"<s>", 1}, {"</s>", 2}};
+  for (int b = 0; b < 256; ++b) {
+    char name[8];
+    std::snprintf(name, sizeof name, "<0x%02X>", b);
+    vocab[name] = 3 + b;
+  }
+  for (const char* t : {"\u2581", "a", "b", "\u2581a", "ab", "\u2581ab"}) vocab[t] = static_cast<int>(vocab.size());
+  json special = {{"id", 2}, {"content", "</s>"}, {"special", true}, {"normalized", false}};
+  return {{"added_tokens", {special}},
+          {"normalizer", {{"type", "Sequence"}, {"normalizers", {{{"type", "Prepend"}, {"prepend", "\u2581"}},
+                                                                 {{"type", "Replace"}, {"pattern", {{"String", " "}}},
+                                                                  {"content", "\u2581"}}}}}},
+          {"pre_tokenizer", nullptr},
+          {"decoder", {{"type", "Sequence"},
+                       {"decoders", {{{"type", "Replace"}, {"pattern", {{"String", "\u2581"}}}, {"content", " "}},
+                                     {{"type", "ByteFallback"}}, {{"type", "Fuse"}},
+                                     {{"type", "Strip"}, {"content", " "}, {"start", 1}, {"stop", 0}}}}}},
+          {"model", {{"type", "BPE"}, {"byte_fallback", true}, {"fuse_unk", true}, {"unk_token", "<unk>"},
+                     {"vocab", vocab}, {"merges", {"\u2581 a", "a b", "\u2581a b"}}}}};
+}
+
+TEST(HfBpeTokenizer, ByteFallbackTokenizerEncodesAndRefusesWhatItCannot) {
+  mft::TempDir dir;
+  const std::string file = dir.file("tokenizer.json");
+  mft::write_text(file, tiny_byte_fallback_tokenizer().dump());
+  HfBpeTokenizer tok = HfBpeTokenizer::from_file(file);
+  using V = std::vector<int32_t>;
+  EXPECT_EQ(tok.vocab_size(), 265);
+  EXPECT_EQ(tok.eod_id(), 2);  // </s>
+  EXPECT_EQ(tok.encode("ab ab"), (V{264, 264}));  // "▁ab▁ab"
+  EXPECT_EQ(tok.encode("b  a"), (V{259, 261, 259, 262}));  // "▁b▁▁a": "▁" "b" "▁" "▁a"
+  EXPECT_EQ(tok.encode("\xc3\xa9</s>a"), (V{259, 3 + 0xC3, 3 + 0xA9, 2, 262}));
+  EXPECT_EQ(tok.decode(V{264, 264}), "ab ab");
+  EXPECT_EQ(tok.decode(V{259, 3 + 0xC3, 3 + 0xA9, 2, 262}), "\xc3\xa9</s> a");
+  auto expect_bad = [&](const json& j, const char* want) {
+    mft::write_text(file, j.dump());
+    MFT_EXPECT_ERROR(HfBpeTokenizer::from_file(file), file.c_str(), want);
+  };
+  json j = tiny_byte_fallback_tokenizer();
+  j["model"]["vocab"].erase("<0x41>");
+  expect_bad(j, "no token <0x41>");
+  j = tiny_byte_fallback_tokenizer();
+  j["normalizer"] = nullptr;
+  expect_bad(j, "normalizer");
+  j = tiny_byte_fallback_tokenizer();
+  j["pre_tokenizer"] = {{"type", "Metaspace"}, {"replacement", "\u2581"}, {"prepend_scheme", "first"}};
+  expect_bad(j, "pre_tokenizer");
+  j = tiny_byte_fallback_tokenizer();
+  j["decoder"]["decoders"][3]["start"] = 2;
+  expect_bad(j, "decoder");
+  j = tiny_byte_fallback_tokenizer();
+  j["added_tokens"][0]["normalized"] = true;
+  expect_bad(j, "normalized");
+}
+
 // GPT-2's encoder.json + vocab.bpe written as a tokenizer.json (ByteLevel pre-tokenizer with
 // GPT-2's regex; merges as strings or as pairs) give the GPT-2 reference ids.
 TEST(HfBpeTokenizer, Gpt2AsTokenizerJsonMatchesGpt2Ids) {
@@ -224,7 +352,7 @@ TEST(HfBpeTokenizer, BadFilesThrowNamingTheFile) {
   j["model"]["type"] = "WordPiece";
   expect_bad(j, "BPE");
   j = tiny_tokenizer();
-  j["model"]["byte_fallback"] = true;
+  j["model"]["byte_fallback"] = true;  // byte fallback without the <0xNN> tokens
   expect_bad(j, "byte_fallback");
   j = tiny_tokenizer();
   j["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = "\\w+";

@@ -5,22 +5,30 @@
 // (tests/fixtures/sentencepiece_llama2.json); SentencePiece models trained here with Debian's
 // spm_train on tests/fixtures/multilingual.txt against spm_encode's ids, T5's <extra_id_k>
 // sentinels against Hugging Face's id formula, and the tiny T5 tokenizer of
-// scripts/make_t5_tokenizer.sh; the tokenizer factory and config keys. Hugging Face
+// scripts/make_t5_tokenizer.sh; the tokenizer factory and config keys; BPE merges (MergeTable)
+// against a quadratic reference on adversarial words, and the piece cache's bound. Hugging Face
 // tokenizer.json: hf_bpe_test.cpp.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <random>
 #include <sstream>
 #include <thread>
 
 #include "data_testing.h"
+<<<<<<< HEAD
 #include "meshflow/core/regular_file.h"
+=======
+#include "meshflow/data/byte_level_bpe.h"
+>>>>>>> fix48-b
 #include "meshflow/data/gpt2_bpe.h"
 #include "meshflow/data/gpt2_pretokenize.h"
 #include "meshflow/data/hf_bpe.h"
@@ -190,6 +198,164 @@ TEST(Gpt2BpeTokenizer, BadFilesThrowNamingTheFile) {
   mft::write_text(dir.file("unknown.bpe"), "#version: 0.2\nzzzz qqqq\n");
   MFT_EXPECT_ERROR(Gpt2BpeTokenizer(src + "/encoder.json", dir.file("unknown.bpe")), "unknown.bpe:2");
   MFT_EXPECT_ERROR(mf::make_tokenizer("sentencepiece"), "sentencepiece");
+}
+
+// BPE merges, written here the straightforward quadratic way: the reference MergeTable::apply
+// must agree with. A table is (left, right, merged) triples in rank order; a repeated pair keeps
+// its first rank.
+using MergeList = std::vector<std::array<int32_t, 3>>;
+
+// The standard algorithm: the adjacent pair of lowest rank, its leftmost occurrence, one at a time.
+std::vector<int32_t> reference_merge(const MergeList& table, std::vector<int32_t> word) {
+  std::map<std::pair<int32_t, int32_t>, std::pair<size_t, int32_t>> rank;
+  for (size_t r = 0; r < table.size(); ++r) rank.emplace(std::pair{table[r][0], table[r][1]}, std::pair{r, table[r][2]});
+  for (;;) {
+    size_t best = SIZE_MAX, at = 0;
+    for (size_t i = 0; i + 1 < word.size(); ++i) {
+      auto it = rank.find({word[i], word[i + 1]});
+      if (it != rank.end() && it->second.first < best) {
+        best = it->second.first;
+        at = i;
+      }
+    }
+    if (best == SIZE_MAX) return word;
+    word[at] = rank.at({word[at], word[at + 1]}).second;
+    word.erase(word.begin() + static_cast<std::ptrdiff_t>(at) + 1);
+  }
+}
+
+// GPT-2's: the pair of lowest rank, all its non-overlapping occurrences left to right at once.
+std::vector<int32_t> gpt2_style_merge(const MergeList& table, std::vector<int32_t> word) {
+  std::map<std::pair<int32_t, int32_t>, std::pair<size_t, int32_t>> rank;
+  for (size_t r = 0; r < table.size(); ++r) rank.emplace(std::pair{table[r][0], table[r][1]}, std::pair{r, table[r][2]});
+  for (;;) {
+    size_t best = SIZE_MAX;
+    std::pair<int32_t, int32_t> pair;
+    for (size_t i = 0; i + 1 < word.size(); ++i) {
+      auto it = rank.find({word[i], word[i + 1]});
+      if (it != rank.end() && it->second.first < best) {
+        best = it->second.first;
+        pair = it->first;
+      }
+    }
+    if (best == SIZE_MAX) return word;
+    std::vector<int32_t> out;
+    for (size_t i = 0; i < word.size();) {
+      if (i + 1 < word.size() && std::pair{word[i], word[i + 1]} == pair) {
+        out.push_back(rank.at(pair).second);
+        i += 2;
+      } else {
+        out.push_back(word[i++]);
+      }
+    }
+    word = out;
+  }
+}
+
+std::vector<int32_t> table_merge(const MergeList& table, std::vector<int32_t> word) {
+  mf::bpe::MergeTable t;
+  for (const auto& m : table) t.add(m[0], m[1], m[2]);
+  t.apply(word);
+  return word;
+}
+
+// A table trained on `corpus` the usual way (each merge's parts are symbols or earlier merges):
+// the most frequent adjacent pair, ties to the smallest pair, `merges` times; ids from `first_id`.
+MergeList train_table(std::vector<std::vector<int32_t>> corpus, int merges, int32_t first_id) {
+  MergeList table;
+  for (int k = 0; k < merges; ++k) {
+    std::map<std::pair<int32_t, int32_t>, int> count;
+    for (const auto& w : corpus)
+      for (size_t i = 0; i + 1 < w.size(); ++i) ++count[{w[i], w[i + 1]}];
+    if (count.empty()) break;
+    auto best = std::max_element(count.begin(), count.end(),
+                                 [](const auto& a, const auto& b) { return a.second < b.second; });
+    const int32_t id = first_id + k;
+    table.push_back({best->first.first, best->first.second, id});
+    for (auto& w : corpus) w = gpt2_style_merge({table.back()}, w);
+  }
+  return table;
+}
+
+std::vector<int32_t> repeat(std::vector<int32_t> unit, size_t n) {
+  std::vector<int32_t> w;
+  while (w.size() < n) w.insert(w.end(), unit.begin(), unit.end());
+  w.resize(n);
+  return w;
+}
+
+// Adversarial words: runs of one symbol (where leftmost-first decides "aaa" -> "aa a"), two- and
+// three-symbol alternations, runs broken by one odd symbol, and random words over 3 symbols.
+std::vector<std::vector<int32_t>> adversarial_words() {
+  std::vector<std::vector<int32_t>> words;
+  for (size_t n = 0; n <= 70; ++n) {
+    words.push_back(repeat({0}, n));
+    words.push_back(repeat({0, 1}, n));
+    words.push_back(repeat({1, 0, 0}, n));
+    words.push_back(repeat({0, 1, 2}, n));
+    std::vector<int32_t> broken = repeat({0}, n);
+    if (n > 2) broken[n / 2] = 2;
+    words.push_back(broken);
+  }
+  std::mt19937 rng(7);
+  for (int k = 0; k < 300; ++k) {
+    std::vector<int32_t> w(rng() % 60);
+    for (auto& s : w) s = static_cast<int32_t>(rng() % 3);
+    words.push_back(w);
+  }
+  return words;
+}
+
+TEST(MergeTable, MatchesTheQuadraticReferenceOnAdversarialWords) {
+  const auto words = adversarial_words();
+  // Tables trained on repeats and on random text: the reference, GPT-2's all-at-once way and the
+  // table agree on every word.
+  std::vector<MergeList> trained = {train_table({repeat({0}, 64)}, 6, 3), train_table({repeat({0, 1}, 64)}, 6, 3),
+                                    train_table({repeat({1, 0, 0}, 60), repeat({0, 1, 2}, 60)}, 12, 3),
+                                    train_table(std::vector<std::vector<int32_t>>(words.end() - 50, words.end()), 40, 3)};
+  for (const MergeList& table : trained) {
+    ASSERT_GE(table.size(), 6u);
+    for (const auto& w : words) {
+      const auto want = reference_merge(table, w);
+      EXPECT_EQ(gpt2_style_merge(table, w), want);
+      EXPECT_EQ(table_merge(table, w), want) << "word of " << w.size() << " symbols";
+    }
+  }
+  // Arbitrary tables (a merge may make a pair ranked below the one being merged, or repeat a pair;
+  // Llama 2's tokenizer.json has such merges): the table agrees with the reference.
+  std::mt19937 rng(11);
+  for (int t = 0; t < 40; ++t) {
+    MergeList table;
+    for (int k = 0; k < 24; ++k)
+      table.push_back({static_cast<int32_t>(rng() % 8), static_cast<int32_t>(rng() % 8), static_cast<int32_t>(rng() % 8)});
+    for (const auto& w : words) ASSERT_EQ(table_merge(table, w), reference_merge(table, w)) << "table " << t;
+  }
+}
+
+TEST(MergeTable, MergesTheLeftmostOccurrenceBeforeALowerRankedPairItMakes) {
+  // a = 0, b = 1, ab = 2, aba = 3; "aba" ranks before "ab": in "abab" the first "ab" becomes
+  // "aba" with the next "a", leaving "b" (Hugging Face's tokenizers give aba + b, not ab + ab).
+  const MergeList table = {{2, 0, 3}, {0, 1, 2}};
+  EXPECT_EQ(table_merge(table, {0, 1, 0, 1}), (std::vector<int32_t>{3, 1}));
+  EXPECT_EQ(table_merge(table, {0, 1, 0, 1}), reference_merge(table, {0, 1, 0, 1}));
+  // "aaa" with a + a -> aa: the leftmost pair merges.
+  EXPECT_EQ(table_merge({{0, 0, 4}}, {0, 0, 0}), (std::vector<int32_t>{4, 0}));
+  // A million-symbol word merges (all the way to 2^k runs).
+  MergeList powers;
+  for (int32_t k = 0; k < 20; ++k) powers.push_back({10 + k, 10 + k, 11 + k});
+  std::vector<int32_t> big = table_merge(powers, repeat({10}, (size_t{1} << 20) + 3));
+  EXPECT_EQ(big, (std::vector<int32_t>{30, 11, 10}));
+}
+
+TEST(PieceCache, KeepsShortPiecesOnly) {
+  mf::bpe::PieceCache cache;
+  const std::string piece(256, 'a'), longer = piece + "a";  // 256: PieceCache::kMaxPieceBytes
+  cache.store(piece, {1, 2});
+  cache.store(longer, {3});
+  std::vector<int32_t> out;
+  EXPECT_TRUE(cache.append(piece, out));
+  EXPECT_EQ(out, (std::vector<int32_t>{1, 2}));
+  EXPECT_FALSE(cache.append(longer, out));  // a long unbroken word is not kept
 }
 
 const mf::SentencePieceTokenizer& llama2() {

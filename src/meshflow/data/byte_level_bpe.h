@@ -25,25 +25,34 @@ class MergeTable {
   // keeps its first rank (as the reference implementations do).
   void add(int32_t left, int32_t right, int32_t merged);
   int64_t num_merges() const { return num_merges_; }
-  // Merges `word` (token ids) in place: repeatedly the adjacent pair of lowest rank, all its
-  // non-overlapping occurrences left to right, until no ranked pair remains.
+  // Merges `word` (token ids) in place: repeatedly the adjacent pair of lowest rank, its
+  // leftmost occurrence, until no ranked pair remains (as Hugging Face's tokenizers and tiktoken
+  // do; for tables where every merge's parts come from earlier merges, the same as merging all
+  // occurrences of that pair at once, GPT-2's way). O(n log n) in the word's length n. Throws
+  // for a word of 2^32 - 1 symbols or more.
   void apply(std::vector<int32_t>& word) const;
 
  private:
   struct Merge {
     int32_t rank, id;
   };
+  static constexpr uint32_t kNoSymbol = 0xFFFFFFFFu;
+  const Merge* find(int32_t left, int32_t right) const;  // nullptr when the pair has no merge
   std::unordered_map<uint64_t, Merge> merges_;  // (left << 32 | right) -> rank, merged id
   int64_t num_merges_ = 0;
 };
 
-// Piece text -> ids, shared by the threads that encode with one tokenizer; cleared when it
-// reaches kMaxEntries so that memory stays bounded on large corpora.
+// Piece text -> ids, shared by the threads that encode with one tokenizer. Pieces longer than
+// kMaxPieceBytes are not kept (a long unbroken word, or a whole text where no pre-tokeniser
+// splits it, would rarely repeat), and the cache is cleared when it reaches kMaxEntries, so that
+// memory stays bounded on large corpora.
 class PieceCache {
  public:
   static constexpr size_t kMaxEntries = size_t{1} << 20;
+  static constexpr size_t kMaxPieceBytes = 256;
   // Appends the cached ids of `piece` to `out`; false when the piece is not cached.
   bool append(std::string_view piece, std::vector<int32_t>& out) const;
+  // Keeps `ids` for `piece` unless the piece is longer than kMaxPieceBytes.
   void store(std::string_view piece, const std::vector<int32_t>& ids);
 
  private:

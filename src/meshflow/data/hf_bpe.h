@@ -1,29 +1,44 @@
-// Byte-level BPE from a Hugging Face `tokenizer.json` (Llama 3, Qwen2, GPT-2 and their kin).
+// BPE from a Hugging Face `tokenizer.json`: byte-level (Llama 3, Qwen2, GPT-2 and their kin) or
+// SentencePiece-style with byte fallback (Llama 2, Mistral).
 //
 // What a file may hold (anything else is refused with one line naming the file and the field):
-// - model: type "BPE" with `vocab` (token -> id, tokens in GPT-2's bytes->unicode alphabet, every
-//   single byte present) and `merges` ("a b" strings or ["a", "b"] pairs, in rank order);
-//   `ignore_merges` (Llama 3: a piece that is itself a token is that token, merges unused); no
-//   dropout, byte fallback, subword prefix or word suffix.
-// - normalizer: none, or NFC (Qwen2; through ICU).
-// - pre_tokenizer: Sequence[Split(Llama 3's or Qwen2's regex, Isolated), ByteLevel(use_regex
-//   false)] (llama3_pretokenize.h), or ByteLevel(use_regex true) alone (GPT-2's regex,
-//   gpt2_pretokenize.h); add_prefix_space false.
+// - model: type "BPE" with `vocab` (token -> id) and `merges` ("a b" strings or ["a", "b"]
+//   pairs, in rank order); `ignore_merges` (Llama 3: a piece that is itself a token is that
+//   token, merges unused); no dropout, subword prefix or word suffix. Either
+//   - byte-level: tokens in GPT-2's bytes->unicode alphabet, every single byte present; or
+//   - `byte_fallback` true: tokens spelled as text with U+2581 ("▁") for a space, and the 256
+//     tokens <0x00>..<0xFF>; a character that is not a token becomes the <0xNN> tokens of its
+//     UTF-8 bytes (as does a byte that is not valid UTF-8).
+// - normalizer: byte-level: none, or NFC (Qwen2; through ICU). Byte fallback: Llama 2's
+//   Sequence[Prepend("▁"), Replace(" " -> "▁")] (a "▁" before the text and for each space).
+// - pre_tokenizer: byte-level: Sequence[Split(Llama 3's or Qwen2's regex, Isolated),
+//   ByteLevel(use_regex false)] (llama3_pretokenize.h), or ByteLevel(use_regex true) alone
+//   (GPT-2's regex, gpt2_pretokenize.h); add_prefix_space false. Byte fallback: none (the
+//   normalised text between two added tokens is one word).
+// - decoder: byte-level: none or ByteLevel. Byte fallback: Llama 2's Sequence[Replace("▁" -> " "),
+//   ByteFallback, Fuse, Strip(" ", 1, 0)]: "▁" decodes as a space, <0xNN> tokens as their bytes,
+//   and one space at the start of the text is dropped. Unlike Hugging Face, which writes U+FFFD
+//   for <0xNN> runs that are not valid UTF-8, decode() writes the bytes as they are (as for
+//   byte-level BPE), so that a stream of tokens can wait for a character's last byte.
 // - added_tokens: matched verbatim in the raw text before normalisation and pre-tokenisation,
 //   leftmost and then longest first (as Hugging Face does), special or not; lstrip, rstrip and
-//   single_word are not supported.
+//   single_word are not supported, nor `normalized` ones with a normalizer.
 // encode() adds no begin-of-text token (the post_processor is not applied), so that
-// decode(encode(s)) == s for NFC text; `meshflow preprocess` separates documents with the
+// decode(encode(s)) == s for NFC text (byte fallback: for text without U+2581, which decodes as
+// a space, and without added tokens, after each of which the "▁" that starts the next stretch
+// decodes as a space, as with Hugging Face); `meshflow preprocess` separates documents with the
 // end-of-document token only. decode() writes an added token as its text.
 //
 // End of document: the `eod_token` given, else `<|end_of_text|>` (Llama 3) or `<|endoftext|>`
-// (Qwen2, GPT-2) when the file has one, else the `eos_token` of a tokenizer_config.json beside
-// the file. The first rule is the token these models' pre-training places between documents;
-// tokenizer_config's eos is a chat model's end of turn in instruct releases (`<|eot_id|>`,
-// `<|im_end|>`).
+// (Qwen2, GPT-2) when the file has one, else (byte fallback) `</s>` (Llama 2, Mistral) when it
+// has one, else the `eos_token` of a tokenizer_config.json beside the file. The first rules are
+// the token these models' pre-training places between documents; tokenizer_config's eos is a
+// chat model's end of turn in instruct releases (`<|eot_id|>`, `<|im_end|>`).
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -64,15 +79,27 @@ class HfBpeTokenizer final : public Tokenizer {
   };
   HfBpeTokenizer();
 
+  struct Hash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  };
+
   // Encodes text that holds no added token: normalise, pre-tokenise, merge each piece.
   void encode_ordinary(std::string_view text, std::vector<int32_t>& ids) const;
   void encode_piece(std::string_view piece, std::vector<int32_t>& ids) const;
+  // A piece's symbols before merging: its bytes (byte-level), or its characters that are tokens
+  // and the <0xNN> tokens of the others' bytes (byte fallback).
+  void initial_symbols(std::string_view piece, std::vector<int32_t>& word) const;
+  void decode_byte_fallback(std::span<const int32_t> ids, std::string& out) const;
   // The added token at text[i] (the longest), or nullptr.
   const AddedToken* added_token_at(std::string_view text, size_t i) const;
 
-  std::vector<std::string> id_to_bytes_;  // a vocabulary token's bytes; an added token's text
-  std::unordered_map<std::string, int32_t> bytes_to_id_;
-  int32_t byte_id_[256] = {};
+  // A vocabulary token's bytes (byte fallback: its spelling, "▁the", "<0x0A>"); an added token's text.
+  std::vector<std::string> id_to_bytes_;
+  std::unordered_map<std::string, int32_t, Hash, std::equal_to<>> bytes_to_id_;
+  int32_t byte_id_[256] = {};  // the token of each byte (byte fallback: <0xNN>)
+  bool byte_fallback_ = false;
+  std::vector<int16_t> fallback_byte_;  // byte fallback: the byte of an <0xNN> token's id, else -1
   bpe::MergeTable merges_;
   bool ignore_merges_ = false;
   bool nfc_ = false;

@@ -1,6 +1,7 @@
 // HfBpeTokenizer::from_file: reads tokenizer.json (and tokenizer_config.json beside it for the
 // end-of-document default), checking each field against what hf_bpe.h supports.
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
@@ -42,6 +43,7 @@ struct HfBpeTokenizer::Loader {
 
   void model(const json& m);
   void vocab(const json& v);
+  void fallback_bytes();
   void merges(const json& list);
   void normalizer(const json& n);
   void pre_tokenizer(const json& p);
@@ -51,12 +53,11 @@ struct HfBpeTokenizer::Loader {
 };
 
 void HfBpeTokenizer::Loader::model(const json& m) {
-  check(m.is_object() && str(m, "type") == "BPE", "model.type is not \"BPE\" (only byte-level BPE is supported)");
+  check(m.is_object() && str(m, "type") == "BPE", "model.type is not \"BPE\" (only BPE is supported)");
   check(!m.contains("dropout") || m["dropout"].is_null() || m["dropout"] == 0, "model.dropout is not supported");
-  check(!flag(m, "byte_fallback"), "model.byte_fallback is not supported (a SentencePiece-style BPE: use "
-        "tokenizer.model with the sentencepiece tokenizer)");
   check(str(m, "continuing_subword_prefix").empty() && str(m, "end_of_word_suffix").empty(),
         "model.continuing_subword_prefix / end_of_word_suffix are not supported");
+  tok.byte_fallback_ = flag(m, "byte_fallback");
   tok.ignore_merges_ = flag(m, "ignore_merges");
   check(m.contains("vocab") && m.contains("merges"), "model has no vocab or no merges");
   vocab(m["vocab"]);
@@ -71,8 +72,12 @@ void HfBpeTokenizer::Loader::vocab(const json& v) {
     int64_t id = it->get<int64_t>();
     check(id >= 0 && id < (int64_t{1} << 30) && id < id_limit, "model.vocab: id ", id, " of '", it.key(),
           "' is out of range (", id_limit, " tokens with the added ones)");
-    check(bpe::unicode_to_bytes(it.key(), bytes), "model.vocab: token '", it.key(),
-          "' has characters outside the byte-level alphabet (not a byte-level BPE)");
+    if (tok.byte_fallback_)
+      bytes = it.key();  // spelled as text
+    else
+      check(bpe::unicode_to_bytes(it.key(), bytes), "model.vocab: token '", it.key(),
+            "' has characters outside the byte-level alphabet (not a byte-level BPE; a SentencePiece-style "
+            "one has model.byte_fallback true)");
     size_t slot = static_cast<size_t>(id);
     if (slot >= tok.id_to_bytes_.size()) {
       tok.id_to_bytes_.resize(slot + 1);
@@ -84,10 +89,24 @@ void HfBpeTokenizer::Loader::vocab(const json& v) {
     tok.id_to_bytes_[slot] = bytes;
     tok.bytes_to_id_.emplace(bytes, static_cast<int32_t>(id));
   }
+  if (tok.byte_fallback_) return fallback_bytes();
   for (int b = 0; b < 256; ++b) {
     auto it = spelled_to_id.find(bpe::byte_to_unicode()[b]);
     check(it != spelled_to_id.end(), "model.vocab has no token for byte ", b);
     tok.byte_id_[b] = it->second;
+  }
+}
+
+// Byte fallback's tokens <0x00>..<0xFF> (upper-case hex, as Hugging Face writes them).
+void HfBpeTokenizer::Loader::fallback_bytes() {
+  tok.fallback_byte_.assign(tok.id_to_bytes_.size(), -1);
+  for (int b = 0; b < 256; ++b) {
+    char name[8];
+    std::snprintf(name, sizeof name, "<0x%02X>", b);
+    auto it = spelled_to_id.find(name);
+    check(it != spelled_to_id.end(), "model.byte_fallback is true but model.vocab has no token ", name);
+    tok.byte_id_[b] = it->second;
+    tok.fallback_byte_[static_cast<size_t>(it->second)] = static_cast<int16_t>(b);
   }
 }
 
@@ -116,7 +135,44 @@ void HfBpeTokenizer::Loader::merges(const json& list) {
   }
 }
 
+namespace {
+
+// Whether object `o` has `key` equal to `want` (no exception for other types).
+bool field_is(const json& o, const char* key, const json& want) {
+  return o.is_object() && o.contains(key) && o[key] == want;
+}
+
+// Llama 2's normaliser: Sequence[Prepend("▁"), Replace(String " " -> "▁")] (either order).
+bool is_metaspace_normalizer(const json& n) {
+  const std::string metaspace = "\u2581";
+  auto prepend = [&](const json& p) { return field_is(p, "type", "Prepend") && field_is(p, "prepend", metaspace); };
+  auto replace = [&](const json& r) {
+    return field_is(r, "type", "Replace") && field_is(r, "pattern", json{{"String", " "}}) &&
+           field_is(r, "content", metaspace);
+  };
+  if (!field_is(n, "type", "Sequence") || !n.contains("normalizers")) return false;
+  const json& s = n["normalizers"];
+  return s.is_array() && s.size() == 2 && ((prepend(s[0]) && replace(s[1])) || (replace(s[0]) && prepend(s[1])));
+}
+
+// Llama 2's decoder: Sequence[Replace(String "▁" -> " "), ByteFallback, Fuse, Strip(" ", 1, 0)].
+bool is_byte_fallback_decoder(const json& d) {
+  if (!field_is(d, "type", "Sequence") || !d.contains("decoders")) return false;
+  const json& s = d["decoders"];
+  return s.is_array() && s.size() == 4 && field_is(s[0], "type", "Replace") &&
+         field_is(s[0], "pattern", json{{"String", "\u2581"}}) && field_is(s[0], "content", " ") &&
+         field_is(s[1], "type", "ByteFallback") && field_is(s[2], "type", "Fuse") && field_is(s[3], "type", "Strip") &&
+         field_is(s[3], "content", " ") && field_is(s[3], "start", 1) && field_is(s[3], "stop", 0);
+}
+
+}  // namespace
+
 void HfBpeTokenizer::Loader::normalizer(const json& n) {
+  if (tok.byte_fallback_) {
+    check(is_metaspace_normalizer(n), "normalizer ", n.dump().substr(0, 80), " is not supported with "
+          "model.byte_fallback (Llama 2's Sequence[Prepend(\"\u2581\"), Replace(\" \" -> \"\u2581\")])");
+    return;
+  }
   if (n.is_null()) return;
   check(n.is_object() && str(n, "type") == "NFC", "normalizer ", n.dump().substr(0, 80),
         " is not supported (none or NFC)");
@@ -124,6 +180,11 @@ void HfBpeTokenizer::Loader::normalizer(const json& n) {
 }
 
 void HfBpeTokenizer::Loader::pre_tokenizer(const json& p) {
+  if (tok.byte_fallback_) {
+    check(p.is_null(), "pre_tokenizer ", p.dump().substr(0, 80),
+          " is not supported with model.byte_fallback (Llama 2's tokenizer.json has none)");
+    return;
+  }
   check(p.is_object(), "pre_tokenizer is missing (a byte-level BPE needs ByteLevel)");
   auto byte_level = [&](const json& b, bool use_regex) {
     return b.is_object() && str(b, "type") == "ByteLevel" && !flag(b, "add_prefix_space") &&
@@ -158,7 +219,7 @@ void HfBpeTokenizer::Loader::added_tokens(const json& list) {
     std::string content = str(t, "content");
     check(!flag(t, "lstrip") && !flag(t, "rstrip") && !flag(t, "single_word"), "added token '", content,
           "': lstrip, rstrip and single_word are not supported");
-    check(!(tok.nfc_ && flag(t, "normalized")), "added token '", content,
+    check(!((tok.nfc_ || tok.byte_fallback_) && flag(t, "normalized")), "added token '", content,
           "': normalized added tokens are not supported with a normalizer");
     int64_t id = t["id"].get<int64_t>();
     check(id >= 0 && id < (int64_t{1} << 30) && id < id_limit, "added token '", content, "': id ", id,
@@ -184,12 +245,13 @@ void HfBpeTokenizer::Loader::fill_ids() {
   auto gap = std::find(has_token.begin(), has_token.end(), false);
   check(gap == has_token.end(), "id ", gap - has_token.begin(), " has no token (ids must run from 0 to ",
         has_token.size() - 1, ")");
+  if (tok.byte_fallback_) tok.fallback_byte_.resize(tok.id_to_bytes_.size(), -1);  // added tokens past the vocabulary
 }
 
 void HfBpeTokenizer::Loader::choose_eod(const std::string& eod_token) {
   std::string name = eod_token, source = "tokenization.eod_token";
-  for (const char* guess : {"<|end_of_text|>", "<|endoftext|>"})
-    if (name.empty() && tok.token_id(guess) >= 0) {
+  for (const char* guess : {"<|end_of_text|>", "<|endoftext|>", tok.byte_fallback_ ? "</s>" : ""})
+    if (name.empty() && *guess && tok.token_id(guess) >= 0) {
       name = guess;
       source = "the default";
     }
@@ -224,8 +286,12 @@ HfBpeTokenizer HfBpeTokenizer::from_file(const std::string& path, const std::str
   l.normalizer(j.value("normalizer", json()));
   l.pre_tokenizer(j.value("pre_tokenizer", json()));
   const json decoder = j.value("decoder", json());
-  l.check(decoder.is_null() || (decoder.is_object() && l.str(decoder, "type") == "ByteLevel"),
-          "decoder is not ByteLevel");
+  if (tok.byte_fallback_)
+    l.check(is_byte_fallback_decoder(decoder), "decoder is not Llama 2's Sequence[Replace(\"\u2581\" -> \" \"), "
+            "ByteFallback, Fuse, Strip(\" \", 1, 0)] (needed with model.byte_fallback)");
+  else
+    l.check(decoder.is_null() || (decoder.is_object() && l.str(decoder, "type") == "ByteLevel"),
+            "decoder is not ByteLevel");
   l.added_tokens(j.value("added_tokens", json()));
   l.fill_ids();
   l.choose_eod(eod_token);
