@@ -231,6 +231,10 @@ expect_error "model larger than the host" "the model does not fit: GPT-2: layers
   "$bin" train "${good[@]}" model.hidden_size=1048576 "train.output_dir=$work/o18"
 expect_error "layers past the host's memory" "1000000000000 layers of at least 18064 parameters each need more than 72256000.0 GB on each rank" \
   "$bin" train "${good[@]}" model.num_layers=1000000000000 "train.output_dir=$work/o19"
+# A parameter count past int64 (hidden 999999936, MLP 4 x hidden: 1.2e19 in one GPT-2 layer) is counted,
+# not wrapped negative (once the wrapped count passed the fit check and the weights were allocated).
+expect_error "parameter count past int64" "the model does not fit: GPT-2: layers 1, hidden 999999936, .* (1.2e+19 parameters) holds" \
+  "$bin" train "${good[@]}" model.hidden_size=999999936 model.ffn_hidden_size=0 "train.output_dir=$work/o18b"
 expect_error "eval of a model larger than the host" "the model does not fit: GPT-2: layers 1, hidden 1048576, .* of parameters on each rank (tp 1, pp 1); this host has" \
   "$bin" eval "${good[@]}" model.hidden_size=1048576 "train.output_dir=$work/o20"
 expect_error "eval of a tp2 config larger than the host" "the model does not fit: .* of parameters on each rank (tp 1, pp 1); this host has" \

@@ -24,6 +24,7 @@
 #include "meshflow/models/t5/model.h"
 #include "meshflow/models/vit/hf.h"
 #include "meshflow/models/vit/model.h"
+#include "meshflow/models/registry.h"
 #include "meshflow/io/safetensors.h"
 #include "meshflow/io/checkpoint.h"
 #include "meshflow/train/pretrained.h"
@@ -787,6 +788,221 @@ TEST_F(HfConvert, BadInputNamesTheFileAndTheTensor) {
   EXPECT_EQ(mf::read_file(path("o11")), "keep me");
   mf::train::convert_to_hf(path("o10"), path("o12"));
   MFT_EXPECT_ERROR(mf::train::convert_to_hf(path("o10"), path("o12")), "already holds model.safetensors");
+}
+
+// ---- model.pretrained takes the model's structure from the weights' config.json; --to-hf keeps
+// the fields the import read.
+
+// A Hugging Face folder of `cfg` holding the weights of the model it describes (f32, seeded by
+// train.seed), under the model's parameter names.
+std::string hf_model_dir(const fs::path& d, const json& cfg) {
+  fs::create_directories(d);
+  mf::write_file_atomic((d / "config.json").string(), cfg.dump(2));
+  const mf::models::ModelSpec* spec = mf::models::model_spec_for_hf_type(cfg.at("model_type").get<std::string>());
+  EXPECT_NE(spec, nullptr);
+  auto model = mf::models::build_model(spec->hf.read_config((d / "config.json").string()), 0);
+  std::vector<RawTensor> raw;
+  for (const auto& [name, t] : model->state_dict()) raw.push_back({name, "F32", t.shape(), bytes_of(t)});
+  write_by_hand((d / "model.safetensors").string(), raw);
+  return d.string();
+}
+
+json llama3_json(double factor) {
+  return {{"model_type", "llama"}, {"architectures", {"LlamaForCausalLM"}}, {"vocab_size", 257}, {"hidden_size", 16},
+          {"intermediate_size", 40}, {"num_hidden_layers", 2}, {"num_attention_heads", 4}, {"num_key_value_heads", 2},
+          {"max_position_embeddings", 16}, {"rms_norm_eps", 1e-6}, {"rope_theta", 500000.0},
+          {"rope_scaling", {{"rope_type", "llama3"}, {"factor", factor}, {"low_freq_factor", 1.0},
+                            {"high_freq_factor", 4.0}, {"original_max_position_embeddings", 8}}},
+          {"tie_word_embeddings", false}, {"hidden_act", "silu"}, {"bos_token_id", 128000}, {"eos_token_id", 128001},
+          {"torch_dtype", "float32"}};
+}
+
+// A run config of `overrides` (given on the command line) starting from the weights at `folder`.
+mf::Config pretrained_config(const std::string& folder, const std::vector<std::string>& overrides) {
+  mf::Config c;
+  for (const std::string& kv : overrides) c.apply_override(kv);
+  c.set("model.pretrained", folder);
+  return c;
+}
+
+// Llama 3 weights made with rope_scaling factor 8 refuse a config that sets 32 (one line: the key,
+// both values, the file); a config that sets only rope_scaling.type=llama3 computes with the file's
+// factor 32, theta and epsilon (named in the log line), never the defaults.
+TEST_F(HfConvert, PretrainedRopeScalingComesFromConfigJson) {
+  const std::string f8 = hf_model_dir(dir_ / "llama_f8", llama3_json(8.0));
+  const std::string f32 = hf_model_dir(dir_ / "llama_f32", llama3_json(32.0));
+  const std::string f8_json = f8 + "/config.json";
+  MFT_EXPECT_ERROR(mf::train::pretrained_run_config(pretrained_config(
+                       f8, {"model.name=llama", "model.rope_scaling.type=llama3", "model.rope_scaling.factor=32"})),
+                   "model.pretrained: model.rope_scaling.factor 32.0 (from command line) differs from rope_scaling.factor 8.0 in",
+                   f8_json.c_str(), "set model.rope_scaling.factor=8.0");
+  std::string note;
+  const mf::Config c =
+      mf::train::pretrained_run_config(pretrained_config(f32, {"model.name=llama", "model.rope_scaling.type=llama3",
+                                                               "model.embedding_dropout_prob=0", "model.output_dropout_prob=0"}),
+                                       &note);
+  const mf::models::LlamaConfig lc = mf::models::llama_config(c, 0);
+  EXPECT_TRUE(lc.llama3_rope);
+  EXPECT_EQ(lc.rope_scaling.factor, 32.0);
+  EXPECT_EQ(lc.rope_scaling.original_max_position_embeddings, 8);
+  EXPECT_EQ(lc.rope_theta, 500000.0);
+  EXPECT_EQ(lc.rms_norm_eps, 1e-6);
+  EXPECT_EQ(lc.num_key_value_heads, 2);
+  for (const char* part : {"model.rope_scaling.factor=32.0", "model.rope_theta=500000.0", "model.layernorm_epsilon=1.0e-6",
+                           "config.json"})
+    EXPECT_NE(note.find(part), std::string::npos) << note;
+  // Without rope_scaling.type the file's llama3 is taken too; a config that turns it off is refused.
+  EXPECT_EQ(mf::train::pretrained_run_config(pretrained_config(f32, {"model.name=llama"})).get_string("model.rope_scaling.type"),
+            "llama3");
+  MFT_EXPECT_ERROR(
+      mf::train::pretrained_run_config(pretrained_config(f32, {"model.name=llama", "model.rope_scaling.type="})),
+      "model.rope_scaling.type \"\" (from command line) differs from rope_scaling.rope_type llama3");
+  // Without llama3 scaling in the file its factor means nothing: a config's factor is no conflict.
+  json plain = llama3_json(8.0);
+  plain["rope_scaling"] = nullptr;
+  const std::string fp = hf_model_dir(dir_ / "llama_plain", plain);
+  EXPECT_NO_THROW(mf::train::pretrained_run_config(pretrained_config(fp, {"model.name=llama", "model.rope_scaling.factor=32"})));
+}
+
+// One structure key per model family, from the weights' config.json where the run's config leaves it
+// out, an error where it sets another value: GPT-2's layer_norm_epsilon, Qwen2's q/k/v biases,
+// BERT's layer_norm_eps, RoBERTa's pad_token_id, T5's relative_attention_num_buckets, ViT's
+// patch_size and its image processor's image_mean / image_std.
+TEST_F(HfConvert, PretrainedStructureKeysOfEveryFamily) {
+  struct Case {
+    const char* name;
+    json cfg;
+    std::vector<std::string> run;  // the model.* keys a config gives besides the conflicting one
+    std::string key, file_value, conflicting;
+  };
+  json gpt2 = json::parse(config_json(tiny()));
+  gpt2["layer_norm_epsilon"] = 1e-6;
+  json qwen2 = llama3_json(8.0);
+  qwen2["model_type"] = "qwen2";
+  qwen2.erase("rope_scaling");
+  const json bert = {{"model_type", "bert"}, {"vocab_size", 61}, {"hidden_size", 16}, {"intermediate_size", 40},
+                     {"num_hidden_layers", 2}, {"num_attention_heads", 4}, {"max_position_embeddings", 16},
+                     {"type_vocab_size", 2}, {"layer_norm_eps", 1e-6}};
+  json roberta = bert;
+  roberta["model_type"] = "roberta";
+  roberta["pad_token_id"] = 1;
+  roberta["type_vocab_size"] = 1;
+  roberta["max_position_embeddings"] = 18;
+  const json t5 = {{"model_type", "t5"}, {"vocab_size", 64}, {"d_model", 16}, {"d_kv", 4}, {"d_ff", 32}, {"num_layers", 2},
+                   {"num_heads", 4}, {"relative_attention_num_buckets", 16}, {"relative_attention_max_distance", 32}};
+  const json vit = {{"model_type", "vit"}, {"image_size", 12}, {"patch_size", 4}, {"num_channels", 3}, {"hidden_size", 16},
+                    {"num_hidden_layers", 2}, {"num_attention_heads", 4}, {"intermediate_size", 24},
+                    {"id2label", {{"0", "cat"}, {"1", "dog"}}}};
+  const std::vector<Case> cases = {
+      {"gpt2", gpt2, {"model.name=gpt2"}, "model.layernorm_epsilon", "1.0e-6", "1.0e-5"},
+      {"qwen2", qwen2, {"model.name=qwen2"}, "model.qkv_bias", "true", "false"},
+      {"bert", bert, {"model.name=bert"}, "model.layernorm_epsilon", "1.0e-6", "1.0e-12"},
+      {"roberta", roberta, {"model.name=roberta"}, "model.pad_token_id", "1", "0"},
+      {"t5", t5, {"model.name=t5"}, "model.relative_attention_num_buckets", "16", "32"},
+      {"vit", vit, {"model.name=vit"}, "model.patch_size", "4", "2"}};
+  for (const Case& k : cases) {
+    SCOPED_TRACE(k.name);
+    const std::string folder = hf_model_dir(dir_ / k.name, k.cfg);
+    std::string note;
+    const mf::Config taken = mf::train::pretrained_run_config(pretrained_config(folder, k.run), &note);
+    EXPECT_EQ(taken.get_text(k.key), k.file_value);
+    EXPECT_NE(note.find(k.key + "=" + k.file_value), std::string::npos) << note;
+    std::vector<std::string> conflicting = k.run;
+    conflicting.push_back(k.key + "=" + k.conflicting);
+    const std::string ours = k.key + " " + k.conflicting + " (from command line) differs from",
+                      theirs = " " + k.file_value + " in " + folder + "/config.json";
+    MFT_EXPECT_ERROR(mf::train::pretrained_run_config(pretrained_config(folder, conflicting)), ours.c_str(), theirs.c_str());
+  }
+  // ViT's image processor: its mean and std where the config leaves them out; another resampling
+  // filter than PIL's BILINEAR is refused.
+  const std::string folder = (dir_ / "vit").string();
+  mf::write_file_atomic(folder + "/preprocessor_config.json",
+                        R"({"do_normalize": true, "do_resize": true, "image_mean": [0.485, 0.456, 0.406],
+                            "image_processor_type": "ViTImageProcessor", "image_std": [0.229, 0.224, 0.225],
+                            "resample": 2, "rescale_factor": 0.00392156862745098, "size": {"height": 12, "width": 12}})");
+  const mf::Config vc = mf::train::pretrained_run_config(pretrained_config(folder, {"model.name=vit"}));
+  EXPECT_EQ(vc.get_float_list("data.image_mean"), (std::vector<double>{0.485, 0.456, 0.406}));
+  EXPECT_EQ(vc.get_float_list("data.image_std"), (std::vector<double>{0.229, 0.224, 0.225}));
+  MFT_EXPECT_ERROR(mf::train::pretrained_run_config(pretrained_config(folder, {"model.name=vit", "data.image_std=[0.5, 0.5, 0.5]"})),
+                   "data.image_std [0.5, 0.5, 0.5] (from command line) differs from image_std [0.229, 0.224, 0.225]",
+                   "preprocessor_config.json");
+  mf::write_file_atomic(folder + "/preprocessor_config.json", R"({"image_mean": [0.5, 0.5, 0.5], "resample": 3})");
+  MFT_EXPECT_ERROR(mf::train::pretrained_run_config(pretrained_config(folder, {"model.name=vit"})),
+                   "preprocessor_config.json: resample 3 is not supported");
+}
+
+// convert --to-hf writes back what the import read and meshflow does not compute: Llama 3's bos/eos
+// token ids, Qwen2's sliding_window / max_window_layers, ViT's label names — from a conversion, and
+// from a run trained from the Hugging Face weights (which keeps their config.json and the rope
+// scaling it took from them).
+TEST_F(HfConvert, ToHfKeepsWhatTheImportRead) {
+  json qwen2 = llama3_json(8.0);
+  qwen2["model_type"] = "qwen2";
+  qwen2["architectures"] = {"Qwen2ForCausalLM"};
+  qwen2.erase("rope_scaling");
+  qwen2["use_sliding_window"] = false;
+  qwen2["sliding_window"] = 4096;
+  qwen2["max_window_layers"] = 28;
+  const json vit = {{"model_type", "vit"}, {"image_size", 12}, {"patch_size", 4}, {"num_channels", 3}, {"hidden_size", 16},
+                    {"num_hidden_layers", 2}, {"num_attention_heads", 4}, {"intermediate_size", 24},
+                    {"id2label", {{"0", "tabby cat"}, {"1", "golden retriever"}, {"2", "goldfinch"}}},
+                    {"label2id", {{"tabby cat", 0}, {"golden retriever", 1}, {"goldfinch", 2}}}};
+  const std::vector<std::pair<json, std::vector<std::string>>> files = {
+      {llama3_json(32.0), {"bos_token_id", "eos_token_id"}},
+      {qwen2, {"bos_token_id", "eos_token_id", "sliding_window", "max_window_layers", "use_sliding_window"}},
+      {vit, {"id2label", "label2id"}}};
+  for (const auto& [cfg, kept] : files) {
+    const std::string type = cfg["model_type"];
+    SCOPED_TRACE(type);
+    const std::string src = hf_model_dir(dir_ / type, cfg), ck = path(type + "_ck"), out = path(type + "_hf");
+    mf::train::convert_from_hf(src, ck);
+    mf::train::convert_to_hf(ck, out);
+    const json back = json::parse(mf::read_file(out + "/config.json"));
+    for (const std::string& key : kept) EXPECT_EQ(back[key], cfg[key]) << key;
+  }
+  // A ViT fine-tuned to another class count names its classes LABEL_k, not the file's.
+  {
+    const std::string ck = path("vit_ck");
+    mf::Config cfg = mf::Config::load(ck + "/config.yaml");
+    cfg.set("model.num_labels", "5");
+    cfg.save(ck + "/config.yaml");
+    auto m = mf::models::build_model(cfg, 0);
+    mf::io::write_checkpoint(path("vit5"), mf::io::TrainingState{}, m->state_dict(), {}, 0);
+    fs::copy_file(ck + "/config.yaml", path("vit5/config.yaml"));
+    fs::copy_file(ck + "/hf_config.json", path("vit5/hf_config.json"));
+    mf::train::convert_to_hf(path("vit5"), path("vit5_hf"));
+    const json back = json::parse(mf::read_file(path("vit5_hf/config.json")));
+    EXPECT_EQ(back["id2label"].size(), 5u);
+    EXPECT_EQ(back["id2label"]["0"], "LABEL_0");
+  }
+  // A run from the Llama 3 weights: one step at lr 0 (only rope_scaling.type set), then --to-hf.
+  std::string text;
+  for (int d = 0; d < 60; ++d) text += "the cat sat on the mat and the dog ran far away " + std::to_string(d) + "\n%\n";
+  mf::write_file_atomic(path("corpus.txt"), text);
+  mf::ByteTokenizer tok;
+  const std::string prefix = mf::preprocess({path("corpus.txt")}, path("corpus"), tok).prefix;
+  mf::Config cfg = pretrained_config(path("llama"), {"model.name=llama", "model.rope_scaling.type=llama3",
+                                                     "model.num_layers=2", "model.hidden_size=16",
+                                                     "model.num_attention_heads=4", "model.ffn_hidden_size=40",
+                                                     "model.max_seq_length=16", "model.vocab_size=257",
+                                                     "model.embedding_dropout_prob=0", "model.output_dropout_prob=0",
+                                                     "model.attention_dropout_prob=0", "train.train_iter=1",
+                                                     "train.train_micro_batch_size=2", "train.evaluation.enabled=false",
+                                                     "tokenization.tokenizer=byte", "optim.lr=0"});
+  cfg.set("data.data_prefix", prefix);
+  cfg.set("train.output_dir", path("run"));
+  std::FILE* log = std::tmpfile();
+  mf::train::run_training(cfg, log);
+  std::fclose(log);
+  const mf::Config saved = mf::Config::load(path("run/config.yaml"));
+  EXPECT_EQ(saved.get_float("model.rope_scaling.factor"), 32.0);
+  EXPECT_EQ(saved.get_int("model.num_key_value_heads"), 2);
+  mf::train::convert_to_hf(path("run"), path("run_hf"));
+  const json back = json::parse(mf::read_file(path("run_hf/config.json")));
+  EXPECT_EQ(back["bos_token_id"], 128000);
+  EXPECT_EQ(back["eos_token_id"], 128001);
+  EXPECT_EQ(back["rope_scaling"]["factor"], 32.0);
+  EXPECT_EQ(back["rope_theta"], 500000.0);
 }
 
 }  // namespace

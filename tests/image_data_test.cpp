@@ -671,6 +671,12 @@ TEST(ImageBatches, SourcesFromConfig) {
                 .find("data.train_folder " + f.root() + " holds 4 classes and model.num_labels is 2: set model.num_labels=4"),
             std::string::npos);
   c.set("model.num_labels", "4");
+  // A packed set holds centre squares: evaluation's stretch (the default) cannot be made of them.
+  EXPECT_NE(error_of([&] { mf::train::image_sources(c, 1, 8, 8); })
+                .find("data.validation_folder " + f.dir.file("valid") + " is packed: its images are already centre "
+                      "squares, and data.eval_resize=stretch"),
+            std::string::npos);
+  c.set("data.eval_resize", "shorter_side_crop");
   mf::train::ImageSources s = mf::train::image_sources(c, 1, 8, 8);
   EXPECT_EQ(s.train_data->kind(), "image folder");
   EXPECT_EQ(s.valid_data->kind(), "packed images");
@@ -681,6 +687,7 @@ TEST(ImageBatches, SourcesFromConfig) {
   auto v = s.valid();
   mf::train::ImageBatchOptions o = batch_options(false, 0, 0);
   o.transform.image_size = 16;
+  o.transform.eval_resize = mf::EvalResize::kShorterSideCrop;
   const mf::ImageFolder folder(f.root(), 16);
   mf::train::ImageBatchSource direct(folder, o, 0, 1);
   EXPECT_EQ(floats(v->next(5).pixel_values), floats(direct.next(5).pixel_values));
@@ -692,6 +699,66 @@ TEST(ImageBatches, SourcesFromConfig) {
   EXPECT_NE(error_of([&] { mf::train::image_sources(c, 1, 8, 8); }).find("data.validation_folder " + f.dir.file("missing")),
             std::string::npos);
   EXPECT_NO_THROW(mf::train::image_sources(c, 1, 8, 0));  // no evaluation: not opened
+}
+
+// Evaluation follows Hugging Face's ViTImageProcessor: a non-square image is stretched to
+// image_size x image_size (PIL's BILINEAR), not cut to its centre square. The expected values are
+// PIL's resampling worked out here: shrinking 4 -> 2 columns widens the triangle filter by the scale
+// 2 (support 2), so output column 0 (centre 1.0 in input pixels) weighs columns 0, 1, 2 by
+// tri(0.25), tri(0.25), tri(0.75) = 0.75, 0.75, 0.25 and output column 1 (centre 3.0) weighs columns
+// 1, 2, 3 by 0.25, 0.75, 0.75, each sum renormalised (1.75); the 2 rows keep their size (identity).
+// data.eval_resize=shorter_side_crop keeps torchvision's Resize + CenterCrop: columns 1 and 2.
+TEST(ImageBatches, EvaluationStretchesAsViTImageProcessor) {
+  TempDir dir;
+  const std::string root = dir.file("valid");
+  const uint8_t rows[2][4] = {{0, 70, 140, 210}, {20, 90, 160, 230}};
+  for (const char* cls : {"a", "b"}) {
+    fs::create_directories(fs::path(root) / cls);
+    Image img(2, 4);  // 2 high, 4 wide
+    for (int64_t y = 0; y < 2; ++y)
+      for (int64_t x = 0; x < 4; ++x)
+        for (int64_t ch = 0; ch < 3; ++ch) img.at(y, x, ch) = static_cast<uint8_t>(rows[y][x] + 5 * ch);
+    mf::write_png(img, (fs::path(root) / cls / "i.png").string());
+  }
+  auto pil_bilinear_4_to_2 = [](const uint8_t* r, int64_t out_x) {
+    const double center = (static_cast<double>(out_x) + 0.5) * 2.0, support = 2.0;
+    double sum = 0, weights = 0;
+    for (int64_t x = 0; x < 4; ++x) {
+      const double d = std::abs((static_cast<double>(x) + 0.5 - center) / 2.0);
+      const double w = d < 1.0 ? 1.0 - d : 0.0;
+      if (static_cast<double>(x) + 0.5 < center - support || static_cast<double>(x) + 0.5 > center + support) continue;
+      sum += w * r[x];
+      weights += w;
+    }
+    return std::lround(sum / weights);
+  };
+  EXPECT_EQ(pil_bilinear_4_to_2(rows[0], 0), 50);  // (0.75 * 0 + 0.75 * 70 + 0.25 * 140) / 1.75
+  EXPECT_EQ(pil_bilinear_4_to_2(rows[0], 1), 160);
+  mf::Config c;
+  c.set("model.image_size", "2");
+  c.set("model.num_labels", "2");
+  c.set("data.validation_folder", root);
+  c.set("data.decode_threads", "0");
+  for (const char* mode : {"stretch", "shorter_side_crop"}) {
+    SCOPED_TRACE(mode);
+    c.set("data.eval_resize", mode);
+    mf::train::ImageSources s = mf::train::image_sources(c, 1, 0, 2);
+    const mf::models::Batch b = s.valid()->next(1);
+    ASSERT_EQ(b.pixel_values.shape(), (mf::Shape{1, 3, 2, 2}));
+    const float* px = b.pixel_values.data<float>();
+    for (int64_t ch = 0; ch < 3; ++ch)
+      for (int64_t y = 0; y < 2; ++y)
+        for (int64_t x = 0; x < 2; ++x) {
+          uint8_t shifted[4];
+          for (int64_t k = 0; k < 4; ++k) shifted[k] = static_cast<uint8_t>(rows[y][k] + 5 * ch);
+          const long v = std::string(mode) == "stretch" ? pil_bilinear_4_to_2(shifted, x) : shifted[1 + x];
+          EXPECT_FLOAT_EQ(px[(ch * 2 + y) * 2 + x], (static_cast<float>(v) / 255.0f - 0.5f) / 0.5f)
+              << "channel " << ch << " (" << y << ", " << x << ")";
+        }
+  }
+  c.set("data.eval_resize", "squash");
+  EXPECT_NE(error_of([&] { mf::train::image_sources(c, 1, 0, 2); }).find("data.eval_resize 'squash' is not one of stretch"),
+            std::string::npos);
 }
 
 }  // namespace

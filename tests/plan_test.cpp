@@ -54,7 +54,7 @@ TEST(PlanModelCosts, Gpt2PartsAddUpToTheBuiltModel) {
   EXPECT_EQ(m.embedding.replicated, T * C);  // positions are not
   EXPECT_EQ(m.head.replicated, 2 * C);       // ln_f
   EXPECT_EQ(m.tied_copy.split, V * C);
-  EXPECT_EQ(m.layer_params[0].on_rank(2), (m.layer_params[0].split + 1) / 2 + 6 * C);
+  EXPECT_EQ(m.layer_params[0].on_rank(2), std::ceil(m.layer_params[0].split / 2) + 6 * C);
 }
 
 TEST(PlanModelCosts, UntiedHeadsAreTheirOwnParameters) {

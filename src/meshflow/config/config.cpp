@@ -163,6 +163,7 @@ void Config::apply_yaml(const std::string& text, const std::string& source, cons
       }
       const SchemaEntry& e = entry_for(key, source);
       values_[key] = node_value(e, v, source);
+      given_[key] = source;
     }
   };
   walk(walk, root, "");
@@ -204,6 +205,12 @@ std::string Config::get_text(const std::string& key) const { return format_value
 void Config::set(const std::string& key, const std::string& value, const std::string& source) {
   const SchemaEntry& e = entry_for(key, source);
   values_[key] = parse_value(key, e.type, value, source);
+  given_[key] = source;
+}
+
+std::string Config::given_by(const std::string& key) const {
+  auto it = given_.find(key);
+  return it == given_.end() ? std::string() : it->second;
 }
 
 void Config::apply_override(const std::string& kv) {

@@ -50,6 +50,10 @@ class Config {
   void apply_override(const std::string& key_equals_value);
 
   bool has(const std::string& key) const;
+  // Whether `key` was given (by a file, an override or set()) rather than left at its default,
+  // and by what: the file, "command line", or set()'s source ("" for the program's own).
+  bool is_given(const std::string& key) const { return given_.count(key) != 0; }
+  std::string given_by(const std::string& key) const;
   ConfigType type_of(const std::string& key) const;
   const ConfigValue& value(const std::string& key) const;
   // The value as text in the form dump() writes ("0.0003", "true", "[0.9, 0.95]", "gpt2").
@@ -72,6 +76,7 @@ class Config {
                   std::vector<std::string>& chain);
 
   std::map<std::string, ConfigValue> values_;
+  std::map<std::string, std::string> given_;  // key -> where its value came from (is_given)
 };
 
 namespace config_detail {

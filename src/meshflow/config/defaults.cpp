@@ -60,7 +60,8 @@ model:
   pretrained: ""                # "" = random init; else weights to start from (any parallel layout, cast to the
                                 #   model's dtype): a Hugging Face folder of the model (config.json + safetensors)
                                 #   or file, or a meshflow checkpoint (a run's output_dir, a `meshflow convert`
-                                #   output, an iter_N folder); tensor shapes must match the model.* sizes
+                                #   output, an iter_N folder); tensor shapes must match the model.* sizes; the
+                                #   structure keys a config leaves out (eps, rope_*) come from its config.json
 
 train:
   output_dir: output/gpt2
@@ -162,6 +163,10 @@ data:
   random_resized_crop: true     # image classification, training: torchvision's RandomResizedCrop (scale [0.08, 1],
                                 #   ratio [3/4, 4/3]); false: resize to model.image_size as evaluation does
   horizontal_flip: true         # image classification, training: flip left-right with probability 0.5
+  eval_resize: stretch          # image classification, evaluation: stretch = both sides to model.image_size, the
+                                #   aspect ratio not kept (Hugging Face's ViTImageProcessor); shorter_side_crop = the
+                                #   shorter side to model.image_size, then the centre square (torchvision's
+                                #   Resize + CenterCrop; what a packed folder holds)
   decode_threads: 2             # image classification: background threads decoding and transforming images per
                                 #   process (0 = on the training thread)
 

@@ -85,8 +85,20 @@ const Image& channels_for(const Image& rgb, const ImageTransformOptions& o, Imag
 }
 }  // namespace
 
+EvalResize eval_resize_from_name(const std::string& name) {
+  if (name == "stretch") return EvalResize::kStretch;
+  if (name == "shorter_side_crop") return EvalResize::kShorterSideCrop;
+  MF_THROW("data.eval_resize '", name, "' is not one of stretch (Hugging Face's ViTImageProcessor: both sides to "
+           "model.image_size) and shorter_side_crop (the shorter side to model.image_size, then the centre square)");
+}
+
 void eval_transform(const Image& rgb, const ImageTransformOptions& o, float* out) {
   Image gray;
+  if (o.eval_resize == EvalResize::kShorterSideCrop) {  // the square of RGB first, as packing makes it
+    const Image square = resize_shorter_center_crop(rgb, o.image_size, o.antialias);
+    normalize_into(channels_for(square, o, gray), o, out);
+    return;
+  }
   const Image& in = channels_for(rgb, o, gray);
   normalize_into(resize_bilinear(in, o.image_size, o.image_size, o.antialias), o, out);
 }

@@ -3,7 +3,9 @@
 //
 //   evaluation  resize to image_size x image_size (ViTImageProcessor's do_resize: straight to
 //               (size, size), bilinear, the aspect ratio not kept), rescale by 1/255, normalise
-//               (x - mean) / std per channel;
+//               (x - mean) / std per channel; or, with EvalResize::kShorterSideCrop, the shorter
+//               side resized to image_size and the centre square cropped (torchvision's
+//               Resize + CenterCrop) in place of the stretch;
 //   training    RandomResizedCrop(image_size, scale, ratio) — torchvision's sampling: up to 10
 //               tries of an area share in [scale] and a log-uniform aspect ratio in [ratio], the
 //               box placed uniformly; after 10 misses, the centre crop of the whole image clamped
@@ -20,11 +22,20 @@
 // computes it.
 #pragma once
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "meshflow/data/image_decode.h"
 
 namespace mf {
+
+// How evaluation brings an image to image_size x image_size (data.eval_resize).
+enum class EvalResize {
+  kStretch,          // "stretch": both sides to image_size, the aspect ratio not kept (ViTImageProcessor)
+  kShorterSideCrop,  // "shorter_side_crop": the shorter side to image_size, then the centre square
+};
+// "stretch" or "shorter_side_crop"; anything else throws naming data.eval_resize.
+EvalResize eval_resize_from_name(const std::string& name);
 
 struct ImageTransformOptions {
   int64_t image_size = 224;  // the output's height and width
@@ -35,6 +46,7 @@ struct ImageTransformOptions {
   double scale_min = 0.08, scale_max = 1.0;               // RandomResizedCrop's area share
   double ratio_min = 3.0 / 4.0, ratio_max = 4.0 / 3.0;    // and aspect ratio (width / height)
   bool antialias = true;  // resize with PIL's antialiasing when shrinking
+  EvalResize eval_resize = EvalResize::kStretch;  // evaluation
 };
 
 // Throws mf::Error for options that make no sense (mean/std not one per channel, std <= 0, ...).
@@ -68,7 +80,7 @@ bool random_flip(const AugmentRandom& r);  // true with probability 1/2
 // The image (RGB; gray when o.channels == 1, of o.image_size square) rescaled and normalised
 // into out[c * S * S + y * S + x].
 void normalize_into(const Image& sized, const ImageTransformOptions& o, float* out);
-// Evaluation: resize to S x S, normalise. `out` holds channels * S * S floats.
+// Evaluation: resize to S x S (o.eval_resize), normalise. `out` holds channels * S * S floats.
 void eval_transform(const Image& rgb, const ImageTransformOptions& o, float* out);
 // Training: random resized crop, flip (as switched on), normalise; a pure function of
 // (image, options, seed, epoch, index).

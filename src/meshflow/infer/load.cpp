@@ -12,7 +12,9 @@
 
 namespace mf::infer {
 
-LoadedModel load_for_inference(const Config& c, const comm::CommPtr& world) {
+LoadedModel load_for_inference(const Config& run_config, const comm::CommPtr& world) {
+  // model.pretrained's structure keys the config leaves out come from the weights' config.
+  const Config c = train::pretrained_run_config(run_config);
   train::apply_thread_count(c);
   const train::RunDevice run_device = train::select_run_device(c);
   const int world_size = world ? world->size() : 1;

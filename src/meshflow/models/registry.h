@@ -51,7 +51,14 @@ struct ModelSpec {
   // and weights that come with a config must agree with the run's on those the tensors' shapes do
   // not show (e.g. the number of attention heads).
   std::vector<std::string> config_keys;
+  // The model's structure table: every model.* key that changes what the weights compute and that
+  // their shapes do not show (heads, norm epsilon, rotary base and scaling, ...). model.pretrained
+  // takes these from the weights' config where the run's does not set them, and refuses a
+  // different value it sets (train::with_pretrained_structure).
   std::vector<std::string> structure_keys;
+  // Whether a structure key holds for weights of config `weights` (null: every key): Llama's
+  // rope_scaling.factor means nothing without rope_scaling.type llama3.
+  std::function<bool(const Config& weights, const std::string& key)> structure_key_applies;
   // Parameter-name prefixes of task heads (BERT's pooler, masked-LM and classifier heads): weights
   // loaded into a model with another head (model.pretrained of a pretrained encoder into a
   // classifier) drop the heads the model has not, and the model's head parameters they lack, or

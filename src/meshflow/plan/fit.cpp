@@ -19,12 +19,13 @@ namespace {
 // More layers than this are bounded from one layer before the model's parameters are listed.
 constexpr int64_t kListedLayers = 100000;
 
-// "124M", "6.74B", "17.6T" parameters.
+// "124M", "6.74B", "17.6T" parameters; past 10^15, "1.2e+19".
 std::string count_text(double n) {
   char buf[32];
   if (n < 1e9) std::snprintf(buf, sizeof buf, "%.3gM", n / 1e6);
   else if (n < 1e12) std::snprintf(buf, sizeof buf, "%.3gB", n / 1e9);
-  else std::snprintf(buf, sizeof buf, "%.3gT", n / 1e12);
+  else if (n < 1e15) std::snprintf(buf, sizeof buf, "%.3gT", n / 1e12);
+  else std::snprintf(buf, sizeof buf, "%.3g", n);
   return buf;
 }
 }  // namespace
@@ -60,12 +61,13 @@ std::string model_state_fit(const Config& c, int64_t world_size, int64_t ranks_o
     } catch (const Error&) {  // keys that only the whole model satisfies: list it after all
     }
     if (m1 && !m1->layer_params.empty()) {
-      int64_t smallest = m1->layer_params.front().total();
+      double smallest = m1->layer_params.front().total();
       for (const ParamElements& p : m1->layer_params) smallest = std::min(smallest, p.total());
-      const double bytes = static_cast<double>(layers) * static_cast<double>(smallest) *
-                           static_cast<double>(m1->param_bytes) / static_cast<double>(world_size);
+      const double bytes = static_cast<double>(layers) * smallest * static_cast<double>(m1->param_bytes) /
+                           static_cast<double>(world_size);
       if (bytes > per_rank)
-        return detail::cat("the model does not fit: ", line, ": ", layers, " layers of at least ", smallest,
+        return detail::cat("the model does not fit: ", line, ": ", layers, " layers of at least ",
+                           smallest < 1e15 ? std::to_string(static_cast<int64_t>(smallest)) : count_text(smallest),
                            " parameters each need more than ", gigabytes(bytes), " on each rank; ", where);
     }
   }
@@ -87,7 +89,7 @@ std::string model_state_fit(const Config& c, int64_t world_size, int64_t ranks_o
   if (state <= per_rank) return "";
   const std::string layout =
       detail::cat("dp ", l.dp, ", tp ", tp, ", pp ", pp, l.zero_stage > 0 ? detail::cat(", ZeRO-", l.zero_stage) : "");
-  const std::string params = count_text(static_cast<double>(m.total_params()));
+  const std::string params = count_text(m.total_params());
   if (!training)
     return detail::cat("the model does not fit: ", line, " (", params, " parameters) holds ", gigabytes(state),
                        " of parameters on ", pp > 1 ? detail::cat("pipeline stage ", e.stage) : "each rank", " (tp ",

@@ -31,8 +31,8 @@ int64_t key_or(const Config& c, const std::string& key, int64_t fallback) {
 
 }  // namespace
 
-int64_t ModelCosts::total_params() const {
-  int64_t n = embedding.total() + head.total();
+double ModelCosts::total_params() const {
+  double n = embedding.total() + head.total();
   for (const ParamElements& p : layer_params) n += p.total();
   return n;
 }
@@ -83,20 +83,20 @@ ModelCosts model_costs(const Config& c) {
     // Megatron's splits: every matrix of a layer and the vocabulary tables; 1-D parameters of
     // the hidden size (norms, row-split biases) and position tables are replicated.
     const bool split = (l >= 0 && (shape.size() >= 2 || n != m.hidden)) || vocab_table;
-    (split ? part->split : part->replicated) += n;
+    (split ? part->split : part->replicated) += static_cast<double>(n);
     ++part->tensors;
   }
   m.tied = vocab_tables == 1 && m.vocab > 0;
-  if (m.tied) m.tied_copy.split = m.vocab * m.hidden;
+  if (m.tied) m.tied_copy.split = static_cast<double>(m.vocab) * static_cast<double>(m.hidden);
   // What a layer keeps for backward: the model's own count, else a GPT-2 block's (BERT, ViT, T5
   // are counted as one).
   const double C = static_cast<double>(m.hidden), F = static_cast<double>(m.ffn);
   m.layer_acts = spec.layer_activations ? spec.layer_activations(c)
                                         : LayerActivations{2 * C, 2 * C, 4 * C + 2 * F, static_cast<double>(m.heads)};
   // FLOPs: 2 per multiply-add of every layer matrix, 4 T C for the attention scores and values.
-  int64_t layer_matrix = 0;
+  double layer_matrix = 0;
   for (const ParamElements& p : m.layer_params) layer_matrix = std::max(layer_matrix, p.split);
-  m.layer_flops = 2.0 * static_cast<double>(layer_matrix) + 4.0 * static_cast<double>(m.seq) * C;
+  m.layer_flops = 2.0 * layer_matrix + 4.0 * static_cast<double>(m.seq) * C;
   m.head_flops = 2.0 * static_cast<double>(m.vocab) * C;
   return m;
 }

@@ -3,6 +3,7 @@
 // keeps for backward and its FLOPs — from the model.* keys alone (ModelSpec::parameter_shapes),
 // so a plan for a 1T-parameter model costs no memory.
 #pragma once
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -15,11 +16,13 @@ namespace mf::plan {
 
 // Elements of parameters: `split` divide over the tensor-parallel ranks (Megatron's column and
 // row splits, the vocabulary of the embedding), `replicated` do not (norms, row biases, positions).
+// Counted in double: exact below 2^53, and a model past int64 (hidden 10^9: 1.2e19 per GPT-2
+// layer) still gets its true, positive size.
 struct ParamElements {
-  int64_t split = 0, replicated = 0;
+  double split = 0, replicated = 0;
   int64_t tensors = 0;  // parameter tensors (ZeRO-1/2 gather each one after the step)
-  int64_t on_rank(int64_t tp) const { return (split + tp - 1) / tp + replicated; }
-  int64_t total() const { return split + replicated; }
+  double on_rank(int64_t tp) const { return std::ceil(split / static_cast<double>(tp)) + replicated; }
+  double total() const { return split + replicated; }
 };
 
 using models::LayerActivations;
@@ -49,7 +52,7 @@ struct ModelCosts {
   LayerActivations layer_acts;
   // Forward FLOPs per token: one layer (its GEMMs and attention at seq) and the head's logits.
   double layer_flops = 0, head_flops = 0;
-  int64_t total_params() const;
+  double total_params() const;
   // Training FLOPs per token of the whole model (forward + backward: 3 x forward).
   double train_flops_per_token() const { return 3 * (layers * layer_flops + head_flops); }
 };

@@ -116,14 +116,16 @@ ImageSources image_sources(const Config& c, uint64_t seed, int64_t train_samples
   io.transform.std = c.get_float_list("data.image_std");
   io.transform.random_resized_crop = c.get_bool("data.random_resized_crop");
   io.transform.horizontal_flip = c.get_bool("data.horizontal_flip");
+  io.transform.eval_resize = eval_resize_from_name(c.get_string("data.eval_resize"));
   io.decode_threads = static_cast<int>(c.get_int("data.decode_threads"));
   check_transform_options(io.transform);
   ImageSources r;
   if (train_samples > 0)
     r.train_data = open_image_dataset(c.get_string("data.train_folder"), io.transform.image_size, "data.train_folder");
-  if (valid_samples > 0)
-    r.valid_data =
-        open_image_dataset(c.get_string("data.validation_folder"), io.transform.image_size, "data.validation_folder");
+  if (valid_samples > 0) {
+    // Evaluation sizes each decoded image itself (data.eval_resize): a folder's images as they are.
+    r.valid_data = open_image_dataset(c.get_string("data.validation_folder"), 0, "data.validation_folder");
+  }
   const int64_t labels = c.get_int("model.num_labels");
   for (const auto& [d, key] : {std::pair{r.train_data, "data.train_folder"}, std::pair{r.valid_data, "data.validation_folder"}}) {
     if (!d) continue;
@@ -132,6 +134,11 @@ ImageSources image_sources(const Config& c, uint64_t seed, int64_t train_samples
     MF_CHECK(d->num_classes() == labels, key, " ", c.get_string(key), " holds ", d->num_classes(),
              " classes and model.num_labels is ", labels, ": set model.num_labels=", d->num_classes());
   }
+  MF_CHECK(!r.valid_data || io.transform.eval_resize != EvalResize::kStretch ||
+               dynamic_cast<const PackedImages*>(r.valid_data.get()) == nullptr,
+           "data.validation_folder ", c.get_string("data.validation_folder"), " is packed: its images are already "
+           "centre squares, and data.eval_resize=stretch (Hugging Face's ViTImageProcessor) resizes whole images; "
+           "point it at the image folder, or set data.eval_resize=shorter_side_crop");
   if (r.train_data && r.valid_data)
     MF_CHECK(r.train_data->classes() == r.valid_data->classes(), "data.train_folder and data.validation_folder name "
              "different classes (a label is the index of its class among the sorted class names, so both must hold the "

@@ -84,8 +84,10 @@ class ImageBatchSource final : public BatchSource {
 
 // The sources of a run of an image classifier, from the config: data.train_folder (training, if
 // train_samples > 0) and data.validation_folder (if valid_samples > 0), each an image folder or
-// a packed prefix (open_image_dataset; a folder's images made model.image_size squares, as packing
-// does); the transforms from model.image_size, model.num_channels, data.image_mean, data.image_std,
+// a packed prefix (open_image_dataset; training: a folder's images made model.image_size squares,
+// as packing does; evaluation: a folder's images whole, sized by data.eval_resize, which refuses a
+// packed set under stretch); the transforms from model.image_size, model.num_channels,
+// data.image_mean, data.image_std, data.eval_resize,
 // data.random_resized_crop, data.horizontal_flip; data.decode_threads. Checks that each holds
 // model.num_labels classes and that both name the same classes. `note` is one line for the log.
 struct ImageSources {

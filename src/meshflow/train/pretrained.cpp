@@ -1,7 +1,9 @@
 #include "meshflow/train/pretrained.h"
 
+#include <cmath>
 #include <algorithm>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
 #include <sstream>
@@ -82,6 +84,13 @@ std::string key_name(const ModelWeights& w, const std::string& key) {
   return key;
 }
 
+// The Hugging Face config.json kept beside a run's or a conversion's config.yaml (kHfConfigFile;
+// "" when there is none).
+std::string kept_hf_config(const fs::path& config_yaml) {
+  const fs::path kept = config_yaml.parent_path() / kHfConfigFile;
+  return fs::is_regular_file(kept) ? read_file(kept.string()) : std::string();
+}
+
 // A meshflow checkpoint's model tensors (verified, read whole, stored dtypes), of the model its
 // config.yaml names (else `expected_model`'s), with that config's keys where it is there.
 ModelWeights meshflow_weights(const io::CheckpointReader& reader, const fs::path& config_yaml, const std::string& expected_model) {
@@ -98,6 +107,7 @@ ModelWeights meshflow_weights(const io::CheckpointReader& reader, const fs::path
     run = Config::load(config_yaml.string());
     w.has_config = true;
   }
+  w.hf_config_json = kept_hf_config(config_yaml);
   const std::string name = run ? run->get_string("model.name")
                                : !expected_model.empty() ? expected_model : Config::defaults().get_string("model.name");
   w.spec = &models::model_spec(name);
@@ -125,6 +135,7 @@ ModelWeights hf_weights(const std::string& path) {
   w.config = config_from(files.config, [&] { return w.spec->hf.read_config(files.config); });
   w.has_config = true;
   w.config_source = files.config;
+  w.hf_config_json = read_file(files.config);
   w.tensors = match_spec(w.spec->hf.read_tensors(files), *w.spec, w.config, w.source, "its config.json");
   return w;
 }
@@ -146,6 +157,33 @@ std::string checkpoint_config_yaml(const models::ModelSpec& spec, const Config& 
   return text;
 }
 
+// config.json for --to-hf: the model's own fields (`ours`, ModelSpec::hf.write_config) over the
+// config.json the weights came from (`kept`, "" none), so that what meshflow does not compute
+// survives the round trip: the fields it does not write (Qwen2's sliding_window and
+// max_window_layers, ...), the tokenizer's bos/eos token ids, and the label names where the model
+// has as many classes as the file named.
+std::string merged_hf_config(const std::string& ours_text, const std::string& kept_text, const std::string& kept_source) {
+  using json = nlohmann::ordered_json;
+  if (kept_text.empty()) return ours_text;
+  json ours = json::parse(ours_text), kept;
+  try {
+    kept = json::parse(kept_text);
+  } catch (const json::exception& e) {
+    MF_THROW(kept_source, ": not valid JSON (", e.what(), ")");
+  }
+  MF_CHECK(kept.is_object(), kept_source, ": not a JSON object");
+  const bool same_classes = ours.contains("id2label") && kept.contains("id2label") && kept["id2label"].is_object() &&
+                            kept["id2label"].size() == ours["id2label"].size();
+  for (auto& [key, value] : kept.items()) {
+    if (key == "id2label" || key == "label2id" || key == "num_labels") {
+      if (same_classes) ours[key] = value;
+    } else if (key == "bos_token_id" || key == "eos_token_id" || !ours.contains(key)) {
+      ours[key] = value;
+    }
+  }
+  return ours.dump(2) + "\n";
+}
+
 // `path` without a trailing separator, absolute: its parent is the folder holding it.
 fs::path normal_path(const std::string& path) {
   fs::path p = fs::absolute(path).lexically_normal();
@@ -155,21 +193,163 @@ fs::path normal_path(const std::string& path) {
 
 }  // namespace
 
-ModelWeights read_model_weights(const std::string& path, const std::string& expected_model) {
+namespace {
+
+// Hugging Face's image processor (preprocessor_config.json) as the data.* keys of meshflow's
+// evaluation transform: image_mean and image_std (0 and 1 without do_normalize). What that
+// transform does not do (no resize, a filter other than PIL's BILINEAR, another rescale, a size
+// that is not square) is an error naming the file. A processor without image_mean (a tokenizer's)
+// gives nothing.
+std::vector<std::pair<std::string, std::string>> hf_preprocessing(const std::string& path) {
+  using json = nlohmann::ordered_json;
+  const json j = io::read_json_file(path);
+  MF_CHECK(j.is_object(), path, ": not a JSON object");
+  if (!j.contains("image_mean") && !j.contains("image_std") && !j.contains("do_resize")) return {};
+  MF_CHECK(io::json_get(j, path, "do_resize", true), path,
+           ": do_resize false is not supported (evaluation resizes every image to model.image_size)");
+  const int64_t resample = io::json_get(j, path, "resample", int64_t{2});
+  MF_CHECK(resample == 2, path, ": resample ", resample, " is not supported (meshflow resizes with PIL's BILINEAR, 2)");
+  MF_CHECK(io::json_get(j, path, "do_rescale", true), path, ": do_rescale false is not supported (pixels are x / 255)");
+  const double rescale = io::json_get(j, path, "rescale_factor", 1.0 / 255.0);
+  MF_CHECK(std::abs(rescale * 255.0 - 1.0) < 1e-9, path, ": rescale_factor ", rescale,
+           " is not supported (pixels are rescaled by 1/255)");
+  if (j.contains("size") && j["size"].is_object()) {
+    const int64_t h = io::json_get(j["size"], path, "height", int64_t{0}), wd = io::json_get(j["size"], path, "width", h);
+    MF_CHECK(h == wd, path, ": size ", h, "x", wd, " is not square (evaluation resizes to model.image_size squared)");
+  }
+  const bool normalize = io::json_get(j, path, "do_normalize", true);
+  auto list = [&](const char* key, double fallback) {
+    Config tmp;  // the text a run config writes
+    const std::string config_key = std::string("data.") + key;
+    if (!normalize) {
+      tmp.set(config_key, detail::cat("[", fallback, ", ", fallback, ", ", fallback, "]"), path);
+      return tmp.get_text(config_key);
+    }
+    const json v = j.contains(key) ? j[key] : json::array({0.5, 0.5, 0.5});  // ViTImageProcessor's default
+    MF_CHECK(v.is_array() && !v.empty(), path, ": ", key, " must be a list of numbers");
+    std::string text = "[";
+    for (const json& x : v) {
+      MF_CHECK(x.is_number(), path, ": ", key, " must be a list of numbers");
+      text += (text.size() > 1 ? ", " : "") + config_detail::format_double(x.get<double>());
+    }
+    tmp.set(config_key, text + "]", path);
+    return tmp.get_text(config_key);
+  };
+  return {{"data.image_mean", list("image_mean", 0.0)}, {"data.image_std", list("image_std", 1.0)}};
+}
+
+// Where read_model_weights finds the weights at `path`: a meshflow checkpoint (its reader and the
+// run's config.yaml) or, when `checkpoint` is empty, a Hugging Face model.
+struct WeightsPlace {
+  std::optional<io::CheckpointReader> checkpoint;
+  fs::path config_yaml;
+};
+
+WeightsPlace locate_weights(const std::string& path) {
   MF_CHECK(!path.empty(), "no weights path given");
   MF_CHECK(fs::exists(path), path, ": no such file or directory");
   fs::path p = normal_path(path);
   if (!fs::is_directory(p) && fs::exists(p.parent_path() / "metadata.json")) p = p.parent_path();  // a shard file
   if (fs::is_directory(p)) {
     if (auto reader = io::CheckpointReader::open_latest(p.string()))  // a run's or a conversion's output folder
-      return meshflow_weights(*reader, p / "config.yaml", expected_model);
+      return WeightsPlace{std::move(reader), p / "config.yaml"};
     if (fs::exists(p / "metadata.json"))  // one checkpoints/iter_N folder
-      return meshflow_weights(io::CheckpointReader(p.string()), p.parent_path().parent_path() / "config.yaml", expected_model);
+      return WeightsPlace{std::optional<io::CheckpointReader>(std::in_place, p.string()),
+                          p.parent_path().parent_path() / "config.yaml"};
     MF_CHECK(fs::exists(p / "config.json") || fs::exists(p / "model.safetensors"), path,
              ": neither a Hugging Face model (config.json + model.safetensors) nor a meshflow checkpoint "
              "(checkpoints/latest, or an iter_N folder with metadata.json)");
   }
-  return hf_weights(path);  // needs config.json beside the weights
+  return {};  // a Hugging Face model: needs config.json beside the weights
+}
+
+}  // namespace
+
+ModelWeights read_model_weights(const std::string& path, const std::string& expected_model) {
+  const WeightsPlace place = locate_weights(path);
+  if (place.checkpoint) return meshflow_weights(*place.checkpoint, place.config_yaml, expected_model);
+  return hf_weights(path);
+}
+
+ModelWeights read_weights_config(const std::string& path, const std::string& expected_model) {
+  const WeightsPlace place = locate_weights(path);
+  ModelWeights w;
+  if (place.checkpoint) {
+    w.source = place.checkpoint->dir();
+    w.config_source = place.config_yaml.string();
+    w.has_config = fs::is_regular_file(place.config_yaml);
+    if (w.has_config) w.config = Config::load(w.config_source);
+    const std::string name = w.has_config ? w.config.get_string("model.name")
+                                          : !expected_model.empty() ? expected_model
+                                                                    : Config::defaults().get_string("model.name");
+    w.spec = &models::model_spec(name);
+    w.hf_config_json = kept_hf_config(place.config_yaml);
+    return w;
+  }
+  const io::HfModelFiles files = io::find_hf_model_files(path);
+  const std::string type = io::hf_model_type(files.config);
+  w.hugging_face = true;
+  w.source = files.source;
+  w.spec = models::model_spec_for_hf_type(type.empty() ? "gpt2" : type);
+  MF_CHECK(w.spec != nullptr, files.config, ": model_type '", type, "' is not a model meshflow reads (Hugging Face "
+           "model types it maps: ", hf_types(), ")");
+  w.config = config_from(files.config, [&] { return w.spec->hf.read_config(files.config); });
+  w.has_config = true;
+  w.config_source = files.config;
+  w.hf_config_json = read_file(files.config);
+  const fs::path processor = fs::path(files.config).parent_path() / "preprocessor_config.json";
+  if (fs::is_regular_file(processor)) {
+    w.preprocessing = hf_preprocessing(processor.string());
+    w.preprocessing_source = processor.string();
+  }
+  return w;
+}
+
+std::vector<std::string> structure_keys(const models::ModelSpec& spec, const Config& weights_config) {
+  std::vector<std::string> keys;
+  for (const std::string& key : spec.structure_keys)
+    if (!spec.structure_key_applies || spec.structure_key_applies(weights_config, key)) keys.push_back(key);
+  return keys;
+}
+
+Config with_pretrained_structure(const Config& c, const ModelWeights& w, std::string* note) {
+  Config out = c;
+  if (note != nullptr) note->clear();
+  if (!w.has_config || w.spec == nullptr || w.spec->name != c.get_string("model.name")) return out;  // load_model_weights names it
+  struct Given {
+    std::string key, value, name, file;  // ours, the weights' value, and the file's name for it
+  };
+  std::vector<Given> given;
+  for (const std::string& key : structure_keys(*w.spec, w.config))
+    given.push_back({key, w.config.get_text(key), key_name(w, key), w.config_source});
+  for (const auto& [key, value] : w.preprocessing)
+    given.push_back({key, value, key.substr(key.find('.') + 1), w.preprocessing_source});
+  auto shown = [](const std::string& v) { return v.empty() ? std::string("\"\"") : v; };
+  std::string taken;
+  for (const Given& g : given) {
+    const std::string ours = c.get_text(g.key);
+    if (g.value == ours) continue;
+    const std::string by = c.given_by(g.key);
+    MF_CHECK(!c.is_given(g.key), g.key, " ", shown(ours), by.empty() ? "" : " (from " + by + ")", " differs from ", g.name,
+             " ", shown(g.value), " in ", g.file, ": set ", g.key, "=", g.value,
+             ", or leave the key out to take the file's value");
+    out.set(g.key, g.value, g.file);
+    taken += detail::cat(taken.empty() ? "" : ", ", g.key, "=", g.value, " (", g.file, ")");
+  }
+  if (note != nullptr && !taken.empty()) *note = "model.pretrained: taken from the weights, which the config leaves out: " + taken;
+  return out;
+}
+
+Config pretrained_run_config(const Config& c, std::string* note, std::string* hf_config_json) {
+  const std::string pretrained = c.get_string("model.pretrained");
+  if (pretrained.empty()) return c;
+  try {
+    const ModelWeights w = read_weights_config(pretrained, c.get_string("model.name"));
+    if (hf_config_json != nullptr) *hf_config_json = w.hf_config_json;
+    return with_pretrained_structure(c, w, note);
+  } catch (const Error& e) {
+    throw Error(std::string("model.pretrained: ") + e.what());
+  }
 }
 
 std::string load_model_weights(models::Model& m, const ModelWeights& w, bool new_heads) {
@@ -178,7 +358,7 @@ std::string load_model_weights(models::Model& m, const ModelWeights& w, bool new
   MF_CHECK(w.spec != nullptr && w.spec->name == name, w.source, " holds weights of model.name '",
            w.spec ? w.spec->name : "?", "', the run's model.name is '", name, "'");
   if (w.has_config)
-    for (const std::string& key : w.spec->structure_keys)
+    for (const std::string& key : structure_keys(*w.spec, w.config))
       MF_CHECK(w.config.get_text(key) == mc.get_text(key), w.config_source, " gives ", key_name(w, key), " ",
                w.config.get_text(key), ", the model config ", key, " ", mc.get_text(key));
   // Task heads (ModelSpec::head_prefixes): the weights' heads the model has not (or holds with
@@ -251,7 +431,7 @@ void check_output_folder(const std::string& out_dir, const std::vector<const cha
 }  // namespace
 
 std::string convert_from_hf(const std::string& hf_path, const std::string& out_dir) {
-  check_output_folder(out_dir, {"checkpoints", "config.yaml"});
+  check_output_folder(out_dir, {"checkpoints", "config.yaml", kHfConfigFile});
   ModelWeights w = read_model_weights(hf_path);
   MF_CHECK(w.hugging_face, hf_path, " is a meshflow checkpoint, not a Hugging Face model (--from-hf reads config.json "
            "and model.safetensors)");
@@ -260,6 +440,7 @@ std::string convert_from_hf(const std::string& hf_path, const std::string& out_d
   // The sizes first, the checkpoint (whose `latest` pointer is written last) after: an
   // interrupted conversion leaves no loadable checkpoint rather than one without its sizes.
   const std::string yaml = checkpoint_config_yaml(*w.spec, w.config, w.source);
+  write_file_atomic((out / kHfConfigFile).string(), w.hf_config_json);  // what --to-hf writes back
   write_file_atomic((out / "config.yaml").string(), yaml);
   std::vector<io::ShardPiece> pieces;  // whole tensors, one process; the sizes in metadata.json too
   for (const auto& [name, t] : w.tensors) pieces.push_back({"model/" + name, t, t.shape(), io::TensorRegion::whole(t.shape())});
@@ -281,7 +462,9 @@ std::string convert_to_hf(const std::string& checkpoint_path, const std::string&
   // "format": "pt" is what transformers' loader expects of a safetensors file's metadata.
   const nn::NamedTensors hf = w.spec->hf.write_tensors ? w.spec->hf.write_tensors(w.tensors) : w.tensors;
   io::save_safetensors((out / "model.safetensors").string(), hf, {{"format", "pt"}});
-  write_file_atomic((out / "config.json").string(), w.spec->hf.write_config(w.config, w.tensors.front().second.dtype()));
+  const std::string ours = w.spec->hf.write_config(w.config, w.tensors.front().second.dtype());
+  write_file_atomic((out / "config.json").string(),
+                    merged_hf_config(ours, w.hf_config_json, (fs::path(w.config_source).parent_path() / kHfConfigFile).string()));
   return detail::cat("wrote ", (out / "model.safetensors").string(), " and config.json: ", hf.size(), " tensors (",
                      dtypes_str(hf), "), ", w.spec->describe(w.config));
 }

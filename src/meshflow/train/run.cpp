@@ -256,13 +256,26 @@ struct LastStats : HookBase {
 
 }  // namespace
 
-RunSummary run_training(const Config& c, std::FILE* out, const comm::CommPtr& world) {
+RunSummary run_training(const Config& run_config, std::FILE* out, const comm::CommPtr& world) {
+  // model.pretrained fixes the model's structure keys the config leaves out (its config.json's
+  // rope scaling, norm epsilon, ...), before anything is built from them; a run resuming from its
+  // own checkpoint reads them again while the weights are still there.
+  const std::string pretrained = run_config.get_string("model.pretrained");
+  const bool resuming = run_config.get_bool("train.resume") &&
+                        std::filesystem::exists(std::filesystem::path(run_config.get_string("train.output_dir")) /
+                                                "checkpoints" / "latest");
+  std::string pretrained_note, hf_config;
+  const Config c = !pretrained.empty() && (!resuming || std::filesystem::exists(pretrained))
+                       ? pretrained_run_config(run_config, &pretrained_note, &hf_config)
+                       : run_config;
+  if (!pretrained_note.empty() && (!world || world->rank() == 0)) std::fprintf(out, "%s\n", pretrained_note.c_str());
   apply_thread_count(c);  // train.threads, before any op runs
   // train.dist.device_type first: a missing backend or GPU fails before any work; cuda makes
   // this rank's GPU the current device.
   const RunDevice run_device = select_run_device(c);
   const int world_size = world ? world->size() : 1;
   TrainOptions opts = train_options(c, world_size);  // checks the mesh against the world size first
+  opts.hf_config_json = hf_config;
   MF_CHECK(world_size == 1 || world->accepts(run_device.device.type), "train.dist.device_type=cuda with ", world_size,
            " processes needs the NCCL communicator, and this build has none (configure with CUDA, MPI and NCCL)");
   const bool gpu = run_device.device.type != DeviceType::kCPU;
@@ -276,9 +289,6 @@ RunSummary run_training(const Config& c, std::FILE* out, const comm::CommPtr& wo
   auto model = models::build_model(c, tok->vocab_size(), {ctx.tensor_parallel(), stage});
   // model.pretrained replaces the random initialisation, on every rank before the trainer takes
   // the parameters (ZeRO slices them); a run resuming from its own checkpoint does not need it.
-  const std::string pretrained = c.get_string("model.pretrained");
-  const bool resuming =
-      opts.resume && std::filesystem::exists(std::filesystem::path(opts.output_dir) / "checkpoints" / "latest");
   if (!pretrained.empty() && !resuming) {
     std::string loaded;
     try {

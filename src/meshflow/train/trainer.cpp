@@ -324,6 +324,8 @@ void Trainer::train() {
     manual_seed(opts_.seed);
   }
   if (!opts_.config_yaml.empty() && is_main_rank()) write_file_atomic(cfg.string(), opts_.config_yaml);
+  if (!opts_.hf_config_json.empty() && is_main_rank())
+    write_file_atomic((fs::path(opts_.output_dir) / "hf_config.json").string(), opts_.hf_config_json);
   peak_flops_ = device_peak_flops() * static_cast<double>(dp_size() * tp_size() * pp_size());
   run_hooks([&](HookBase& h) { h.before_train(*this); });
   while (iter_ < opts_.train_iter) {

@@ -74,6 +74,9 @@ struct TrainOptions {
   // the loss (loss_scaler.h; `enabled` is set from the model's dtype).
   optim::LossScalerOptions loss_scaler;
   std::string config_yaml;  // resolved config, written to <output_dir>/config.yaml
+  // The Hugging Face config.json of the model.pretrained weights, written beside it as
+  // hf_config.json ("" none): `convert --to-hf` of the run writes back its fields.
+  std::string hf_config_json;
   // train.profile: steps [start_step, start_step + num_steps) recorded as a timeline (trace_hook.h).
   struct Profile {
     bool enabled = false;

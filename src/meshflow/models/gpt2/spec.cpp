@@ -61,7 +61,7 @@ ModelSpec spec() {
                    "model.output_dropout_prob",
                    "model.layernorm_epsilon",
                    "model.initializer_range"};
-  s.structure_keys = {"model.num_attention_heads"};  // the tensors show every other size
+  s.structure_keys = {"model.num_attention_heads", "model.layernorm_epsilon"};  // the tensors show every other size
   s.parameter_shapes = [](const Config& c) { return gpt2_parameter_shapes(sizes(c)); };
   s.describe = [](const Config& c) { return gpt2_describe(sizes(c)); };
   s.layer_activations = [](const Config& c) {
@@ -83,7 +83,8 @@ ModelSpec spec() {
   s.hf.read_tensors = read_hf_gpt2_tensors;
   s.hf.key_names = {{"model.num_layers", "n_layer"},          {"model.hidden_size", "n_embd"},
                     {"model.num_attention_heads", "n_head"}, {"model.ffn_hidden_size", "n_inner"},
-                    {"model.max_seq_length", "n_positions"}, {"model.vocab_size", "vocab_size"}};
+                    {"model.max_seq_length", "n_positions"}, {"model.vocab_size", "vocab_size"},
+                    {"model.layernorm_epsilon", "layer_norm_epsilon"}};
   return s;
 }
 

@@ -36,9 +36,24 @@ ModelSpec spec(const char* name, const char* hf_type, const char* architecture) 
                    "model.embedding_dropout_prob", "model.output_dropout_prob", "model.attention_dropout_prob",
                    "model.initializer_range"};
   // What the tensors' shapes do not show.
-  s.structure_keys = {"model.num_attention_heads", "model.num_key_value_heads", "model.head_dim",
-                      "model.layernorm_epsilon",   "model.rope_theta",          "model.rope_scaling.type",
+  s.structure_keys = {"model.num_attention_heads",
+                      "model.num_key_value_heads",
+                      "model.head_dim",
+                      "model.layernorm_epsilon",
+                      "model.rope_theta",
+                      "model.rope_scaling.type",
+                      "model.rope_scaling.factor",
+                      "model.rope_scaling.low_freq_factor",
+                      "model.rope_scaling.high_freq_factor",
+                      "model.rope_scaling.original_max_position_embeddings",
+                      "model.tie_word_embeddings",
+                      "model.qkv_bias",
                       "model.sliding_window"};
+  // The scaling's numbers count only under rope_scaling.type llama3.
+  s.structure_key_applies = [](const Config& weights, const std::string& key) {
+    return key.rfind("model.rope_scaling.", 0) != 0 || key == "model.rope_scaling.type" ||
+           weights.get_string("model.rope_scaling.type") == "llama3";
+  };
   s.parameter_shapes = [](const Config& c) { return llama_parameter_shapes(sizes(c)); };
   s.describe = [](const Config& c) { return llama_describe(sizes(c)); };
   s.layer_activations = [](const Config& c) {
@@ -70,6 +85,11 @@ ModelSpec spec(const char* name, const char* hf_type, const char* architecture) 
                     {"model.vocab_size", "vocab_size"},
                     {"model.layernorm_epsilon", "rms_norm_eps"},
                     {"model.rope_theta", "rope_theta"},
+                    {"model.rope_scaling.type", "rope_scaling.rope_type"},
+                    {"model.rope_scaling.factor", "rope_scaling.factor"},
+                    {"model.rope_scaling.low_freq_factor", "rope_scaling.low_freq_factor"},
+                    {"model.rope_scaling.high_freq_factor", "rope_scaling.high_freq_factor"},
+                    {"model.rope_scaling.original_max_position_embeddings", "rope_scaling.original_max_position_embeddings"},
                     {"model.tie_word_embeddings", "tie_word_embeddings"},
                     {"model.sliding_window", "sliding_window"}};
   return s;

@@ -36,8 +36,14 @@ ModelSpec spec(const char* name, const char* architecture) {
                    "model.vocab_size", "model.pad_token_id", "model.layernorm_epsilon", "model.embedding_dropout_prob",
                    "model.attention_dropout_prob", "model.output_dropout_prob", "model.initializer_factor"};
   // What the tensors' shapes do not show.
-  s.structure_keys = {"model.num_attention_heads", "model.head_dim", "model.feed_forward_proj",
-                      "model.relative_attention_max_distance", "model.layernorm_epsilon", "model.tie_word_embeddings"};
+  s.structure_keys = {"model.num_attention_heads",
+                      "model.head_dim",
+                      "model.feed_forward_proj",
+                      "model.relative_attention_num_buckets",
+                      "model.relative_attention_max_distance",
+                      "model.layernorm_epsilon",
+                      "model.tie_word_embeddings",
+                      "model.pad_token_id"};  // the decoder's start token
   s.num_layers = [](const Config& c) {  // the encoder's and the decoder's blocks (0 decoder layers: as many)
     const int64_t enc = c.get_int("model.num_layers"), dec = c.get_int("model.num_decoder_layers");
     const int64_t d = dec == 0 ? enc : dec;
