@@ -24,11 +24,8 @@
 #include <thread>
 
 #include "data_testing.h"
-<<<<<<< HEAD
 #include "meshflow/core/regular_file.h"
-=======
 #include "meshflow/data/byte_level_bpe.h"
->>>>>>> fix48-b
 #include "meshflow/data/gpt2_bpe.h"
 #include "meshflow/data/gpt2_pretokenize.h"
 #include "meshflow/data/hf_bpe.h"
