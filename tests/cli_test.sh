@@ -313,6 +313,57 @@ for _ in $(seq 100); do grep -q "^pid $first" "$work/r/.lock" 2>/dev/null && bre
 expect_error "a second run in the same output_dir" "train.output_dir '$work/r' is in use by another run ($work/r/.lock is locked by pid $first)" \
   "$bin" train "${good[@]}" train.train_iter=4 train.resume=true "train.output_dir=$work/r"
 kill "$first" 2> /dev/null; wait "$first" 2> /dev/null
+# ---- Resume and stop (one block). metadata.json deleted from the newest checkpoint: the message
+# names the previous complete one, as the other damage messages do.
+reset_run
+rm "$work/r/checkpoints/iter_0000003/metadata.json"
+expect_error "metadata.json deleted" "iter_0000003/metadata.json: missing .*; the previous complete checkpoint is iter_0000002: to resume from it, write its name into $work/r/checkpoints/latest" \
+  "$bin" train "${good[@]}" train.train_iter=4 train.resume=true "train.output_dir=$work/r"
+# A resume keeps data.seq_length, the global batch and train.seed; a folder that is not there is
+# refused (a misspelled path); an empty one starts from step 0 with a line saying so.
+reset_run
+expect_error "resume with another seq_length" "train.resume: data.seq_length 8 differs from 16 in checkpoint $work/r/checkpoints/iter_0000003: .*set data.seq_length=16" \
+  "$bin" train "${good[@]}" data.seq_length=8 train.train_iter=4 train.resume=true "train.output_dir=$work/r"
+expect_error "resume with another seed" "train.resume: train.seed 7 differs from 1234 in checkpoint .*set train.seed=1234" \
+  "$bin" train "${good[@]}" train.seed=7 train.train_iter=4 train.resume=true "train.output_dir=$work/r"
+expect_error "resume with another global batch" "train.resume: train.global_batch_size 16 (train_micro_batch_size 8 x num_accumulation_steps 2 x data_parallel_size 1) differs from 8 in checkpoint .*set train.global_batch_size=8" \
+  "$bin" train "${good[@]}" train.num_accumulation_steps=2 train.train_iter=4 train.resume=true "train.output_dir=$work/r"
+expect_error "resume of a folder not there" "train.resume: train.output_dir '$work/r_typo' does not exist: there is no run to resume" \
+  "$bin" train "${good[@]}" train.resume=true "train.output_dir=$work/r_typo"
+[ -e "$work/r_typo" ] && { echo "FAIL: resume created the misspelled folder"; fail=$((fail + 1)); }
+mkdir -p "$work/r_empty"
+if "$bin" train "${good[@]}" train.resume=true "train.output_dir=$work/r_empty" > /dev/null 2> "$work/err" &&
+  [ "$(cat "$work/err")" = "meshflow: train.resume: no checkpoint in $work/r_empty/checkpoints: starting from step 0" ]; then
+  pass=$((pass + 1))
+else
+  fail=$((fail + 1)); echo "FAIL: resume of an empty folder:"; cat "$work/err"
+fi
+# SIGTERM mid-run: the step ends, its checkpoint is saved, one line, exit 0; train.resume=true then
+# logs the losses of an uninterrupted run.
+losses_of() { grep -o '"step":[0-9]*\|"loss":[^,}]*' "$1/metrics.jsonl" | cut -d: -f2 | paste - -; }
+long=("${good[@]}" train.train_iter=100000 train.log_period=1 train.checkpointer.period=0)
+"$bin" train "${long[@]}" "train.output_dir=$work/sig" > /dev/null 2> "$work/err" &
+job=$!
+for _ in $(seq 600); do [ "$(cat "$work/sig/metrics.jsonl" 2> /dev/null | wc -l)" -ge 3 ] && break; sleep 0.05; done
+kill -TERM "$job"
+wait "$job"
+rc=$?
+step=$(sed -n 's/^meshflow: received SIGTERM at step \([0-9]*\): saved checkpoint .*, exiting$/\1/p' "$work/err")
+ckpt=$work/sig/checkpoints/iter_$(printf %07d "${step:-0}")
+if [ "$rc" -eq 0 ] && [ -n "$step" ] && [ "$(wc -l < "$work/err")" -eq 1 ] && grep -q "saved checkpoint $ckpt, exiting" "$work/err" &&
+  [ -f "$ckpt/metadata.json" ]; then
+  end=$((step + 3))
+  "$bin" train "${long[@]}" train.resume=true train.exit_iter=$end "train.output_dir=$work/sig" > /dev/null 2>&1 &&
+    "$bin" train "${long[@]}" train.exit_iter=$end "train.output_dir=$work/sig_ref" > /dev/null 2>&1
+  if [ "$(losses_of "$work/sig")" = "$(losses_of "$work/sig_ref")" ] && [ "$(losses_of "$work/sig" | wc -l)" -eq "$end" ]; then
+    pass=$((pass + 1))
+  else
+    fail=$((fail + 1)); echo "FAIL: the resume after SIGTERM at step $step logs other losses than the uninterrupted run:"
+    diff <(losses_of "$work/sig") <(losses_of "$work/sig_ref") | head -5
+  fi
+else
+  fail=$((fail + 1)); echo "FAIL: SIGTERM mid-run: exit $rc, step '${step}', stderr:"; cat "$work/err"; ls "$work/sig/checkpoints" 2> /dev/null
+fi
 for o in o10 o11 o11z o12 o13 o14; do [ -e "$work/${o}_text_document.bin" ] && { echo "FAIL: $o written after an error"; fail=$((fail + 1)); }; done
 for o in o5 o6 o7 o8 launch1; do [ -e "$work/$o" ] && { echo "FAIL: $o written after an error"; fail=$((fail + 1)); }; done
 echo "$pass passed, $fail failed"

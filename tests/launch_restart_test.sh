@@ -7,7 +7,10 @@
 #     reference's to 1e-5, and so do the first attempt's; launch.jsonl holds the two attempts, the
 #     first with its cause (rank 1, signal 9);
 #  c. `launch --nproc 4 --min-nproc 2`: the same kill, the job restarts on 2 ranks (data-parallel
-#     size 2, accumulation 2: the same global batch) and logs the reference's losses to 1e-5.
+#     size 2, accumulation 2: the same global batch) and logs the reference's losses to 1e-5;
+#  d. a stop signal on 2 ranks (SIGUSR1 to mpirun, SIGTERM to `meshflow launch`): every rank stops
+#     after the same step with its checkpoint, one line, exit 0; the resume logs the losses of an
+#     uninterrupted run exactly.
 # Prints the largest loss difference after each restart and the wall time.
 # Usage: launch_restart_test.sh MESHFLOW_BINARY SOURCE_DIR MPIEXEC
 set -uo pipefail
@@ -140,5 +143,53 @@ for run in "r4 4 1" "r2 2 2"; do
   echo "$name: restarted on $np ranks (accumulation $accum) from step $from, steps $((from + 1))-$logged run twice:" \
        "max |loss - uninterrupted| = $d over $steps steps (first attempt's $logged steps: $b)"
 done
+# ---- A stop signal, 2 ranks: SIGUSR1 to mpirun (which passes it on to every rank; Slurm sends it
+# with --signal) and SIGTERM to `meshflow launch` (passed on to the job as SIGUSR1) stop every rank
+# after the same step: its checkpoint, one line, exit 0, no restart; the resume logs the losses of
+# an uninterrupted run.
+small=(configs/gpt2/tiny.yaml tokenization.tokenizer=byte model.vocab_size=257 "data.data_prefix=$work/c_text_document"
+       model.num_layers=1 model.hidden_size=16 model.num_attention_heads=2 model.max_seq_length=16 data.seq_length=16
+       train.train_micro_batch_size=2 train.log_period=1 train.evaluation.enabled=false train.checkpointer.period=0
+       train.train_iter=100000)
+stop_end=60  # the resumed and the uninterrupted runs end here
+$launcher -np 2 "$bin" train "${small[@]}" train.exit_iter=$stop_end "train.output_dir=$work/stop_ref" > "$work/stop_ref.log" 2>&1 ||
+  { echo "FAIL: the 2-rank reference run exited non-zero"; tail -5 "$work/stop_ref.log"; fail=1; }
+for how in mpirun_usr1 launch_term; do
+  out=$work/stop_$how
+  if [ "$how" = mpirun_usr1 ]; then
+    $launcher -np 2 "$bin" train "${small[@]}" "train.output_dir=$out" > "$out.out" 2> "$out.err" &
+    sig=USR1
+  else
+    "$bin" launch --nproc 2 --launcher "$launcher" "${small[@]}" "train.output_dir=$out" > "$out.out" 2> "$out.err" &
+    sig=TERM
+  fi
+  job=$!
+  for i in $(seq 1 1200); do [ "$(cat "$out/metrics.jsonl" 2> /dev/null | wc -l)" -ge 3 ] && break; sleep 0.05; done
+  kill -$sig "$job"
+  wait "$job"
+  rc=$?
+  job=""
+  step=$(sed -n 's/^meshflow: received SIGUSR1 at step \([0-9]*\): saved checkpoint .*, exiting$/\1/p' "$out.err")
+  ckpt=$out/checkpoints/iter_$(printf %07d "${step:-0}")
+  if [ "$rc" -ne 0 ] || [ -z "$step" ] || [ "$(grep -c '^meshflow: received' "$out.err")" -ne 1 ] ||
+     grep -q "failed or died\|error" "$out.err" || [ ! -f "$ckpt/metadata.json" ] || [ "$step" -ge "$stop_end" ]; then
+    echo "FAIL ($how): exit $rc, stopped at step '$step' (want one line and a checkpoint before step $stop_end):"
+    cat "$out.err"; ls "$out/checkpoints" 2> /dev/null; fail=1; continue
+  fi
+  if [ "$how" = launch_term ]; then
+    grep -q '"action":"stopped"' "$out/launch.jsonl" && [ "$(wc -l < "$out/launch.jsonl")" -eq 1 ] &&
+      grep -q "^meshflow launch: stopped by signal 15" "$out.err" ||
+      { echo "FAIL ($how): launch.jsonl or the launch's line:"; cat "$out/launch.jsonl" "$out.err"; fail=1; }
+  fi
+  $launcher -np 2 "$bin" train "${small[@]}" train.resume=true train.exit_iter=$stop_end "train.output_dir=$out" \
+    > "$out.resume" 2>&1 || { echo "FAIL ($how): the resume exited non-zero"; tail -5 "$out.resume"; fail=1; continue; }
+  if [ "$(losses "$out/metrics.jsonl")" != "$(losses "$work/stop_ref/metrics.jsonl")" ] ||
+     [ "$(losses "$out/metrics.jsonl" | wc -l)" -ne "$stop_end" ]; then
+    echo "FAIL ($how): stopped at step $step, the resume logs other losses than the uninterrupted run:"
+    diff <(losses "$out/metrics.jsonl") <(losses "$work/stop_ref/metrics.jsonl") | head -5; fail=1; continue
+  fi
+  echo "$how: every rank stopped at step $step with its checkpoint; the resume matches the uninterrupted run to step $stop_end"
+done
+
 echo "wall time: $(($(date +%s) - t0)) s"
 exit $fail

@@ -4,11 +4,17 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <csignal>
+#include <chrono>
 #include <fstream>
+#include <iterator>
+#include <thread>
 #include <nlohmann/json.hpp>
 
 #include "data_testing.h"
+#include "testing.h"
 #include "meshflow/config/config.h"
+#include "meshflow/core/file_lock.h"
 #include "meshflow/launch/child.h"
 #include "meshflow/launch/failure.h"
 #include "meshflow/launch/layout.h"
@@ -196,6 +202,97 @@ TEST(LaunchSupervisor, RefusesBeforeAnyAttempt) {
   std::filesystem::create_directories(dir.file("run/checkpoints"));  // a run is there
   EXPECT_THROW(mf::launch::run_launch(o), mf::Error);
   EXPECT_FALSE(std::filesystem::exists(dir.file("calls.txt")));
+}
+
+// ---- A damaged checkpoint, a run folder in use, a stop signal.
+
+std::string script(const mft::TempDir& dir, const std::string& name, const std::string& body) {
+  const std::string path = dir.file(name);
+  std::ofstream(path) << "#!/bin/sh\necho \"$*\" >> " << dir.file("calls.txt") << "\n" << body;
+  ::chmod(path.c_str(), 0755);
+  return path;
+}
+
+mf::launch::LaunchOptions options_for(const mft::TempDir& dir, const std::string& launcher,
+                                      std::vector<std::string> extra = {}) {
+  mf::launch::LaunchOptions o;
+  o.launcher = launcher;
+  o.program = "/opt/meshflow";
+  o.config = std::string(MESHFLOW_SOURCE_DIR) + "/configs/gpt2/tiny.yaml";
+  o.overrides = {"train.output_dir=" + dir.file("run")};
+  o.overrides.insert(o.overrides.end(), extra.begin(), extra.end());
+  o.nproc = 1;
+  return o;
+}
+
+std::string text_of(const std::string& path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+// The newest checkpoint is damaged and the ranks' error names the previous complete one: the
+// restart resumes from that one (one restart, not --max-restarts of the same failure).
+TEST(LaunchSupervisor, FallsBackFromADamagedCheckpointToThePreviousOne) {
+  mft::TempDir dir;
+  const std::string ckpts = dir.file("run/checkpoints");
+  std::filesystem::create_directories(ckpts + "/iter_0000002");
+  std::filesystem::create_directories(ckpts + "/iter_0000003");
+  std::ofstream(ckpts + "/iter_0000002/metadata.json") << "{}\n";
+  std::ofstream(ckpts + "/iter_0000003/metadata.json") << "{}\n";
+  std::ofstream(ckpts + "/latest") << "iter_0000003\n";
+  const std::string launcher = script(dir, "damaged.sh",
+      "if grep -q iter_0000003 " + ckpts + "/latest; then\n"
+      "  echo 'meshflow: error: " + ckpts + "/iter_0000003/shard_00000.safetensors: checksum mismatch (the file was "
+      "corrupted after it was written); the previous complete checkpoint is iter_0000002: to resume from it, write its "
+      "name into " + ckpts + "/latest' >&2\n  exit 1\nfi\nexit 0\n");
+  EXPECT_EQ(mf::launch::run_launch(options_for(dir, launcher, {"train.resume=true"})), 0);
+  const std::vector<nlohmann::json> log = read_jsonl(dir.file("run/launch.jsonl"));
+  ASSERT_EQ(log.size(), 2u);
+  EXPECT_EQ(log[0]["fell_back_to"], "iter_0000002");
+  EXPECT_EQ(log[1]["action"], "finished");
+  EXPECT_EQ(text_of(ckpts + "/latest"), "iter_0000002\n");
+  EXPECT_TRUE(std::filesystem::exists(ckpts + "/iter_0000003"));  // kept for a look
+}
+
+// A launch on a folder where a run trains (its .lock held) or another launch supervises (its
+// .launch.lock held) stops before any attempt and writes nothing there.
+TEST(LaunchSupervisor, RefusesAFolderInUse) {
+  mft::TempDir dir;
+  std::filesystem::create_directories(dir.file("run/checkpoints"));
+  const std::string launcher = script(dir, "ok.sh", "exit 0\n");
+  for (const char* file : {".lock", ".launch.lock"}) {
+    mf::FileLock held(dir.file("run/") + file);
+    ASSERT_TRUE(held.locked());
+    MFT_EXPECT_ERROR(mf::launch::run_launch(options_for(dir, launcher, {"train.resume=true"})),
+                     "is in use by another run", file);
+    EXPECT_FALSE(std::filesystem::exists(dir.file("calls.txt")));
+    EXPECT_FALSE(std::filesystem::exists(dir.file("run/launch.jsonl")));
+  }
+  MFT_EXPECT_ERROR(mf::launch::run_launch(options_for(dir, launcher, {"train.resume=true", "train.output_dir=" +
+                                                                      dir.file("nowhere")})),
+                   "train.resume: train.output_dir", "does not exist");
+}
+
+// SIGTERM to the supervisor: the job gets SIGUSR1 (its ranks save a step and exit 0), the launch
+// exits 0 and does not restart.
+TEST(LaunchSupervisor, PassesAStopSignalOnAsSigusr1AndDoesNotRestart) {
+  mft::TempDir dir;
+  const std::string launcher = script(dir, "stoppable.sh",
+      "trap 'echo USR1 > " + dir.file("got") + "; exit 0' USR1\n"
+      "i=0; while [ $i -lt 600 ]; do sleep 0.05; i=$((i + 1)); done\nexit 3\n");
+  std::thread sender([&] {
+    for (int i = 0; i < 600 && !std::filesystem::exists(dir.file("calls.txt")); ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    ::kill(::getpid(), SIGTERM);
+  });
+  const int rc = mf::launch::run_launch(options_for(dir, launcher));
+  sender.join();
+  EXPECT_EQ(rc, 0);
+  EXPECT_EQ(text_of(dir.file("got")), "USR1\n");
+  const std::vector<nlohmann::json> log = read_jsonl(dir.file("run/launch.jsonl"));
+  ASSERT_EQ(log.size(), 1u);
+  EXPECT_EQ(log[0]["action"], "stopped");
+  EXPECT_EQ(log[0]["exit_status"], "exit code 0");
 }
 
 }  // namespace

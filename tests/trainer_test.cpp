@@ -1,5 +1,6 @@
 // Trainer: resume is exact (2N straight == N + resume + N, bit for bit), a second run refuses an
 // occupied output dir, checkpoints are pruned.
+#include <csignal>
 #include <filesystem>
 
 #include "meshflow/models/gpt2/model.h"
@@ -103,6 +104,101 @@ TEST(Trainer, ResumeIsBitExact) {
   EXPECT_EQ(w_resumed, w_straight);
   EXPECT_LT(straight.back(), straight.front());
   fs::remove_all(base);
+}
+
+// ---- Stopping on a signal, and what a resume must keep.
+
+// Raises `sig` in this process while step `step` ends (as a launcher's signal arriving mid-run).
+struct RaiseAt : mf::train::HookBase {
+  int64_t step;
+  int sig;
+  RaiseAt(int64_t s, int g) : step(s), sig(g) {}
+  void after_step(mf::train::Trainer& t, const mf::train::StepStats&) override {
+    if (t.iter() == step) std::raise(sig);
+  }
+};
+
+std::unique_ptr<mf::train::Trainer> tiny_trainer(const mf::train::TrainOptions& o) {
+  return std::make_unique<mf::train::Trainer>(o, tiny_model(), std::make_unique<SyntheticSource>(32, 16),
+                                              [] { return std::make_unique<SyntheticSource>(32, 16); });
+}
+
+// SIGTERM (or SIGINT, SIGUSR1) mid-run: the step ends, its checkpoint is saved, one line says so,
+// train() returns; the resume logs the uninterrupted run's losses.
+TEST(Trainer, StopsOnASignalWithACheckpointOfTheStep) {
+  const std::string base = testing::TempDir() + "/mf_stop_" + std::to_string(::getpid());
+  fs::remove_all(base);
+  const auto straight = run(base + "/a", 0, false, nullptr);
+  for (int sig : {SIGTERM, SIGUSR1}) {
+    const std::string dir = base + "/" + std::to_string(sig);
+    std::vector<double> losses;
+    auto t = tiny_trainer(options(dir, 8, false));
+    t->add_hook(std::make_unique<Recorder>(&losses));
+    t->add_hook(std::make_unique<RaiseAt>(3, sig));
+    testing::internal::CaptureStderr();
+    t->train();
+    const std::string err = testing::internal::GetCapturedStderr();
+    EXPECT_EQ(t->iter(), 3);
+    EXPECT_EQ(t->stop_signal(), sig);
+    EXPECT_EQ(err, "meshflow: received " + std::string(sig == SIGTERM ? "SIGTERM" : "SIGUSR1") +
+                       " at step 3: saved checkpoint " + dir + "/checkpoints/iter_0000003, exiting\n");
+    EXPECT_TRUE(fs::exists(dir + "/checkpoints/iter_0000003/metadata.json"));
+    t.reset();  // releases the run's lock
+    const auto rest = run(dir, 0, true, nullptr);
+    losses.insert(losses.end(), rest.begin(), rest.end());
+    EXPECT_EQ(losses, straight);
+  }
+  // The handlers are the previous ones again once train() returns.
+  struct sigaction now {};
+  sigaction(SIGTERM, nullptr, &now);
+  EXPECT_EQ(now.sa_handler, SIG_DFL);
+  fs::remove_all(base);
+}
+
+// A resume keeps the run's sequence length, global batch and seed (they decide which samples come
+// next); a changed one is refused naming the key, the new value and the checkpoint's.
+TEST(Trainer, ResumeRefusesAChangedSequenceLengthBatchOrSeed) {
+  const std::string dir = testing::TempDir() + "/mf_resume_keys_" + std::to_string(::getpid());
+  fs::remove_all(dir);
+  run(dir, 2, false, nullptr);
+  auto o = options(dir, 8, true);
+  o.seed = 99;
+  MFT_EXPECT_ERROR(tiny_trainer(o)->train(), "train.resume: train.seed 99 differs from 1234 in checkpoint",
+                   "iter_0000002", "set train.seed=1234");
+  o = options(dir, 8, true);
+  o.micro_batch = 4;
+  MFT_EXPECT_ERROR(tiny_trainer(o)->train(), "train.global_batch_size 8 (train_micro_batch_size 4 x "
+                   "num_accumulation_steps 2 x data_parallel_size 1) differs from 4 in checkpoint",
+                   "set train.global_batch_size=4");
+  o = options(dir, 8, true);
+  o.seq_length = 8;
+  MFT_EXPECT_ERROR(tiny_trainer(o)->train(), "data.seq_length 8 differs from 16 in checkpoint", "set data.seq_length=16");
+  // The same batch in other factors is the same run.
+  o = options(dir, 3, true);
+  o.micro_batch = 4;
+  o.accumulation_steps = 1;
+  auto t = tiny_trainer(o);
+  t->train();
+  EXPECT_EQ(t->iter(), 3);
+  fs::remove_all(dir);
+}
+
+// train.resume=true on a folder that does not exist is refused (a misspelled path); on an empty
+// one the run starts from step 0 and says so.
+TEST(Trainer, ResumeOfAMissingOrEmptyFolder) {
+  const std::string dir = testing::TempDir() + "/mf_resume_none_" + std::to_string(::getpid());
+  fs::remove_all(dir);
+  const std::string missing = "train.resume: train.output_dir '" + dir + "' does not exist: there is no run to resume";
+  MFT_EXPECT_ERROR(tiny_trainer(options(dir, 2, true))->train(), missing.c_str());
+  EXPECT_FALSE(fs::exists(dir));
+  fs::create_directories(dir);
+  auto t = tiny_trainer(options(dir, 2, true));
+  testing::internal::CaptureStderr();
+  t->train();
+  EXPECT_EQ(testing::internal::GetCapturedStderr(),
+            "meshflow: train.resume: no checkpoint in " + dir + "/checkpoints: starting from step 0\n");
+  EXPECT_EQ(t->iter(), 2);
+  fs::remove_all(dir);
 }
 
 TEST(Trainer, RefusesOutputDirOfAnotherRunAndPrunes) {

@@ -4,7 +4,9 @@
 // Started by a launcher (`mpirun -np N meshflow train ...`, or `srun` with PMIx), it joins the
 // job's MPI world and trains on all its ranks; a failing rank prints its line prefixed with its
 // rank and exits at once, without MPI_Finalize, so the launcher ends the job; a rank terminated
-// by the launcher because another failed or died (SIGTERM) prints one line saying so.
+// by the launcher because another failed or died (SIGTERM) prints one line saying so. While the
+// trainer trains, SIGTERM, SIGINT and SIGUSR1 instead stop every rank after the same step with a
+// checkpoint and exit 0 (train/stop_signal.h).
 #include <CLI/CLI.hpp>
 #include <csignal>
 #include <cstdio>

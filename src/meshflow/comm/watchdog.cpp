@@ -28,6 +28,8 @@ constexpr size_t kLineBytes = 512;  // every heartbeat line, padded: rewritten i
 std::atomic<int64_t> g_step{0};
 std::mutex g_wait_mutex;
 std::string g_wait;                 // guarded by g_wait_mutex
+constexpr int kSignalBits = 63;      // the forwarded byte: the signal number,
+constexpr int kStopRequestBit = 64;  // and whether it asks the trainer to stop (not a termination)
 std::atomic<int> g_signal_fd{-1};   // the running watchdog's self-pipe (write end)
 
 double now_seconds() {
@@ -227,10 +229,10 @@ Watchdog::~Watchdog() {
   ::close(fd_);
 }
 
-bool Watchdog::forward_signal(int sig) {
+bool Watchdog::forward_signal(int sig, bool stop_request) {
   const int fd = g_signal_fd.load();
   if (fd < 0) return false;
-  const char byte = static_cast<char>(sig);
+  const char byte = static_cast<char>((sig & kSignalBits) | (stop_request ? kStopRequestBit : 0));
   return ::write(fd, &byte, 1) == 1;
 }
 
@@ -286,13 +288,18 @@ void Watchdog::run() {
     if (stop_.load()) break;
     const double now = now_seconds();
     if (ready > 0) {
-      char sig = 0;
-      if (::read(wake_[0], &sig, 1) == 1 && sig != 0) {
-        // The launcher is ending the job: name the peer that died, if it ran on this host.
+      char byte = 0;
+      if (::read(wake_[0], &byte, 1) == 1 && byte != 0) {
+        const int sig = byte & kSignalBits;
+        const bool stop_request = (byte & kStopRequestBit) != 0;
+        // The launcher is ending the job: name the peer that died, if it ran on this host. A stop
+        // request with no failed peer is the trainer's to handle.
         look(monitor, now);
         std::string why;
-        const std::string what = "terminated by the launcher (signal " + std::to_string(static_cast<int>(sig)) + ")";
-        if (monitor.failed(now, &why, &process_alive) >= 0)
+        const std::string what = "terminated by the launcher (signal " + std::to_string(sig) + ")";
+        const bool peer_failed = monitor.failed(now, &why, &process_alive) >= 0;
+        if (stop_request && !peer_failed) continue;
+        if (peer_failed)
           announce(what + ": " + why);
         else
           announce(what + ": another rank of the job failed or died (see its message above)");

@@ -21,6 +21,8 @@
 //
 // The launcher's SIGTERM (a peer failed and mpirun ends the job): the signal handler hands the
 // signal to the watchdog (forward_signal()), which names the peer that died before exiting 143.
+// While the trainer takes signals as a request to stop (train/stop_signal.h), a signal with no
+// failed peer is left to it.
 #pragma once
 #include <atomic>
 #include <cstdint>
@@ -107,9 +109,12 @@ class Watchdog {
   Watchdog(const Watchdog&) = delete;
   Watchdog& operator=(const Watchdog&) = delete;
 
-  // Async-signal-safe. With a watchdog running, hands `sig` to it (it explains and exits) and
-  // returns true; false otherwise.
-  static bool forward_signal(int sig);
+  // Async-signal-safe. With a watchdog running, hands `sig` to it and returns true; false
+  // otherwise. The watchdog looks at its peers at once: one that failed is named and the process
+  // exits 128 + sig; none failed: a launcher's termination (stop_request false) is explained as a
+  // peer's failure elsewhere and the process exits, a stop request (the trainer stops cleanly,
+  // train/stop_signal.h) is not a failure and the watchdog goes on watching.
+  static bool forward_signal(int sig, bool stop_request = false);
 
  private:
   void run();

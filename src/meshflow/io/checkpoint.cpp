@@ -141,11 +141,6 @@ std::pair<int64_t, uint32_t> write_shard(const fs::path& path, int rank, const s
 
 int64_t metadata_crc(const json& meta) { return checkpoint_metadata_crc(meta); }
 
-bool is_checkpoint_name(const std::string& n) {
-  if (n.size() <= 5 || n.rfind("iter_", 0) != 0) return false;
-  return std::all_of(n.begin() + 5, n.end(), [](char c) { return c >= '0' && c <= '9'; });
-}
-
 // Removes a checkpoint folder so that no moment of the removal shows a half-removed folder under a
 // checkpoint's name: it is renamed out of the way first (a ".tmp" name, which no reader takes and
 // the next save clears if this process dies before the removal ends).
@@ -203,6 +198,13 @@ std::string latest_name(const fs::path& root) {
 
 void crash_in_next_checkpoint_for_testing() { g_crash_in_next_save = true; }
 
+std::string checkpoint_name(int64_t iter) { return iter_name(iter); }
+
+bool is_checkpoint_name(const std::string& n) {
+  if (n.size() <= 5 || n.size() > 24 || n.rfind("iter_", 0) != 0) return false;
+  return std::all_of(n.begin() + 5, n.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
 namespace {
 
 // Adds shard file `file` (index files.size(), of `bytes` bytes and CRC-32 `crc`, in `dir`) to the
@@ -250,6 +252,10 @@ json metadata_json(const TrainingState& st, const std::string& config_yaml, cons
                {"files", std::move(files)},
                {"tensors", std::move(tensors)},
                {"config", config_yaml}};
+  if (st.run)
+    meta["run"] = {{"seq_length", st.run->seq_length},
+                   {"global_batch_size", st.run->global_batch_size},
+                   {"seed", st.run->seed}};
   if (st.loss_scaler)
     meta["loss_scaler"] = {{"scale", st.loss_scaler->scale},
                            {"growth_tracker", st.loss_scaler->growth_tracker},

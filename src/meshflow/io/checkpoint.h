@@ -99,6 +99,10 @@ struct LoadedCheckpoint {
   TrainingState state;
   nn::NamedTensors model, optimizer;  // whole logical tensors, plain names
 };
+// Whether `name` is a checkpoint folder's name: "iter_" and digits.
+bool is_checkpoint_name(const std::string& name);
+// The folder name of the checkpoint of iteration `iter` ("iter_0000100").
+std::string checkpoint_name(int64_t iter);
 // The complete checkpoints of a run (folders checkpoints/iter_N holding their metadata.json),
 // newest first.
 std::vector<std::string> complete_checkpoints(const std::string& output_dir);

@@ -141,6 +141,12 @@ CheckpointMetadata parse_checkpoint_metadata(const std::string& text, const std:
                                                    int_of(ls.at("growth_tracker"), path + ": loss_scaler.growth_tracker"),
                                                    int_of(ls.at("hysteresis_tracker"), path + ": loss_scaler.hysteresis_tracker")};
     }
+    if (j.contains("run")) {
+      const json& r = j.at("run");
+      m.state.run = RunConstants{int_of(r.at("seq_length"), path + ": run.seq_length"),
+                                 int_of(r.at("global_batch_size"), path + ": run.global_batch_size"),
+                                 uint_of(r.at("seed"), path + ": run.seed")};
+    }
     MF_CHECK(j.at("layout").is_object(), path, ": layout is not an object");
     for (auto& [k, v] : j.at("layout").items()) m.layout[k] = int_of(v, path + ": layout." + k);
     MF_CHECK(j.at("files").is_array(), path, ": files is not an array");

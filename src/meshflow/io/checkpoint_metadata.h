@@ -19,6 +19,13 @@ namespace mf::io {
 
 inline constexpr int kCheckpointFormatVersion = 2;
 
+// What a resumed run keeps from the run it continues: the data it reads (sequence length, global
+// batch: samples per step) and where it reads them from (the seed orders the samples).
+struct RunConstants {
+  int64_t seq_length = 0, global_batch_size = 0;
+  uint64_t seed = 0;
+};
+
 struct TrainingState {
   int64_t iter = 0;
   int64_t optimizer_steps = 0;
@@ -28,6 +35,8 @@ struct TrainingState {
   // scaling) and the updates skipped on overflow.
   std::optional<optim::LossScalerState> loss_scaler;
   int64_t skipped_iters = 0;
+  // Absent in checkpoints of tools (io::write_checkpoint) and of earlier versions.
+  std::optional<RunConstants> run;
 };
 
 // A part of a logical tensor, in its row-major element order: the box [start, start + length)

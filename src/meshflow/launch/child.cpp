@@ -21,7 +21,7 @@ namespace mf::launch {
 namespace {
 volatile std::sig_atomic_t g_signal = 0;
 volatile std::sig_atomic_t g_count = 0;
-struct sigaction g_old_int, g_old_term;
+struct sigaction g_old_int, g_old_term, g_old_usr1;
 
 extern "C" void note_signal(int sig) {
   g_signal = sig;
@@ -68,11 +68,13 @@ StopSignals::StopSignals() {
   sigemptyset(&sa.sa_mask);
   sigaction(SIGINT, &sa, &g_old_int);
   sigaction(SIGTERM, &sa, &g_old_term);
+  sigaction(SIGUSR1, &sa, &g_old_usr1);
 }
 
 StopSignals::~StopSignals() {
   sigaction(SIGINT, &g_old_int, nullptr);
   sigaction(SIGTERM, &g_old_term, nullptr);
+  sigaction(SIGUSR1, &g_old_usr1, nullptr);
 }
 
 int StopSignals::received() { return g_signal; }
@@ -122,6 +124,7 @@ ChildResult run_child(const std::vector<std::string>& argv, size_t keep_lines) {
     sigemptyset(&dfl.sa_mask);
     ::sigaction(SIGINT, &dfl, nullptr);
     ::sigaction(SIGTERM, &dfl, nullptr);
+    ::sigaction(SIGUSR1, &dfl, nullptr);
     const int null = ::open("/dev/null", O_RDONLY);
     if (null >= 0) ::dup2(null, STDIN_FILENO);
     ::dup2(fds[1], STDERR_FILENO);
@@ -156,8 +159,11 @@ ChildResult run_child(const std::vector<std::string>& argv, size_t keep_lines) {
     if (StopSignals::count() > handled) {
       handled = StopSignals::count();
       if (handled == 1) {
+        // As SIGUSR1, which Open MPI's mpirun and Slurm's srun pass on to every rank and leave
+        // the job running (mpirun kills its ranks a second after passing on SIGTERM or SIGINT):
+        // the ranks stop after the same step with a checkpoint (train/stop_signal.h).
         r.forwarded_signal = StopSignals::received();
-        ::kill(pid, r.forwarded_signal);
+        ::kill(pid, SIGUSR1);
       } else {
         ::kill(-pid, SIGKILL);
       }

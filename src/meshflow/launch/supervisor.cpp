@@ -1,12 +1,14 @@
 // The supervision loop of `meshflow launch`: attempts, restart sizes, the run folder's log.
 #include "meshflow/launch/supervisor.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <sstream>
 #include <unistd.h>
@@ -16,6 +18,7 @@
 #include "meshflow/config/config.h"
 #include "meshflow/core/atomic_file.h"
 #include "meshflow/core/error.h"
+#include "meshflow/core/file_lock.h"
 #include "meshflow/io/checkpoint.h"
 #include "meshflow/launch/child.h"
 #include "meshflow/launch/failure.h"
@@ -52,6 +55,35 @@ std::optional<int64_t> resume_iteration(const std::string& output_dir) {
   } catch (const std::exception&) {
   }
   return std::nullopt;
+}
+
+// After a failed attempt: when a rank's error says the checkpoint `latest` names is damaged and
+// names the previous complete one ("... the previous complete checkpoint is iter_N: ..."), points
+// `latest` at that one (the damaged folder is left as it is) and returns its name; "" otherwise.
+std::string fall_back_from_damaged_checkpoint(const std::string& output_dir, const std::vector<std::string>& errors) {
+  static const std::string kMark = "the previous complete checkpoint is ";
+  const fs::path root = fs::path(output_dir) / "checkpoints";
+  for (const std::string& line : errors) {
+    const size_t at = line.find(kMark);
+    if (at == std::string::npos) continue;
+    std::string name = line.substr(at + kMark.size());
+    name = name.substr(0, name.find_first_not_of("iter_0123456789"));
+    const std::vector<std::string> complete = io::complete_checkpoints(output_dir);
+    if (!io::is_checkpoint_name(name) || std::find(complete.begin(), complete.end(), name) == complete.end()) continue;
+    write_file_atomic((root / "latest").string(), name + "\n");
+    return name;
+  }
+  return "";
+}
+
+// The lock at `path`, or an error naming its holder: one launch per run folder, none beside a run.
+std::unique_ptr<FileLock> take_run_folder_lock(const std::string& output_dir, const std::string& file) {
+  const fs::path path = fs::path(output_dir) / file;
+  auto lock = std::make_unique<FileLock>(path.string());
+  MF_CHECK(lock->locked(), "train.output_dir '", output_dir, "' is in use by another run (", path.string(),
+           " is locked by ", lock->holder().empty() ? std::string("another process") : lock->holder(),
+           "); wait for that run to end or choose another train.output_dir");
+  return lock;
 }
 
 nlohmann::ordered_json optional_json(const std::optional<int64_t>& v) { return v ? nlohmann::ordered_json(*v) : nlohmann::ordered_json(); }
@@ -108,8 +140,14 @@ int run_launch(const LaunchOptions& o) {
   MF_CHECK(!launcher_path.empty(), "launch: no launcher '", words[0], "' ",
            words[0].find('/') == std::string::npos ? "on PATH" : "there",
            o.launcher.empty() ? " (install Open MPI: apt-get install openmpi-bin; or give --launcher)" : "");
+  MF_CHECK(!user_resume || fs::is_directory(out), "train.resume: train.output_dir '", out,
+           "' does not exist: there is no run to resume (check the path, or leave train.resume=false to start one)");
   make_folder(out, "train.output_dir");
   const std::string log_path = (fs::path(out) / "launch.jsonl").string();
+  // Held while this launch supervises the run: a second launch on it, or one beside a `meshflow
+  // train` running there, stops here (before writing to its launch.jsonl).
+  const std::unique_ptr<FileLock> launch_lock = take_run_folder_lock(out, ".launch.lock");
+  take_run_folder_lock(out, ".lock").reset();  // the trainer's own: free now, each attempt takes it
 
   StopSignals stop;
   int nproc = o.nproc, failures_here = 0;
@@ -142,7 +180,13 @@ int run_launch(const LaunchOptions& o) {
     int code = 0;
     bool again = false;
     std::string action, message;
-    if (r.status.ok() && r.forwarded_signal == 0) {
+    if (r.status.ok() && r.forwarded_signal != 0) {
+      // The ranks stopped after a step and saved it (train/stop_signal.h): not a failure.
+      action = "stopped";
+      rec["cause"] = "stopped: " + describe({0, r.forwarded_signal}) + " received";
+      message = "meshflow launch: stopped by " + describe({0, r.forwarded_signal}) +
+                " (passed on to the job as SIGUSR1): it saved a checkpoint and exited; train.resume=true continues it";
+    } else if (r.status.ok()) {
       action = "finished";
       rec["cause"] = nullptr;
       if (attempt > 1)
@@ -166,6 +210,12 @@ int run_launch(const LaunchOptions& o) {
                   "); last cause: " + f.cause + " (attempts in " + log_path + ")";
       } else {
         ++failures_here;
+        const std::string fallback = fall_back_from_damaged_checkpoint(out, f.errors);
+        if (!fallback.empty()) {
+          rec["fell_back_to"] = fallback;
+          std::fprintf(stderr, "meshflow launch: the newest checkpoint is damaged (%s); falling back to the previous "
+                       "complete checkpoint %s (the damaged one is left in place)\n", f.cause.c_str(), fallback.c_str());
+        }
         int next = nproc;
         if (min_nproc < nproc && (f.rank_lost || failures_here >= 2))
           if (auto smaller = next_smaller_nproc(c, base, nproc, min_nproc)) next = *smaller;

@@ -33,11 +33,16 @@ struct LaunchOptions {
 std::vector<std::string> attempt_argv(const LaunchOptions& o, const std::string& launcher_path, int nproc,
                                       const std::vector<std::string>& extra);
 
-// Supervises the job to its end. Returns 0 when an attempt finishes, 1 after max_restarts
-// restarts failed too (one "meshflow: error: launch: ..." line on stderr), 128 + the signal when
-// stopped by SIGINT/SIGTERM (forwarded to the job). Throws mf::Error before any attempt for a
-// config that cannot run (the trainer's checks), a min_nproc that cannot hold its layout, an
-// output_dir holding a run without train.resume=true, or no launcher.
+// Supervises the job to its end. Returns 0 when an attempt finishes, or when SIGINT, SIGTERM or
+// SIGUSR1 stopped it cleanly (passed on to the job as SIGUSR1: every rank saves the same step and
+// exits 0; no restart follows); 1 after max_restarts restarts failed too (one "meshflow: error:
+// launch: ..." line on stderr); 128 + the signal when the job did not stop cleanly on it. A
+// failure whose error says the newest checkpoint is damaged and names the previous complete one
+// points `latest` at that one before the restart (with a line saying so). Throws mf::Error before
+// any attempt for a config that cannot run (the trainer's checks), a min_nproc that cannot hold its
+// layout, an output_dir holding a run without train.resume=true, a train.resume=true output_dir
+// that does not exist, an output_dir in use (another launch holds <output_dir>/.launch.lock, or a
+// run <output_dir>/.lock), or no launcher.
 int run_launch(const LaunchOptions& o);
 
 }  // namespace mf::launch

@@ -51,6 +51,13 @@ bool any_over(comm::Communicator* group, bool local) {
   return t.data<double>()[0] > 0;
 }
 
+double max_over(comm::Communicator* group, double local) {
+  if (!group) return local;
+  Tensor t = full({1}, local, DType::kF64);
+  group->all_reduce(t, comm::ReduceOp::kMax)->wait();
+  return t.data<double>()[0];
+}
+
 void barrier(comm::Communicator* group) {
   if (group) group->barrier()->wait();
 }

@@ -36,6 +36,7 @@ double sum_over(comm::Communicator* group, double local);   // identity without 
 std::vector<double> sum_over(comm::Communicator* group, const std::vector<double>& local);  // elementwise, one all-reduce
 double mean_over(comm::Communicator* group, double local);  // the mean over the group's ranks
 bool any_over(comm::Communicator* group, bool local);       // true on every rank when true on one
+double max_over(comm::Communicator* group, double local);  // the largest over the group's ranks
 void barrier(comm::Communicator* group);
 // Rank 0's text on every rank of the group (a short line or document; identity without a group).
 std::string text_from_rank0(comm::Communicator* group, const std::string& text);

@@ -318,6 +318,8 @@ RunSummary run_training(const Config& run_config, std::FILE* out, const comm::Co
   s.final_val_loss = last_ptr->val_loss;
   s.step_seconds = std::move(last_ptr->step_seconds);
   s.peak_bytes = last_ptr->peak_bytes;
+  s.stop_signal = trainer.stop_signal();
+  if (s.stop_signal != 0) return s;  // stopped by a signal: the trainer said where it saved
   if (opts.resume && last_ptr->steps == 0 && s.iterations > 0 && trainer.is_main_rank()) {
     std::fprintf(out, "train.resume: the checkpoint is at iteration %lld = train.train_iter: nothing left to train\n",
                  static_cast<long long>(opts.train_iter));

@@ -25,6 +25,7 @@ struct RunSummary {
   // step: gathered on the steps the log period logs (every step with train.log_period=1).
   std::vector<double> step_seconds;
   int64_t peak_bytes = 0;
+  int stop_signal = 0;  // the signal that stopped the run early with a checkpoint (0: none)
 };
 
 // `world`: the processes of the run (null: this process alone). The train.dist sizes must

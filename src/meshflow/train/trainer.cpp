@@ -21,6 +21,7 @@
 #include "meshflow/train/components.h"
 #include "meshflow/train/peak_flops.h"
 #include "meshflow/train/state_slots.h"
+#include "meshflow/train/stop_signal.h"
 #if MESHFLOW_WITH_CUDA
 #include "meshflow/cuda/device_info.h"
 #endif
@@ -292,6 +293,12 @@ EvalStats Trainer::evaluate() {
 }
 
 void Trainer::train() {
+  // SIGTERM, SIGINT and SIGUSR1 ask the run to stop after the current step, with a checkpoint.
+  const StopOnSignal stop_on_signal;
+  stop_signal_ = 0;
+  // A resume names a run that is there: a misspelled folder is not a new run.
+  MF_CHECK(!opts_.resume || fs::is_directory(opts_.output_dir), "train.resume: train.output_dir '", opts_.output_dir,
+           "' does not exist: there is no run to resume (check the path, or leave train.resume=false to start one)");
   make_folder(opts_.output_dir, "train.output_dir");
   // One run per folder: the main rank holds <output_dir>/.lock until the trainer goes; a second
   // run (or a resume started while the first still runs) stops here on every rank.
@@ -316,7 +323,9 @@ void Trainer::train() {
   bool has_run = fs::exists(cfg) || fs::exists(fs::path(opts_.output_dir) / "checkpoints");
   parallel::barrier(groups_.everyone());  // every rank has looked before the main rank writes
   if (opts_.resume) {
-    load_latest_checkpoint();
+    if (!load_latest_checkpoint() && is_main_rank())
+      std::fprintf(stderr, "meshflow: train.resume: no checkpoint in %s: starting from step 0\n",
+                   (fs::path(opts_.output_dir) / "checkpoints").string().c_str());
   } else {
     MF_CHECK(!has_run, "train.output_dir '", opts_.output_dir,
              "' already holds a run (config.yaml or checkpoints); pass train.resume=true to continue it or choose "
@@ -335,6 +344,23 @@ void Trainer::train() {
     run_hooks([&](HookBase& h) { h.after_step(*this, s); });
     bool exiting = opts_.exit_iter > 0 && iter_ == opts_.exit_iter;
     bool last = iter_ == opts_.train_iter || exiting;
+    // A stop signal on any rank stops every rank after this step: they agree on it here.
+    const int stop = last ? 0 : static_cast<int>(parallel::max_over(groups_.everyone(), StopOnSignal::received()));
+    if (stop != 0) {
+      stop_signal_ = stop;
+      {
+        const trace::Scope phase = trace::enabled() ? trace::Scope("checkpoint", "checkpoint save") : trace::Scope();
+        save_checkpoint();
+      }
+      if (is_main_rank()) {
+        std::fflush(stdout);
+        std::fprintf(stderr, "meshflow: received %s at step %lld: saved checkpoint %s, exiting\n",
+                     signal_name(stop).c_str(), static_cast<long long>(iter_),
+                     (fs::path(opts_.output_dir) / "checkpoints" / io::checkpoint_name(iter_)).string().c_str());
+        std::fflush(stderr);
+      }
+      break;
+    }
     if (opts_.eval_enabled && ((opts_.eval_period > 0 && iter_ % opts_.eval_period == 0) || last)) {
       EvalStats e;
       {
@@ -365,12 +391,31 @@ void Trainer::save_checkpoint() {
   st.rng = default_generator().state();
   if (scaler_.enabled()) st.loss_scaler = scaler_.state();
   st.skipped_iters = skipped_iters_;
+  st.run = io::RunConstants{opts_.seq_length, global_batch_size(), opts_.seed};
   const std::map<std::string, int64_t> layout = {{"dp", dp_size()},
                                                  {"tp", tp_size()},
                                                  {"pp", pp_size()},
                                                  {"virtual_pp", model_->stage().num_chunks()},
                                                  {"zero_stage", sync_->zero_stage()}};
   io::write_checkpoint_shards(groups_.everyone(), opts_.output_dir, st, opts_.config_yaml, layout, mine, opts_.max_to_keep);
+}
+
+void Trainer::check_run_continues(const std::string& dir, const io::TrainingState& st) const {
+  if (!st.run) return;  // a tool's checkpoint, or an earlier version's: nothing recorded
+  const io::RunConstants& was = *st.run;
+  auto refuse = [&](const std::string& key, const std::string& now, const std::string& then) {
+    MF_THROW("train.resume: ", key, " ", now, " differs from ", then, " in checkpoint ", dir,
+             ": a resumed run continues the data of the run it resumes; set ", key, "=", then,
+             ", or start a new run in another train.output_dir");
+  };
+  if (opts_.seq_length != was.seq_length)
+    refuse("data.seq_length", std::to_string(opts_.seq_length), std::to_string(was.seq_length));
+  if (global_batch_size() != was.global_batch_size)
+    refuse("train.global_batch_size",
+           detail::cat(global_batch_size(), " (train_micro_batch_size ", opts_.micro_batch, " x num_accumulation_steps ",
+                       opts_.accumulation_steps, " x data_parallel_size ", dp_size(), ")"),
+           std::to_string(was.global_batch_size));
+  if (opts_.seed != was.seed) refuse("train.seed", std::to_string(opts_.seed), std::to_string(was.seed));
 }
 
 bool Trainer::load_latest_checkpoint() {
@@ -383,10 +428,10 @@ bool Trainer::load_latest_checkpoint() {
     const std::vector<std::string> complete = io::complete_checkpoints(opts_.output_dir);
     std::string bad = reader ? fs::path(reader->dir()).filename().string() : std::string();
     const fs::path latest = fs::path(opts_.output_dir) / "checkpoints" / "latest";
-    if (bad.empty() && fs::exists(latest)) {  // the metadata of the checkpoint `latest` names failed
+    if (bad.empty() && fs::exists(latest)) {  // the metadata of the checkpoint `latest` names failed (or is gone)
       bad = read_file(latest.string());
       while (!bad.empty() && (bad.back() == '\n' || bad.back() == ' ')) bad.pop_back();
-      if (std::find(complete.begin(), complete.end(), bad) == complete.end()) bad.clear();
+      if (!io::is_checkpoint_name(bad) || !fs::is_directory(fs::path(opts_.output_dir) / "checkpoints" / bad)) bad.clear();
     }
     std::string previous;
     for (const std::string& n : complete)
@@ -413,6 +458,7 @@ bool Trainer::load_latest_checkpoint() {
              name.substr(6), "' is not a parameter of this model (", model_->describe(),
              "): train.resume continues the run the checkpoint's config.yaml describes; its model.* keys must not "
              "change");
+  check_run_continues(reader->dir(), reader->state());
   MF_CHECK(reader->state().iter <= opts_.train_iter, "train.resume: checkpoint ", reader->dir(), " is at iteration ",
            reader->state().iter, ", past train.train_iter=", opts_.train_iter,
            ": raise train.train_iter to train on from it");

@@ -195,12 +195,18 @@ class Trainer {
   const parallel::GradReducer* grad_reducer() const { return sync_->grad_reducer(); }
 
   void add_hook(std::unique_ptr<HookBase> hook) { hooks_.push_back(std::move(hook)); }
+  // Trains to train.train_iter (or exit_iter). SIGTERM, SIGINT or SIGUSR1 meanwhile (on any rank)
+  // stops every rank after the same step, with a checkpoint of it and one line on stderr
+  // (train/stop_signal.h); a second signal ends the process at once.
   void train();
   EvalStats evaluate();            // eval_iter batches from the start of the validation data
   void save_checkpoint();          // <output_dir>/checkpoints/iter_XXXXXXX, then `latest`
   bool load_latest_checkpoint();   // false when there is none
 
   int64_t iter() const { return iter_; }
+  // The signal that stopped the last train() early (SIGTERM, SIGINT, SIGUSR1: it saved a
+  // checkpoint of the step it finished and returned), 0 when none did.
+  int stop_signal() const { return stop_signal_; }
   const TrainOptions& options() const { return opts_; }
   models::Model& model() { return *model_; }
   optim::Optimizer& optimizer() { return *optimizer_; }
@@ -215,6 +221,8 @@ class Trainer {
   double peak_flops() const { return peak_flops_; }
   // Tokens of one optimizer step over all data-parallel ranks (tp ranks share theirs).
   int64_t tokens_per_step() const { return opts_.micro_batch * opts_.accumulation_steps * opts_.seq_length * dp_size(); }
+  // Samples of one optimizer step over all data-parallel ranks.
+  int64_t global_batch_size() const { return opts_.micro_batch * opts_.accumulation_steps * dp_size(); }
 
  private:
   StepStats train_step();
@@ -222,6 +230,9 @@ class Trainer {
   std::vector<RankStepStats> gather_rank_stats(const StepStats& s) const;  // collective over every rank
   // Builds the gradient synchronisation for groups_ and the optimizer over what it shards.
   void build_sync();
+  // Throws naming the key when this run's sequence length, global batch or seed is not the one
+  // the checkpoint at `dir` recorded (a resume continues that run's data).
+  void check_run_continues(const std::string& dir, const io::TrainingState& st) const;
   void run_hooks(const std::function<void(HookBase&)>& f);
   double device_peak_flops() const;  // one rank's
 
@@ -236,6 +247,7 @@ class Trainer {
   optim::LrScheduler scheduler_;
   std::vector<std::unique_ptr<HookBase>> hooks_;
   int64_t iter_ = 0;
+  int stop_signal_ = 0;
   double peak_flops_ = 0;
   Device device_ = cpu_device();
   optim::LossScaler scaler_;
