@@ -364,6 +364,53 @@ if [ "$rc" -eq 0 ] && [ -n "$step" ] && [ "$(wc -l < "$work/err")" -eq 1 ] && gr
 else
   fail=$((fail + 1)); echo "FAIL: SIGTERM mid-run: exit $rc, step '${step}', stderr:"; cat "$work/err"; ls "$work/sig/checkpoints" 2> /dev/null
 fi
+# ---- eval's result file; preprocess keeps white-space documents and refuses devices; a setting
+# after generate's --prompt; report of a metrics.jsonl whose last line is cut.
+# eval writes its result in full precision beside the printed line (eval_results.json, --output).
+if "$bin" eval "$work/ok/config.yaml" > "$work/eval.out" 2>&1 &&
+   "$bin" eval "$work/ok/config.yaml" --output "$work/eval_copy.json" > /dev/null 2>&1 &&
+   python3 - "$work/eval.out" "$work/ok/eval_results.json" "$work/eval_copy.json" <<'EOF'
+import json, math, re, sys
+printed = float(re.search(r"val_loss ([0-9.]+)", open(sys.argv[1]).read()).group(1))
+j = json.load(open(sys.argv[2]))
+assert abs(j["val_loss"] - printed) <= 5e-5, (j, printed)
+assert j["val_loss"] != round(j["val_loss"], 4), j  # the digits the printed line leaves out
+assert j["step"] == 2 and j["samples"] > 0 and j["tokens"] == j["samples"] * 16, j
+assert abs(j["val_ppl"] - math.exp(j["val_loss"])) <= 1e-12 * j["val_ppl"], j
+assert json.load(open(sys.argv[3])) == j
+assert "eval results (full precision): " + sys.argv[2] in open(sys.argv[1]).read()
+EOF
+then
+  pass=$((pass + 1))
+else
+  fail=$((fail + 1)); echo "FAIL: eval_results.json:"; cat "$work/eval.out"; cat "$work/ok/eval_results.json"
+fi
+ls -a "$work/ok" | grep -q '\.tmp\.' && { echo "FAIL: eval left a temporary file"; fail=$((fail + 1)); }
+# A document of white space is kept (it tokenizes to ids); one of no text is counted as left out.
+printf '{"text": "a cat"}\n{"text": "   "}\n{"text": ""}\n' > "$work/ws.jsonl"
+"$bin" preprocess --input "$work/ws.jsonl" --output-prefix "$work/ws" --tokenizer byte > "$work/ws.out" 2>&1
+if grep -q "2 documents, 10 tokens .*; 1 document left out: they tokenize to no ids$" "$work/ws.out"; then
+  pass=$((pass + 1))
+else
+  fail=$((fail + 1)); echo "FAIL: preprocess of a white-space document:"; cat "$work/ws.out"
+fi
+expect_error "preprocess of a device" "preprocess: /dev/zero is not a regular file (a character device); give a file of text or jsonl" \
+  timeout 20 "$bin" preprocess --input /dev/zero --output-prefix "$work/zero" --tokenizer byte
+# One text per --prompt: a key=value after it is a setting, a bare word an error, never a prompt.
+expect_error "a setting after --prompt" "no checkpoint in $work/nothing_here/checkpoints" \
+  "$bin" generate "$work/ok/config.yaml" --prompt hi "train.output_dir=$work/nothing_here" --max-new-tokens 2
+expect_error "a second word after --prompt" "config override \`there\` is not key=value" \
+  "$bin" generate "$work/ok/config.yaml" --prompt hi there --max-new-tokens 2
+# report: a last line cut short (a full disk) is left out with a warning; the report is written.
+mkdir -p "$work/cut"
+printf '{"step": 1, "loss": 5.5, "mfu": 0.1}\n{"step": 2, "loss": 5.0, "mfu": 0.1}\n{"step": 3, "lo' > "$work/cut/metrics.jsonl"
+if "$bin" report "$work/cut" > "$work/report.out" 2> "$work/report.err" && [ -f "$work/cut/report/index.html" ] &&
+   grep -q "^meshflow: warning: $work/cut/metrics.jsonl:3: the last line is cut" "$work/report.err"; then
+  pass=$((pass + 1))
+else
+  fail=$((fail + 1)); echo "FAIL: report of a cut metrics.jsonl:"; cat "$work/report.err"
+fi
+
 for o in o10 o11 o11z o12 o13 o14; do [ -e "$work/${o}_text_document.bin" ] && { echo "FAIL: $o written after an error"; fail=$((fail + 1)); }; done
 for o in o5 o6 o7 o8 launch1; do [ -e "$work/$o" ] && { echo "FAIL: $o written after an error"; fail=$((fail + 1)); }; done
 echo "$pass passed, $fail failed"

@@ -89,6 +89,43 @@ TEST(Preprocess, JsonlWithGpt2AndCustomKey) {
   EXPECT_EQ(ds.dtype(), mf::IndexDType::kU16);
 }
 
+// Megatron keeps a document of white space only (it tokenizes to ids); one that tokenizes to no
+// id is left out and counted. Such documents were once dropped as blank.
+TEST(Preprocess, WhitespaceOnlyDocumentIsKept) {
+  mft::TempDir dir;
+  mft::write_text(dir.file("w.jsonl"), "{\"text\": \"a\"}\n{\"text\": \"   \"}\n{\"text\": \"\"}\n{\"text\": \"\\n\"}\n");
+  mf::ByteTokenizer tok;
+  const mf::PreprocessResult r = mf::preprocess({dir.file("w.jsonl")}, dir.file("out"), tok);
+  EXPECT_EQ(r.documents, 3);
+  EXPECT_EQ(r.dropped_empty, 1);  // "": no id, so no end-of-document token alone either
+  mf::IndexedDataset ds(r.prefix);
+  ASSERT_EQ(ds.num_documents(), 3);
+  const std::vector<int32_t> eod{tok.eod_id()};
+  auto text_of = [&](int64_t i) {
+    std::vector<int32_t> s = ds.sequence(i);
+    EXPECT_EQ(s.back(), tok.eod_id());
+    s.pop_back();
+    return tok.decode(s);
+  };
+  EXPECT_EQ(text_of(0), "a");
+  EXPECT_EQ(text_of(1), "   ");
+  EXPECT_EQ(text_of(2), "\n");
+  // Sentences: a document of white space keeps its one sentence too.
+  mf::PreprocessOptions o;
+  o.split_sentences = true;
+  const mf::PreprocessResult s = mf::preprocess({dir.file("w.jsonl")}, dir.file("sent"), tok, o);
+  EXPECT_EQ(s.documents + s.dropped_empty, 4);
+}
+
+// A device or a pipe is refused before reading (/dev/zero once read without end).
+TEST(Preprocess, AnInputThatIsNotARegularFileIsRefused) {
+  mft::TempDir dir;
+  mf::ByteTokenizer tok;
+  MFT_EXPECT_ERROR(mf::preprocess({"/dev/null"}, dir.file("out"), tok),
+                   "preprocess: /dev/null is not a regular file (a character device); give a file of text or jsonl");
+  MFT_EXPECT_ERROR(mf::preprocess({dir.path().string()}, dir.file("out"), tok), "is not a regular file (a folder)");
+}
+
 TEST(Preprocess, BadInputThrowsAndLeavesNoOutput) {
   mft::TempDir dir;
   mf::ByteTokenizer tok;

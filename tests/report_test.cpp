@@ -297,6 +297,32 @@ TEST(ReportMetrics, OlderFilesWithoutRanks) {
   EXPECT_NE(page.find("No config.yaml"), std::string::npos);
 }
 
+// A full disk (or a killed run) leaves the last line of metrics.jsonl cut, without its newline:
+// the report leaves it out with a warning and shows the lines before it (it once refused the
+// whole file). A damaged line that ends with its newline stays an error, last or not.
+TEST(ReportMetrics, ACutLastLineIsLeftOutWithAWarning) {
+  TempDir dir;
+  const std::string path = dir.file("metrics.jsonl");
+  write_text(path, "{\"step\":1,\"loss\":2.5}\n{\"step\":2,\"val_loss\":2.4}\n{\"step\":3,\"lo");
+  const Metrics m = load_metrics(path);
+  ASSERT_EQ(m.train.size(), 1u);
+  EXPECT_EQ(m.train[0].loss, 2.5);
+  EXPECT_EQ(m.eval.size(), 1u);
+  ASSERT_EQ(m.warnings.size(), 1u);
+  EXPECT_NE(m.warnings[0].find(path + ":3: the last line is cut"), std::string::npos) << m.warnings[0];
+  const ReportFiles files = write_report({dir.path().string()}, dir.file("report"));
+  EXPECT_EQ(files.warnings, m.warnings);
+  // A whole last line without its newline reads as any other.
+  write_text(path, "{\"step\":1,\"loss\":2.5}\n{\"step\":3,\"loss\":2}");
+  const Metrics whole = load_metrics(path);
+  EXPECT_EQ(whole.train.size(), 2u);
+  EXPECT_TRUE(whole.warnings.empty());
+  // A cut line before others is an error.
+  write_text(path, "{\"step\":1,\"lo\n{\"step\":3,\"loss\":2}\n");
+  const std::string middle = path + ":1: not JSON";
+  MFT_EXPECT_ERROR(load_metrics(path), middle.c_str());
+}
+
 TEST(ReportMetrics, BadInputNamesFileAndLine) {
   TempDir dir;
   const std::string path = dir.file("metrics.jsonl"), trace = dir.file("trace.json"), config = dir.file("config.yaml");

@@ -3,8 +3,13 @@
 // of a multi-rank server, and the server itself over a stand-in engine on an ephemeral port, hit
 // by httplib clients from several threads (batching, server-sent events, errors, shutdown, a
 // follower rank over an in-process communicator).
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -329,6 +334,29 @@ TEST(ServeText, StopTokenEndsTheRowWithoutItsText) {
   EXPECT_TRUE(ts.stopped());
   EXPECT_EQ(ts.text(), "okE");
   EXPECT_EQ(ts.tokens(), 4);
+}
+
+// A model's vocabulary padded past its tokenizer's (Qwen2: 151936 rows, 151665 tokens) can pick
+// an id the tokenizer lacks: it renders as nothing and the row goes on (it once threw "outside
+// the vocabulary" and ended generate and the serve batch).
+TEST(ServeText, AnIdPastTheTokenizersVocabularyRendersAsNothing) {
+  mf::ByteTokenizer tok;  // ids 0..256
+  TextStream ts(tok, {}, {mf::ByteTokenizer::kEod});
+  EXPECT_EQ(ts.push('h'), "h");
+  EXPECT_EQ(ts.push(413), "");
+  EXPECT_FALSE(ts.stopped());
+  EXPECT_EQ(ts.push(0xC3), "");
+  EXPECT_EQ(ts.push(257), "");  // inside a character: the character still completes
+  EXPECT_EQ(ts.push(0xA9), "\xC3\xA9");
+  EXPECT_EQ(ts.push('!'), "!");
+  EXPECT_EQ(ts.finish(), "");
+  EXPECT_EQ(ts.text(), "h\xC3\xA9!");
+  EXPECT_EQ(ts.tokens(), 6);
+  EXPECT_TRUE(mf::infer::in_vocabulary(tok, 256));
+  EXPECT_FALSE(mf::infer::in_vocabulary(tok, 257));
+  EXPECT_FALSE(mf::infer::in_vocabulary(tok, -1));
+  const std::vector<int64_t> ids{'o', 151900, 'k', 257, -5};
+  EXPECT_EQ(mf::infer::decode_known(tok, ids), "ok");
 }
 
 // ---------------------------------------------------------------- the batch message
@@ -706,6 +734,140 @@ TEST(ServeServer, StopFinishesTheRunningBatchAndRefusesTheRest) {
   a.join();
   rs.thread.join();
   EXPECT_EQ(engine.batch_sizes(), std::vector<size_t>{1});
+}
+
+// Slow clients on loopback, bounded: each opens a connection, sends a request line and then one
+// header line every `interval_s` without ever ending the headers, for at most `max_s` seconds or
+// until the server answers or closes. Records what the server sent and when it closed.
+class SlowClients {
+ public:
+  SlowClients(int port, int n, double interval_s, double max_s) : replies_(n), closed_s_(n, -1.0) {
+    for (int i = 0; i < n; ++i) threads_.emplace_back([=, this] { dribble(port, i, interval_s, max_s); });
+  }
+  ~SlowClients() { join(); }
+  void join() {
+    for (std::thread& t : threads_)
+      if (t.joinable()) t.join();
+  }
+  int connected() const { return connected_; }
+  const std::string& reply(int i) const { return replies_[static_cast<size_t>(i)]; }
+  double closed_after_s(int i) const { return closed_s_[static_cast<size_t>(i)]; }  // -1: not by the server
+
+ private:
+  void dribble(int port, int i, double interval_s, double max_s) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<uint16_t>(port));
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (fd < 0 || ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+      if (fd >= 0) ::close(fd);
+      return;
+    }
+    ++connected_;
+    const auto t0 = std::chrono::steady_clock::now();
+    auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
+    std::string line = "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n";
+    while (elapsed() < max_s) {
+      if (::send(fd, line.data(), line.size(), MSG_NOSIGNAL) < 0) {
+        closed_s_[static_cast<size_t>(i)] = elapsed();
+        break;
+      }
+      line = "X-Slow: " + std::to_string(i) + "\r\n";
+      pollfd p{fd, POLLIN, 0};
+      if (::poll(&p, 1, static_cast<int>(interval_s * 1000)) > 0) {
+        char buf[4096];
+        const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+        if (n > 0) replies_[static_cast<size_t>(i)].append(buf, static_cast<size_t>(n));
+        if (n <= 0) {
+          closed_s_[static_cast<size_t>(i)] = elapsed();
+          break;
+        }
+      }
+    }
+    ::close(fd);
+  }
+
+  std::vector<std::string> replies_;
+  std::vector<double> closed_s_;
+  std::atomic<int> connected_{0};
+  std::vector<std::thread> threads_;
+};
+
+// 16 connections dribbling header lines (a slowloris) once held every HTTP thread of a server
+// with --max-batch 4 (2 x 4 + 4 = 12 threads) and /health got no answer; now it answers at once.
+TEST(ServeServer, SlowClientsDoNotStarveTheOthers) {
+  FakeEngine engine;
+  RunningServer rs(engine, options(4, 1));
+  SlowClients slow(rs.port, 16, 0.5, 4.0);
+  while (slow.connected() < 16) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // they hold their connections
+  httplib::Client c("127.0.0.1", rs.port);
+  c.set_connection_timeout(3);
+  c.set_read_timeout(3);
+  const auto t0 = std::chrono::steady_clock::now();
+  auto health = c.Get("/health");
+  const double took_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_TRUE(health) << "/health got no answer: " << httplib::to_string(health.error());
+  EXPECT_EQ(health->status, 200);
+  EXPECT_LT(took_s, 3.0);
+  auto r = rs.post(R"({"prompt": "still here", "max_tokens": 4})");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+}
+
+// A request's line and headers get --header-timeout-s in all: a client that dribbles them (a
+// header line more often than any per-read timeout) is answered 408 and closed.
+TEST(ServeServer, HeadersThatTakeTooLongAreAnswered408) {
+  FakeEngine engine;
+  serve::ServeOptions o = options(4, 1);
+  o.header_timeout_s = 1.5;
+  RunningServer rs(engine, o);
+  SlowClients slow(rs.port, 3, 0.3, 8.0);
+  slow.join();
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(slow.reply(i).rfind("HTTP/1.1 408", 0), 0u) << slow.reply(i);
+    EXPECT_NE(slow.reply(i).find("did not arrive within 1.5 s"), std::string::npos) << slow.reply(i);
+    EXPECT_GE(slow.closed_after_s(i), 1.2);
+    EXPECT_LE(slow.closed_after_s(i), 5.0);
+  }
+  rs.stop();
+  EXPECT_EQ(rs.server->stats().refused, 3);
+  EXPECT_NE(rs.log_text().find("took over 1.5 s (--header-timeout-s)"), std::string::npos) << rs.log_text();
+}
+
+// One client holds at most --max-connections-per-client connections: the next is answered 429 at
+// once; once its connections end, it is served again.
+TEST(ServeServer, OneClientsConnectionsAreCapped) {
+  FakeEngine engine;
+  serve::ServeOptions o = options(4, 1);
+  o.max_connections_per_client = 3;
+  RunningServer rs(engine, o);
+  {
+    SlowClients slow(rs.port, 3, 0.2, 2.0);
+    while (slow.connected() < 3) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    httplib::Client c("127.0.0.1", rs.port);
+    c.set_read_timeout(3);
+    auto refused = c.Get("/health");
+    ASSERT_TRUE(refused) << httplib::to_string(refused.error());
+    EXPECT_EQ(refused->status, 429);
+    EXPECT_NE(json::parse(refused->body)["error"]["message"].get<std::string>().find(
+                  "too many connections from 127.0.0.1 (at most 3 at once: --max-connections-per-client)"),
+              std::string::npos)
+        << refused->body;
+  }
+  // Its connections are gone (the server sees them close within moments): it is served again.
+  httplib::Client c("127.0.0.1", rs.port);
+  int status = 0;
+  for (int tries = 0; tries < 40 && status != 200; ++tries) {
+    if (tries > 0) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    auto health = c.Get("/health");
+    status = health ? health->status : -1;
+  }
+  EXPECT_EQ(status, 200);
+  EXPECT_THROW(serve::check_http_limits({.max_connections = 0}), mf::Error);
+  EXPECT_THROW(serve::check_http_limits({.header_timeout_s = 0}), mf::Error);
 }
 
 TEST(ServeServer, AClientGoneEndsItsRow) {

@@ -100,9 +100,13 @@ int run_preprocess(const PreprocessArgs& a) {
   if (a.shuffle_seed >= 0) o.shuffle_seed = static_cast<uint64_t>(a.shuffle_seed);
   o.split_sentences = a.split_sentences;
   mf::PreprocessResult r = mf::preprocess(a.inputs, a.output_prefix, *tok, o);
-  std::printf("wrote %s.bin/.idx: %lld documents, %lld tokens (%s tokenizer, %lld bytes of text)\n", r.prefix.c_str(),
+  const std::string dropped =
+      r.dropped_empty == 0 ? std::string()
+                           : mf::detail::cat("; ", r.dropped_empty, " document", r.dropped_empty == 1 ? "" : "s",
+                                             " left out: they tokenize to no ids");
+  std::printf("wrote %s.bin/.idx: %lld documents, %lld tokens (%s tokenizer, %lld bytes of text)%s\n", r.prefix.c_str(),
               static_cast<long long>(r.documents), static_cast<long long>(r.tokens), tok->name().c_str(),
-              static_cast<long long>(r.bytes_in));
+              static_cast<long long>(r.bytes_in), dropped.c_str());
   return 0;
 }
 
@@ -246,6 +250,8 @@ struct ServeArgs {
   int64_t max_batch = 8;
   double batch_wait_ms = 5.0;
   std::string model_name;  // default: model.name
+  int64_t max_connections = 0, max_connections_per_client = 0;  // 0: the server's defaults
+  double header_timeout_s = 10, read_timeout_s = 5;
 };
 
 CLI::App* add_serve_command(CLI::App& app, std::string& config, std::vector<std::string>& overrides, ServeArgs& sa) {
@@ -263,6 +269,16 @@ CLI::App* add_serve_command(CLI::App& app, std::string& config, std::vector<std:
       ->capture_default_str()
       ->check(CLI::Range(0, 60000));
   srv->add_option("--served-model-name", sa.model_name, "the model's name in responses (default: model.name)");
+  // Slow or idle clients must not starve the others (a thread serves each connection).
+  srv->add_option("--max-connections", sa.max_connections, "connections served at once, a thread each; more wait "
+                  "(0: max(256, 4 x --max-batch))")->check(CLI::Range(int64_t{0}, int64_t{1} << 16));
+  srv->add_option("--max-connections-per-client", sa.max_connections_per_client, "connections one IP address may "
+                  "hold at once; more are answered 429 (0: a quarter of --max-connections)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 16));
+  srv->add_option("--header-timeout-s", sa.header_timeout_s, "seconds for a request's line and headers in all; "
+                  "past them it is answered 408 and the connection closed")->capture_default_str()->check(CLI::Range(0.001, 86400.0));
+  srv->add_option("--read-timeout-s", sa.read_timeout_s, "seconds each read of a request (its body too) may wait")
+      ->capture_default_str()->check(CLI::Range(0.001, 86400.0));
   srv->footer("Example:\n  meshflow serve configs/gpt2/tiny.yaml --port 8000 &\n"
               "  curl localhost:8000/v1/completions -H 'Content-Type: application/json' \\\n"
               "       -d '{\"prompt\": \"Once upon a time\", \"max_tokens\": 32, \"stream\": true}'\n"
@@ -314,6 +330,7 @@ CLI::App* add_report_command(CLI::App& app, ReportArgs& ra) {
 int run_report(const ReportArgs& a) {
   const std::string out = a.output.empty() ? mf::report::default_output_dir(a.runs) : a.output;
   const mf::report::ReportFiles files = mf::report::write_report(a.runs, out);
+  for (const std::string& w : files.warnings) std::fprintf(stderr, "meshflow: warning: %s\n", w.c_str());
   std::printf("wrote %s and %zu figures (.svg) beside it\n", files.index_html.c_str(), files.svg_files.size());
   return 0;
 }
@@ -350,6 +367,10 @@ int run_serve(const mf::Config& c, const mf::comm::CommPtr& world, const ServeAr
   o.batch_wait_ms = a.batch_wait_ms;
   o.model_name = a.model_name.empty() ? c.get_string("model.name") : a.model_name;
   o.max_sequence_length = engine->max_sequence_length();
+  o.max_connections = a.max_connections;
+  o.max_connections_per_client = a.max_connections_per_client;
+  o.header_timeout_s = a.header_timeout_s;
+  o.read_timeout_s = a.read_timeout_s;
   mf::serve::Server server(generate, m.tokenizer, o, several ? run_world : nullptr, stdout);
   const int port = server.bind();
   const std::string ranks = several ? mf::detail::cat(" over ", run_world->size(), " ranks") : std::string();
@@ -399,6 +420,9 @@ int main(int argc, char** argv) {
   auto* eval = app.add_subcommand("eval", "Evaluate the latest checkpoint of a run on its validation split");
   eval->add_option("config", config, "the run's YAML config (or <output_dir>/config.yaml)")->required();
   eval->add_option("overrides", overrides, "key=value overrides");
+  std::string eval_output;
+  eval->add_option("--output", eval_output, "the JSON file of the result in full precision (val_loss, val_ppl, step, "
+                   "tokens; default: <train.output_dir>/eval_results.json)");
 
   PreprocessArgs pa;
   auto* pre = add_preprocess_command(app, pa);
@@ -408,7 +432,8 @@ int main(int argc, char** argv) {
   auto* gen = app.add_subcommand("generate", "Generate text from a trained or pretrained causal language model");
   gen->add_option("config", config, "the run's YAML config (its latest checkpoint) or one with model.pretrained=...")->required();
   gen->add_option("overrides", overrides, "key=value overrides, e.g. model.pretrained=hf/gpt2 train.dist.tensor_parallel_size=2");
-  gen->add_option("--prompt", ga.prompts, "prompt text (repeat for a batch)");
+  // One text per --prompt: a key=value after it is a setting (it once became a second prompt).
+  gen->add_option("--prompt", ga.prompts, "prompt text (repeat the flag for a batch)")->allow_extra_args(false);
   gen->add_option("--prompt-file", ga.prompt_file, "a file of prompts, one per line, generated as one batch");
   gen->add_option("--max-new-tokens", ga.max_new_tokens, "tokens to generate per prompt")->check(CLI::Range(1, 1 << 30));
   gen->add_flag("--do-sample", ga.sampling.do_sample, "sample (default: greedy)");
@@ -513,7 +538,7 @@ int main(int argc, char** argv) {
       const mf::Config c = mf::Config::load(config, overrides);
       // The check on the layout eval runs with (one process), not the one that trained the run.
       mf::plan::check_model_state_fits(mf::train::one_process_config(c), nullptr, mf::plan::ModelUse::kInference);
-      mf::train::run_evaluation(c);
+      mf::train::run_evaluation(c, stdout, eval_output);
     } else if (*serve) {
       return run_serve(mf::Config::load(config, overrides), world, sa);
     } else if (*pre) {

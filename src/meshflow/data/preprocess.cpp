@@ -4,6 +4,7 @@
 #include "meshflow/data/sentence_split.h"
 #include "meshflow/data/shuffle.h"
 
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -17,6 +18,17 @@ bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
+const char* file_kind(std::filesystem::file_type t) {
+  switch (t) {
+    case std::filesystem::file_type::directory: return "a folder";
+    case std::filesystem::file_type::character: return "a character device";
+    case std::filesystem::file_type::block: return "a block device";
+    case std::filesystem::file_type::fifo: return "a pipe";
+    case std::filesystem::file_type::socket: return "a socket";
+    default: return "not a plain file";
+  }
+}
+
 using Document = std::vector<std::vector<int32_t>>;  // its sequences
 
 class DocumentSink {
@@ -24,8 +36,9 @@ class DocumentSink {
   DocumentSink(IndexedDatasetBuilder& builder, const Tokenizer& tok, bool eod, bool sentences, PreprocessResult& r,
                std::vector<Document>* held)
       : builder_(builder), tok_(tok), eod_(eod), sentences_(sentences), r_(r), held_(held) {}
+  // Megatron keeps every document that tokenizes to at least one id (white space alone included);
+  // one that tokenizes to none is counted in dropped_empty.
   void add(std::string_view text) {
-    if (is_blank(text)) return;
     Document doc;
     if (sentences_) {
       // Megatron: each sentence tokenized alone, empty ones dropped, eod on the last one.
@@ -33,12 +46,18 @@ class DocumentSink {
         std::vector<int32_t> ids = tok_.encode(s);
         if (!ids.empty()) doc.push_back(std::move(ids));
       }
-      if (doc.empty()) return;
+      if (doc.empty()) {
+        ++r_.dropped_empty;
+        return;
+      }
       if (eod_) doc.back().push_back(tok_.eod_id());
     } else {
       std::vector<int32_t> ids = tok_.encode(text);
+      if (ids.empty()) {  // no end-of-document token alone either (Megatron's rule)
+        ++r_.dropped_empty;
+        return;
+      }
       if (eod_) ids.push_back(tok_.eod_id());
-      if (ids.empty()) return;
       doc.push_back(std::move(ids));
     }
     ++r_.documents;
@@ -56,6 +75,16 @@ class DocumentSink {
   PreprocessResult& r_;
   std::vector<Document>* held_;  // shuffling: documents wait here, in input order
 };
+
+// An input is read whole (text) or to its end (jsonl): a device, a pipe or a socket (/dev/zero,
+// /dev/stdin) could give bytes without end.
+void check_regular_input(const std::string& path) {
+  std::error_code ec;
+  const std::filesystem::file_status st = std::filesystem::status(path, ec);
+  if (!std::filesystem::exists(st)) return;  // the reader names a missing file
+  MF_CHECK(std::filesystem::is_regular_file(st), "preprocess: ", path, " is not a regular file (",
+           file_kind(st.type()), "); give a file of text or jsonl");
+}
 
 void read_jsonl(const std::string& path, const std::string& key, DocumentSink& sink) {
   const std::string where = "preprocess: " + path;
@@ -81,14 +110,14 @@ std::vector<std::string> split_text_documents(const std::string& text, TextSplit
     if (!body.empty() && body.back() == '\r') body.remove_suffix(1);
     bool boundary = mode == TextSplit::kSeparatorLine ? body == separator : is_blank(body);
     if (boundary) {
-      if (!cur.empty()) docs.push_back(std::move(cur));
+      if (!is_blank(cur)) docs.push_back(std::move(cur));
       cur.clear();
     } else {
       cur.append(line);
     }
     i = end;
   }
-  if (!cur.empty()) docs.push_back(std::move(cur));
+  if (!is_blank(cur)) docs.push_back(std::move(cur));
   return docs;
 }
 
@@ -98,6 +127,7 @@ PreprocessResult preprocess(const std::vector<std::string>& inputs, const std::s
   MF_CHECK(!options.json_key.empty(), "preprocess: empty json_key");
   MF_CHECK(options.text_split != TextSplit::kSeparatorLine || !options.separator.empty(),
            "preprocess: empty separator line");
+  for (const std::string& path : inputs) check_regular_input(path);
   PreprocessResult result;
   result.prefix = output_prefix + "_" + options.json_key + (options.split_sentences ? "_sentence" : "_document");
   IndexDType dtype = options.dtype.value_or(optimal_index_dtype(tokenizer.vocab_size()));
@@ -123,7 +153,7 @@ PreprocessResult preprocess(const std::vector<std::string>& inputs, const std::s
   if (result.documents == 0) {  // the builder's temporary files go with it: nothing is written
     std::string names;
     for (const std::string& path : inputs) names += (names.empty() ? "" : ", ") + path;
-    MF_THROW("preprocess: ", names, " hold", inputs.size() == 1 ? "s" : "", " no documents (no text that is not blank, ",
+    MF_THROW("preprocess: ", names, " hold", inputs.size() == 1 ? "s" : "", " no documents (no text that tokenizes to at least one id, ",
              "under the json key \"", options.json_key, "\" for jsonl); nothing written");
   }
   builder.finalize();

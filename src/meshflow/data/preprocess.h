@@ -1,7 +1,9 @@
 // Corpus preprocessing (Megatron's tools/preprocess_data.py): read documents from jsonl or
 // plain-text files, tokenize them, optionally append the end-of-document token, and write the
 // indexed dataset `<output_prefix>_<json_key>_document.{bin,idx}` (Megatron's naming; the key
-// is "text" by default, for text files too). Documents that tokenize to nothing are skipped.
+// is "text" by default, for text files too). As Megatron, every document that tokenizes to at
+// least one id is kept (one of white space only too); those that tokenize to nothing are skipped
+// and counted. Inputs must be regular files (not a device or a pipe, which may never end).
 // On any error nothing is written (the outputs are committed atomically at the end).
 // With split_sentences (Megatron's --split-sentences) each document is split into sentences
 // (split_sentences(), sentence_split.h), each tokenized into a sequence of its own, and the
@@ -51,10 +53,11 @@ struct PreprocessResult {
   int64_t sequences = 0;  // = documents, or the sentences with split_sentences
   int64_t tokens = 0;   // eod tokens included
   int64_t bytes_in = 0; // document text bytes tokenized
+  int64_t dropped_empty = 0;  // documents (or, with split_sentences, documents of sentences) that tokenize to no ids
 };
 
 // Reads `inputs` in order. Throws mf::Error naming the file (and line, for jsonl) for a missing
-// file, an invalid JSON line, a line that is not an object, a missing or non-string key.
+// file, one that is not a regular file, an invalid JSON line, a line that is not an object, a missing or non-string key.
 PreprocessResult preprocess(const std::vector<std::string>& inputs, const std::string& output_prefix,
                             const Tokenizer& tokenizer, const PreprocessOptions& options = {});
 

@@ -66,9 +66,10 @@ void run_generation(const Config& c, const GenerateArgs& a, std::FILE* out, cons
   for (size_t i = 0; i < res.size(); ++i) {
     produced += static_cast<int64_t>(res[i].tokens.size());
     if (!stream) {
-      std::vector<int32_t> ids(res[i].tokens.begin(), res[i].tokens.end());
-      if (!a.ignore_eos && !ids.empty() && ids.back() == tok.eod_id()) ids.pop_back();
-      std::fprintf(out, "=== %zu (%s)\n%s%s\n", i, res[i].finish_reason.c_str(), prompts[i].c_str(), tok.decode(ids).c_str());
+      std::span<const int64_t> ids(res[i].tokens);
+      if (!a.ignore_eos && !ids.empty() && ids.back() == tok.eod_id()) ids = ids.first(ids.size() - 1);
+      std::fprintf(out, "=== %zu (%s)\n%s%s\n", i, res[i].finish_reason.c_str(), prompts[i].c_str(),
+                   decode_known(tok, ids).c_str());
     }
     if (a.print_ids) {
       std::fprintf(out, "ids %zu:", i);

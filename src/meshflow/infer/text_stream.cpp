@@ -19,6 +19,16 @@ size_t complete_utf8_prefix(const std::string& s) {
   return n;  // only continuation bytes at the end: nothing will complete them
 }
 
+bool in_vocabulary(const Tokenizer& tok, int64_t id) { return id >= 0 && id < tok.vocab_size(); }
+
+std::string decode_known(const Tokenizer& tok, std::span<const int64_t> ids) {
+  std::vector<int32_t> known;
+  known.reserve(ids.size());
+  for (int64_t id : ids)
+    if (in_vocabulary(tok, id)) known.push_back(static_cast<int32_t>(id));
+  return tok.decode(known);
+}
+
 TextStream::TextStream(const Tokenizer& tok, std::vector<std::string> stop_strings, std::vector<int64_t> stop_tokens)
     : tok_(tok), stops_(std::move(stop_strings)), stop_tokens_(std::move(stop_tokens)) {
   for (const std::string& s : stops_) MF_CHECK(!s.empty(), "TextStream: an empty stop string");
@@ -31,8 +41,9 @@ std::string TextStream::push(int64_t token) {
     stopped_ = true;
     return finish();
   }
-  MF_CHECK(token >= 0 && token < tok_.vocab_size(), "TextStream: token ", token, " is outside the vocabulary [0, ",
-           tok_.vocab_size(), ")");
+  // An id the tokenizer lacks (a model's vocabulary padded past its tokenizer's, as Qwen2's 151936
+  // rows for 151665 tokens) has no text: it renders as nothing, as Hugging Face's decode skips it.
+  if (!in_vocabulary(tok_, token)) return advance(false);
   ids_.push_back(static_cast<int32_t>(token));
   // Decode the tokens not yet read with the last read ones before them as context (a
   // SentencePiece piece's leading space depends on what precedes it); their text is final once

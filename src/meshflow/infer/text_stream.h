@@ -5,9 +5,11 @@
 // given out only once it is complete UTF-8 (byte-level BPE can split a character over tokens).
 // Stop strings: the text is cut before the first stop string and the row ends; a tail of the
 // text that could begin a stop string is held back until the next tokens decide. A stop token
-// (the end-of-document token) ends the row too, without adding its text.
+// (the end-of-document token) ends the row too, without adding its text. A token the tokenizer
+// lacks (in_vocabulary) adds no text and does not end the row.
 #pragma once
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -18,6 +20,12 @@ namespace mf::infer {
 // Length of the longest prefix of `s` that does not end inside a UTF-8 character still waiting
 // for continuation bytes (invalid bytes count as complete: no later byte will mend them).
 size_t complete_utf8_prefix(const std::string& s);
+
+// Whether `id` is one of the tokenizer's ids. A model's vocabulary can be larger than its
+// tokenizer's (padded for speed); the ids past the tokenizer's have no text.
+bool in_vocabulary(const Tokenizer& tok, int64_t id);
+// The text of `ids`, those the tokenizer lacks left out (Hugging Face's decode skips them too).
+std::string decode_known(const Tokenizer& tok, std::span<const int64_t> ids);
 
 class TextStream {
  public:

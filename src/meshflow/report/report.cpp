@@ -42,6 +42,7 @@ ReportFiles write_report(const std::vector<std::string>& run_dirs, const std::st
   fs::create_directories(output_dir, ec);
   MF_CHECK(!ec, output_dir, ": cannot create the folder: ", ec.message());
   ReportFiles out;
+  for (const RunFiles& r : runs) out.warnings.insert(out.warnings.end(), r.metrics.warnings.begin(), r.metrics.warnings.end());
   for (const Figure& f : all) {
     const std::string path = (fs::path(output_dir) / (f.id + ".svg")).string();
     write_file_atomic(path, f.svg);

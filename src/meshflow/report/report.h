@@ -9,6 +9,7 @@ namespace mf::report {
 struct ReportFiles {
   std::string index_html;              // the page's path
   std::vector<std::string> svg_files;  // the figures' paths
+  std::vector<std::string> warnings;   // what the run folders' files lacked (load_metrics)
 };
 
 // The default output folder: RUN_DIR/report for one run. Several runs need an explicit one

@@ -139,10 +139,18 @@ Metrics load_metrics(const std::string& path) {
   for (int64_t line = 1; std::getline(in, text); ++line) {
     if (text.find_first_not_of(" \t\r") == std::string::npos) continue;
     const std::string where = detail::cat(path, ":", line);
+    const bool unterminated = in.eof();  // the file's last line, without its newline
     nlohmann::json j;
     try {
       j = nlohmann::json::parse(text);
     } catch (const nlohmann::json::exception& e) {  // parse_error, or out_of_range (a number like 1e400)
+      // What a run stopped in the middle of a write leaves (a full disk, a killed process): the
+      // lines before it stand. A damaged line with its newline is an error wherever it is.
+      if (unterminated) {
+        m.warnings.push_back(detail::cat(where, ": the last line is cut (", json_message(e), ", no newline at its end); ",
+                                         "left out: the run stopped while writing it"));
+        break;
+      }
       MF_THROW(where, ": not JSON: ", json_message(e));
     }
     MF_CHECK(j.is_object(), where, ": a ", j.type_name(), ", not a JSON object");

@@ -41,11 +41,13 @@ struct EvalPoint {
 struct Metrics {
   std::vector<TrainPoint> train;
   std::vector<EvalPoint> eval;
+  std::vector<std::string> warnings;  // "<path>:<line>: ..." for each line left out
 };
 
 // Reads metrics.jsonl; throws mf::Error naming the file and line of a line that is not a JSON
 // object, lacks "step", or holds a non-number where a number belongs. Blank lines and lines of
-// other kinds (neither "loss" nor a val_* key) are skipped.
+// other kinds (neither "loss" nor a val_* key) are skipped. A last line cut short (no newline at
+// its end and not JSON: a run stopped while writing it, a full disk) is left out with a warning.
 Metrics load_metrics(const std::string& path);
 
 // The run's layout from config.yaml (missing keys keep these defaults).

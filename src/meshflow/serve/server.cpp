@@ -41,7 +41,8 @@ struct Server::Impl {
   std::shared_ptr<const Tokenizer> tok;
   std::FILE* log;
   int64_t started = unix_seconds();
-  httplib::Server http;
+  std::unique_ptr<GuardedHttpServer> http_server;  // made once the options are known
+  httplib::Server& http() { return *http_server; }
   std::unique_ptr<Batcher> batcher;
 
   std::mutex mu;
@@ -221,10 +222,10 @@ bool Server::Impl::stream_step(Stream& s, httplib::DataSink& sink) {
 }
 
 void Server::Impl::routes() {
-  http.Get("/health", [](const httplib::Request&, httplib::Response& res) {
+  http().Get("/health", [](const httplib::Request&, httplib::Response& res) {
     res.set_content(R"({"status":"ok"})", "application/json");
   });
-  http.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
+  http().Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
     const nlohmann::json j{{"object", "list"},
                            {"data", nlohmann::json::array({{{"id", o.model_name},
                                                             {"object", "model"},
@@ -233,18 +234,25 @@ void Server::Impl::routes() {
                                                             {"max_model_len", o.max_sequence_length}}})}};
     res.set_content(j.dump(), "application/json");
   });
-  http.Post("/v1/completions",
+  http().Post("/v1/completions",
             [this](const httplib::Request& req, httplib::Response& res) { completions(req, res); });
   // Errors httplib answers itself (no route, a body over the limit) get OpenAI's shape too.
-  http.set_error_handler(httplib::Server::HandlerWithResponse([](const httplib::Request& req, httplib::Response& res) {
+  http().set_error_handler(httplib::Server::HandlerWithResponse([this](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+    if (request_headers_timed_out()) {  // httplib answers headers it could not read with a 400
+      res.status = 408;
+      res.set_content(error_body(detail::cat("the request's headers did not arrive within ", o.header_timeout_s,
+                                             " s (--header-timeout-s)"), "", error_type(res.status)),
+                      "application/json");
+      return httplib::Server::HandlerResponse::Handled;
+    }
     const std::string what = res.status == 404 ? detail::cat("no route ", req.method, " ", req.path)
                               : res.status == 413 ? std::string("the request body is too large")
                                                   : detail::cat("HTTP ", res.status);
     res.set_content(error_body(what, "", error_type(res.status)), "application/json");
     return httplib::Server::HandlerResponse::Handled;
   }));
-  http.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+  http().set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
     std::string what = "internal error";
     try {
       std::rethrow_exception(ep);
@@ -254,6 +262,17 @@ void Server::Impl::routes() {
     }
     reply_error(res, 500, what);
   });
+}
+
+HttpLimits http_limits(const ServeOptions& o) {
+  HttpLimits l;
+  l.max_connections = o.max_connections > 0 ? o.max_connections : std::max<int64_t>(256, 4 * o.max_batch);
+  l.max_per_client = o.max_connections_per_client > 0 ? o.max_connections_per_client
+                                                      : std::max<int64_t>(1, l.max_connections / 4);
+  l.header_timeout_s = o.header_timeout_s;
+  l.read_timeout_s = o.read_timeout_s;
+  l.keep_alive_s = o.keep_alive_s;
+  return l;
 }
 
 Server::Server(GenerateFn generate, std::shared_ptr<const Tokenizer> tok, ServeOptions options, comm::CommPtr world,
@@ -267,10 +286,10 @@ Server::Server(GenerateFn generate, std::shared_ptr<const Tokenizer> tok, ServeO
   MF_CHECK(m.o.max_batch >= 1, "serve: --max-batch must be >= 1, got ", m.o.max_batch);
   // A client that closes its connection must not kill the server (httplib writes with send()).
   std::signal(SIGPIPE, SIG_IGN);
-  const int threads = m.o.http_threads > 0 ? m.o.http_threads : static_cast<int>(2 * m.o.max_batch + 4);
-  m.http.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
-  m.http.set_payload_max_length(m.o.max_body_bytes);
-  m.http.set_keep_alive_timeout(2);
+  const HttpLimits limits = http_limits(m.o);
+  m.http_server = std::make_unique<GuardedHttpServer>(
+      limits, [&m](int status, const std::string& message) { m.log_refused(status, message); });
+  m.http().set_payload_max_length(m.o.max_body_bytes);
   m.routes();
   m.batcher = std::make_unique<Batcher>(std::move(generate), std::move(tok),
                                         BatcherOptions{m.o.max_batch, m.o.batch_wait_ms}, std::move(world),
@@ -288,11 +307,11 @@ int Server::bind() {
   // SO_REUSEADDR only (a restart binds at once over the last server's TIME_WAIT sockets), not the
   // library's default SO_REUSEPORT: that let a second server bind the same port and take half of
   // its requests.
-  m.http.set_socket_options([](int sock) {
+  m.http().set_socket_options([](int sock) {
     const int yes = 1;
     ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
   });
-  const int port = m.o.port == 0 ? m.http.bind_to_any_port(m.o.host) : (m.http.bind_to_port(m.o.host, m.o.port) ? m.o.port : -1);
+  const int port = m.o.port == 0 ? m.http().bind_to_any_port(m.o.host) : (m.http().bind_to_port(m.o.host, m.o.port) ? m.o.port : -1);
   MF_CHECK(port > 0, "serve: cannot listen on ", m.o.host, ":", m.o.port, " (", std::strerror(errno),
            "; another server on that port?)");
   m.bound = true;
@@ -305,7 +324,7 @@ void Server::run() {
   if (!m.bound) bind();
   std::atomic<bool> listening_ended{false};
   std::thread http([&] {
-    m.http.listen_after_bind();
+    m.http().listen_after_bind();
     listening_ended = true;
     m.request_stop();
   });
@@ -324,8 +343,8 @@ void Server::run() {
     std::unique_lock lk(m.mu);
     m.cv.wait_for(lk, std::chrono::seconds(30), [&] { return m.active == 0; });
   }
-  while (!m.http.is_running() && !listening_ended) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  m.http.stop();
+  while (!m.http().is_running() && !listening_ended) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  m.http().stop();
   http.join();
   if (m.log) {
     const ServerStats s = stats();

@@ -6,7 +6,9 @@
 //   POST /v1/completions  openai.h; "stream": true answers with server-sent events
 //
 // Concurrent requests run as the rows of one batch (batcher.h). On several ranks this object lives
-// on rank 0; the other ranks run follow() (batch_wire.h). One log line per request.
+// on rank 0; the other ranks run follow() (batch_wire.h). One log line per request. Slow or idle
+// clients cannot starve the others (http_guard.h: a deadline on a request's headers, a thread per
+// connection up to a limit, a limit per client).
 #pragma once
 #include <cstdint>
 #include <cstdio>
@@ -17,6 +19,7 @@
 #include "meshflow/data/tokenizer.h"
 #include "meshflow/serve/batch_wire.h"
 #include "meshflow/serve/batcher.h"
+#include "meshflow/serve/http_guard.h"
 
 namespace mf::serve {
 
@@ -27,9 +30,19 @@ struct ServeOptions {
   double batch_wait_ms = 5.0;       // how long a batch waits for more requests after its first
   std::string model_name = "meshflow";
   int64_t max_sequence_length = 0;  // prompt + max_tokens must fit (the engine's)
-  int http_threads = 0;             // connections served at once; 0: 2 * max_batch + 4
   size_t max_body_bytes = 16u << 20;
+  // Slow and idle clients (http_guard.h): connections served at once, a thread each (0:
+  // max(256, 4 * max_batch)); of them from one IP address (0: a quarter of those); the time for a
+  // request's line and headers in all; for each read; for an idle keep-alive connection.
+  int64_t max_connections = 0;
+  int64_t max_connections_per_client = 0;
+  double header_timeout_s = 10;
+  double read_timeout_s = 5;
+  double keep_alive_s = 2;
 };
+
+// The HTTP limits `o` asks for, its zeros replaced by their defaults.
+HttpLimits http_limits(const ServeOptions& o);
 
 struct ServerStats {
   int64_t requests = 0;    // answered 200

@@ -16,11 +16,12 @@ void LoggingHook::before_train(Trainer& t) {
   first_iter_ = t.iter();
   start_ = std::chrono::steady_clock::now();
   std::fprintf(out_, "training %s: %.2fM parameters, %lld iterations of %lld tokens (micro batch %lld x %lld accumulation x %lld "
-               "tokens), from iteration %lld; peak %.1f GFLOP/s (measured FMA rate)\n",
+               "tokens), from iteration %lld; MFU over a peak of %.1f GFLOP/s (%s)\n",
                t.model().describe().c_str(), static_cast<double>(t.model().num_logical_parameters()) / 1e6,
                static_cast<long long>(o.train_iter), static_cast<long long>(t.tokens_per_step()),
                static_cast<long long>(o.micro_batch), static_cast<long long>(o.accumulation_steps),
-               static_cast<long long>(o.seq_length), static_cast<long long>(t.iter()), t.peak_flops() / 1e9);
+               static_cast<long long>(o.seq_length), static_cast<long long>(t.iter()), t.peak_flops() / 1e9,
+               t.peak_source().c_str());
   std::fflush(out_);
 }
 
@@ -33,6 +34,10 @@ void LoggingHook::after_step(Trainer& t, const StepStats& s) {
                  "activations and workspace (peak) %.3f GB, of which communication buffers %.3f GB | peak %.3f GB\n",
                  m.parameters / 1e9, m.gradients / 1e9, m.optimizer_state / 1e9, m.activations / 1e9,
                  m.comm_buffers / 1e9, m.peak / 1e9);
+  }
+  if (!s.peak_note.empty()) {
+    if (bar_->enabled()) std::fputc('\n', out_);
+    std::fprintf(out_, "iter %lld: %s\n", static_cast<long long>(s.iter), s.peak_note.c_str());
   }
   loss_sum_ += s.loss;
   time_sum_ += s.step_seconds;
@@ -61,6 +66,7 @@ void LoggingHook::after_step(Trainer& t, const StepStats& s) {
                                 {"grad_norm", s.grad_norm},
                                 {"tokens_per_sec", tps},
                                 {"mfu", mfu},
+                                {"peak_flops", t.peak_flops()},
                                 {"peak_bytes", s.peak_bytes},
                                 {"step_time", time_sum_ / static_cast<double>(steps_)}};
   fields["mem_parameters"] = s.memory.parameters;

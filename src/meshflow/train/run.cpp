@@ -7,6 +7,9 @@
 #include <tuple>
 #include <unordered_map>
 
+#include <nlohmann/json.hpp>
+
+#include "meshflow/core/atomic_file.h"
 #include "meshflow/data/bert_dataset.h"
 #include "meshflow/data/classification_dataset.h"
 #include "meshflow/data/gpt_dataset.h"
@@ -345,7 +348,17 @@ Config one_process_config(const Config& run_config) {
   return c;
 }
 
-EvalStats run_evaluation(const Config& run_config, std::FILE* out) {
+std::string eval_results_json(const EvalStats& e, const std::string& checkpoint, int64_t samples, int64_t tokens) {
+  nlohmann::ordered_json j{{"checkpoint", checkpoint}, {"step", e.iter}, {"val_loss", e.loss}};
+  // JSON has no NaN: a model without a perplexity (BERT) writes null.
+  j["val_ppl"] = std::isnan(e.perplexity) ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(e.perplexity);
+  for (const auto& [name, value] : e.metrics) j["val_" + name] = value;
+  j["samples"] = samples;
+  j["tokens"] = tokens;
+  return j.dump(2) + "\n";  // doubles as the shortest text that reads back to the same value
+}
+
+EvalStats run_evaluation(const Config& run_config, std::FILE* out, const std::string& results_file) {
   // One process, whatever layout trained the run (a tp or pp run's config.yaml once asked for its
   // mesh on a world of 1).
   const Config c = one_process_config(run_config);
@@ -373,6 +386,11 @@ EvalStats run_evaluation(const Config& run_config, std::FILE* out) {
   if (!std::isnan(e.perplexity)) std::fprintf(out, " | val_ppl %.2f", e.perplexity);
   for (const auto& [name, value] : e.metrics) std::fprintf(out, " | val_%s %.4f", name.c_str(), value);
   std::fputc('\n', out);
+  const std::string path =
+      results_file.empty() ? (std::filesystem::path(opts.output_dir) / "eval_results.json").string() : results_file;
+  const int64_t samples = opts.eval_iter * opts.eval_micro_batch;
+  write_file_atomic(path, eval_results_json(e, ckpt->dir, samples, samples * opts.seq_length));
+  std::fprintf(out, "eval results (full precision): %s\n", path.c_str());
   return e;
 }
 

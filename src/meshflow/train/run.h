@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdio>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "meshflow/comm/communicator.h"
@@ -33,8 +34,14 @@ struct RunSummary {
 // on its slice of each global batch (see Trainer::set_data_parallel) and only rank 0 logs and
 // writes. Collective over `world`: every rank calls it with the same config.
 RunSummary run_training(const Config& c, std::FILE* out = stdout, const comm::CommPtr& world = nullptr);
-// Evaluates the latest checkpoint in train.output_dir on the validation split (on one process).
-EvalStats run_evaluation(const Config& c, std::FILE* out = stdout);
+// Evaluates the latest checkpoint in train.output_dir on the validation split (on one process),
+// prints a line to `out` and writes the result in full precision to `results_file` ("":
+// <train.output_dir>/eval_results.json), atomically: eval_results_json's object.
+EvalStats run_evaluation(const Config& c, std::FILE* out = stdout, const std::string& results_file = "");
+// The evaluation as a JSON object: checkpoint (its folder), step (its iteration), val_loss,
+// val_ppl (null for a model without one), val_<metric> for each metric, samples and tokens
+// evaluated (samples x data.seq_length).
+std::string eval_results_json(const EvalStats& e, const std::string& checkpoint, int64_t samples, int64_t tokens);
 // `c` with the layout of one process (tp, pp, virtual stages, stage ids, sequence parallelism and
 // ZeRO off): what run_evaluation evaluates with, whatever layout trained the run, as a checkpoint
 // reads into any.

@@ -122,12 +122,13 @@ MemoryReport Trainer::memory_report(int64_t peak) const {
   return m;
 }
 
-double Trainer::device_peak_flops() const {
+PeakFlops Trainer::device_peak_flops() const {
 #if MESHFLOW_WITH_CUDA
   // The chip's dense peak for the arithmetic the model runs: tensor cores for bf16/f16 models.
-  if (device_.type == DeviceType::kCUDA) return cuda::peak_flops(device_.index, model_->param_dtype());
+  if (device_.type == DeviceType::kCUDA)
+    return {cuda::peak_flops(device_.index, model_->param_dtype()), "the GPU's dense peak from its data sheet"};
 #endif
-  return measured_peak_flops();
+  return cpu_peak_flops();
 }
 
 void Trainer::run_hooks(const std::function<void(HookBase&)>& f) {
@@ -210,7 +211,12 @@ StepStats Trainer::train_step() {
   period_wait_s_ += s.comm_wait_s;
   ++period_steps_;
   s.tokens_per_sec = static_cast<double>(tokens_per_step()) / s.step_seconds;
-  s.mfu = peak_flops_ > 0 ? s.tokens_per_sec * model_->flops_per_token(opts_.seq_length) / peak_flops_ : 0.0;
+  const double achieved_flops = s.tokens_per_sec * model_->flops_per_token(opts_.seq_length);
+  const double ranks = static_cast<double>(dp_size() * tp_size() * pp_size());
+  std::function<double()> remeasure;  // a GPU's peak is its data sheet's: nothing to measure again
+  if (device_.type == DeviceType::kCPU) remeasure = [ranks] { return measure_peak_flops_now() * ranks; };
+  s.peak_note = peak_.observe(achieved_flops, remeasure);
+  s.mfu = peak_.mfu(achieved_flops);
   s.peak_bytes = allocator_for(device_).stats().peak_bytes;
   s.memory = memory_report(s.peak_bytes);
   s.comm_bytes_est = static_cast<int64_t>(sync_->comm_bytes() - comm_bytes0);
@@ -335,7 +341,12 @@ void Trainer::train() {
   if (!opts_.config_yaml.empty() && is_main_rank()) write_file_atomic(cfg.string(), opts_.config_yaml);
   if (!opts_.hf_config_json.empty() && is_main_rank())
     write_file_atomic((fs::path(opts_.output_dir) / "hf_config.json").string(), opts_.hf_config_json);
-  peak_flops_ = device_peak_flops() * static_cast<double>(dp_size() * tp_size() * pp_size());
+  PeakFlops peak = device_peak_flops();
+  if (const int64_t ranks = dp_size() * tp_size() * pp_size(); ranks > 1) {
+    peak.flops *= static_cast<double>(ranks);
+    peak.source += detail::cat("; per rank, x ", ranks, " ranks");
+  }
+  peak_ = PeakTracker(std::move(peak));
   run_hooks([&](HookBase& h) { h.before_train(*this); });
   while (iter_ < opts_.train_iter) {
     comm::note_step(iter_ + 1);

@@ -14,6 +14,7 @@
 #include "meshflow/random/generator.h"
 #include "meshflow/io/checkpoint.h"
 #include "meshflow/optim/loss_scaler.h"
+#include "meshflow/train/peak_flops.h"
 #include "meshflow/train/pipeline_executor.h"
 #include "meshflow/parallel/grad_sync.h"
 #include "meshflow/parallel/groups.h"
@@ -114,6 +115,8 @@ struct StepStats {
   int64_t iter = 0;  // 1-based: the number of optimizer steps done
   double loss = 0, lr = 0, grad_norm = 0;
   double step_seconds = 0, tokens_per_sec = 0, mfu = 0;
+  // Set when this step beat the peak FLOP/s in use, which was raised: what happened, for the log.
+  std::string peak_note;
   int64_t peak_bytes = 0;
   // Bytes a ring algorithm sends for this rank's collectives and sends of the step (every group:
   // dp, tp, pp): estimated from the tensors' sizes (comm::CommStats), not measured on the wire.
@@ -216,9 +219,12 @@ class Trainer {
   int64_t skipped_iters() const { return skipped_iters_; }
   // Where the model, its gradients and optimizer state, and the batches live.
   Device device() const { return device_; }
-  // Peak FLOP/s of all ranks together (the MFU denominator): the CPU's measured FMA rate, or the
-  // GPU's dense peak from its data sheet (0 for a GPU not in the table: MFU is then reported 0).
-  double peak_flops() const { return peak_flops_; }
+  // Peak FLOP/s of all ranks together (the MFU denominator): the CPU's nominal peak or its
+  // measured FMA rate, the larger (peak_flops.h), or the GPU's dense peak from its data sheet (0
+  // for a GPU not in the table: MFU is then reported 0). Raised when a step does more FLOP/s
+  // (StepStats::peak_note says so), so that MFU stays at most 100%.
+  double peak_flops() const { return peak_.flops(); }
+  const std::string& peak_source() const { return peak_.source(); }  // which peak, for the log
   // Tokens of one optimizer step over all data-parallel ranks (tp ranks share theirs).
   int64_t tokens_per_step() const { return opts_.micro_batch * opts_.accumulation_steps * opts_.seq_length * dp_size(); }
   // Samples of one optimizer step over all data-parallel ranks.
@@ -234,7 +240,7 @@ class Trainer {
   // the checkpoint at `dir` recorded (a resume continues that run's data).
   void check_run_continues(const std::string& dir, const io::TrainingState& st) const;
   void run_hooks(const std::function<void(HookBase&)>& f);
-  double device_peak_flops() const;  // one rank's
+  PeakFlops device_peak_flops() const;  // one rank's
 
   TrainOptions opts_;
   std::shared_ptr<models::Model> model_;
@@ -248,7 +254,7 @@ class Trainer {
   std::vector<std::unique_ptr<HookBase>> hooks_;
   int64_t iter_ = 0;
   int stop_signal_ = 0;
-  double peak_flops_ = 0;
+  PeakTracker peak_;
   Device device_ = cpu_device();
   optim::LossScaler scaler_;
   int64_t skipped_iters_ = 0;
