@@ -151,7 +151,7 @@ small=(configs/gpt2/tiny.yaml tokenization.tokenizer=byte model.vocab_size=257 "
        model.num_layers=1 model.hidden_size=16 model.num_attention_heads=2 model.max_seq_length=16 data.seq_length=16
        train.train_micro_batch_size=2 train.log_period=1 train.evaluation.enabled=false train.checkpointer.period=0
        train.train_iter=100000)
-stop_end=60  # the resumed and the uninterrupted runs end here
+stop_end=400  # the resumed and the uninterrupted runs end here: a busy machine may run 80+ tiny steps before the signal lands
 $launcher -np 2 "$bin" train "${small[@]}" train.exit_iter=$stop_end "train.output_dir=$work/stop_ref" > "$work/stop_ref.log" 2>&1 ||
   { echo "FAIL: the 2-rank reference run exited non-zero"; tail -5 "$work/stop_ref.log"; fail=1; }
 for how in mpirun_usr1 launch_term; do
