@@ -181,6 +181,11 @@ TEST(HfBpeTokenizer, Llama2MatchesTransformersJsAndSentencePiece) {
   EXPECT_EQ(round_trips, compared_with_spm);
 }
 
+// The White_Space fixture's Llama 2 ids (llama-tokenizer-js) through tokenizer.json as well.
+TEST(HfBpeTokenizer, Llama2JsonWhiteSpaceCodePointsMatchTheReference) {
+  mft::expect_whitespace_ids("llama2", [](const std::string& t) { return llama2_json().encode(t); });
+}
+
 TEST(HfBpeTokenizer, Llama2ByteFallbackSpacesAndTokens) {
   const auto& tok = llama2_json();
   using V = std::vector<int32_t>;
