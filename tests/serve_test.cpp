@@ -833,7 +833,30 @@ TEST(ServeServer, HeadersThatTakeTooLongAreAnswered408) {
   }
   rs.stop();
   EXPECT_EQ(rs.server->stats().refused, 3);
-  EXPECT_NE(rs.log_text().find("took over 1.5 s (--header-timeout-s)"), std::string::npos) << rs.log_text();
+  EXPECT_NE(rs.log_text().find("did not arrive within 1.5 s (--header-timeout-s) from 127.0.0.1"), std::string::npos)
+      << rs.log_text();
+}
+
+// A read that times out inside the headers (--read-timeout-s) ends the request with a 408 and closes
+// the connection: it once answered 400 and kept the connection, and each header line the client
+// sent next was taken for a request line (five 400s, one per keep-alive request).
+TEST(ServeServer, AReadTimeoutInTheHeadersAnswers408AndCloses) {
+  FakeEngine engine;
+  serve::ServeOptions o = options(4, 1);
+  o.header_timeout_s = 30;
+  o.read_timeout_s = 0.4;
+  RunningServer rs(engine, o);
+  SlowClients slow(rs.port, 2, 1.0, 6.0);
+  slow.join();
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(slow.reply(i).rfind("HTTP/1.1 408", 0), 0u) << slow.reply(i);
+    EXPECT_EQ(slow.reply(i).find("HTTP/1.1", 1), std::string::npos) << "one answer only:\n" << slow.reply(i);
+    EXPECT_NE(slow.reply(i).find("no bytes for 0.4 s (--read-timeout-s)"), std::string::npos) << slow.reply(i);
+    EXPECT_GE(slow.closed_after_s(i), 0.3);
+    EXPECT_LE(slow.closed_after_s(i), 4.0);
+  }
+  rs.stop();
+  EXPECT_EQ(rs.server->stats().refused, 2);
 }
 
 // One client holds at most --max-connections-per-client connections: the next is answered 429 at

@@ -19,7 +19,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-thread_local bool t_headers_timed_out = false;
+thread_local std::string t_headers_timeout;  // why the last request's headers were cut; empty: they were not
 
 int to_ms(double seconds) { return static_cast<int>(std::clamp(seconds * 1e3, 0.0, 2e9)); }
 
@@ -58,6 +58,8 @@ class DeadlineStream final : public httplib::Stream {
       : sock_(sock),
         read_ms_(to_ms(l.read_timeout_s)),
         write_ms_(to_ms(l.write_timeout_s)),
+        read_s_(l.read_timeout_s),
+        header_s_(l.header_timeout_s),
         header_deadline_(Clock::now() + std::chrono::milliseconds(to_ms(l.header_timeout_s))) {}
 
   bool is_readable() const override { return wait_for(sock_, POLLIN, read_ms_) > 0; }
@@ -98,24 +100,34 @@ class DeadlineStream final : public httplib::Stream {
   void get_local_ip_and_port(std::string& ip, int& port) const override { address_of(sock_, false, ip, port); }
   socket_t socket() const override { return sock_; }
 
-  bool headers_timed_out() const { return timed_out_; }
+  const std::string& headers_timeout() const { return timeout_; }  // empty: the headers were not cut
   bool wrote() const { return wrote_; }  // whether a response (or part) went out
 
  private:
-  // Waits for bytes: a read's timeout, and until the headers are in, their deadline.
+  // Waits for bytes: a read's timeout, and until the headers are in, their deadline. A wait that
+  // ends on neither (the deadline rounded to whole ms) waits again; one that ends on either while
+  // the headers are not in ends the request with the reason.
   bool readable() {
-    int timeout_ms = read_ms_;
-    if (!headers_done_) {
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(header_deadline_ - Clock::now()).count();
-      if (left <= 0) return expire();
-      timeout_ms = static_cast<int>(std::min<int64_t>(timeout_ms, left));
+    for (;;) {
+      int timeout_ms = read_ms_;
+      bool deadline_first = false;
+      if (!headers_done_) {
+        const auto left_us =
+            std::chrono::duration_cast<std::chrono::microseconds>(header_deadline_ - Clock::now()).count();
+        if (left_us <= 0) return expire(detail::cat("the request's headers did not arrive within ", header_s_, " s (--header-timeout-s)"));
+        const int64_t left_ms = (left_us + 999) / 1000;  // rounded up: the wait ends at or past the deadline
+        if (left_ms < timeout_ms) timeout_ms = static_cast<int>(left_ms), deadline_first = true;
+      }
+      const int r = wait_for(sock_, POLLIN, timeout_ms);
+      if (r != 0) return r > 0;
+      if (deadline_first) continue;  // the deadline's turn: checked above
+      if (!headers_done_) return expire(detail::cat("the request's headers stopped: no bytes for ", read_s_, " s (--read-timeout-s)"));
+      return false;
     }
-    const int r = wait_for(sock_, POLLIN, timeout_ms);
-    if (r == 0 && !headers_done_ && Clock::now() >= header_deadline_) return expire();
-    return r > 0;
   }
-  bool expire() {
-    timed_out_ = t_headers_timed_out = true;
+  bool expire(std::string why) {
+    t_headers_timeout = why;
+    timeout_ = std::move(why);
     return false;
   }
   ssize_t receive(char* into, size_t size) {
@@ -140,12 +152,13 @@ class DeadlineStream final : public httplib::Stream {
 
   int sock_;
   int read_ms_, write_ms_;
+  double read_s_, header_s_;
   Clock::time_point header_deadline_;
   char buf_[4096];
   size_t pos_ = 0, len_ = 0;
   uint32_t window_ = 0;
   bool headers_done_ = false;
-  bool timed_out_ = false;
+  std::string timeout_;
   bool wrote_ = false;
 };
 
@@ -180,7 +193,7 @@ void check_http_limits(const HttpLimits& l) {
     MF_CHECK(std::isfinite(v) && v > 0 && v <= 86400, "serve: ", flag, " must be in (0, 86400] seconds, got ", v);
 }
 
-bool request_headers_timed_out() { return t_headers_timed_out; }
+const std::string& request_headers_timeout() { return t_headers_timeout; }
 
 ConnectionThreads::ConnectionThreads(size_t max_threads) : max_threads_(std::max<size_t>(1, max_threads)) {}
 
@@ -264,12 +277,11 @@ bool GuardedHttpServer::process_and_close_socket(socket_t sock) {
   } else {
     for (size_t left = std::max<size_t>(1, keep_alive_max_count_); left > 0 && wait_for_request(sock); --left) {
       DeadlineStream strm(sock, limits_);
-      t_headers_timed_out = false;
+      t_headers_timeout.clear();
       bool closed = false;
       ret = process_request(strm, left == 1, closed, nullptr);
-      if (strm.headers_timed_out()) {
-        const std::string message = detail::cat("the request line and headers from ", ip, " took over ",
-                                                limits_.header_timeout_s, " s (--header-timeout-s); connection closed");
+      if (!strm.headers_timeout().empty()) {
+        const std::string message = detail::cat(strm.headers_timeout(), " from ", ip, "; connection closed");
         // Headers cut short got httplib's answer (made a 408 by the server's error handler); a
         // request line cut short got none.
         if (strm.wrote()) close_gently(sock);

@@ -6,7 +6,8 @@
 //   that slow connections do not hold back others while threads remain;
 // - gives a request's line and headers header_timeout_s in all (a per-read timeout does not stop
 //   a client that dribbles them): past it the request is answered 408 and the connection closed;
-//   each read has read_timeout_s, an idle keep-alive connection keep_alive_s;
+//   each read has read_timeout_s (in the headers, past it: 408 and closed too), an idle
+//   keep-alive connection keep_alive_s;
 // - lets one client (IP address) hold at most max_per_client connections: more are answered 429
 //   and closed at once, so one client cannot take every thread.
 #pragma once
@@ -36,9 +37,11 @@ struct HttpLimits {
 // Checks the limits; throws naming the flag (`--max-connections`, ...) of a bad one.
 void check_http_limits(const HttpLimits& l);
 
-// Whether the last request this thread read ran out of header time (the server's error handler
-// turns httplib's 400 into a 408 with it).
-bool request_headers_timed_out();
+// Why the last request this thread read lost its headers: their deadline (--header-timeout-s) or
+// a read's timeout (--read-timeout-s) before the blank line; empty when neither. The server's
+// error handler turns httplib's 400 into a 408 with it; the connection is then closed (what the
+// client sends next is the rest of those headers, not a request).
+const std::string& request_headers_timeout();
 
 // httplib::TaskQueue that starts a thread for each task while every thread is busy, up to
 // `max_threads`; tasks past that wait for one. Threads end at shutdown().

@@ -239,11 +239,9 @@ void Server::Impl::routes() {
   // Errors httplib answers itself (no route, a body over the limit) get OpenAI's shape too.
   http().set_error_handler(httplib::Server::HandlerWithResponse([this](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
-    if (request_headers_timed_out()) {  // httplib answers headers it could not read with a 400
+    if (!request_headers_timeout().empty()) {  // httplib answers headers it could not read with a 400
       res.status = 408;
-      res.set_content(error_body(detail::cat("the request's headers did not arrive within ", o.header_timeout_s,
-                                             " s (--header-timeout-s)"), "", error_type(res.status)),
-                      "application/json");
+      res.set_content(error_body(request_headers_timeout(), "", error_type(res.status)), "application/json");
       return httplib::Server::HandlerResponse::Handled;
     }
     const std::string what = res.status == 404 ? detail::cat("no route ", req.method, " ", req.path)
