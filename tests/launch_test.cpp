@@ -75,11 +75,11 @@ TEST(LaunchFailure, SlurmTasksAndBareStatuses) {
 TEST(LaunchLayout, FewerRanksKeepTheGlobalBatch) {
   const mf::Config c = tiny();
   const mf::launch::Layout base = mf::launch::run_layout(c, 4);
-  EXPECT_EQ(base.dp, 4);
+  EXPECT_EQ(base.dims.size("dp"), 4);
   EXPECT_EQ(base.accumulation, 1);
   EXPECT_EQ(base.global_batch(), 8);
   const mf::launch::Layout two = mf::launch::moved_layout(c, base, 2);
-  EXPECT_EQ(two.dp, 2);
+  EXPECT_EQ(two.dims.size("dp"), 2);
   EXPECT_EQ(two.accumulation, 2);
   EXPECT_EQ(two.global_batch(), 8);
   EXPECT_EQ(mf::launch::layout_overrides(two),
@@ -93,7 +93,7 @@ TEST(LaunchLayout, FewerRanksKeepTheGlobalBatch) {
 TEST(LaunchLayout, TensorAndPipelineSizesAreKept) {
   const mf::Config c = tiny({"train.dist.tensor_parallel_size=2", "train.global_batch_size=8"});
   const mf::launch::Layout base = mf::launch::run_layout(c, 4);
-  EXPECT_EQ(base.dp, 2);
+  EXPECT_EQ(base.dims.size("dp"), 2);
   EXPECT_EQ(base.accumulation, 2);
   try {
     (void)mf::launch::moved_layout(c, base, 3);
@@ -102,8 +102,8 @@ TEST(LaunchLayout, TensorAndPipelineSizesAreKept) {
     EXPECT_NE(std::string(e.what()).find("tensor_parallel_size 2"), std::string::npos) << e.what();
   }
   const mf::launch::Layout two = mf::launch::moved_layout(c, base, 2);
-  EXPECT_EQ(two.tp, 2);
-  EXPECT_EQ(two.dp, 1);
+  EXPECT_EQ(two.dims.size("tp"), 2);
+  EXPECT_EQ(two.dims.size("dp"), 1);
   EXPECT_EQ(two.accumulation, 4);
 }
 

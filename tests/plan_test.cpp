@@ -89,9 +89,9 @@ TEST(PlanLayouts, InfeasibleOnesAreRejectedWithTheirReason) {
   const Candidates three = enumerate_layouts(c, model_costs(c), 3);
   bool heads = false;
   for (const Rejected& r : three.rejected)
-    heads = heads || (r.layout.tp == 3 && r.reason == "tp 3 does not divide model.num_attention_heads 4");
+    heads = heads || (r.layout.tp() == 3 && r.reason == "tp 3 does not divide model.num_attention_heads 4");
   EXPECT_TRUE(heads);
-  for (const Layout& l : three.feasible) EXPECT_NE(l.tp, 3);
+  for (const Layout& l : three.feasible) EXPECT_NE(l.tp(), 3);
   const mf::Config eight = gpt2_config({"train.global_batch_size=8"});
   const Candidates c8 = enumerate_layouts(eight, model_costs(eight), 8);
   bool stages = false;
@@ -111,7 +111,7 @@ TEST(PlanLayouts, TheUsersLayoutKeysAreKept) {
   const Candidates cand = enumerate_layouts(c, model_costs(c), 8);
   ASSERT_FALSE(cand.feasible.empty());
   for (const Layout& l : cand.feasible) {
-    EXPECT_EQ(l.tp, 2) << l.str();
+    EXPECT_EQ(l.tp(), 2) << l.str();
     EXPECT_EQ(l.zero_stage, 2) << l.str();
   }
 }
@@ -170,11 +170,11 @@ TEST(PlanTime, ThePipelineBubbleIsTheSchedules) {
   const ModelCosts m = model_costs(c);
   const HardwareProfile h = hardware_profile("a100-80gb", 4);
   Layout l;
-  l.pp = 4;
+  l.dims.set("pp", 4);
   l.micro_batch = 1;
   l.accumulation = 8;
   auto time = [&](const Layout& x) {
-    const auto ranges = mf::train::pipeline_layers(with_layout(c, m, x), x.pp * x.virtual_stages);
+    const auto ranges = mf::train::pipeline_layers(with_layout(c, m, x), x.pp() * x.virtual_stages);
     return estimate_step_time(m, x, h, ranges);
   };
   auto share = [&](const Layout& x) {
@@ -210,7 +210,7 @@ TEST(PlanTime, OversubscribedRanksLendTheirCoresWhileTheyWait) {
   const ModelCosts m = model_costs(c);
   HardwareProfile h = hardware_profile("a100-80gb", 4);
   Layout l;
-  l.pp = 4;
+  l.dims.set("pp", 4);
   l.micro_batch = 1;
   l.accumulation = 1;
   const auto ranges = mf::train::pipeline_layers(with_layout(c, m, l), 4);
@@ -274,7 +274,7 @@ TEST(PlanTime, CollectivesAndCopiesAreCountedAsTheRuntimeRunsThem) {
   const double tensors = static_cast<double>(mf::models::model_spec("gpt2").parameter_shapes(c).size());
   const double units = 4 + 2;  // the embedding, each layer, the head
   Layout l;
-  l.dp = 2;
+  l.dims.set("dp", 2);
   l.micro_batch = 1;
   l.accumulation = 2;
   auto dp_s = [&](int zero) {
@@ -303,7 +303,7 @@ TEST(PlanTime, CollectivesAndCopiesAreCountedAsTheRuntimeRunsThem) {
   // fully recomputed layer's forward runs its two again.
   for (auto& [op, fit] : h.collectives) fit = {1e-3, 0};
   Layout t;
-  t.tp = 2;
+  t.dims.set("tp", 2);
   t.micro_batch = 1;
   t.accumulation = 2;
   auto tp_s = [&](const Layout& x) { return estimate_step_time(m, x, h, {{0, 4}}).tp_comm_s; };

@@ -265,7 +265,7 @@ TEST(ReportMetrics, LoadsPerRankFigures) {
   EXPECT_DOUBLE_EQ(m.eval[1].values.at("val_loss"), 9.0 - 8 * 0.4);
   const RunFiles run = load_run(kFixture);
   EXPECT_EQ(run.name, "report_run");
-  EXPECT_EQ(run.layout.pp, 2);
+  EXPECT_EQ(run.layout.dims.size("pp"), 2);
   EXPECT_EQ(run.layout.schedule, "1f1b");
   EXPECT_EQ(run.layout.model_name, "gpt2");
   EXPECT_TRUE(run.trace.has_value());

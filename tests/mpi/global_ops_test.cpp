@@ -308,8 +308,8 @@ TEST_F(GlobalOpsTest, EverySignatureOneAxis) {
 
 TEST_F(GlobalOpsTest, EverySignatureTwoByTwoMesh) {
   if (world->size() != 4) GTEST_SKIP() << "a 2x2 mesh needs 4 ranks";
-  DeviceMesh dm({1, 2, 2}, *world);
-  const Mesh mesh = bound(Mesh{dm.stage_placement(0), {&dm.comm(Axis::kData), &dm.comm(Axis::kTensor)}, world->rank()});
+  DeviceMesh dm(mf::global::ParallelDims{{"dp", 2}, {"tp", 2}}, *world);
+  const Mesh mesh = bound(Mesh{dm.stage_placement(0), {&dm.comm("dp"), &dm.comm("tp")}, world->rank()});
   int combos = 0;
   for (const OpCase& op : all_ops()) {
     const int n = check_all(mesh, op);

@@ -174,8 +174,8 @@ TEST_F(GlobalTensorTest, AllReduceBytes) {
 
 TEST_F(GlobalTensorTest, MeshTwoByTwo) {
   if (world->size() != 4) GTEST_SKIP() << "a 2x2 mesh needs 4 ranks";
-  DeviceMesh mesh({1, 2, 2}, *world);
-  std::vector<Communicator*> comms = axis_comms(mesh);
+  DeviceMesh mesh(mf::global::ParallelDims{{"dp", 2}, {"tp", 2}}, *world);
+  std::vector<Communicator*> comms = mesh.comms();
   const Shape shape{9, 6};
   const std::vector<Sbp> all = sbps_for(2);
   int done = 0, unsupported = 0;

@@ -253,8 +253,4 @@ GlobalTensor box_to(const GlobalTensor& x, const NdSbp* target, comm::Communicat
   return box_to(x, target, std::vector<comm::Communicator*>{&comm});
 }
 
-std::vector<comm::Communicator*> axis_comms(const DeviceMesh& mesh) {
-  return {&mesh.comm(Axis::kPipeline), &mesh.comm(Axis::kData), &mesh.comm(Axis::kTensor)};
-}
-
 }  // namespace mf::global

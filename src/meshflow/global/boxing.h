@@ -39,8 +39,6 @@ namespace mf::global {
 GlobalTensor box_to(const GlobalTensor& x, const NdSbp* target, const std::vector<comm::Communicator*>& axis_comms);
 // A 1-D placement: `comm` spans it.
 GlobalTensor box_to(const GlobalTensor& x, const NdSbp* target, comm::Communicator& comm);
-// The per-axis communicators of a DeviceMesh, for tensors placed on mesh.placement() (pp, dp, tp).
-std::vector<comm::Communicator*> axis_comms(const DeviceMesh& mesh);
 
 // One step of an N-d conversion: mesh axis `mesh_axis` goes from `from` to `to`.
 struct BoxStep {

@@ -9,7 +9,7 @@
 
 namespace mf::global {
 
-GlobalContext global_context(const DeviceMesh& mesh, int world_rank) { return {axis_comms(mesh), world_rank}; }
+GlobalContext global_context(const DeviceMesh& mesh, int world_rank) { return {mesh.comms(), world_rank}; }
 
 namespace {
 

@@ -42,7 +42,7 @@ struct GlobalContext {
   std::vector<comm::Communicator*> axis_comms;
   int world_rank = 0;
 };
-// The context of a DeviceMesh's full (pp, dp, tp) placement.
+// The context of a DeviceMesh's full placement (one axis per parallel dimension).
 GlobalContext global_context(const DeviceMesh& mesh, int world_rank);
 
 // The common path of every global op: all inputs on one placement, infer (cached), box, run

@@ -21,9 +21,10 @@ LoadedModel load_for_inference(const Config& run_config, const comm::CommPtr& wo
   MF_CHECK(c.get_int("train.dist.virtual_pipeline_size") <= 1,
            "generate: train.dist.virtual_pipeline_size must be 1 (decoding runs whole pipeline stages)");
   const parallel::ParallelContext ctx = parallel::ParallelContext::from_config(c, world, c.get_float("train.dist.timeout"));
-  MF_CHECK(ctx.groups.dp_size() == 1, "generate: ", world_size, " processes make ", ctx.groups.dp_size(),
-           " data-parallel replicas; decoding splits the model only (set train.dist.tensor_parallel_size x "
-           "pipeline_parallel_size = ", world_size, ")");
+  const global::ParallelDims dims = ctx.groups.dims();
+  MF_CHECK(dims.batch_ranks() == 1, "generate: ", world_size, " processes make data-parallel replicas (", dims.str(),
+           "): decoding splits the model only, not the batch (set the sizes of the dimensions that split the model, "
+           "train.dist.tensor_parallel_size x pipeline_parallel_size, to ", world_size, ")");
   plan::check_model_state_fits(c, world, plan::ModelUse::kInference);
   LoadedModel out;
   out.main_rank = !world || world->rank() == 0;
@@ -48,7 +49,7 @@ LoadedModel load_for_inference(const Config& run_config, const comm::CommPtr& wo
   const std::string loaded = train::load_model_weights(*model, weights);
   if (run_device.device.type != DeviceType::kCPU) model->to_device(run_device.device);
   out.description = model->describe() + "; weights: " + loaded;
-  out.engine = std::make_shared<Engine>(model, ctx.groups.pp, world && world->size() > 1 ? world : nullptr);
+  out.engine = std::make_shared<Engine>(model, ctx.groups.ptr("pp"), world && world->size() > 1 ? world : nullptr);
   return out;
 }
 

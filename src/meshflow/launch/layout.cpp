@@ -4,50 +4,71 @@
 #include <algorithm>
 
 #include "meshflow/core/error.h"
-#include "meshflow/global/device_mesh.h"
+#include "meshflow/global/parallel_dims.h"
 #include "meshflow/train/build.h"
 
 namespace mf::launch {
 
+namespace {
+
+// The dimension a restart on fewer processes shrinks (exactly one is elastic).
+size_t elastic_dim() {
+  const auto& specs = global::dim_specs();
+  for (size_t i = 0; i < specs.size(); ++i)
+    if (specs[i].elastic) return i;
+  MF_THROW("launch: no parallel dimension is elastic");
+}
+
+}  // namespace
+
 Layout run_layout(const Config& c, int nproc) {
   MF_CHECK(nproc >= 1, "launch: the number of processes must be at least 1, got ", nproc);
   const train::TrainOptions o = train::train_options(c, nproc);  // the trainer's own checks
-  const global::MeshSizes mesh = global::resolve_mesh_sizes(global::MeshSizes::from_config(c), nproc);
   Layout l;
   l.nproc = nproc;
-  l.tp = mesh.tensor;
-  l.pp = mesh.pipeline;
-  l.dp = mesh.data;
+  l.dims = global::ParallelDims::from_config(c).resolved(nproc);
   l.micro_batch = o.micro_batch;
   l.accumulation = o.accumulation_steps;
   return l;
 }
 
 std::vector<std::string> layout_overrides(const Layout& l) {
-  return {"train.dist.data_parallel_size=" + std::to_string(l.dp),
+  const size_t e = elastic_dim();
+  return {detail::cat(global::dim_specs()[e].config_key, "=", l.dims.size(e)),
           "train.num_accumulation_steps=" + std::to_string(l.accumulation),
           "train.global_batch_size=" + std::to_string(l.global_batch())};
 }
 
 Layout moved_layout(const Config& c, const Layout& base, int nproc) {
   MF_CHECK(nproc >= 1, "launch: the number of processes must be at least 1, got ", nproc);
-  const int64_t model_ranks = base.tp * base.pp;
-  MF_CHECK(nproc % model_ranks == 0, "launch: ", nproc, " processes cannot hold tensor_parallel_size ", base.tp,
-           " x pipeline_parallel_size ", base.pp, " (kept on a restart): use a multiple of ", model_ranks);
+  const size_t e = elastic_dim();
+  const std::string elastic_key = global::dim_specs()[e].config_key;
+  const std::string elastic = elastic_key.substr(elastic_key.rfind('.') + 1);
+  global::ParallelDims kept = base.dims;
+  kept.set(kept.name(e), 1);
+  const int64_t model_ranks = kept.product();
+  std::string kept_str;  // "tensor_parallel_size 2" (the kept sizes above 1)
+  for (size_t i = 0; i < kept.count(); ++i) {
+    if (i == e || kept.size(i) == 1) continue;
+    const std::string key = global::dim_specs()[i].config_key;
+    kept_str += detail::cat(kept_str.empty() ? "" : " x ", key.substr(key.rfind('.') + 1), " ", kept.size(i));
+  }
+  MF_CHECK(nproc % model_ranks == 0, "launch: ", nproc, " processes cannot hold ", kept_str,
+           " (kept on a restart): use a multiple of ", model_ranks);
   Layout l = base;
   l.nproc = nproc;
-  l.dp = nproc / model_ranks;
-  const int64_t global = base.global_batch(), per_step = base.micro_batch * l.dp;
-  MF_CHECK(global % per_step == 0, "launch: on ", nproc, " processes (data_parallel_size ", l.dp,
+  l.dims.set(l.dims.name(e), nproc / model_ranks);
+  const int64_t global = base.global_batch(), per_step = base.micro_batch * l.dims.batch_ranks();
+  MF_CHECK(global % per_step == 0, "launch: on ", nproc, " processes (", elastic, " ", l.dims.size(e),
            ") the global batch ", global, " is not a multiple of train_micro_batch_size ", base.micro_batch, " x ",
-           l.dp, ", so it cannot be kept by accumulation");
+           l.dims.batch_ranks(), ", so it cannot be kept by accumulation");
   l.accumulation = global / per_step;
   Config moved = c;
   for (const std::string& kv : layout_overrides(l)) moved.apply_override(kv);
   try {
     (void)train::train_options(moved, nproc);  // e.g. interleaved pipelines' micro-batch counts
   } catch (const Error& e) {
-    throw Error(detail::cat("launch: the run on ", nproc, " processes (data_parallel_size ", l.dp,
+    throw Error(detail::cat("launch: the run on ", nproc, " processes (", elastic, " ", l.dims.size(elastic_dim()),
                             ", num_accumulation_steps ", l.accumulation, ") is refused: ", e.what()));
   }
   return l;

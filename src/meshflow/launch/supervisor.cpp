@@ -168,7 +168,10 @@ int run_launch(const LaunchOptions& o) {
     nlohmann::ordered_json rec;
     rec["attempt"] = attempt;
     rec["nproc"] = nproc;
-    rec["data_parallel_size"] = layout.dp;
+    for (size_t i = 0; i < layout.dims.count(); ++i) {  // train.dist.<dimension>_parallel_size
+      const std::string key = global::dim_specs()[i].config_key;
+      rec[key.substr(key.rfind('.') + 1)] = layout.dims.size(i);
+    }
     rec["num_accumulation_steps"] = layout.accumulation;
     rec["global_batch_size"] = layout.global_batch();
     rec["start"] = start;

@@ -9,18 +9,21 @@ ParallelContext ParallelContext::from_config(const Config& c, const comm::CommPt
   world->set_timeout_seconds(timeout);
   ctx.mesh = std::make_shared<global::DeviceMesh>(global::DeviceMesh::from_config(c, *world));
   const global::DeviceMesh& m = *ctx.mesh;
-  // This stage's dp x tp ranks: the world without pipeline parallelism.
-  comm::CommPtr stage_group = world;
-  if (m.axis_size(global::Axis::kPipeline) > 1)
-    stage_group = world->split(static_cast<int>(m.index(global::Axis::kPipeline)), world->rank());
-  ctx.groups = make_groups(m.comm_ptr(global::Axis::kData), m.comm_ptr(global::Axis::kTensor), stage_group,
-                           m.comm_ptr(global::Axis::kPipeline), world, timeout);
+  std::vector<std::pair<std::string, comm::CommPtr>> named;
+  for (size_t d = 0; d < m.dims().count(); ++d) named.emplace_back(m.dims().name(d), m.comm_ptr(m.dims().name(d)));
+  // This stage's ranks (every dimension but pp): the world without pipeline parallelism.
+  std::vector<std::string> stage;
+  for (size_t d = 0; d < m.dims().count(); ++d)
+    if (std::string(m.dims().name(d)) != "pp") stage.emplace_back(m.dims().name(d));
+  named.emplace_back("stage", m.size("pp") > 1 ? m.split_over(*world, stage) : world);
+  named.emplace_back("world", world);
+  ctx.groups = make_groups(named, timeout);
   return ctx;
 }
 
 nn::TensorParallel ParallelContext::tensor_parallel() const {
   nn::TensorParallel tp;
-  tp.comm = groups.tp;
+  tp.comm = groups.ptr("tp");
   tp.sequence_parallel = sequence_parallel;
   return tp;
 }

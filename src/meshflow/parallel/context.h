@@ -1,7 +1,7 @@
 // A rank's place in the parallel layout, built once from the configuration (train.dist.*) and
-// the world communicator, then passed down: the device mesh (pp, dp, tp), the groups the
-// trainer and gradient synchronisation use, and the tensor-parallel group (with sequence
-// parallelism) the model's layers use.
+// the world communicator, then passed down: the device mesh (one axis per named parallel
+// dimension), the groups the trainer and gradient synchronisation use by name, and the
+// tensor-parallel group (with sequence parallelism) the model's layers use.
 #pragma once
 #include <memory>
 
@@ -14,7 +14,7 @@ namespace mf::parallel {
 
 struct ParallelContext {
   std::shared_ptr<global::DeviceMesh> mesh;  // null: one process
-  Groups groups;
+  NamedGroups groups;
   bool sequence_parallel = false;  // train.dist.sequence_parallel
 
   // Collective over `world` (null or one rank: a single process). The train.dist sizes must
@@ -24,8 +24,8 @@ struct ParallelContext {
 
   // The group the model's split layers use (size 1: none).
   nn::TensorParallel tensor_parallel() const;
-  int64_t pipeline_stage() const { return groups.pp_rank(); }
-  int64_t pipeline_size() const { return groups.pp_size(); }
+  int64_t pipeline_stage() const { return groups.rank("pp"); }
+  int64_t pipeline_size() const { return groups.size("pp"); }
 };
 
 }  // namespace mf::parallel

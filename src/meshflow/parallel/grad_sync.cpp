@@ -30,38 +30,39 @@ double sum_of_squares_on_device(const std::vector<Tensor>& grads) {
 }  // namespace
 
 GradSync::GradSync(nn::NamedTensors named, std::vector<bool> split, std::vector<nn::ParamUnit> units,
-                   std::vector<std::string> tied, Groups groups, GradSyncOptions opts)
+                   std::vector<std::string> tied, NamedGroups groups, GradSyncOptions opts)
     : named_(std::move(named)), split_(std::move(split)), units_(std::move(units)), g_(std::move(groups)), opts_(opts) {
   MF_CHECK(split_.size() == named_.size(), "GradSync: ", split_.size(), " split flags for ", named_.size(), " parameters");
   optim::check_clip_norm_type(opts_.norm_type, "optim.clip_grad_norm_type");
   tied_copy_.assign(named_.size(), false);
   set_tied(std::move(tied));
-  MF_CHECK(!g_.tp || (g_.all != nullptr && g_.all->size() == g_.dp_size() * g_.tp_size()), "GradSync: the group of all ",
-           "ranks (", g_.all ? g_.all->size() : 1, ") must be data_parallel_size x tensor_parallel_size = ",
-           g_.dp_size() * g_.tp_size());
+  const global::ParallelDims dims = g_.dims();
+  const int64_t stage_ranks = dims.product() / dims.size("pp");
+  MF_CHECK(!g_.get("tp") || g_.size("stage") == stage_ranks, "GradSync: the stage group's ", g_.size("stage"),
+           " ranks must be every dimension's but pp (", dims.str(), ": ", stage_ranks, ")");
   const std::vector<Tensor> ps = params();
-  if (opts_.zero_stage >= 2 && g_.dp) {
+  if (opts_.zero_stage >= 2 && g_.ptr("dp")) {
     parallel::ZeroShards::Options o;
     o.stage = opts_.zero_stage;
-    o.dp = g_.dp;
-    o.tp = g_.tp;
-    o.grad_scale = 1.0 / static_cast<double>(g_.dp_size());  // the mean over dp (replicated ones: then summed over tp)
+    o.dp = g_.ptr("dp");
+    o.tp = g_.ptr("tp");
+    o.grad_scale = 1.0 / static_cast<double>(g_.size("dp"));  // the mean over dp (replicated ones: then summed over tp)
     std::vector<bool> replicated(ps.size());
-    for (size_t k = 0; k < ps.size(); ++k) replicated[k] = g_.tp && !split_[k];
+    for (size_t k = 0; k < ps.size(); ++k) replicated[k] = g_.ptr("tp") && !split_[k];
     zero_shards_ = std::make_unique<parallel::ZeroShards>(ps, replicated, units_, o);
     return;  // ZeRO 2 and 3 reduce the gradients themselves
   }
-  if (!g_.tp) {
-    if (g_.dp) reducer_ = std::make_unique<parallel::GradReducer>(ps, g_.dp, opts_.bucket_bytes);
+  if (!g_.ptr("tp")) {
+    if (g_.ptr("dp")) reducer_ = std::make_unique<parallel::GradReducer>(ps, g_.ptr("dp"), opts_.bucket_bytes);
     return;
   }
   // Split parameters: exact local gradients, averaged over dp. Replicated ones: partial sums over
   // tp (each tp rank saw loss / tp), so summed over dp x tp and divided by dp.
   std::vector<Tensor> s, r;
   for (size_t k = 0; k < ps.size(); ++k) (split_[k] ? s : r).push_back(ps[k]);
-  const double mean = 1.0 / static_cast<double>(g_.dp_size());
-  if (g_.dp && !s.empty()) reducer_ = std::make_unique<parallel::GradReducer>(s, g_.dp, opts_.bucket_bytes, mean);
-  if (!r.empty()) replicated_reducer_ = std::make_unique<parallel::GradReducer>(r, g_.all, opts_.bucket_bytes, mean);
+  const double mean = 1.0 / static_cast<double>(g_.size("dp"));
+  if (g_.ptr("dp") && !s.empty()) reducer_ = std::make_unique<parallel::GradReducer>(s, g_.ptr("dp"), opts_.bucket_bytes, mean);
+  if (!r.empty()) replicated_reducer_ = std::make_unique<parallel::GradReducer>(r, g_.ptr("stage"), opts_.bucket_bytes, mean);
 }
 
 GradSync::~GradSync() = default;
@@ -75,11 +76,11 @@ std::vector<Tensor> GradSync::params() const {
 nn::ParamUseHooks* GradSync::param_use_hooks() const { return params_sliced() ? zero_shards_.get() : nullptr; }
 
 std::vector<optim::ParamGroup> GradSync::optimizer_groups(std::vector<optim::ParamGroup> groups) {
-  if (opts_.zero_stage < 1 || !g_.dp) return groups;
+  if (opts_.zero_stage < 1 || !g_.ptr("dp")) return groups;
   MF_CHECK(zero_.empty(), "GradSync: optimizer_groups() is called once");
   // The optimizer sees this rank's flat slice of every parameter, under the parameter's name.
   NoGradGuard ng;
-  const int n = g_.dp_size(), r = g_.dp_rank();
+  const int n = g_.size("dp"), r = g_.rank("dp");
   std::unordered_map<const TensorImpl*, size_t> index;
   for (size_t k = 0; k < named_.size(); ++k) index[named_[k].second.impl()] = k;
   for (auto& group : groups)
@@ -123,11 +124,11 @@ double GradSync::finish() {
 }
 
 void GradSync::set_tied(std::vector<std::string> tied) {
-  if (!g_.pp || tied.empty()) return;
+  if (!g_.ptr("pp") || tied.empty()) return;
   std::sort(tied.begin(), tied.end());
   tied.erase(std::unique(tied.begin(), tied.end()), tied.end());
   // Which stages hold each tied parameter: one all-gather of this stage's flags over the stages.
-  const int64_t n = static_cast<int64_t>(tied.size()), stages = g_.pp_size();
+  const int64_t n = static_cast<int64_t>(tied.size()), stages = g_.size("pp");
   std::vector<int64_t> index(tied.size(), -1);
   Tensor holds = zeros({n}, DType::kI64);
   for (size_t j = 0; j < tied.size(); ++j)
@@ -137,7 +138,7 @@ void GradSync::set_tied(std::vector<std::string> tied) {
         holds.data<int64_t>()[j] = 1;
       }
   Tensor all = zeros({stages * n}, DType::kI64);
-  g_.pp->all_gather(holds, all)->wait();
+  g_.get("pp")->all_gather(holds, all)->wait();
   std::vector<std::pair<std::vector<int>, comm::CommPtr>> made;  // one group per set of stages
   for (size_t j = 0; j < tied.size(); ++j) {
     std::vector<int> holders;
@@ -147,13 +148,13 @@ void GradSync::set_tied(std::vector<std::string> tied) {
     auto found = std::find_if(made.begin(), made.end(), [&](const auto& m) { return m.first == holders; });
     if (found == made.end()) {  // every stage makes it, in the same order (sub_group is collective over pp)
       const bool ends = holders == std::vector<int>{0, static_cast<int>(stages - 1)};
-      made.emplace_back(holders, ends ? g_.tied : g_.pp->sub_group(holders));
+      made.emplace_back(holders, ends ? g_.ptr("tied") : g_.get("pp")->sub_group(holders));
       found = made.end() - 1;
     }
     const comm::CommPtr group = found->second;
     if (index[j] < 0) continue;
     const size_t k = static_cast<size_t>(index[j]);
-    tied_copy_[k] = g_.pp_rank() != holders.front();
+    tied_copy_[k] = g_.rank("pp") != holders.front();
     tied_sums_.emplace_back(k, group);
   }
 }
@@ -183,7 +184,7 @@ void GradSync::sum_tied_gradients() {
 GradSync::Clipping GradSync::clip(double max_norm, double grad_scale) const {
   const double norm_type = opts_.norm_type;
   const bool cpu = opts_.device.type == DeviceType::kCPU;
-  if (!zero_shards_ && !g_.tp && !g_.pp && cpu) {
+  if (!zero_shards_ && !g_.ptr("tp") && !g_.ptr("pp") && cpu) {
     const double norm = optim::grad_norm(params(), grad_scale, norm_type);
     return {norm, optim::clip_factor(norm, max_norm)};
   }
@@ -203,7 +204,7 @@ GradSync::Clipping GradSync::clip(double max_norm, double grad_scale) const {
       counted.push_back(g);
       return;
     }
-    const int kind = g_.tp && split_[index] ? 0 : 1;  // without tp every parameter counts as replicated
+    const int kind = g_.ptr("tp") && split_[index] ? 0 : 1;  // without tp every parameter counts as replicated
     if (cpu)
       ss.data<double>()[kind] += sum_squares(g).item();
     else
@@ -227,9 +228,9 @@ GradSync::Clipping GradSync::clip(double max_norm, double grad_scale) const {
   } else {
     if (!cpu)
       for (int kind = 0; kind < 2; ++kind) ss.data<double>()[kind] = sum_of_squares_on_device(on_device[kind]);
-    if (zero_shards_) g_.dp->all_reduce(ss)->wait();
-    const double split_ss = sum_over(g_.tp.get(), ss.data<double>()[0]);
-    norm = std::sqrt(sum_over(g_.pp.get(), split_ss + ss.data<double>()[1])) / grad_scale;
+    if (zero_shards_) g_.get("dp")->all_reduce(ss)->wait();
+    const double split_ss = sum_over(g_.get("tp"), ss.data<double>()[0]);
+    norm = std::sqrt(sum_over(g_.get("pp"), split_ss + ss.data<double>()[1])) / grad_scale;
   }
   return {norm, optim::clip_factor(norm, max_norm)};
 }
@@ -247,7 +248,7 @@ void GradSync::update(optim::Optimizer& opt) {
   if (opts_.zero_stage >= 3) return;  // the slices are the parameters
   for (ParamShard& z : zero_) {  // every rank's updated slice to everyone: S(0) -> B
     Tensor whole =
-        global::box_axis(contiguous(z.shard), global::Sbp::split(0), global::Sbp::broadcast(), {z.param.numel()}, *g_.dp);
+        global::box_axis(contiguous(z.shard), global::Sbp::split(0), global::Sbp::broadcast(), {z.param.numel()}, *g_.ptr("dp"));
     Tensor flat = reshape(z.param, {z.param.numel()});
     copy_(flat, whole);
   }
@@ -273,8 +274,8 @@ void GradSync::reset_buffer_peak() {
 uint64_t GradSync::comm_bytes() const {
   // Every group this rank communicates on, each once: gradients (dp, dp x tp), the layers' tp
   // collectives, pipeline sends, the tied parameters' stages, the run-wide checks.
-  std::vector<const comm::Communicator*> groups = {g_.dp.get(), g_.all.get(), g_.tp.get(),
-                                                   g_.pp.get(), g_.tied.get(), g_.world.get()};
+  std::vector<const comm::Communicator*> groups = {g_.get("dp"), g_.get("stage"), g_.get("tp"),
+                                                   g_.get("pp"), g_.get("tied"), g_.get("world")};
   for (const auto& [k, group] : tied_sums_) groups.push_back(group.get());
   uint64_t n = 0;
   for (size_t i = 0; i < groups.size(); ++i)

@@ -55,7 +55,7 @@ class GradSync {
   // the lowest such stage's copy is the one saved and counted. Collective over the groups (the
   // stages agree which of them hold each tied parameter; ZeRO-3 releases the parameters here).
   GradSync(nn::NamedTensors named, std::vector<bool> split, std::vector<nn::ParamUnit> units,
-           std::vector<std::string> tied, Groups groups, GradSyncOptions opts);
+           std::vector<std::string> tied, NamedGroups groups, GradSyncOptions opts);
   ~GradSync();
   GradSync(const GradSync&) = delete;
   GradSync& operator=(const GradSync&) = delete;
@@ -101,7 +101,7 @@ class GradSync {
   int zero_stage() const { return zero_.empty() ? 0 : opts_.zero_stage; }  // in effect (0 without dp)
   bool split(size_t k) const { return split_[k]; }
   bool tied_copy(size_t k) const { return tied_copy_[k]; }
-  const Groups& groups() const { return g_; }
+  const NamedGroups& groups() const { return g_; }
   // The reducer of the data-parallel gradients (of every parameter when tp == 1), or null.
   const parallel::GradReducer* grad_reducer() const { return reducer_.get(); }
 
@@ -117,7 +117,7 @@ class GradSync {
   // names (the same on every stage): the parameter and the group of the stages holding it.
   std::vector<std::pair<size_t, comm::CommPtr>> tied_sums_;
   std::vector<nn::ParamUnit> units_;
-  Groups g_;
+  NamedGroups g_;
   GradSyncOptions opts_;
   std::unique_ptr<parallel::GradReducer> reducer_, replicated_reducer_;
   std::vector<ParamShard> zero_;

@@ -1,27 +1,69 @@
 #include "meshflow/parallel/groups.h"
 
+#include "meshflow/core/error.h"
 #include "meshflow/ops/ops.h"
 
 namespace mf::parallel {
 
-Groups make_groups(comm::CommPtr dp, comm::CommPtr tp, comm::CommPtr all, comm::CommPtr pp, comm::CommPtr world,
-                   double timeout_seconds) {
-  Groups g;
-  auto keep = [&](comm::CommPtr c) -> comm::CommPtr {
-    if (!c) return nullptr;
-    c->set_timeout_seconds(timeout_seconds);
-    return c->size() > 1 ? std::move(c) : nullptr;
-  };
-  // The tp group's timeout is set even with one rank: the model's layers hold it.
-  if (tp) tp->set_timeout_seconds(timeout_seconds);
-  g.dp = keep(std::move(dp));
-  g.tp = tp && tp->size() > 1 ? std::move(tp) : nullptr;
-  g.all = keep(std::move(all));
-  g.pp = keep(std::move(pp));
-  g.world = keep(std::move(world));
-  if (g.pp) {
-    MF_CHECK(g.world != nullptr, "parallel groups: pipeline parallelism needs the world group");
-    g.tied = g.pp->sub_group({0, g.pp->size() - 1});
+NamedGroups::NamedGroups() {
+  for (const global::DimSpec& d : global::dim_specs()) groups_.emplace_back(d.name, nullptr);
+  for (const char* name : {"stage", "tied", "world"}) groups_.emplace_back(name, nullptr);
+}
+
+const comm::CommPtr& NamedGroups::slot(std::string_view name) const {
+  for (const auto& [n, c] : groups_)
+    if (n == name) return c;
+  std::string known;
+  for (const auto& g : groups_) known += (known.empty() ? "" : ", ") + g.first;
+  MF_THROW("parallel groups: no group named '", name, "' (the groups: ", known, ")");
+}
+
+comm::CommPtr& NamedGroups::slot(std::string_view name) {
+  return const_cast<comm::CommPtr&>(static_cast<const NamedGroups&>(*this).slot(name));
+}
+
+int NamedGroups::size(std::string_view name) const {
+  const comm::Communicator* c = get(name);
+  return c ? c->size() : 1;
+}
+
+int NamedGroups::rank(std::string_view name) const {
+  const comm::Communicator* c = get(name);
+  return c ? c->rank() : 0;
+}
+
+global::ParallelDims NamedGroups::dims() const {
+  global::ParallelDims d;
+  for (size_t i = 0; i < d.count(); ++i) d.set(d.name(i), size(d.name(i)));
+  return d;
+}
+
+std::vector<int64_t> NamedGroups::coordinate() const {
+  std::vector<int64_t> c;
+  for (const global::DimSpec& d : global::dim_specs()) c.push_back(rank(d.name));
+  return c;
+}
+
+comm::Communicator* NamedGroups::everyone() const {
+  for (const char* name : {"world", "stage", "dp"})
+    if (comm::Communicator* c = get(name)) return c;
+  return nullptr;
+}
+
+void NamedGroups::set(std::string_view name, comm::CommPtr group) {
+  slot(name) = group && group->size() > 1 ? std::move(group) : nullptr;
+}
+
+NamedGroups make_groups(const std::vector<std::pair<std::string, comm::CommPtr>>& named, double timeout_seconds) {
+  NamedGroups g;
+  for (const auto& [name, c] : named) {
+    // Set even on a group of one rank: the model's layers may hold it (the tp group).
+    if (c) c->set_timeout_seconds(timeout_seconds);
+    g.set(name, c);
+  }
+  if (comm::Communicator* pp = g.get("pp")) {
+    MF_CHECK(g.get("world") != nullptr, "parallel groups: pipeline parallelism needs the world group");
+    g.set("tied", pp->sub_group({0, pp->size() - 1}));
   }
   return g;
 }

@@ -1,36 +1,52 @@
-// The communicators of one rank in a parallel run, and the scalar reductions the training loop
-// makes over them. A group of one rank is null: every helper is then the identity.
+// The communicators of one rank in a parallel run, by name, and the scalar reductions the
+// training loop makes over them. The names: each parallel dimension (global/parallel_dims.h:
+// "pp", "dp", "tp" — the ranks that differ from this one only along it, ordered by it), "stage"
+// (every dimension but pp: the ranks of this rank's pipeline stage), "tied" (the first and the
+// last pipeline stage: the tied parameters' copies) and "world" (every rank). A group of one rank
+// is null: every helper is then the identity.
 #pragma once
 #include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
 
 #include "meshflow/comm/communicator.h"
+#include "meshflow/global/parallel_dims.h"
 
 namespace mf::parallel {
 
-struct Groups {
-  comm::CommPtr dp;     // the data-parallel group (same stage and tp index)
-  comm::CommPtr tp;     // the tensor-parallel group (the model's split layers)
-  comm::CommPtr all;    // this pipeline stage's dp x tp ranks
-  comm::CommPtr pp;     // the pipeline stages (same dp and tp index), ordered by stage
-  comm::CommPtr world;  // every rank of the run
-  comm::CommPtr tied;   // the first and the last pipeline stage (tied parameters' copies)
+class NamedGroups {
+ public:
+  NamedGroups();  // every group null: one process
 
-  int dp_size() const { return dp ? dp->size() : 1; }
-  int dp_rank() const { return dp ? dp->rank() : 0; }
-  int tp_size() const { return tp ? tp->size() : 1; }
-  int tp_rank() const { return tp ? tp->rank() : 0; }
-  int pp_size() const { return pp ? pp->size() : 1; }
-  int pp_rank() const { return pp ? pp->rank() : 0; }
-  bool last_stage() const { return pp_rank() == pp_size() - 1; }
+  // The group `name` (null: one rank); throws naming the groups for an unknown name.
+  comm::Communicator* get(std::string_view name) const { return slot(name).get(); }
+  const comm::CommPtr& ptr(std::string_view name) const { return slot(name); }
+  int size(std::string_view name) const;
+  int rank(std::string_view name) const;
+
+  // The sizes of the dimensions' groups, and this rank's index along each.
+  global::ParallelDims dims() const;
+  std::vector<int64_t> coordinate() const;
+  bool last_stage() const { return rank("pp") == size("pp") - 1; }
   // Every rank of the run (null: one process).
-  comm::Communicator* everyone() const { return world ? world.get() : all ? all.get() : dp.get(); }
+  comm::Communicator* everyone() const;
   bool main_rank() const { return everyone() == nullptr || everyone()->rank() == 0; }
+
+  // Sets a group; one of one rank is kept null.
+  void set(std::string_view name, comm::CommPtr group);
+
+ private:
+  comm::CommPtr& slot(std::string_view name);
+  const comm::CommPtr& slot(std::string_view name) const;
+
+  std::vector<std::pair<std::string, comm::CommPtr>> groups_;
 };
 
-// Drops groups of one rank, sets every group's collective timeout, and makes `tied` over the first
-// and the last stage when there are stages.
-Groups make_groups(comm::CommPtr dp, comm::CommPtr tp, comm::CommPtr all, comm::CommPtr pp, comm::CommPtr world,
-                   double timeout_seconds);
+// The groups from each dimension's, the stage's and the world's communicator (`named`: by name,
+// missing ones null): sets every group's collective timeout, drops groups of one rank and makes
+// `tied` over the first and the last stage when there are stages.
+NamedGroups make_groups(const std::vector<std::pair<std::string, comm::CommPtr>>& named, double timeout_seconds);
 
 double sum_over(comm::Communicator* group, double local);   // identity without a group
 std::vector<double> sum_over(comm::Communicator* group, const std::vector<double>& local);  // elementwise, one all-reduce

@@ -33,7 +33,7 @@ double spread_over_cores(std::vector<double> stage_s, double per_stage, double s
 StepTime estimate_step_time(const ModelCosts& m, const Layout& l, const HardwareProfile& h,
                             const std::vector<std::pair<int64_t, int64_t>>& ranges) {
   const double tokens = static_cast<double>(l.micro_batch * m.seq);
-  const double tp = static_cast<double>(l.tp), C = static_cast<double>(m.hidden), T = static_cast<double>(m.seq);
+  const double tp = static_cast<double>(l.tp()), C = static_cast<double>(m.hidden), T = static_cast<double>(m.seq);
   const double V = static_cast<double>(m.vocab), act = static_cast<double>(m.act_bytes), pbytes = static_cast<double>(m.param_bytes);
   const bool full = l.recompute == Recompute::kFull, selective = l.recompute == Recompute::kSelective;
   // Forward seconds of one layer for a micro-batch: its four GEMMs (split / tp each), attention,
@@ -69,19 +69,19 @@ StepTime estimate_step_time(const ModelCosts& m, const Layout& l, const Hardware
   double slowest = 0, all_stages = 0;
   int64_t layers_slowest = 0, remade_slowest = 0;  // the slowest rank's layers, and those recomputed fully
   std::vector<double> stage_params;  // each pipeline rank's parameters
-  std::vector<std::vector<double>> forward_s(static_cast<size_t>(l.pp)), backward_s(static_cast<size_t>(l.pp));
-  for (int64_t s = 0; s < l.pp; ++s) {
+  std::vector<std::vector<double>> forward_s(static_cast<size_t>(l.pp())), backward_s(static_cast<size_t>(l.pp()));
+  for (int64_t s = 0; s < l.pp(); ++s) {
     double t = 0, params = 0;
     int64_t layers = 0, remade = 0;
     for (int64_t k = 0; k < l.virtual_stages; ++k) {
       double f = 0, b = 0, chunk_params = 0;
       if (s == 0 && k == 0) {
         b += table_s;
-        chunk_params += static_cast<double>(m.embedding.on_rank(l.tp));
+        chunk_params += static_cast<double>(m.embedding.on_rank(l.tp()));
       }
-      const auto [first, end] = ranges[static_cast<size_t>(k * l.pp + s)];
+      const auto [first, end] = ranges[static_cast<size_t>(k * l.pp() + s)];
       for (int64_t layer = first; layer < end; ++layer) {
-        chunk_params += static_cast<double>(m.layer_params[static_cast<size_t>(layer)].on_rank(l.tp));
+        chunk_params += static_cast<double>(m.layer_params[static_cast<size_t>(layer)].on_rank(l.tp()));
         const auto [lf, attention] = layer_forward(layer);
         const bool recomputed = l.recompute != Recompute::kNone && layer < l.recompute_layers;
         f += lf;
@@ -89,10 +89,10 @@ StepTime estimate_step_time(const ModelCosts& m, const Layout& l, const Hardware
         ++layers;
         remade += recomputed && full ? 1 : 0;
       }
-      if (s == l.pp - 1 && k == l.virtual_stages - 1) {
+      if (s == l.pp() - 1 && k == l.virtual_stages - 1) {
         f += head_forward;
         b += 2 * head_forward + (full ? head_forward : 0.0);
-        chunk_params += static_cast<double>(m.head.on_rank(l.tp) + (l.pp > 1 && m.tied ? m.tied_copy.on_rank(l.tp) : 0));
+        chunk_params += static_cast<double>(m.head.on_rank(l.tp()) + (l.pp() > 1 && m.tied ? m.tied_copy.on_rank(l.tp()) : 0));
       }
       b += add_s(chunk_params);
       forward_s[static_cast<size_t>(s)].push_back(f);
@@ -111,15 +111,15 @@ StepTime estimate_step_time(const ModelCosts& m, const Layout& l, const Hardware
   const double m_micro = static_cast<double>(l.accumulation);
   StepTime st;
   st.compute_s = m_micro * slowest;
-  const double per_stage = static_cast<double>(l.dp * l.tp);
-  const double slots = h.core_share * per_stage * static_cast<double>(l.pp);
-  if (l.pp > 1) {
+  const double per_stage = static_cast<double>(l.dp() * l.tp());
+  const double slots = h.core_share * per_stage * static_cast<double>(l.pp());
+  if (l.pp() > 1) {
     // The schedule run action by action (plan/pipeline_sim.h): the fill and drain, a stage slower
     // than the others, and with more ranks than cores the cores the waiting ranks leave the busy
     // ones (less what the waiting take) — its seconds less the compute are the bubble.
     PipelineRun run;
     run.schedule = parallel::parse_pipeline_schedule(l.schedule);
-    run.stages = l.pp;
+    run.stages = l.pp();
     run.chunks = l.virtual_stages;
     run.micro_batches = l.accumulation;
     run.forward_s = forward_s;
@@ -132,7 +132,7 @@ StepTime estimate_step_time(const ModelCosts& m, const Layout& l, const Hardware
       run.processes_per_stage = per_stage;
       run.capacity = slots;
       run.waiting_load = h.waiting_load;
-      st.compute_s = m_micro * all_stages / static_cast<double>(l.pp);  // the mean rank's work
+      st.compute_s = m_micro * all_stages / static_cast<double>(l.pp());  // the mean rank's work
     }
     st.bubble_s = std::max(0.0, simulate_pipeline(run) - st.compute_s);
   }
@@ -141,17 +141,17 @@ StepTime estimate_step_time(const ModelCosts& m, const Layout& l, const Hardware
   // sequence parallel: an all-gather and a reduce-scatter for each all-reduce forward, and their
   // transposes backward. A fully recomputed layer's forward runs its collectives again; the
   // embedding and the head add about one forward's and one backward's. The runtime waits for each.
-  const bool tp_crosses = l.tp > h.ranks_per_node;
+  const bool tp_crosses = l.tp() > h.ranks_per_node;
   const double act_bytes = tokens * C * act;
-  const double tp_one = l.sequence_parallel ? h.collective_seconds("all_gather", l.tp, act_bytes, tp_crosses) +
-                                                  h.collective_seconds("reduce_scatter", l.tp, act_bytes, tp_crosses)
-                                            : h.collective_seconds("all_reduce", l.tp, act_bytes, tp_crosses);
+  const double tp_one = l.sequence_parallel ? h.collective_seconds("all_gather", l.tp(), act_bytes, tp_crosses) +
+                                                  h.collective_seconds("reduce_scatter", l.tp(), act_bytes, tp_crosses)
+                                            : h.collective_seconds("all_reduce", l.tp(), act_bytes, tp_crosses);
   const double tp_calls = 4 * static_cast<double>(layers_slowest) + 2 * static_cast<double>(remade_slowest) + 2;
-  st.tp_comm_s = l.tp > 1 ? m_micro * tp_calls * tp_one : 0.0;
+  st.tp_comm_s = l.tp() > 1 ? m_micro * tp_calls * tp_one : 0.0;
   // Pipeline: each micro-batch's activation forward and its gradient back, per chunk.
-  const bool pp_crosses = l.tp * l.dp * 2 > h.ranks_per_node;
+  const bool pp_crosses = l.tp() * l.dp() * 2 > h.ranks_per_node;
   const double message = act_bytes / (l.sequence_parallel ? tp : 1.0);
-  st.pp_comm_s = l.pp > 1 ? m_micro * 2 * static_cast<double>(l.virtual_stages) * h.collective_seconds("send_recv", 2, message, pp_crosses) : 0.0;
+  st.pp_comm_s = l.pp() > 1 ? m_micro * 2 * static_cast<double>(l.virtual_stages) * h.collective_seconds("send_recv", 2, message, pp_crosses) : 0.0;
   // Data parallelism: the gradients' reduction (ZeRO 2/3: a reduce-scatter), partly hidden behind
   // backward; ZeRO's all-gather of the updated parameters after the step; ZeRO-3's gathers of
   // every unit in forward and again in backward, prefetched like the reduction.
@@ -159,31 +159,31 @@ StepTime estimate_step_time(const ModelCosts& m, const Layout& l, const Hardware
   // pipeline the head): ZeRO-2/3 reduce and gather unit by unit.
   double rank_params = 0, units = 1, tensors = static_cast<double>(m.embedding.tensors);
   for (int64_t k = 0; k < l.virtual_stages; ++k) {
-    const auto [a, b] = ranges[static_cast<size_t>(k * l.pp)];
+    const auto [a, b] = ranges[static_cast<size_t>(k * l.pp())];
     for (int64_t layer = a; layer < b; ++layer) {
-      rank_params += static_cast<double>(m.layer_params[static_cast<size_t>(layer)].on_rank(l.tp));
+      rank_params += static_cast<double>(m.layer_params[static_cast<size_t>(layer)].on_rank(l.tp()));
       tensors += static_cast<double>(m.layer_params[static_cast<size_t>(layer)].tensors);
     }
     units += static_cast<double>(b - a);
   }
-  rank_params += static_cast<double>(m.embedding.on_rank(l.tp));
-  if (l.pp == 1) {
-    rank_params += static_cast<double>(m.head.on_rank(l.tp));
+  rank_params += static_cast<double>(m.embedding.on_rank(l.tp()));
+  if (l.pp() == 1) {
+    rank_params += static_cast<double>(m.head.on_rank(l.tp()));
     tensors += static_cast<double>(m.head.tensors);
     units += 1;
   }
   const double grad_bytes = rank_params * pbytes;
-  if (l.dp > 1) {
-    const bool dp_crosses = l.dp * l.tp > h.ranks_per_node;
+  if (l.dp() > 1) {
+    const bool dp_crosses = l.dp() * l.tp() > h.ranks_per_node;
     const double hidden = 1 - h.dp_overlap;
     // Calls: one per unit (ZeRO-2/3), else one per gradient bucket.
     const double calls = l.zero_stage >= 2 ? units : std::max(1.0, std::ceil(grad_bytes / (m.grad_bucket_mb * 1048576.0)));
-    const double reduce = calls * h.collective_seconds(l.zero_stage >= 2 ? "reduce_scatter" : "all_reduce", l.dp,
+    const double reduce = calls * h.collective_seconds(l.zero_stage >= 2 ? "reduce_scatter" : "all_reduce", l.dp(),
                                                        grad_bytes / calls, dp_crosses);
     // ZeRO-1/2 gather the updated parameters after the step one tensor at a time (ZeRO-3's
     // slices are the parameters: nothing to gather then).
-    const double gather = tensors * h.collective_seconds("all_gather", l.dp, grad_bytes / tensors, dp_crosses);
-    const double unit_gathers = units * h.collective_seconds("all_gather", l.dp, grad_bytes / units, dp_crosses);
+    const double gather = tensors * h.collective_seconds("all_gather", l.dp(), grad_bytes / tensors, dp_crosses);
+    const double unit_gathers = units * h.collective_seconds("all_gather", l.dp(), grad_bytes / units, dp_crosses);
     // The exchange's own copies, at the memory bandwidth (bytes of the gradients or parameters
     // read and written): the gradients into their buckets (2) or, ZeRO-2/3, into a zeroed pack
     // for the reduce-scatter (3); ZeRO-1/2 the gathered parameters into place (2); ZeRO-3 every
@@ -199,7 +199,7 @@ StepTime estimate_step_time(const ModelCosts& m, const Layout& l, const Hardware
   // fewer finish first and lend their cores to the others (spread_over_cores).
   std::vector<double> opt_s;
   for (double p : stage_params)
-    opt_s.push_back(p / (l.zero_stage >= 1 ? static_cast<double>(l.dp) : 1.0) * (4 + 28 + (m.amp ? 8 : 0)) / h.memory_bandwidth);
+    opt_s.push_back(p / (l.zero_stage >= 1 ? static_cast<double>(l.dp()) : 1.0) * (4 + 28 + (m.amp ? 8 : 0)) / h.memory_bandwidth);
   const double heaviest = *std::max_element(opt_s.begin(), opt_s.end());
   st.optimizer_s = h.core_share < 1 ? std::max(spread_over_cores(opt_s, per_stage, slots, h.core_share),
                                                heaviest * h.core_share * std::max(1.0, per_stage / slots))

@@ -33,14 +33,15 @@ std::string count_text(double n) {
 std::string model_state_fit(const Config& c, int64_t world_size, int64_t ranks_on_host, const HostMemory& host,
                             ModelUse use) {
   const bool training = use == ModelUse::kTraining;
-  const int64_t tp = c.get_int("train.dist.tensor_parallel_size"), pp = c.get_int("train.dist.pipeline_parallel_size");
   train::TrainOptions o;
+  global::ParallelDims dims;
   try {
     o = train::train_options(c, static_cast<int>(world_size));
+    dims = global::ParallelDims::from_config(c).resolved(world_size);
   } catch (const Error&) {
     return "";  // the run refuses the config with its own message
   }
-  if (tp <= 0 || pp <= 0 || world_size % (tp * pp) != 0) return "";
+  const int64_t tp = dims.size("tp"), pp = dims.size("pp");
   const int64_t on_host = pp > 1 ? 1 : std::max<int64_t>(1, std::min(ranks_on_host, world_size));
   const double per_rank = host.bytes / static_cast<double>(on_host);
   const std::string model = c.get_string("model.name");
@@ -73,9 +74,7 @@ std::string model_state_fit(const Config& c, int64_t world_size, int64_t ranks_o
   }
   const ModelCosts m = model_costs(c);
   Layout l;
-  l.tp = tp;
-  l.pp = pp;
-  l.dp = world_size / (tp * pp);
+  l.dims = dims;
   l.schedule = o.pipeline_schedule;
   l.virtual_stages = o.virtual_pipeline_size;
   l.sequence_parallel = c.get_bool("train.dist.sequence_parallel");
@@ -88,7 +87,7 @@ std::string model_state_fit(const Config& c, int64_t world_size, int64_t ranks_o
   const double state = e.parameters + (training ? e.gradients : 0.0) + (adamw ? e.optimizer_state : 0.0);
   if (state <= per_rank) return "";
   const std::string layout =
-      detail::cat("dp ", l.dp, ", tp ", tp, ", pp ", pp, l.zero_stage > 0 ? detail::cat(", ZeRO-", l.zero_stage) : "");
+      detail::cat("dp ", l.dp(), ", tp ", tp, ", pp ", pp, l.zero_stage > 0 ? detail::cat(", ZeRO-", l.zero_stage) : "");
   const std::string params = count_text(m.total_params());
   if (!training)
     return detail::cat("the model does not fit: ", line, " (", params, " parameters) holds ", gigabytes(state),

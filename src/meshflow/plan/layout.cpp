@@ -1,6 +1,7 @@
 #include "meshflow/plan/layout.h"
 
 #include <algorithm>
+#include <functional>
 
 #include "meshflow/core/error.h"
 #include "meshflow/parallel/pipeline_schedule.h"
@@ -19,9 +20,9 @@ const char* recompute_name(Recompute r) {
 std::vector<std::pair<std::string, std::string>> Layout::config_keys(int64_t num_layers) const {
   auto b = [](bool v) { return std::string(v ? "true" : "false"); };
   auto i = [](int64_t v) { return std::to_string(v); };
-  return {{"train.dist.data_parallel_size", i(dp)},
-          {"train.dist.tensor_parallel_size", i(tp)},
-          {"train.dist.pipeline_parallel_size", i(pp)},
+  std::vector<std::pair<std::string, std::string>> keys;
+  for (size_t d = 0; d < dims.count(); ++d) keys.emplace_back(global::dim_specs()[d].config_key, i(dims.size(d)));
+  const std::vector<std::pair<std::string, std::string>> rest = {
           {"train.dist.sequence_parallel", b(sequence_parallel)},
           {"train.dist.pipeline_schedule", schedule},
           {"train.dist.virtual_pipeline_size", i(virtual_stages)},
@@ -35,11 +36,19 @@ std::vector<std::pair<std::string, std::string>> Layout::config_keys(int64_t num
           {"train.activation_checkpoint.start_layer", "0"},
           {"train.activation_checkpoint.end_layer",
            i(recompute == Recompute::kFull && recompute_layers < num_layers ? recompute_layers : -1)}};
+  keys.insert(keys.end(), rest.begin(), rest.end());
+  return keys;
 }
 
 std::string Layout::str() const {
-  std::string s = detail::cat("dp", dp, " tp", tp, sequence_parallel ? "+sp" : "", " pp", pp);
-  if (pp > 1) s += detail::cat(" ", schedule, virtual_stages > 1 ? detail::cat("x", virtual_stages) : std::string());
+  // The batch-splitting dimensions first, then the others innermost first: "dp2 tp2+sp pp2".
+  std::string s;
+  for (const bool batch : {true, false})
+    for (size_t d = dims.count(); d-- > 0;) {
+      if (global::dim_specs()[d].splits_batch != batch) continue;
+      s += detail::cat(s.empty() ? "" : " ", dims.name(d), dims.size(d), std::string(dims.name(d)) == "tp" && sequence_parallel ? "+sp" : "");
+    }
+  if (pp() > 1) s += detail::cat(" ", schedule, virtual_stages > 1 ? detail::cat("x", virtual_stages) : std::string());
   s += detail::cat(" mb", micro_batch, "x", accumulation);
   if (zero_stage > 0) s += detail::cat(" zero", zero_stage);
   if (recompute == Recompute::kSelective) s += " recompute=selective";
@@ -48,11 +57,16 @@ std::string Layout::str() const {
 }
 
 const std::vector<std::string>& layout_keys() {
-  static const std::vector<std::string> k = {
-      "train.dist.data_parallel_size",      "train.dist.tensor_parallel_size",     "train.dist.pipeline_parallel_size",
+  static const std::vector<std::string> k = [] {
+    std::vector<std::string> keys;
+    for (const global::DimSpec& d : global::dim_specs()) keys.push_back(d.config_key);
+    for (const char* key : {
       "train.dist.sequence_parallel",       "train.dist.pipeline_schedule",        "train.dist.virtual_pipeline_size",
       "train.zero_optimization.enabled",    "train.zero_optimization.stage",       "train.activation_checkpoint.enabled",
-      "train.activation_checkpoint.granularity", "train.activation_checkpoint.end_layer"};
+      "train.activation_checkpoint.granularity", "train.activation_checkpoint.end_layer"})
+      keys.push_back(key);
+    return keys;
+  }();
   return k;
 }
 
@@ -82,14 +96,14 @@ struct Fixed {
 // Why `l` cannot run the model, or "" — the checks the model and the trainer make before any work.
 std::string infeasible(const Layout& l, const ModelCosts& m) {
   auto cat = [](auto&&... a) { return detail::cat(a...); };
-  if (m.heads % l.tp != 0) return cat("tp ", l.tp, " does not divide model.num_attention_heads ", m.heads);
-  if (m.kv_heads % l.tp != 0) return cat("tp ", l.tp, " does not divide model.num_key_value_heads ", m.kv_heads);
-  if (m.ffn % l.tp != 0) return cat("tp ", l.tp, " does not divide the MLP width ", m.ffn);
-  if (l.sequence_parallel && m.seq % l.tp != 0) return cat("sequence parallel: tp ", l.tp, " does not divide the sequence ", m.seq);
-  if (l.pp * l.virtual_stages > m.layers)
-    return cat(l.pp * l.virtual_stages, " pipeline stages for ", m.layers, " layers");
-  if (l.schedule == "interleaved_1f1b" && l.accumulation % l.pp != 0)
-    return cat("interleaved_1f1b: ", l.accumulation, " micro-batches is not a multiple of pp ", l.pp);
+  if (m.heads % l.tp() != 0) return cat("tp ", l.tp(), " does not divide model.num_attention_heads ", m.heads);
+  if (m.kv_heads % l.tp() != 0) return cat("tp ", l.tp(), " does not divide model.num_key_value_heads ", m.kv_heads);
+  if (m.ffn % l.tp() != 0) return cat("tp ", l.tp(), " does not divide the MLP width ", m.ffn);
+  if (l.sequence_parallel && m.seq % l.tp() != 0) return cat("sequence parallel: tp ", l.tp(), " does not divide the sequence ", m.seq);
+  if (l.pp() * l.virtual_stages > m.layers)
+    return cat(l.pp() * l.virtual_stages, " pipeline stages for ", m.layers, " layers");
+  if (l.schedule == "interleaved_1f1b" && l.accumulation % l.pp() != 0)
+    return cat("interleaved_1f1b: ", l.accumulation, " micro-batches is not a multiple of pp ", l.pp());
   return "";
 }
 
@@ -105,18 +119,38 @@ Candidates enumerate_layouts(const Config& c, const ModelCosts& m, int64_t ranks
   Candidates out;
   const bool zero_on = c.get_bool("train.zero_optimization.enabled");
   const bool recompute_on = c.get_bool("train.activation_checkpoint.enabled");
-  for (int64_t tp : divisors(ranks)) {
-    if (!want("train.dist.tensor_parallel_size", std::to_string(tp))) continue;
-    for (int64_t pp : divisors(ranks / tp)) {
-      const int64_t dp = ranks / tp / pp;
-      if (!want("train.dist.pipeline_parallel_size", std::to_string(pp))) continue;
-      if (fixed.set("train.dist.data_parallel_size") && c.get_int("train.dist.data_parallel_size") != 0 &&
-          c.get_int("train.dist.data_parallel_size") != dp)
-        continue;
+  // Every split of the ranks over the dimensions the user did not fix: the elastic one (dp) takes
+  // the ranks the others leave; the others are tried innermost first (tp, then pp), smallest first.
+  size_t elastic = 0;
+  std::vector<size_t> order;
+  for (size_t d = global::dim_specs().size(); d-- > 0;) {
+    if (global::dim_specs()[d].elastic) elastic = d;
+    else order.push_back(d);
+  }
+  std::vector<global::ParallelDims> splits;
+  std::function<void(size_t, global::ParallelDims, int64_t)> split = [&](size_t k, global::ParallelDims dims, int64_t left) {
+    if (k == order.size()) {
+      dims.set(dims.name(elastic), left);
+      splits.push_back(dims);
+      return;
+    }
+    for (int64_t n : divisors(left)) {
+      dims.set(dims.name(order[k]), n);
+      split(k + 1, dims, left / n);
+    }
+  };
+  split(0, global::ParallelDims(), ranks);
+  for (const global::ParallelDims& dims : splits) {
+    bool kept = true;  // a size the user set (not 0: derived) is a constraint
+    for (size_t d = 0; d < dims.count(); ++d) {
+      const char* key = global::dim_specs()[d].config_key;
+      kept = kept && !(fixed.set(key) && c.get_int(key) != 0 && c.get_int(key) != dims.size(d));
+    }
+    if (!kept) continue;
+    {
+      const int64_t dp = dims.batch_ranks(), tp = dims.size("tp"), pp = dims.size("pp");
       Layout base;
-      base.dp = dp;
-      base.tp = tp;
-      base.pp = pp;
+      base.dims = dims;
       if (global % dp != 0) {
         base.micro_batch = 1;
         base.accumulation = 1;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "meshflow/config/config.h"
+#include "meshflow/global/parallel_dims.h"
 #include "meshflow/plan/model_costs.h"
 
 namespace mf::plan {
@@ -16,7 +17,10 @@ enum class Recompute { kNone, kSelective, kFull };
 const char* recompute_name(Recompute r);
 
 struct Layout {
-  int64_t dp = 1, tp = 1, pp = 1;
+  global::ParallelDims dims;      // the size of each parallel dimension
+  int64_t dp() const { return dims.size("dp"); }
+  int64_t tp() const { return dims.size("tp"); }
+  int64_t pp() const { return dims.size("pp"); }
   std::string schedule = "1f1b";  // train.dist.pipeline_schedule (1f1b without pipelining)
   int64_t virtual_stages = 1;     // train.dist.virtual_pipeline_size
   bool sequence_parallel = false;
@@ -25,8 +29,8 @@ struct Layout {
   Recompute recompute = Recompute::kNone;
   int64_t recompute_layers = 0;  // kFull: the first N layers of the model (all of them: num_layers)
 
-  int64_t ranks() const { return dp * tp * pp; }
-  int64_t global_batch() const { return micro_batch * accumulation * dp; }
+  int64_t ranks() const { return dims.product(); }
+  int64_t global_batch() const { return micro_batch * accumulation * dims.batch_ranks(); }
   // The run's keys (key, value text) that set this layout: train.dist.*, ZeRO, the batch split,
   // train.activation_checkpoint.*.
   std::vector<std::pair<std::string, std::string>> config_keys(int64_t num_layers) const;
@@ -48,7 +52,7 @@ struct Candidates {
   std::vector<Rejected> rejected;
 };
 
-// Every layout of `ranks` processes for the run's global batch (micro-batches of up to 64 rows,
+// Every layout of `ranks` processes (every split of them over the parallel dimensions) for the run's global batch (micro-batches of up to 64 rows,
 // interleaving with up to 8 chunks per rank): train.global_batch_size, or
 // (when 0) train_micro_batch_size x max(num_accumulation_steps, 1) x ranks. A layout key whose
 // value differs from its default (layout_keys()) is the user's constraint: every candidate keeps it.

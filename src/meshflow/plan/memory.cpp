@@ -22,7 +22,7 @@ namespace {
 
 // Elements a layer keeps per token under the layout (ModelCosts::layer_acts).
 double layer_kept(const ModelCosts& m, const Layout& l, bool recomputed) {
-  const double tp = static_cast<double>(l.tp), seq_div = l.sequence_parallel ? tp : 1.0;
+  const double tp = static_cast<double>(l.tp()), seq_div = l.sequence_parallel ? tp : 1.0;
   const LayerActivations& a = m.layer_acts;
   if (recomputed && l.recompute == Recompute::kFull) return static_cast<double>(m.hidden) / seq_div;  // its input
   double kept = a.sequence / seq_div + a.gathered + a.split / tp;
@@ -34,14 +34,14 @@ double layer_kept(const ModelCosts& m, const Layout& l, bool recomputed) {
 // the layer is recomputed, fully or selectively.
 double scores_kept(const ModelCosts& m, const Layout& l, bool recomputed) {
   if (recomputed && l.recompute != Recompute::kNone) return 0;
-  return static_cast<double>(m.heads) / static_cast<double>(l.tp) * static_cast<double>(m.seq) * m.score_kept_bytes;
+  return static_cast<double>(m.heads) / static_cast<double>(l.tp()) * static_cast<double>(m.seq) * m.score_kept_bytes;
 }
 
 }  // namespace
 
 std::vector<std::pair<int64_t, int64_t>> stage_layers(const Config& c, const ModelCosts& m, const Layout& l) {
-  if (l.pp == 1 && l.virtual_stages == 1) return {{0, m.layers}};
-  return train::pipeline_layers(with_layout(c, m, l), l.pp * l.virtual_stages);
+  if (l.pp() == 1 && l.virtual_stages == 1) return {{0, m.layers}};
+  return train::pipeline_layers(with_layout(c, m, l), l.pp() * l.virtual_stages);
 }
 
 MemoryEstimate estimate_memory(const Config& c, const ModelCosts& m, const Layout& l) {
@@ -103,11 +103,11 @@ const std::vector<BackwardState>& backward_states(parallel::PipelineSchedule sch
 }  // namespace
 
 MemoryEstimate estimate_memory(const ModelCosts& m, const Layout& l, const std::vector<std::pair<int64_t, int64_t>>& ranges) {
-  const auto schedule = l.pp > 1 ? parallel::parse_pipeline_schedule(l.schedule) : parallel::PipelineSchedule::k1F1B;
+  const auto schedule = l.pp() > 1 ? parallel::parse_pipeline_schedule(l.schedule) : parallel::PipelineSchedule::k1F1B;
   const double tokens = static_cast<double>(l.micro_batch * m.seq);
   const double act_bytes = static_cast<double>(m.act_bytes);
-  const double pbytes = static_cast<double>(m.param_bytes), dp = static_cast<double>(l.dp);
-  const double tp = static_cast<double>(l.tp), seq_div = l.sequence_parallel ? tp : 1.0;
+  const double pbytes = static_cast<double>(m.param_bytes), dp = static_cast<double>(l.dp());
+  const double tp = static_cast<double>(l.tp()), seq_div = l.sequence_parallel ? tp : 1.0;
   const double C = static_cast<double>(m.hidden), V = static_cast<double>(m.vocab);
   const bool full = l.recompute == Recompute::kFull;
   // The loss head's logits per chunk of rows (layers/lm_loss.h): rows x V/tp, at most
@@ -124,8 +124,8 @@ MemoryEstimate estimate_memory(const ModelCosts& m, const Layout& l, const std::
   const bool accumulates = l.accumulation > 1;
   MemoryEstimate best;
   best.peak = -1;
-  for (int64_t s = 0; s < l.pp; ++s) {
-    const bool first = s == 0, last = s == l.pp - 1;
+  for (int64_t s = 0; s < l.pp(); ++s) {
+    const bool first = s == 0, last = s == l.pp() - 1;
     // ---- model state, and what each chunk's layers keep per micro-batch (bytes, in layer order)
     double elems = 0, largest_layer = 0;
     struct LayerBytes {
@@ -135,9 +135,9 @@ MemoryEstimate estimate_memory(const ModelCosts& m, const Layout& l, const std::
     };
     std::vector<std::vector<LayerBytes>> chunk_layers(static_cast<size_t>(l.virtual_stages));
     for (int64_t k = 0; k < l.virtual_stages; ++k) {
-      const auto [a, b] = ranges[static_cast<size_t>(k * l.pp + s)];
+      const auto [a, b] = ranges[static_cast<size_t>(k * l.pp() + s)];
       for (int64_t layer = a; layer < b; ++layer) {
-        const double p = static_cast<double>(m.layer_params[static_cast<size_t>(layer)].on_rank(l.tp));
+        const double p = static_cast<double>(m.layer_params[static_cast<size_t>(layer)].on_rank(l.tp()));
         elems += p;
         largest_layer = std::max(largest_layer, p);
         const bool recomputed = l.recompute != Recompute::kNone && layer < l.recompute_layers;
@@ -146,11 +146,11 @@ MemoryEstimate estimate_memory(const ModelCosts& m, const Layout& l, const std::
       }
     }
     double head_unit = 0;  // the parameters the head uses (ZeRO-3 gathers them as a unit)
-    if (first) elems += static_cast<double>(m.embedding.on_rank(l.tp));
+    if (first) elems += static_cast<double>(m.embedding.on_rank(l.tp()));
     if (last) {
-      head_unit = static_cast<double>(m.head.on_rank(l.tp) + (m.tied ? m.tied_copy.on_rank(l.tp) : 0));
-      elems += static_cast<double>(m.head.on_rank(l.tp));
-      if (!first && m.tied) elems += static_cast<double>(m.tied_copy.on_rank(l.tp));
+      head_unit = static_cast<double>(m.head.on_rank(l.tp()) + (m.tied ? m.tied_copy.on_rank(l.tp()) : 0));
+      elems += static_cast<double>(m.head.on_rank(l.tp()));
+      if (!first && m.tied) elems += static_cast<double>(m.tied_copy.on_rank(l.tp()));
     }
     MemoryEstimate e;
     e.stage = s;
@@ -160,7 +160,7 @@ MemoryEstimate estimate_memory(const ModelCosts& m, const Layout& l, const std::
     // Held through the step: parameters, optimizer state, gradients where they persist (ZeRO-2/3:
     // this rank's segment, and the whole gradients too while micro-batches accumulate).
     double held_state = e.parameters + e.optimizer_state;
-    if (l.dp > 1) held_state += e.gradients;
+    if (l.dp() > 1) held_state += e.gradients;
     if (accumulates) held_state += elems * pbytes;
     // ---- activations: what each chunk's micro-batches keep, over the schedule
     // The head keeps the last layer's output and the final norm's, and without full
@@ -180,8 +180,8 @@ MemoryEstimate estimate_memory(const ModelCosts& m, const Layout& l, const std::
     const double sent_bytes = tokens * C / seq_div * act_bytes;  // a message between stages
     double head_work = std::max(chunk_bytes, table_bytes);
     if (full) head_work = chunks >= 2 && !accumulates ? 2 * chunk_bytes + table_bytes : std::max(2 * chunk_bytes, chunk_bytes + table_bytes);
-    const bool zero_packs = l.dp > 1 && l.zero_stage >= 2;
-    const double embedding_unit = first ? static_cast<double>(m.embedding.on_rank(l.tp)) : 0.0;
+    const bool zero_packs = l.dp() > 1 && l.zero_stage >= 2;
+    const double embedding_unit = first ? static_cast<double>(m.embedding.on_rank(l.tp())) : 0.0;
     const double zero3_units = l.zero_stage >= 3 ? (std::max(head_unit, largest_layer) + largest_layer) * pbytes : 0.0;
     auto kept_by = [&](int64_t k, bool head) {
       double b = head ? head_kept : 0.0;
@@ -200,7 +200,7 @@ MemoryEstimate estimate_memory(const ModelCosts& m, const Layout& l, const std::
         work_at = work;
       }
     };
-    for (const BackwardState& st : backward_states(schedule, l.pp, s, l.accumulation, l.virtual_stages)) {
+    for (const BackwardState& st : backward_states(schedule, l.pp(), s, l.accumulation, l.virtual_stages)) {
       double activations = 0;
       for (int64_t k = 0; k < l.virtual_stages; ++k)
         activations += static_cast<double>(st.held[static_cast<size_t>(k)]) * kept_by(k, last && k == l.virtual_stages - 1);
@@ -252,7 +252,7 @@ MemoryEstimate estimate_memory(const ModelCosts& m, const Layout& l, const std::
     e.workspace = work_at;
     e.peak = held_state + dynamic;
     // One process without accumulation ends its backward holding every gradient: a peak of its own.
-    if (l.dp == 1 && !accumulates) e.peak = std::max(e.peak, held_state + e.gradients + layer_work);
+    if (l.dp() == 1 && !accumulates) e.peak = std::max(e.peak, held_state + e.gradients + layer_work);
     e.activations = std::max(0.0, e.peak - e.parameters - e.gradients - e.optimizer_state);
     if (e.peak > best.peak) best = e;
   }

@@ -37,7 +37,7 @@ PlanResult make_plan(const Config& c, const PlanOptions& o) {
   for (const Layout& l : cand.feasible) {
     Plan p;
     p.layout = l;
-    auto key = std::make_tuple(l.pp, l.virtual_stages, l.micro_batch);
+    auto key = std::make_tuple(l.pp(), l.virtual_stages, l.micro_batch);
     auto it = splits.find(key);
     try {
       if (it == splits.end()) it = splits.emplace(key, stage_layers(c, r.model, l)).first;

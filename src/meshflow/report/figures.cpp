@@ -95,8 +95,13 @@ RankRows rank_rows(const RunFiles& run) {
   r.ranks = r.per_rank ? last.ranks : std::vector<RankMetrics>{last.rank0};
   for (const RankMetrics& m : r.ranks) {
     std::string name = "rank " + std::to_string(m.rank);
-    if (m.stage >= 0) name += " (stage " + std::to_string(m.stage) + ", dp " + std::to_string(m.dp) + ", tp " +
-                              std::to_string(m.tp) + ")";
+    if (m.stage >= 0) {  // "rank 3 (stage 1, dp 0, tp 1)"
+      name += " (stage " + std::to_string(m.stage);
+      for (size_t i = 0; i < m.coordinate.size() && i < global::dim_specs().size(); ++i)
+        if (std::string_view(global::dim_specs()[i].name) != "pp")
+          name += ", " + std::string(global::dim_specs()[i].name) + " " + std::to_string(m.coordinate[i]);
+      name += ")";
+    }
     r.names.push_back(std::move(name));
   }
   return r;

@@ -57,8 +57,15 @@ std::string figures_html(const std::vector<Figure>& figures) {
 }
 
 std::string layout_text(const RunLayout& l) {
-  std::string s = (l.dp > 0 ? "dp " + std::to_string(l.dp) : std::string("dp (derived)")) + " × tp " + std::to_string(l.tp) + " × pp " + std::to_string(l.pp);
-  if (l.pp > 1 && !l.schedule.empty()) s += " (" + l.schedule + ")";
+  // "dp 2 × tp 2 × pp 1": the batch-splitting dimensions first, then the others in mesh order.
+  std::string s;
+  for (const bool batch : {true, false})
+    for (size_t i = 0; i < l.dims.count(); ++i) {
+      if (global::dim_specs()[i].splits_batch != batch) continue;
+      const int64_t n = l.dims.size(i);
+      s += (s.empty() ? "" : " × ") + std::string(l.dims.name(i)) + (n > 0 ? " " + std::to_string(n) : std::string(" (derived)"));
+    }
+  if (l.dims.size("pp") > 1 && !l.schedule.empty()) s += " (" + l.schedule + ")";
   return s;
 }
 

@@ -49,8 +49,8 @@ RankMetrics rank_metrics(const LineReader& r) {
   RankMetrics m;
   m.rank = r.integer("rank", 0);
   m.stage = r.integer("stage", -1);
-  m.dp = r.integer("dp", -1);
-  m.tp = r.integer("tp", -1);
+  for (const global::DimSpec& d : global::dim_specs())
+    m.coordinate.push_back(std::string_view(d.name) == "pp" ? m.stage : r.integer(d.name, -1));
   m.step_time = r.number("step_time");
   m.exposed_comm_time = r.number("exposed_comm_time");
   m.pipeline_wait_time = r.number("pipeline_wait_time");
@@ -120,9 +120,10 @@ RunLayout parse_layout(const std::string& text, const std::string& path) {
     MF_THROW(path, ":", e.mark.line + 1, ": ", e.msg);
   }
   RunLayout l;
-  l.dp = yaml_get<int64_t>(root, {"train", "dist", "data_parallel_size"}, 1);
-  l.tp = yaml_get<int64_t>(root, {"train", "dist", "tensor_parallel_size"}, 1);
-  l.pp = yaml_get<int64_t>(root, {"train", "dist", "pipeline_parallel_size"}, 1);
+  for (const global::DimSpec& d : global::dim_specs()) {
+    const std::string key = std::string(d.config_key).substr(std::string_view("train.dist.").size());
+    l.dims.set(d.name, yaml_get<int64_t>(root, {"train", "dist", key.c_str()}, 1));
+  }
   l.schedule = yaml_get<std::string>(root, {"train", "dist", "pipeline_schedule"}, "");
   l.virtual_stages = yaml_get<int64_t>(root, {"train", "dist", "virtual_pipeline_size"}, 1);
   l.model_name = yaml_get<std::string>(root, {"model", "name"}, "");
@@ -185,10 +186,14 @@ RunFiles load_run(const std::string& dir) {
     r.layout = parse_layout(r.config_text, config.string());
   }
   r.metrics = load_metrics(metrics.string());
-  // data_parallel_size 0 is derived by the run: world size / (tp x pp), the world being the
+  // A size 0 (data_parallel_size) is derived by the run from the world size, the world being the
   // ranks of a training line.
-  if (r.layout.dp <= 0 && !r.metrics.train.empty() && !r.metrics.train.back().ranks.empty())
-    r.layout.dp = static_cast<int64_t>(r.metrics.train.back().ranks.size()) / std::max<int64_t>(1, r.layout.tp * r.layout.pp);
+  if (r.layout.dims.product() == 0 && !r.metrics.train.empty() && !r.metrics.train.back().ranks.empty()) {
+    try {
+      r.layout.dims = r.layout.dims.resolved(static_cast<int64_t>(r.metrics.train.back().ranks.size()));
+    } catch (const Error&) {  // sizes the ranks logged cannot give: shown as derived
+    }
+  }
   const fs::path trace = d / "trace.json";
   if (fs::is_regular_file(trace)) {
     try {

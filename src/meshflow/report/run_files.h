@@ -11,13 +11,17 @@
 
 #include <nlohmann/json.hpp>
 
+#include "meshflow/global/parallel_dims.h"
+
 namespace mf::report {
 
 constexpr double kMissing = std::numeric_limits<double>::quiet_NaN();
 
 // One rank's figures of a training line's "ranks" (seconds, bytes); NaN where absent.
 struct RankMetrics {
-  int64_t rank = 0, stage = -1, dp = -1, tp = -1;
+  int64_t rank = 0, stage = -1;  // its pipeline stage (-1: not logged)
+  // Its index along each parallel dimension (global::dim_specs(); pp's is `stage`), -1 when not logged.
+  std::vector<int64_t> coordinate;
   double step_time = kMissing, exposed_comm_time = kMissing, pipeline_wait_time = kMissing;
   double peak_bytes = kMissing, mem_parameters = kMissing, mem_gradients = kMissing;
   double mem_optimizer_state = kMissing, mem_activations = kMissing, mem_comm_buffers = kMissing;
@@ -52,7 +56,7 @@ Metrics load_metrics(const std::string& path);
 
 // The run's layout from config.yaml (missing keys keep these defaults).
 struct RunLayout {
-  int64_t dp = 1, tp = 1, pp = 1;
+  global::ParallelDims dims;   // train.dist.*_parallel_size; a 0 is derived from the ranks logged
   int64_t virtual_stages = 1;  // train.dist.virtual_pipeline_size
   std::string schedule;    // train.dist.pipeline_schedule
   std::string model_name;  // model.name

@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "meshflow/global/device_mesh.h"
+#include "meshflow/global/parallel_dims.h"
 #include "meshflow/models/model.h"
 #include "meshflow/models/registry.h"
 #include "meshflow/parallel/pipeline_schedule.h"
@@ -111,7 +111,8 @@ int64_t accumulation_steps(const Config& c, int64_t micro_batch, int64_t dp) {
 // train.dist.* beyond the mesh sizes. Pipeline set-ups that cannot run fail here, before any
 // work: a bad schedule name, fewer layers than (virtual) stages, interleaving with micro-batches
 // not a multiple of the stages.
-void parallel_options(const Config& c, const global::MeshSizes& mesh, TrainOptions& o) {
+void parallel_options(const Config& c, const global::ParallelDims& dims, TrainOptions& o) {
+  const int64_t stages = dims.size("pp");
   o.pipeline_schedule = c.get_string("train.dist.pipeline_schedule");
   o.virtual_pipeline_size = c.get_int("train.dist.virtual_pipeline_size");
   // LiBai's train.dist.pipeline_num_layers: the layers placed over the stages. Every layer of the
@@ -122,16 +123,16 @@ void parallel_options(const Config& c, const global::MeshSizes& mesh, TrainOptio
            " must be 0 or the model's layers (", layers, ": model.num_layers, T5 with model.num_decoder_layers): the "
            "pipeline places all of the model's layers");
   MF_CHECK(o.virtual_pipeline_size >= 1, "train.dist.virtual_pipeline_size must be >= 1, got ", o.virtual_pipeline_size);
-  MF_CHECK(o.virtual_pipeline_size == 1 || mesh.pipeline > 1, "train.dist.virtual_pipeline_size ",
+  MF_CHECK(o.virtual_pipeline_size == 1 || stages > 1, "train.dist.virtual_pipeline_size ",
            o.virtual_pipeline_size, " splits each pipeline stage into chunks: it needs train.dist.pipeline_parallel_size > 1");
-  if (mesh.pipeline == 1)  // one stage: a list naming others is a config meant for a pipeline
+  if (stages == 1)  // one stage: a list naming others is a config meant for a pipeline
     for (double id : c.get_float_list("train.dist.custom_pipeline_stage_id"))
       MF_CHECK(id == 0, "train.dist.custom_pipeline_stage_id names stage ", id,
                ", but there is no pipeline (train.dist.pipeline_parallel_size 1)");
   const auto schedule = parallel::parse_pipeline_schedule(o.pipeline_schedule);
-  if (mesh.pipeline > 1) {
-    pipeline_layers(c, mesh.pipeline * o.virtual_pipeline_size);
-    parallel::pipeline_actions(schedule, mesh.pipeline, 0, o.accumulation_steps, o.virtual_pipeline_size);
+  if (stages > 1) {
+    pipeline_layers(c, stages * o.virtual_pipeline_size);
+    parallel::pipeline_actions(schedule, stages, 0, o.accumulation_steps, o.virtual_pipeline_size);
   }
   if (c.get_bool("train.zero_optimization.enabled")) {
     o.zero_stage = c.get_int("train.zero_optimization.stage");
@@ -186,9 +187,10 @@ TrainOptions train_options(const Config& c, int world_size) {
   o.train_iter = c.get_int("train.train_iter");
   o.exit_iter = c.get_int("train.exit_iter");
   o.micro_batch = c.get_int("train.train_micro_batch_size");
-  const global::MeshSizes mesh = global::resolve_mesh_sizes(global::MeshSizes::from_config(c), world_size);
-  o.accumulation_steps = accumulation_steps(c, o.micro_batch, mesh.data);
-  parallel_options(c, mesh, o);
+  const global::ParallelDims dims = global::ParallelDims::from_config(c).resolved(world_size);
+  const int64_t batch_ranks = dims.batch_ranks();  // the ranks that take different rows: dp
+  o.accumulation_steps = accumulation_steps(c, o.micro_batch, batch_ranks);
+  parallel_options(c, dims, o);
   o.log_period = c.get_int("train.log_period");
   o.straggler_factor = c.get_float("train.straggler_factor");
   MF_CHECK(o.straggler_factor == 0 || o.straggler_factor > 1, "train.straggler_factor=", o.straggler_factor,
@@ -211,10 +213,10 @@ TrainOptions train_options(const Config& c, int world_size) {
   // What the run multiplies out (tokens per step, the samples of the run and of an evaluation; see
   // run.cpp and Trainer::tokens_per_step) must be countable.
   // (micro-batch x data-parallel was checked by accumulation_steps.)
-  const int64_t rows = batch_product(o.micro_batch * mesh.data, o.accumulation_steps, "samples per step");
+  const int64_t rows = batch_product(o.micro_batch * batch_ranks, o.accumulation_steps, "samples per step");
   batch_product(rows, o.seq_length, "tokens per step (samples per step x data.seq_length)");
   batch_product(rows, o.train_iter, "samples of the run (train.train_iter x samples per step)");
-  const int64_t eval_rows = batch_product(o.eval_micro_batch, mesh.data, "samples per evaluation step");
+  const int64_t eval_rows = batch_product(o.eval_micro_batch, batch_ranks, "samples per evaluation step");
   batch_product(eval_rows, o.eval_iter, "samples of an evaluation (train.evaluation.eval_iter x samples per step)");
   batch_product(eval_rows, o.seq_length, "tokens per evaluation step");
   optimizer_options(c, o);

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "meshflow/global/parallel_dims.h"
 #include "meshflow/train/stragglers.h"
 
 namespace mf::train {
@@ -78,7 +79,7 @@ void LoggingHook::after_step(Trainer& t, const StepStats& s) {
     fields["loss_scale"] = s.loss_scale;
     fields["skipped_iters"] = s.skipped_iters;
   }
-  if (t.dp_size() * t.tp_size() * t.pp_size() > 1) {
+  if (t.groups().dims().product() > 1) {
     // The last step: bytes a ring algorithm sends for this rank's communication (estimated from
     // tensor sizes), and the gradient-reduction time not hidden behind backward.
     fields["comm_bytes_est"] = s.comm_bytes_est;
@@ -86,23 +87,28 @@ void LoggingHook::after_step(Trainer& t, const StepStats& s) {
   }
   // Every rank's figures of this (the last) step, by world rank.
   nlohmann::ordered_json ranks = nlohmann::ordered_json::array();
-  for (const RankStepStats& r : s.ranks)
-    ranks.push_back({{"rank", r.rank},
-                     {"stage", r.stage},
-                     {"dp", r.dp},
-                     {"tp", r.tp},
-                     {"step_time", r.step_seconds},
-                     {"exposed_comm_time", r.exposed_comm_s},
-                     {"pipeline_wait_time", r.pipeline_wait_s},
-                     {"comm_wait_time", r.comm_wait_s},
-                     {"mean_step_time", r.mean_step_s},
-                     {"mean_compute_time", r.mean_compute_s()},
-                     {"peak_bytes", r.peak_bytes},
-                     {"mem_parameters", r.memory.parameters},
-                     {"mem_gradients", r.memory.gradients},
-                     {"mem_optimizer_state", r.memory.optimizer_state},
-                     {"mem_activations", r.memory.activations},
-                     {"mem_comm_buffers", r.memory.comm_buffers}});
+  for (const RankStepStats& r : s.ranks) {
+    // Its place: "stage" (the pipeline stage), then its index along each other dimension.
+    nlohmann::ordered_json place = {{"rank", r.rank}};
+    for (size_t i = 0; i < r.coordinate.size(); ++i) {
+      const std::string name = global::dim_specs()[i].name;
+      place[name == "pp" ? "stage" : name] = r.coordinate[i];
+    }
+    const nlohmann::ordered_json figures = {{"step_time", r.step_seconds},
+                                            {"exposed_comm_time", r.exposed_comm_s},
+                                            {"pipeline_wait_time", r.pipeline_wait_s},
+                                            {"comm_wait_time", r.comm_wait_s},
+                                            {"mean_step_time", r.mean_step_s},
+                                            {"mean_compute_time", r.mean_compute_s()},
+                                            {"peak_bytes", r.peak_bytes},
+                                            {"mem_parameters", r.memory.parameters},
+                                            {"mem_gradients", r.memory.gradients},
+                                            {"mem_optimizer_state", r.memory.optimizer_state},
+                                            {"mem_activations", r.memory.activations},
+                                            {"mem_comm_buffers", r.memory.comm_buffers}};
+    for (const auto& [key, value] : figures.items()) place[key] = value;
+    ranks.push_back(std::move(place));
+  }
   if (!ranks.empty()) fields["ranks"] = std::move(ranks);
   // Ranks whose compute time exceeds the median rank's by train.straggler_factor (this step).
   const std::vector<Straggler> slow = find_stragglers(s.ranks, o.straggler_factor);

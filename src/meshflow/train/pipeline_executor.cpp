@@ -90,7 +90,7 @@ struct PipelineExecutor::Run {
     }
   }
   void send(const Tensor& t, int64_t to_virtual_stage, int64_t micro, int kind, int64_t output_of = -1) {
-    sends[now] = ex.g_.pp->send(contiguous(t), rank_of(to_virtual_stage), tag(micro, to_virtual_stage / p, kind));
+    sends[now] = ex.g_.get("pp")->send(contiguous(t), rank_of(to_virtual_stage), tag(micro, to_virtual_stage / p, kind));
     sent_output[now] = output_of;
   }
 
@@ -100,7 +100,7 @@ struct PipelineExecutor::Run {
     const Batch& batch = batches[static_cast<size_t>(micro)];  // host ids: the embedding checks and uploads them
     if (j > 0) {
       f.input = ex.stage_buffer(rows, T);
-      timed_wait(ex.g_.pp->recv(f.input, rank_of(j - 1), tag(micro, chunk, 0)));
+      timed_wait(ex.g_.get("pp")->recv(f.input, rank_of(j - 1), tag(micro, chunk, 0)));
       release_received();
       if (training) f.input.set_requires_grad(true);
     }
@@ -134,7 +134,7 @@ struct PipelineExecutor::Run {
       scale(f.output, backward_scale).backward();
     } else {
       Tensor g = ex.stage_buffer(rows, T);
-      timed_wait(ex.g_.pp->recv(g, rank_of(j + 1), tag(micro, chunk, 1)));
+      timed_wait(ex.g_.get("pp")->recv(g, rank_of(j + 1), tag(micro, chunk, 1)));
       release_received();
       const trace::Scope span = micro_span("backward", micro, chunk);
       f.output.backward(g);
@@ -144,7 +144,7 @@ struct PipelineExecutor::Run {
   }
 };
 
-PipelineExecutor::PipelineExecutor(models::Model& model, const parallel::Groups& groups, Device device)
+PipelineExecutor::PipelineExecutor(models::Model& model, const parallel::NamedGroups& groups, Device device)
     : model_(&model), g_(groups), device_(device) {}
 
 Tensor PipelineExecutor::stage_buffer(int64_t rows, int64_t seq_len) const {
@@ -157,7 +157,7 @@ double PipelineExecutor::run(const std::vector<parallel::PipelineAction>& action
                              double backward_scale, const std::function<void()>& before_last_backward) {
   Generator& gen = default_generator();
   const int64_t v = model_->stage().num_chunks(), rows = batches.front().rows();
-  Run r{*this, batches, loss_totals, g_.pp_size(), g_.pp_rank(), v, seq_len, rows, training, gen.state().next_stream,
+  Run r{*this, batches, loss_totals, g_.size("pp"), g_.rank("pp"), v, seq_len, rows, training, gen.state().next_stream,
         model_->streams_per_forward(), {}, std::vector<comm::WorkPtr>(actions.size()),
         std::vector<int64_t>(actions.size(), -1), received, 0, 0, {}};
   r.held.resize(batches.size() * static_cast<size_t>(v));
@@ -178,7 +178,7 @@ double PipelineExecutor::run(const std::vector<parallel::PipelineAction>& action
     // make up the global batch (a restart on fewer ranks continues the run exactly).
     std::optional<BatchSliceGuard> slice;
     if (training)
-      slice.emplace((a.micro * g_.dp_size() + g_.dp_rank()) * rows, static_cast<int64_t>(batches.size()) * g_.dp_size() * rows);
+      slice.emplace((a.micro * g_.size("dp") + g_.rank("dp")) * rows, static_cast<int64_t>(batches.size()) * g_.size("dp") * rows);
     if (a.forward) {
       r.forward(a.micro, a.chunk);
       if (!training) continue;
@@ -202,14 +202,14 @@ double PipelineExecutor::train(const std::vector<Batch>& batches, const std::vec
                                parallel::PipelineSchedule schedule, int64_t seq_len, double backward_scale,
                                const std::function<void()>& before_last_backward) {
   const int64_t m = static_cast<int64_t>(batches.size()), v = model_->stage().num_chunks();
-  const parallel::PipelineSchedule used = g_.pp ? schedule : parallel::PipelineSchedule::k1F1B;
-  const auto actions = parallel::pipeline_actions(used, g_.pp_size(), g_.pp_rank(), m, v);
-  const auto received = parallel::sends_received(used, g_.pp_size(), g_.pp_rank(), m, v);
+  const parallel::PipelineSchedule used = g_.ptr("pp") ? schedule : parallel::PipelineSchedule::k1F1B;
+  const auto actions = parallel::pipeline_actions(used, g_.size("pp"), g_.rank("pp"), m, v);
+  const auto received = parallel::sends_received(used, g_.size("pp"), g_.rank("pp"), m, v);
   stats_ = PipelineStats{};
   stats_.max_in_flight = parallel::max_in_flight(actions);
   const trace::Scope span =
       trace::enabled() ? trace::Scope("schedule", std::string("pipeline ") + parallel::pipeline_schedule_name(used),
-                                      "\"micro_batches\":" + std::to_string(m) + ",\"stages\":" + std::to_string(g_.pp_size()) +
+                                      "\"micro_batches\":" + std::to_string(m) + ",\"stages\":" + std::to_string(g_.size("pp")) +
                                           ",\"chunks\":" + std::to_string(v))
                        : trace::Scope();
   const auto t0 = std::chrono::steady_clock::now();

@@ -27,9 +27,9 @@ struct PipelineStats {
 class PipelineExecutor {
  public:
   using Batch = models::Batch;  // host tensors
-  // `model` is this rank's stage; `groups.pp` its pipeline group (null: one stage), `groups.dp`
+  // `model` is this rank's stage; `groups.ptr("pp")` its pipeline group (null: one stage), `groups.ptr("dp")`
   // the data-parallel group whose batch slice this rank's rows are.
-  PipelineExecutor(models::Model& model, const parallel::Groups& groups, Device device);
+  PipelineExecutor(models::Model& model, const parallel::NamedGroups& groups, Device device);
 
   // One step's forwards and backwards of `batches` (the micro-batches, each `rows` rows of this
   // data-parallel rank) in `schedule`'s order; `loss_totals`: the step's items of each loss term
@@ -60,7 +60,7 @@ class PipelineExecutor {
   Tensor stage_buffer(int64_t rows, int64_t seq_len) const;
 
   models::Model* model_;
-  parallel::Groups g_;
+  parallel::NamedGroups g_;
   Device device_;
   PipelineStats stats_;
   std::vector<std::pair<double, double>> last_metrics_;  // evaluate()'s

@@ -284,7 +284,7 @@ RunSummary run_training(const Config& run_config, std::FILE* out, const comm::Co
   const bool gpu = run_device.device.type != DeviceType::kCPU;
   if (gpu && (!world || world->rank() == 0)) std::fprintf(out, "device: %s\n", run_device.how.c_str());
   const parallel::ParallelContext ctx = parallel::ParallelContext::from_config(c, world, opts.dist_timeout_seconds);
-  const int64_t dp = ctx.groups.dp_size(), dp_rank = ctx.groups.dp_rank();
+  const int64_t dp = ctx.groups.size("dp"), dp_rank = ctx.groups.rank("dp");
   auto tok = tokenizer_from_config(c);
   const int64_t train_samples = opts.train_iter * opts.micro_batch * opts.accumulation_steps * dp;
   const models::PipelineStage stage =  // this rank's stage: its layers
@@ -306,8 +306,7 @@ RunSummary run_training(const Config& run_config, std::FILE* out, const comm::Co
   RunSources data = make_sources(c, *model, *tok, opts, train_samples,
                                  opts.eval_enabled ? opts.eval_iter * opts.eval_micro_batch * dp : 0, dp_rank, dp);
   if (!data.note.empty() && (!world || world->rank() == 0)) std::fprintf(out, "%s\n", data.note.c_str());
-  Trainer trainer(opts, model, std::move(data.train), data.valid);
-  if (ctx.mesh) trainer.set_groups(ctx.groups);
+  Trainer trainer(opts, model, std::move(data.train), data.valid, ctx.groups);
   if (trainer.is_main_rank()) trainer.add_hook(std::make_unique<LoggingHook>(out));
   if (opts.profile.enabled) trainer.add_hook(std::make_unique<TraceHook>());
   auto last = std::make_unique<LastStats>();
@@ -336,10 +335,9 @@ RunSummary run_training(const Config& run_config, std::FILE* out, const comm::Co
 
 Config one_process_config(const Config& run_config) {
   Config c = run_config;
-  for (const auto& [key, value] : {std::pair<const char*, const char*>{"train.dist.tensor_parallel_size", "1"},
-                                   {"train.dist.pipeline_parallel_size", "1"},
-                                   {"train.dist.data_parallel_size", "0"},
-                                   {"train.dist.virtual_pipeline_size", "1"},
+  // Every parallel dimension of one rank (the elastic one, dp, derived: 1 on one process).
+  for (const global::DimSpec& d : global::dim_specs()) c.set(d.config_key, d.elastic ? "0" : "1", "eval (one process)");
+  for (const auto& [key, value] : {std::pair<const char*, const char*>{"train.dist.virtual_pipeline_size", "1"},
                                    {"train.dist.pipeline_num_layers", "0"},
                                    {"train.dist.custom_pipeline_stage_id", "[]"},
                                    {"train.dist.sequence_parallel", "false"},

@@ -29,7 +29,7 @@ io::TensorRegion slice_of(io::TensorRegion r, const parallel::ParamShard& z) {
 std::vector<StateSlot> state_slots(const models::Model& model, const parallel::GradSync& sync,
                                    optim::Optimizer& optimizer) {
   const nn::TensorParallel& tp = model.tensor_parallel();
-  const int64_t dpn = sync.groups().dp_size(), dpr = sync.groups().dp_rank();
+  const int64_t dpn = sync.groups().size("dp"), dpr = sync.groups().rank("dp");
   const auto named = model.named_parameters();
   const auto layouts = model.parameter_layouts();
   std::unordered_map<std::string, size_t> index;

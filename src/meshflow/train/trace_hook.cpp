@@ -6,6 +6,7 @@
 
 #include "meshflow/core/atomic_file.h"
 #include "meshflow/core/trace.h"
+#include "meshflow/global/parallel_dims.h"
 #include "meshflow/ops/ops.h"
 #include "meshflow/parallel/pipeline_schedule.h"
 #include "meshflow/tensor/allocator.h"
@@ -54,23 +55,24 @@ void TraceHook::finish(Trainer& t) {
   trace::set_memory_probe(nullptr);
   recording_ = false;
   done_ = true;
-  const parallel::Groups& g = t.groups();
+  const parallel::NamedGroups& g = t.groups();
   comm::Communicator* everyone = g.everyone();
   const int rank = everyone ? everyone->rank() : 0, n = everyone ? everyone->size() : 1;
-  const std::string name = "rank " + std::to_string(rank) + " (stage " + std::to_string(g.pp_rank()) + ", dp " +
-                           std::to_string(g.dp_rank()) + ", tp " + std::to_string(g.tp_rank()) + ")";
+  // "rank 3 (stage 1, dp 0, tp 1)": the pipeline stage, then the index along each other dimension.
+  std::string name = "rank " + std::to_string(rank) + " (stage " + std::to_string(g.rank("pp"));
+  for (const global::DimSpec& d : global::dim_specs())
+    if (std::string_view(d.name) != "pp") name += ", " + std::string(d.name) + " " + std::to_string(g.rank(d.name));
+  name += ")";
   const std::string mine = trace::to_json(events, rank, name);
   const TrainOptions& o = t.options();
-  nlohmann::ordered_json other = {{"pipeline_schedule", g.pp ? o.pipeline_schedule : std::string("1f1b")},
-                                  {"pipeline_stages", g.pp_size()},
+  nlohmann::ordered_json other = {{"pipeline_schedule", g.ptr("pp") ? o.pipeline_schedule : std::string("1f1b")},
+                                  {"pipeline_stages", g.size("pp")},
                                   {"micro_batches", o.accumulation_steps},
                                   {"virtual_stages", t.model().stage().num_chunks()},
                                   {"world_size", n},
-                                  {"dp", g.dp_size()},
-                                  {"tp", g.tp_size()},
-                                  {"pp", g.pp_size()},
                                   {"start_step", first_step_},
                                   {"num_steps", t.iter() - first_step_ + 1}};
+  for (const global::DimSpec& d : global::dim_specs()) other[d.name] = g.size(d.name);
   const fs::path dir = fs::path(o.output_dir) / "trace";
   fs::create_directories(dir);
   char file[32];

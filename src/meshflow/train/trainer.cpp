@@ -55,11 +55,12 @@ Device model_device(const models::Model& m) {
 }  // namespace
 
 Trainer::Trainer(TrainOptions opts, std::shared_ptr<models::Model> model, std::unique_ptr<BatchSource> train_data,
-                 std::function<std::unique_ptr<BatchSource>()> make_valid_data)
+                 std::function<std::unique_ptr<BatchSource>()> make_valid_data, parallel::NamedGroups groups)
     : opts_(std::move(opts)),
       model_(std::move(model)),
       train_data_(std::move(train_data)),
       make_valid_data_(std::move(make_valid_data)),
+      groups_(std::move(groups)),
       executor_(*model_, groups_, model_device(*model_)),
       scheduler_(scheduler_registry().create(opts_.scheduler.name, scheduler_config(opts_))),
       device_(model_device(*model_)),
@@ -67,7 +68,13 @@ Trainer::Trainer(TrainOptions opts, std::shared_ptr<models::Model> model, std::u
   MF_CHECK(opts_.train_iter > 0 && opts_.micro_batch > 0 && opts_.accumulation_steps > 0, "trainer: train.train_iter (",
            opts_.train_iter, "), train.train_micro_batch_size (", opts_.micro_batch,
            ") and train.num_accumulation_steps (", opts_.accumulation_steps, ") must be positive");
+  check_model_groups(groups_);
   build_sync();
+}
+
+void Trainer::check_model_groups(const parallel::NamedGroups& groups) const {
+  MF_CHECK(groups.ptr("tp") == (model_->tensor_parallel().enabled() ? model_->tensor_parallel().comm : nullptr),
+           "trainer: the groups' tensor-parallel group is not the model's");
 }
 
 Trainer::~Trainer() = default;
@@ -92,14 +99,17 @@ void Trainer::build_sync() {
 
 void Trainer::set_parallel(std::shared_ptr<comm::Communicator> dp, std::shared_ptr<comm::Communicator> all,
                            std::shared_ptr<comm::Communicator> pp, std::shared_ptr<comm::Communicator> world) {
-  set_groups(parallel::make_groups(std::move(dp), model_->tensor_parallel().comm, std::move(all), std::move(pp),
-                                   std::move(world), opts_.dist_timeout_seconds));
+  set_groups(parallel::make_groups({{"dp", std::move(dp)},
+                                    {"tp", model_->tensor_parallel().comm},
+                                    {"stage", std::move(all)},
+                                    {"pp", std::move(pp)},
+                                    {"world", std::move(world)}},
+                                   opts_.dist_timeout_seconds));
 }
 
-void Trainer::set_groups(parallel::Groups groups) {
+void Trainer::set_groups(parallel::NamedGroups groups) {
   MF_CHECK(iter_ == 0 && !groups_.everyone(), "trainer: the parallel groups are set once, before train()");
-  MF_CHECK(groups.tp == (model_->tensor_parallel().enabled() ? model_->tensor_parallel().comm : nullptr),
-           "trainer: the groups' tensor-parallel group is not the model's");
+  check_model_groups(groups);
   groups_ = std::move(groups);
   build_sync();
 }
@@ -163,7 +173,7 @@ StepStats Trainer::train_step() {
     if (totals.empty()) totals.assign(n.size(), 0.0);
     for (size_t k = 0; k < n.size(); ++k) totals[k] += n[k];
   }
-  totals = parallel::sum_over(groups_.dp.get(), totals);
+  totals = parallel::sum_over(groups_.get("dp"), totals);
   // fp16: the seed carries the loss scale (every gradient comes out scale x the true one). The
   // gradient reduction averages over the data-parallel ranks, whose losses add up to the step's.
   const double loss_scale = scaler_.scale();
@@ -176,7 +186,7 @@ StepStats Trainer::train_step() {
     const trace::Scope phase = trace::enabled() ? trace::Scope("grad_sync", "gradient reduction") : trace::Scope();
     exposed = sync_->finish();
   }
-  loss_sum = parallel::sum_over(groups_.dp.get(), parallel::sum_over(groups_.pp.get(), loss_sum));
+  loss_sum = parallel::sum_over(groups_.get("dp"), parallel::sum_over(groups_.get("pp"), loss_sum));
   // Mixed precision: gradients with an inf or NaN on any rank skip the update (parameters,
   // optimizer state and its step count unchanged; the iteration and the data advance), as
   // Megatron-LM does for fp16; bf16 skips such a step too rather than poison the weights.
@@ -212,7 +222,7 @@ StepStats Trainer::train_step() {
   ++period_steps_;
   s.tokens_per_sec = static_cast<double>(tokens_per_step()) / s.step_seconds;
   const double achieved_flops = s.tokens_per_sec * model_->flops_per_token(opts_.seq_length);
-  const double ranks = static_cast<double>(dp_size() * tp_size() * pp_size());
+  const double ranks = static_cast<double>(groups_.dims().product());
   std::function<double()> remeasure;  // a GPU's peak is its data sheet's: nothing to measure again
   if (device_.type == DeviceType::kCPU) remeasure = [ranks] { return measure_peak_flops_now() * ranks; };
   s.peak_note = peak_.observe(achieved_flops, remeasure);
@@ -238,15 +248,16 @@ std::vector<RankStepStats> Trainer::gather_rank_stats(const StepStats& s) const 
   comm::Communicator* everyone = groups_.everyone();
   const int n = everyone ? everyone->size() : 1, me = everyone ? everyone->rank() : 0;
   const MemoryReport& m = s.memory;
-  const std::vector<double> mine = {static_cast<double>(groups_.pp_rank()), static_cast<double>(groups_.dp_rank()),
-                                    static_cast<double>(groups_.tp_rank()), s.step_seconds, s.exposed_comm_s,
-                                    executor_.last_stats().wait_seconds, static_cast<double>(m.parameters),
-                                    static_cast<double>(m.gradients), static_cast<double>(m.optimizer_state),
-                                    static_cast<double>(m.activations), static_cast<double>(m.comm_buffers),
-                                    static_cast<double>(m.peak), static_cast<double>(s.peak_bytes), s.comm_wait_s,
-                                    s.mean_step_s, s.mean_comm_wait_s};
+  // Each rank's row: its figures, then its coordinate; the sum over every rank gathers the rows.
+  std::vector<double> mine = {s.step_seconds, s.exposed_comm_s, executor_.last_stats().wait_seconds,
+                              static_cast<double>(m.parameters), static_cast<double>(m.gradients),
+                              static_cast<double>(m.optimizer_state), static_cast<double>(m.activations),
+                              static_cast<double>(m.comm_buffers), static_cast<double>(m.peak),
+                              static_cast<double>(s.peak_bytes), s.comm_wait_s, s.mean_step_s, s.mean_comm_wait_s};
+  const size_t figures = mine.size();
+  for (int64_t c : groups_.coordinate()) mine.push_back(static_cast<double>(c));
   const size_t k = mine.size();
-  std::vector<double> all(k * static_cast<size_t>(n), 0.0);  // each rank fills its row; the sum gathers them
+  std::vector<double> all(k * static_cast<size_t>(n), 0.0);
   std::copy(mine.begin(), mine.end(), all.begin() + static_cast<std::ptrdiff_t>(k * static_cast<size_t>(me)));
   all = parallel::sum_over(everyone, all);
   std::vector<RankStepStats> out(static_cast<size_t>(n));
@@ -254,18 +265,16 @@ std::vector<RankStepStats> Trainer::gather_rank_stats(const StepStats& s) const 
     const double* v = all.data() + k * static_cast<size_t>(r);
     RankStepStats& x = out[static_cast<size_t>(r)];
     x.rank = r;
-    x.stage = static_cast<int>(v[0]);
-    x.dp = static_cast<int>(v[1]);
-    x.tp = static_cast<int>(v[2]);
-    x.step_seconds = v[3];
-    x.exposed_comm_s = v[4];
-    x.pipeline_wait_s = v[5];
-    x.memory = {static_cast<int64_t>(v[6]), static_cast<int64_t>(v[7]), static_cast<int64_t>(v[8]),
-                static_cast<int64_t>(v[11]), static_cast<int64_t>(v[9]), static_cast<int64_t>(v[10])};
-    x.peak_bytes = static_cast<int64_t>(v[12]);
-    x.comm_wait_s = v[13];
-    x.mean_step_s = v[14];
-    x.mean_comm_wait_s = v[15];
+    x.step_seconds = v[0];
+    x.exposed_comm_s = v[1];
+    x.pipeline_wait_s = v[2];
+    x.memory = {static_cast<int64_t>(v[3]), static_cast<int64_t>(v[4]), static_cast<int64_t>(v[5]),
+                static_cast<int64_t>(v[8]), static_cast<int64_t>(v[6]), static_cast<int64_t>(v[7])};
+    x.peak_bytes = static_cast<int64_t>(v[9]);
+    x.comm_wait_s = v[10];
+    x.mean_step_s = v[11];
+    x.mean_comm_wait_s = v[12];
+    for (size_t i = figures; i < k; ++i) x.coordinate.push_back(static_cast<int64_t>(v[i]));
   }
   return out;
 }
@@ -287,12 +296,12 @@ EvalStats Trainer::evaluate() {
   model_->train();
   EvalStats e;
   e.iter = iter_;
-  const double mean = parallel::sum_over(groups_.pp.get(), total) / static_cast<double>(std::max<int64_t>(1, opts_.eval_iter));
-  e.loss = parallel::mean_over(groups_.dp.get(), mean);
+  const double mean = parallel::sum_over(groups_.get("pp"), total) / static_cast<double>(std::max<int64_t>(1, opts_.eval_iter));
+  e.loss = parallel::mean_over(groups_.get("dp"), mean);
   e.perplexity = model_->batch_kind() == models::BatchKind::kCausalLM ? std::exp(e.loss)
                                                                      : std::numeric_limits<double>::quiet_NaN();
   if (!names.empty()) {
-    sums = parallel::sum_over(groups_.dp.get(), parallel::sum_over(groups_.pp.get(), sums));
+    sums = parallel::sum_over(groups_.get("dp"), parallel::sum_over(groups_.get("pp"), sums));
     for (size_t k = 0; k < names.size(); ++k) e.metrics.emplace_back(names[k], sums[2 * k] / std::max(1.0, sums[2 * k + 1]));
   }
   return e;
@@ -342,7 +351,7 @@ void Trainer::train() {
   if (!opts_.hf_config_json.empty() && is_main_rank())
     write_file_atomic((fs::path(opts_.output_dir) / "hf_config.json").string(), opts_.hf_config_json);
   PeakFlops peak = device_peak_flops();
-  if (const int64_t ranks = dp_size() * tp_size() * pp_size(); ranks > 1) {
+  if (const int64_t ranks = groups_.dims().product(); ranks > 1) {
     peak.flops *= static_cast<double>(ranks);
     peak.source += detail::cat("; per rank, x ", ranks, " ranks");
   }
@@ -403,11 +412,9 @@ void Trainer::save_checkpoint() {
   if (scaler_.enabled()) st.loss_scaler = scaler_.state();
   st.skipped_iters = skipped_iters_;
   st.run = io::RunConstants{opts_.seq_length, global_batch_size(), opts_.seed};
-  const std::map<std::string, int64_t> layout = {{"dp", dp_size()},
-                                                 {"tp", tp_size()},
-                                                 {"pp", pp_size()},
-                                                 {"virtual_pp", model_->stage().num_chunks()},
-                                                 {"zero_stage", sync_->zero_stage()}};
+  std::map<std::string, int64_t> layout = groups_.dims().named();  // {"dp": 2, "pp": 1, "tp": 2}
+  layout["virtual_pp"] = model_->stage().num_chunks();
+  layout["zero_stage"] = sync_->zero_stage();
   io::write_checkpoint_shards(groups_.everyone(), opts_.output_dir, st, opts_.config_yaml, layout, mine, opts_.max_to_keep);
 }
 

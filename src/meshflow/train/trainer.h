@@ -99,7 +99,8 @@ struct MemoryReport {
 
 // One rank's figures of a step (StepStats::ranks).
 struct RankStepStats {
-  int rank = 0, stage = 0, dp = 0, tp = 0;  // in the world; its pipeline stage, dp and tp index
+  int rank = 0;                     // in the world
+  std::vector<int64_t> coordinate;  // its index along each parallel dimension (global::dim_specs())
   double step_seconds = 0, exposed_comm_s = 0;
   double pipeline_wait_s = 0;  // waiting for the neighbour stages' activations and gradients
   double comm_wait_s = 0;      // blocked in any collective or send/recv (comm::comm_wait_seconds)
@@ -165,8 +166,10 @@ class HookBase {
 
 class Trainer {
  public:
+  // `groups`: the run's parallel groups by name (parallel::ParallelContext; none: one process, or
+  // set later by set_parallel); their tp group must be the model's.
   Trainer(TrainOptions opts, std::shared_ptr<models::Model> model, std::unique_ptr<BatchSource> train_data,
-          std::function<std::unique_ptr<BatchSource>()> make_valid_data);
+          std::function<std::unique_ptr<BatchSource>()> make_valid_data, parallel::NamedGroups groups = {});
   ~Trainer();
 
   // The parallel layout (call once, before train(); groups of one rank change nothing). `dp`: the
@@ -182,14 +185,12 @@ class Trainer {
   // single-process run.
   void set_parallel(std::shared_ptr<comm::Communicator> dp, std::shared_ptr<comm::Communicator> all,
                     std::shared_ptr<comm::Communicator> pp = nullptr, std::shared_ptr<comm::Communicator> world = nullptr);
-  // The same from groups made once (parallel::ParallelContext); groups.tp must be the model's.
-  void set_groups(parallel::Groups groups);
-  int64_t dp_size() const { return groups_.dp_size(); }
-  int64_t dp_rank() const { return groups_.dp_rank(); }
-  int64_t tp_size() const { return model_->tensor_parallel().size(); }
-  int64_t pp_size() const { return groups_.pp_size(); }
+  // The same from groups made once (parallel::ParallelContext); groups.ptr("tp") must be the model's.
+  void set_groups(parallel::NamedGroups groups);
+  int64_t dp_size() const { return groups_.size("dp"); }
+  int64_t tp_size() const { return groups_.size("tp"); }
   bool is_main_rank() const { return groups_.main_rank(); }
-  const parallel::Groups& groups() const { return groups_; }
+  const parallel::NamedGroups& groups() const { return groups_; }
   // Whether step `iter` is logged: every train.log_period steps and the last.
   bool log_step(int64_t iter) const { return iter % std::max<int64_t>(1, opts_.log_period) == 0 || iter == opts_.train_iter; }
   // Pipeline statistics of the last step (this stage).
@@ -226,14 +227,15 @@ class Trainer {
   double peak_flops() const { return peak_.flops(); }
   const std::string& peak_source() const { return peak_.source(); }  // which peak, for the log
   // Tokens of one optimizer step over all data-parallel ranks (tp ranks share theirs).
-  int64_t tokens_per_step() const { return opts_.micro_batch * opts_.accumulation_steps * opts_.seq_length * dp_size(); }
+  int64_t tokens_per_step() const { return global_batch_size() * opts_.seq_length; }
   // Samples of one optimizer step over all data-parallel ranks.
-  int64_t global_batch_size() const { return opts_.micro_batch * opts_.accumulation_steps * dp_size(); }
+  int64_t global_batch_size() const { return opts_.micro_batch * opts_.accumulation_steps * groups_.dims().batch_ranks(); }
 
  private:
   StepStats train_step();
   MemoryReport memory_report(int64_t peak) const;
   std::vector<RankStepStats> gather_rank_stats(const StepStats& s) const;  // collective over every rank
+  void check_model_groups(const parallel::NamedGroups& groups) const;  // their tp group is the model's
   // Builds the gradient synchronisation for groups_ and the optimizer over what it shards.
   void build_sync();
   // Throws naming the key when this run's sequence length, global batch or seed is not the one
@@ -246,7 +248,7 @@ class Trainer {
   std::shared_ptr<models::Model> model_;
   std::unique_ptr<BatchSource> train_data_;
   std::function<std::unique_ptr<BatchSource>()> make_valid_data_;
-  parallel::Groups groups_;
+  parallel::NamedGroups groups_;
   std::unique_ptr<parallel::GradSync> sync_;
   PipelineExecutor executor_;
   std::unique_ptr<optim::Optimizer> optimizer_;
