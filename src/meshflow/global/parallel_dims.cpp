@@ -26,6 +26,13 @@ size_t dim_index(std::string_view name) {
   MF_THROW("no parallel dimension named '", name, "' (the dimensions: ", known, ")");
 }
 
+size_t elastic_dim() {
+  const auto& specs = dim_specs();
+  for (size_t i = 0; i < specs.size(); ++i)
+    if (specs[i].elastic) return i;
+  MF_THROW("no parallel dimension is elastic");
+}
+
 ParallelDims::ParallelDims() : sizes_(dim_specs().size(), 1) {}
 
 ParallelDims::ParallelDims(std::initializer_list<std::pair<std::string_view, int64_t>> sizes) : ParallelDims() {
@@ -109,10 +116,7 @@ std::string ParallelDims::str() const {
 
 std::string ParallelDims::keys_str() const {
   std::string s;
-  for (size_t i = 0; i < count(); ++i) {
-    const std::string key = dim_specs()[i].config_key;
-    s += detail::cat(i ? ", " : "", key.substr(key.rfind('.') + 1), "=", sizes_[i]);
-  }
+  for (size_t i = 0; i < count(); ++i) s += detail::cat(i ? ", " : "", dim_specs()[i].key_name(), "=", sizes_[i]);
   return s;
 }
 

@@ -33,12 +33,17 @@ struct DimSpec {
   // A supervised restart on fewer processes (meshflow launch) may shrink it, keeping the global
   // batch through the accumulation steps; the others are kept.
   bool elastic;
+
+  // The key under train.dist: "data_parallel_size".
+  std::string_view key_name() const { return std::string_view(config_key).substr(std::string_view("train.dist.").size()); }
 };
 
 // Every dimension, outermost first.
 const std::vector<DimSpec>& dim_specs();
 // The position of `name` in dim_specs(); throws naming the known dimensions.
 size_t dim_index(std::string_view name);
+// The position of the one elastic dimension (dp).
+size_t elastic_dim();
 
 class ParallelDims {
  public:

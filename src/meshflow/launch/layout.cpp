@@ -9,18 +9,6 @@
 
 namespace mf::launch {
 
-namespace {
-
-// The dimension a restart on fewer processes shrinks (exactly one is elastic).
-size_t elastic_dim() {
-  const auto& specs = global::dim_specs();
-  for (size_t i = 0; i < specs.size(); ++i)
-    if (specs[i].elastic) return i;
-  MF_THROW("launch: no parallel dimension is elastic");
-}
-
-}  // namespace
-
 Layout run_layout(const Config& c, int nproc) {
   MF_CHECK(nproc >= 1, "launch: the number of processes must be at least 1, got ", nproc);
   const train::TrainOptions o = train::train_options(c, nproc);  // the trainer's own checks
@@ -33,7 +21,7 @@ Layout run_layout(const Config& c, int nproc) {
 }
 
 std::vector<std::string> layout_overrides(const Layout& l) {
-  const size_t e = elastic_dim();
+  const size_t e = global::elastic_dim();
   return {detail::cat(global::dim_specs()[e].config_key, "=", l.dims.size(e)),
           "train.num_accumulation_steps=" + std::to_string(l.accumulation),
           "train.global_batch_size=" + std::to_string(l.global_batch())};
@@ -41,17 +29,15 @@ std::vector<std::string> layout_overrides(const Layout& l) {
 
 Layout moved_layout(const Config& c, const Layout& base, int nproc) {
   MF_CHECK(nproc >= 1, "launch: the number of processes must be at least 1, got ", nproc);
-  const size_t e = elastic_dim();
-  const std::string elastic_key = global::dim_specs()[e].config_key;
-  const std::string elastic = elastic_key.substr(elastic_key.rfind('.') + 1);
+  const size_t e = global::elastic_dim();
+  const std::string_view elastic = global::dim_specs()[e].key_name();
   global::ParallelDims kept = base.dims;
   kept.set(kept.name(e), 1);
   const int64_t model_ranks = kept.product();
   std::string kept_str;  // "tensor_parallel_size 2" (the kept sizes above 1)
   for (size_t i = 0; i < kept.count(); ++i) {
     if (i == e || kept.size(i) == 1) continue;
-    const std::string key = global::dim_specs()[i].config_key;
-    kept_str += detail::cat(kept_str.empty() ? "" : " x ", key.substr(key.rfind('.') + 1), " ", kept.size(i));
+    kept_str += detail::cat(kept_str.empty() ? "" : " x ", global::dim_specs()[i].key_name(), " ", kept.size(i));
   }
   MF_CHECK(nproc % model_ranks == 0, "launch: ", nproc, " processes cannot hold ", kept_str,
            " (kept on a restart): use a multiple of ", model_ranks);
@@ -67,9 +53,9 @@ Layout moved_layout(const Config& c, const Layout& base, int nproc) {
   for (const std::string& kv : layout_overrides(l)) moved.apply_override(kv);
   try {
     (void)train::train_options(moved, nproc);  // e.g. interleaved pipelines' micro-batch counts
-  } catch (const Error& e) {
-    throw Error(detail::cat("launch: the run on ", nproc, " processes (", elastic, " ", l.dims.size(elastic_dim()),
-                            ", num_accumulation_steps ", l.accumulation, ") is refused: ", e.what()));
+  } catch (const Error& refused) {
+    throw Error(detail::cat("launch: the run on ", nproc, " processes (", elastic, " ", l.dims.size(e),
+                            ", num_accumulation_steps ", l.accumulation, ") is refused: ", refused.what()));
   }
   return l;
 }

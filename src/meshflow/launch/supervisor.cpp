@@ -168,10 +168,7 @@ int run_launch(const LaunchOptions& o) {
     nlohmann::ordered_json rec;
     rec["attempt"] = attempt;
     rec["nproc"] = nproc;
-    for (size_t i = 0; i < layout.dims.count(); ++i) {  // train.dist.<dimension>_parallel_size
-      const std::string key = global::dim_specs()[i].config_key;
-      rec[key.substr(key.rfind('.') + 1)] = layout.dims.size(i);
-    }
+    for (size_t i = 0; i < layout.dims.count(); ++i) rec[std::string(global::dim_specs()[i].key_name())] = layout.dims.size(i);
     rec["num_accumulation_steps"] = layout.accumulation;
     rec["global_batch_size"] = layout.global_batch();
     rec["start"] = start;

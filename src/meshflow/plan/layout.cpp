@@ -121,12 +121,10 @@ Candidates enumerate_layouts(const Config& c, const ModelCosts& m, int64_t ranks
   const bool recompute_on = c.get_bool("train.activation_checkpoint.enabled");
   // Every split of the ranks over the dimensions the user did not fix: the elastic one (dp) takes
   // the ranks the others leave; the others are tried innermost first (tp, then pp), smallest first.
-  size_t elastic = 0;
+  const size_t elastic = global::elastic_dim();
   std::vector<size_t> order;
-  for (size_t d = global::dim_specs().size(); d-- > 0;) {
-    if (global::dim_specs()[d].elastic) elastic = d;
-    else order.push_back(d);
-  }
+  for (size_t d = global::dim_specs().size(); d-- > 0;)
+    if (d != elastic) order.push_back(d);
   std::vector<global::ParallelDims> splits;
   std::function<void(size_t, global::ParallelDims, int64_t)> split = [&](size_t k, global::ParallelDims dims, int64_t left) {
     if (k == order.size()) {

@@ -121,7 +121,7 @@ RunLayout parse_layout(const std::string& text, const std::string& path) {
   }
   RunLayout l;
   for (const global::DimSpec& d : global::dim_specs()) {
-    const std::string key = std::string(d.config_key).substr(std::string_view("train.dist.").size());
+    const std::string key(d.key_name());
     l.dims.set(d.name, yaml_get<int64_t>(root, {"train", "dist", key.c_str()}, 1));
   }
   l.schedule = yaml_get<std::string>(root, {"train", "dist", "pipeline_schedule"}, "");
