@@ -69,7 +69,7 @@ int main(int argc, char** argv) {
     if (il) stage.later_chunks.push_back({(p + s) * layers, (p + s + 1) * layers});
     auto model = std::make_shared<mf::models::Gpt2Model>(c, mf::models::ModelContext{{}, stage});
     model->init_weights(1);
-    mf::train::TrainOptions o;
+    mf::runtime::TrainOptions o;
     o.output_dir = (std::filesystem::temp_directory_path() / ("meshflow_bubble_" + std::to_string(getppid()) + "_" + schedule)).string();
     o.train_iter = steps;
     o.micro_batch = mb;

@@ -75,7 +75,7 @@ int main(int argc, char** argv) {
   mf::models::PipelineStage stage{s * per, s == p - 1 ? c.num_layers : (s + 1) * per, s == 0, s == p - 1, {}};
   auto model = std::make_shared<mf::models::Gpt2Model>(c, mf::models::ModelContext{{}, stage});
   model->init_weights(1);
-  mf::train::TrainOptions o;
+  mf::runtime::TrainOptions o;
   o.output_dir = (std::filesystem::temp_directory_path() / ("meshflow_trace_overhead_" + std::to_string(getppid()))).string();
   o.train_iter = steps;
   o.micro_batch = mb;

@@ -21,7 +21,7 @@
 #include "meshflow/optim/optimizer.h"
 #include "meshflow/random/philox.h"
 #include "meshflow/tensor/allocator.h"
-#include "meshflow/train/peak_flops.h"
+#include "meshflow/runtime/peak_flops.h"
 
 namespace mfb {
 
@@ -149,7 +149,7 @@ inline void print_step_breakdown(mf::models::Model& model, const mf::models::Bat
 inline void time_training_steps(mf::models::Model& model, const mf::models::Batch& batch, int64_t steps) {
   mf::optim::AdamW opt(mf::optim::default_param_groups(model, 0.1), 6e-4, 0.9, 0.95, 1e-8);
   const int64_t B = batch.input_ids.shape(0), T = batch.input_ids.shape(1);
-  const double peak = mf::train::measured_peak_flops(), fpt = model.flops_per_token(T);
+  const double peak = mf::runtime::measured_peak_flops(), fpt = model.flops_per_token(T);
   std::printf("meshflow %s: %.1fM params; batch %lld x %lld; %d threads\n", model.describe().c_str(),
               static_cast<double>(model.num_parameters()) / 1e6, static_cast<long long>(B), static_cast<long long>(T),
               omp_get_max_threads());

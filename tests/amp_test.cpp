@@ -13,7 +13,7 @@
 #include "meshflow/optim/optimizer.h"
 #include "meshflow/random/philox.h"
 #include "meshflow/optim/loss_scaler.h"
-#include "meshflow/train/build.h"
+#include "meshflow/runtime/build.h"
 #include "meshflow/train/trainer.h"
 #include "testing.h"
 
@@ -256,14 +256,14 @@ TEST(Amp, ConfigKeysSelectTheParameterDtypeAndTheScaler) {
   c.apply_override("train.amp.dtype=fp16");
   c.apply_override("train.amp.loss_scale_window=50");
   EXPECT_EQ(mf::models::gpt2_config(c, 100).dtype, DType::kF16);
-  mf::train::TrainOptions o = mf::train::train_options(c);
+  mf::runtime::TrainOptions o = mf::runtime::train_options(c);
   EXPECT_EQ(o.loss_scaler.window, 50);
   EXPECT_EQ(o.loss_scaler.initial_scale, 65536.0);
   EXPECT_EQ(o.loss_scaler.hysteresis, 2);
   MFT_EXPECT_ERROR(c.apply_override("train.amp.min_loss_scale=0"), "train.amp.min_loss_scale=0 is outside its range (0, inf)");
   c.apply_override("train.amp.min_loss_scale=1.0");
   c.apply_override("train.amp.dtype=fp8");
-  MFT_EXPECT_ERROR(mf::train::train_options(c), "train.amp.dtype must be bf16 or fp16");
+  MFT_EXPECT_ERROR(mf::runtime::train_options(c), "train.amp.dtype must be bf16 or fp16");
 }
 
 class SyntheticSource : public mf::train::BatchSource {
@@ -287,8 +287,8 @@ class SyntheticSource : public mf::train::BatchSource {
   uint64_t pos_ = 0;
 };
 
-mf::train::TrainOptions options(const std::string& dir, int64_t iters) {
-  mf::train::TrainOptions o;
+mf::runtime::TrainOptions options(const std::string& dir, int64_t iters) {
+  mf::runtime::TrainOptions o;
   o.output_dir = dir;
   o.train_iter = iters;
   o.micro_batch = 2;

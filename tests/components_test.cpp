@@ -1,14 +1,14 @@
 // The component registries behind model.name, optim.name, train.scheduler.name and
 // tokenization.tokenizer.
 #include "meshflow/models/registry.h"
-#include "meshflow/train/components.h"
+#include "meshflow/runtime/components.h"
 #include "testing.h"
 
 namespace {
 using namespace mft;
 
 TEST(Components, BuiltinsAreRegisteredAndUnknownNamesListThem) {
-  using namespace mf::train;
+  using namespace mf::runtime;
   EXPECT_EQ(mf::models::model_names(),
             (std::vector<std::string>{"bert", "gpt2", "llama", "mistral", "mlp_lm", "mt5", "qwen2", "roberta", "t5", "vit"}));
   MFT_EXPECT_ERROR(mf::models::model_spec("gpt3"), "unknown model.name `gpt3`",

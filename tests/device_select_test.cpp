@@ -8,7 +8,7 @@
 #include "meshflow/config/config.h"
 #include "meshflow/core/device.h"
 #include "meshflow/core/error.h"
-#include "meshflow/train/device_select.h"
+#include "meshflow/runtime/device_select.h"
 #if MESHFLOW_WITH_CUDA
 #include "meshflow/cuda/device_info.h"
 #endif
@@ -39,22 +39,22 @@ class LocalRankEnv : public ::testing::Test {
 
 TEST_F(LocalRankEnv, PrecedenceAndDefault) {
   std::string src = "x";
-  EXPECT_EQ(mf::train::local_rank_from_env(&src), 0);
+  EXPECT_EQ(mf::runtime::local_rank_from_env(&src), 0);
   EXPECT_EQ(src, "");
   setenv("SLURM_LOCALID", "3", 1);
-  EXPECT_EQ(mf::train::local_rank_from_env(&src), 3);
+  EXPECT_EQ(mf::runtime::local_rank_from_env(&src), 3);
   EXPECT_EQ(src, "SLURM_LOCALID");
   setenv("MPI_LOCALRANKID", "2", 1);
-  EXPECT_EQ(mf::train::local_rank_from_env(&src), 2);
+  EXPECT_EQ(mf::runtime::local_rank_from_env(&src), 2);
   setenv("OMPI_COMM_WORLD_LOCAL_RANK", "1", 1);
-  EXPECT_EQ(mf::train::local_rank_from_env(&src), 1);
+  EXPECT_EQ(mf::runtime::local_rank_from_env(&src), 1);
   EXPECT_EQ(src, "OMPI_COMM_WORLD_LOCAL_RANK");
   setenv("LOCAL_RANK", "5", 1);
-  EXPECT_EQ(mf::train::local_rank_from_env(&src), 5);
+  EXPECT_EQ(mf::runtime::local_rank_from_env(&src), 5);
   EXPECT_EQ(src, "LOCAL_RANK");
   setenv("LOCAL_RANK", "five", 1);
   try {
-    mf::train::local_rank_from_env();
+    mf::runtime::local_rank_from_env();
     FAIL() << "a non-numeric LOCAL_RANK was accepted";
   } catch (const mf::Error& e) {
     EXPECT_NE(std::string(e.what()).find("LOCAL_RANK='five' is not a local rank"), std::string::npos) << e.what();
@@ -63,10 +63,10 @@ TEST_F(LocalRankEnv, PrecedenceAndDefault) {
 
 TEST_F(LocalRankEnv, CpuIsTheDefault) {
   mf::Config c;
-  const mf::train::RunDevice d = mf::train::select_run_device(c);
+  const mf::runtime::RunDevice d = mf::runtime::select_run_device(c);
   EXPECT_EQ(d.device, mf::cpu_device());
   c.set("train.dist.device_type", "tpu", "test");
-  EXPECT_THROW(mf::train::select_run_device(c), mf::Error);
+  EXPECT_THROW(mf::runtime::select_run_device(c), mf::Error);
 }
 
 TEST_F(LocalRankEnv, CudaWithoutAGpuFailsWithOneLine) {
@@ -74,7 +74,7 @@ TEST_F(LocalRankEnv, CudaWithoutAGpuFailsWithOneLine) {
   mf::Config c;
   c.set("train.dist.device_type", "cuda", "test");
   try {
-    mf::train::select_run_device(c);
+    mf::runtime::select_run_device(c);
     FAIL() << "device_type=cuda was accepted without a GPU";
   } catch (const mf::Error& e) {
     const std::string msg = e.what();

@@ -7,7 +7,7 @@
 #include "meshflow/config/config.h"
 #include "meshflow/models/gpt2/model.h"
 #include "meshflow/random/batch_slice.h"
-#include "meshflow/train/build.h"
+#include "meshflow/runtime/build.h"
 #include "testing.h"
 
 namespace {

@@ -27,7 +27,7 @@
 #include "meshflow/models/registry.h"
 #include "meshflow/io/safetensors.h"
 #include "meshflow/io/checkpoint.h"
-#include "meshflow/train/pretrained.h"
+#include "meshflow/runtime/pretrained.h"
 #include "meshflow/train/run.h"
 #include "testing.h"
 
@@ -239,7 +239,7 @@ TEST_F(HfConvert, ExportImportRoundTripIsBitIdentical) {
     const std::string tag = mf::dtype_name(dt);
     const auto w = weights(c, 11, dt);
     const std::string run = run_dir("run_" + tag, c, w), hf = path("hf_" + tag), back = path("back_" + tag);
-    mf::train::convert_to_hf(run, hf);
+    mf::runtime::convert_to_hf(run, hf);
 
     Parsed p = parse_by_hand(hf + "/model.safetensors");
     EXPECT_EQ(p.metadata, json({{"format", "pt"}}));
@@ -263,7 +263,7 @@ TEST_F(HfConvert, ExportImportRoundTripIsBitIdentical) {
     EXPECT_DOUBLE_EQ(cfg["layer_norm_epsilon"].get<double>(), 1e-6);
     EXPECT_EQ(cfg["torch_dtype"], dt == DType::kF32 ? "float32" : dt == DType::kBF16 ? "bfloat16" : "float16");
 
-    mf::train::convert_from_hf(hf, back);
+    mf::runtime::convert_from_hf(hf, back);
     auto ckpt = mf::io::read_latest_checkpoint(back);
     ASSERT_TRUE(ckpt.has_value());
     EXPECT_EQ(ckpt->state.iter, 0);
@@ -276,17 +276,17 @@ TEST_F(HfConvert, ExportImportRoundTripIsBitIdentical) {
       EXPECT_TRUE(bytes_of(got.at(name)) == bytes_of(t)) << name << " bytes differ";
     }
     // The converted checkpoint describes itself: exporting it again gives the same files.
-    const mf::train::ModelWeights again = mf::train::read_model_weights(back);
+    const mf::runtime::ModelWeights again = mf::runtime::read_model_weights(back);
     EXPECT_TRUE(again.has_config);
     EXPECT_EQ(again.config.get_int("model.num_attention_heads"), 4);
     EXPECT_EQ(mf::models::gpt2_config(again.config, 0).ffn(), 64);
-    mf::train::convert_to_hf(back, path("hf2_" + tag));
+    mf::runtime::convert_to_hf(back, path("hf2_" + tag));
     EXPECT_EQ(mf::read_file(path("hf2_" + tag) + "/model.safetensors"), mf::read_file(hf + "/model.safetensors"));
     EXPECT_EQ(mf::read_file(path("hf2_" + tag) + "/config.json"), mf::read_file(hf + "/config.json"));
     // Every spelling of a meshflow checkpoint reads the same tensors.
     const std::string iter_dir = back + "/checkpoints/iter_0000000";
     for (const std::string& p2 : {iter_dir, iter_dir + "/shard_00000.safetensors", run, run + "/"})
-      EXPECT_EQ(mf::train::read_model_weights(p2).tensors.size(), w.size()) << p2;
+      EXPECT_EQ(mf::runtime::read_model_weights(p2).tensors.size(), w.size()) << p2;
   }
 }
 
@@ -301,7 +301,7 @@ TEST_F(HfConvert, ImportsAnOriginalStyleFileAndLoadsIntoAModel) {
     const auto w = weights(c, 5, dt);
     const std::string hf = hf_dir("orig_" + tag, original_style(w, c.max_seq_length), config_json(c));
     const std::string ck = path("ck_" + tag);
-    mf::train::convert_from_hf(hf, ck);
+    mf::runtime::convert_from_hf(hf, ck);
     auto ckpt = mf::io::read_latest_checkpoint(ck);
     ASSERT_EQ(ckpt->model.size(), w.size());
     const auto got = by_name(ckpt->model);
@@ -315,7 +315,7 @@ TEST_F(HfConvert, ImportsAnOriginalStyleFileAndLoadsIntoAModel) {
     for (const auto& [name, t] : w) f32.emplace_back(name, mf::cast(t, DType::kF32));
     direct.load_state_dict(f32);
     for (const std::string& src : {hf, hf + "/model.safetensors", ck}) {
-      const std::string what = mf::train::load_model_weights(loaded, mf::train::read_model_weights(src));
+      const std::string what = mf::runtime::load_model_weights(loaded, mf::runtime::read_model_weights(src));
       if (dt == DType::kBF16) {
         EXPECT_NE(what.find("bf16 cast to f32"), std::string::npos) << what;
       }
@@ -338,7 +338,7 @@ TEST_F(HfConvert, ImportsAnOriginalStyleFileAndLoadsIntoAModel) {
   for (const auto& t : b) index["weight_map"][t.name] = "model-00002-of-00002.safetensors";
   mf::write_file_atomic(d + "/model.safetensors.index.json", index.dump());
   mf::write_file_atomic(d + "/config.json", config_json(c));
-  const auto sharded = mf::train::read_model_weights(d);
+  const auto sharded = mf::runtime::read_model_weights(d);
   ASSERT_EQ(sharded.tensors.size(), w.size());
   for (size_t i = 0; i < w.size(); ++i) EXPECT_TRUE(bytes_of(sharded.tensors[i].second) == bytes_of(w[i].second));
 }
@@ -398,8 +398,8 @@ TEST_F(HfConvert, LlamaFamilyRoundTripIsBitIdentical) {
     mf::write_file_atomic(two + "/config.json", cfg.dump(2));
     for (const std::string& src : {one, two}) {
       const std::string ck = src + "_ck", out = src + "_hf";
-      mf::train::convert_from_hf(src, ck);
-      mf::train::convert_to_hf(ck, out);
+      mf::runtime::convert_from_hf(src, ck);
+      mf::runtime::convert_to_hf(ck, out);
       Parsed p = parse_by_hand(out + "/model.safetensors");
       EXPECT_EQ(p.tensors.size(), w.size()) << src;  // a tied lm_head.weight is not written
       for (const auto& [name, t] : w) {
@@ -420,7 +420,7 @@ TEST_F(HfConvert, LlamaFamilyRoundTripIsBitIdentical) {
       mf::nn::NamedTensors f32;
       for (const auto& [name, t] : w) f32.emplace_back(name, mf::cast(t, DType::kF32));
       direct.load_state_dict(f32);
-      mf::train::load_model_weights(loaded, mf::train::read_model_weights(ck));
+      mf::runtime::load_model_weights(loaded, mf::runtime::read_model_weights(ck));
       EXPECT_EQ(loaded.logits(ids).to_vector<float>(), direct.logits(ids).to_vector<float>()) << src;
     }
   }
@@ -485,8 +485,8 @@ TEST_F(HfConvert, BertFamilyRoundTripIsBitIdentical) {
     }
     const std::string src = hf_dir(std::string(v.name) + "_one", raw, v.cfg.dump(2));
     const std::string ck = src + "_ck", out = src + "_hf";
-    mf::train::convert_from_hf(src, ck);
-    mf::train::convert_to_hf(ck, out);
+    mf::runtime::convert_from_hf(src, ck);
+    mf::runtime::convert_to_hf(ck, out);
     if (bc.nsp()) pretraining_ck = ck;
     Parsed parsed = parse_by_hand(out + "/model.safetensors");
     for (const auto& [name, t] : w) {
@@ -505,7 +505,7 @@ TEST_F(HfConvert, BertFamilyRoundTripIsBitIdentical) {
     mf::nn::NamedTensors f32;
     for (const auto& [name, t] : w) f32.emplace_back(name, mf::cast(t, DType::kF32));
     direct.load_state_dict(f32);
-    mf::train::load_model_weights(loaded, mf::train::read_model_weights(ck));
+    mf::runtime::load_model_weights(loaded, mf::runtime::read_model_weights(ck));
     EXPECT_EQ(loaded.hidden_states(batch).to_vector<float>(), direct.hidden_states(batch).to_vector<float>());
     if (bc.pooler()) {
       EXPECT_EQ(loaded.pooled_logits(batch).to_vector<float>(), direct.pooled_logits(batch).to_vector<float>());
@@ -521,11 +521,11 @@ TEST_F(HfConvert, BertFamilyRoundTripIsBitIdentical) {
   cls.init_weights(9);
   std::map<std::string, std::string> fresh;
   for (const auto& [name, t] : cls.named_parameters()) fresh[name] = bytes_of(t);
-  MFT_EXPECT_ERROR(mf::train::load_model_weights(cls, mf::train::read_model_weights(pretraining_ck)),
+  MFT_EXPECT_ERROR(mf::runtime::load_model_weights(cls, mf::runtime::read_model_weights(pretraining_ck)),
                    "unexpected tensor 'cls.predictions.bias'");  // strict unless new heads are asked for (evaluation)
-  const std::string note = mf::train::load_model_weights(cls, mf::train::read_model_weights(pretraining_ck), true);
+  const std::string note = mf::runtime::load_model_weights(cls, mf::runtime::read_model_weights(pretraining_ck), true);
   EXPECT_NE(note.find("newly initialised: classifier.weight classifier.bias"), std::string::npos) << note;
-  mf::train::load_model_weights(pre, mf::train::read_model_weights(pretraining_ck));
+  mf::runtime::load_model_weights(pre, mf::runtime::read_model_weights(pretraining_ck));
   const auto pre_w = by_name(pre.named_parameters());
   for (const auto& [name, t] : cls.named_parameters()) {
     const bool head = name.compare(0, 11, "classifier.") == 0;
@@ -580,8 +580,8 @@ TEST_F(HfConvert, T5RoundTripIsBitIdentical) {
     if (tc.tie_word_embeddings) raw.push_back({"lm_head.weight", "BF16", {tc.vocab_size, tc.hidden_size}, shared});
     const std::string src = hf_dir(std::string(v.name) + "_one", raw, v.cfg.dump(2));
     const std::string ck = src + "_ck", out = src + "_hf";
-    mf::train::convert_from_hf(src, ck);
-    mf::train::convert_to_hf(ck, out);
+    mf::runtime::convert_from_hf(src, ck);
+    mf::runtime::convert_to_hf(ck, out);
     Parsed parsed = parse_by_hand(out + "/model.safetensors");
     for (const auto& [name, t] : w) {
       ASSERT_TRUE(parsed.tensors.count(name)) << name;
@@ -597,7 +597,7 @@ TEST_F(HfConvert, T5RoundTripIsBitIdentical) {
     mf::nn::NamedTensors f32;
     for (const auto& [name, t] : w) f32.emplace_back(name, mf::cast(t, DType::kF32));
     direct.load_state_dict(f32);
-    mf::train::load_model_weights(loaded, mf::train::read_model_weights(ck));
+    mf::runtime::load_model_weights(loaded, mf::runtime::read_model_weights(ck));
     EXPECT_EQ(loaded.logits(batch).to_vector<float>(), direct.logits(batch).to_vector<float>());
   }
   // An alias that is not the shared embedding is refused.
@@ -610,7 +610,7 @@ TEST_F(HfConvert, T5RoundTripIsBitIdentical) {
   Tensor other = mf::zeros({40, 16}, DType::kF32);
   raw.push_back({"decoder.embed_tokens.weight", "F32", {40, 16}, bytes_of(other)});
   const std::string bad = hf_dir("t5_bad", raw, cfg.dump(2));
-  MFT_EXPECT_ERROR(mf::train::convert_from_hf(bad, bad + "_ck"), "decoder.embed_tokens.weight");
+  MFT_EXPECT_ERROR(mf::runtime::convert_from_hf(bad, bad + "_ck"), "decoder.embed_tokens.weight");
 }
 
 // ViTForImageClassification: Hugging Face -> meshflow checkpoint -> Hugging Face gives every tensor
@@ -640,8 +640,8 @@ TEST_F(HfConvert, VitRoundTripIsBitIdentical) {
   raw.push_back({"vit.pooler.dense.weight", "BF16", {16, 16}, raw[4].bytes.substr(0, 16 * 16 * 2)});
   const std::string src = hf_dir("vit_one", raw, cfg.dump(2));
   const std::string ck = src + "_ck", out = src + "_hf";
-  mf::train::convert_from_hf(src, ck);
-  mf::train::convert_to_hf(ck, out);
+  mf::runtime::convert_from_hf(src, ck);
+  mf::runtime::convert_to_hf(ck, out);
   Parsed parsed = parse_by_hand(out + "/model.safetensors");
   for (const auto& [name, t] : w) {
     ASSERT_TRUE(parsed.tensors.count(name)) << name;
@@ -659,7 +659,7 @@ TEST_F(HfConvert, VitRoundTripIsBitIdentical) {
   mf::nn::NamedTensors f32;
   for (const auto& [name, t] : w) f32.emplace_back(name, mf::cast(t, DType::kF32));
   direct.load_state_dict(f32);
-  mf::train::load_model_weights(loaded, mf::train::read_model_weights(ck));
+  mf::runtime::load_model_weights(loaded, mf::runtime::read_model_weights(ck));
   EXPECT_EQ(loaded.logits(batch).to_vector<float>(), direct.logits(batch).to_vector<float>());
   // Another image size (16: a 4x4 grid) and class count (7): interpolated positions, a new head.
   VitConfig other = vc;
@@ -667,7 +667,7 @@ TEST_F(HfConvert, VitRoundTripIsBitIdentical) {
   other.num_labels = 7;
   VitModel bigger(other);
   bigger.init_weights(5);
-  const std::string note = mf::train::load_model_weights(bigger, mf::train::read_model_weights(src), true);
+  const std::string note = mf::runtime::load_model_weights(bigger, mf::runtime::read_model_weights(src), true);
   EXPECT_NE(note.find("position embeddings interpolated from 3x3 to 4x4"), std::string::npos) << note;
   EXPECT_NE(note.find("newly initialised: classifier.weight classifier.bias"), std::string::npos) << note;
   const auto got = by_name(bigger.named_parameters());
@@ -719,7 +719,7 @@ TEST_F(HfConvert, BadInputNamesTheFileAndTheTensor) {
   // No config.json.
   const std::string no_cfg = hf_dir("no_cfg", good, "");
   const std::string no_cfg_json = no_cfg + "/config.json";
-  MFT_EXPECT_ERROR(mf::train::convert_from_hf(no_cfg, path("o1")), no_cfg_json.c_str(), "not found");
+  MFT_EXPECT_ERROR(mf::runtime::convert_from_hf(no_cfg, path("o1")), no_cfg_json.c_str(), "not found");
   EXPECT_FALSE(fs::exists(path("o1")));
   // A tensor of the wrong shape.
   auto bad_shape = good;
@@ -730,34 +730,34 @@ TEST_F(HfConvert, BadInputNamesTheFileAndTheTensor) {
     }
   const std::string shape_dir = hf_dir("shape", bad_shape, config_json(c));
   const std::string shape_file = shape_dir + "/model.safetensors";
-  MFT_EXPECT_ERROR(mf::train::convert_from_hf(shape_dir, path("o2")), shape_file.c_str(),
+  MFT_EXPECT_ERROR(mf::runtime::convert_from_hf(shape_dir, path("o2")), shape_file.c_str(),
                    "'transformer.h.1.mlp.c_fc.weight' is (16, 40)", "config.json expects (16, 48)");
   // An unknown tensor.
   auto unknown = good;
   unknown.push_back({"h.0.attn.q_proj.weight", "F32", {2}, std::string(8, '\0')});
   const std::string unknown_dir = hf_dir("unknown", unknown, config_json(c));
   const std::string unknown_file = unknown_dir + "/model.safetensors";
-  MFT_EXPECT_ERROR(mf::train::convert_from_hf(unknown_dir, path("o3")), unknown_file.c_str(),
+  MFT_EXPECT_ERROR(mf::runtime::convert_from_hf(unknown_dir, path("o3")), unknown_file.c_str(),
                    "unknown tensor 'h.0.attn.q_proj.weight'");
   // A missing tensor, a layer the config does not have.
   auto missing = good;
   missing.erase(std::remove_if(missing.begin(), missing.end(), [](const RawTensor& t) { return t.name == "ln_f.bias"; }),
                 missing.end());
-  MFT_EXPECT_ERROR(mf::train::convert_from_hf(hf_dir("missing", missing, config_json(c)), path("o4")),
+  MFT_EXPECT_ERROR(mf::runtime::convert_from_hf(hf_dir("missing", missing, config_json(c)), path("o4")),
                    "no tensor 'transformer.ln_f.bias'");
   Gpt2Config one_layer = c;
   one_layer.num_layers = 1;
-  MFT_EXPECT_ERROR(mf::train::convert_from_hf(hf_dir("layers", good, config_json(one_layer)), path("o5")),
+  MFT_EXPECT_ERROR(mf::runtime::convert_from_hf(hf_dir("layers", good, config_json(one_layer)), path("o5")),
                    "unexpected tensor 'transformer.h.1.ln_1.weight'", "num_layers 1");
   // An untied head.
   auto untied = good;
   untied.back().bytes[0] ^= 1;
-  MFT_EXPECT_ERROR(mf::train::convert_from_hf(hf_dir("untied", untied, config_json(c)), path("o6")), "lm_head.weight",
+  MFT_EXPECT_ERROR(mf::runtime::convert_from_hf(hf_dir("untied", untied, config_json(c)), path("o6")), "lm_head.weight",
                    "differs from the token embedding");
   // Another architecture.
   json relu = json::parse(config_json(c));
   relu["activation_function"] = "relu";
-  MFT_EXPECT_ERROR(mf::train::convert_from_hf(hf_dir("relu", good, relu.dump()), path("o7")), "config.json",
+  MFT_EXPECT_ERROR(mf::runtime::convert_from_hf(hf_dir("relu", good, relu.dump()), path("o7")), "config.json",
                    "activation_function 'relu'");
   // model.pretrained: the weights must fit the model config.
   const std::string hf = hf_dir("ok", good, config_json(c));
@@ -765,29 +765,29 @@ TEST_F(HfConvert, BadInputNamesTheFileAndTheTensor) {
   wider.hidden_size = 32;
   wider.num_attention_heads = 4;
   Gpt2Model wide(wider);
-  MFT_EXPECT_ERROR(mf::train::load_model_weights(wide, mf::train::read_model_weights(hf)),
+  MFT_EXPECT_ERROR(mf::runtime::load_model_weights(wide, mf::runtime::read_model_weights(hf)),
                    "tensor 'transformer.wte.weight' is (257, 16), the model config expects (257, 32)");
   Gpt2Config two_heads = c;
   two_heads.num_attention_heads = 2;
   Gpt2Model m2(two_heads);
-  MFT_EXPECT_ERROR(mf::train::load_model_weights(m2, mf::train::read_model_weights(hf)), "config.json gives n_head 4",
+  MFT_EXPECT_ERROR(mf::runtime::load_model_weights(m2, mf::runtime::read_model_weights(hf)), "config.json gives n_head 4",
                    "model.num_attention_heads 2");
-  MFT_EXPECT_ERROR(mf::train::read_model_weights(path("nope")), "nope: no such file or directory");
+  MFT_EXPECT_ERROR(mf::runtime::read_model_weights(path("nope")), "nope: no such file or directory");
   // --to-hf needs the run's config.yaml (the heads are not in the weights); not an HF folder.
   const std::string run = run_dir("run", c, w);
   fs::remove(run + "/config.yaml");
-  MFT_EXPECT_ERROR(mf::train::convert_to_hf(run, path("o8")), "no config.yaml", "attention heads");
-  MFT_EXPECT_ERROR(mf::train::convert_to_hf(hf, path("o9")), "already a Hugging Face model");
+  MFT_EXPECT_ERROR(mf::runtime::convert_to_hf(run, path("o8")), "no config.yaml", "attention heads");
+  MFT_EXPECT_ERROR(mf::runtime::convert_to_hf(hf, path("o9")), "already a Hugging Face model");
   // --from-hf does not overwrite a run.
-  mf::train::convert_from_hf(hf, path("o10"));
-  MFT_EXPECT_ERROR(mf::train::convert_from_hf(hf, path("o10")), "already holds checkpoints", "nothing is overwritten");
+  mf::runtime::convert_from_hf(hf, path("o10"));
+  MFT_EXPECT_ERROR(mf::runtime::convert_from_hf(hf, path("o10")), "already holds checkpoints", "nothing is overwritten");
   // Nor a file, nor a Hugging Face model already exported.
   mf::write_file_atomic(path("o11"), "keep me");
-  MFT_EXPECT_ERROR(mf::train::convert_from_hf(hf, path("o11")), "--output", "o11 is an existing file");
-  MFT_EXPECT_ERROR(mf::train::convert_to_hf(path("o10"), path("o11")), "o11 is an existing file");
+  MFT_EXPECT_ERROR(mf::runtime::convert_from_hf(hf, path("o11")), "--output", "o11 is an existing file");
+  MFT_EXPECT_ERROR(mf::runtime::convert_to_hf(path("o10"), path("o11")), "o11 is an existing file");
   EXPECT_EQ(mf::read_file(path("o11")), "keep me");
-  mf::train::convert_to_hf(path("o10"), path("o12"));
-  MFT_EXPECT_ERROR(mf::train::convert_to_hf(path("o10"), path("o12")), "already holds model.safetensors");
+  mf::runtime::convert_to_hf(path("o10"), path("o12"));
+  MFT_EXPECT_ERROR(mf::runtime::convert_to_hf(path("o10"), path("o12")), "already holds model.safetensors");
 }
 
 // ---- model.pretrained takes the model's structure from the weights' config.json; --to-hf keeps
@@ -832,13 +832,13 @@ TEST_F(HfConvert, PretrainedRopeScalingComesFromConfigJson) {
   const std::string f8 = hf_model_dir(dir_ / "llama_f8", llama3_json(8.0));
   const std::string f32 = hf_model_dir(dir_ / "llama_f32", llama3_json(32.0));
   const std::string f8_json = f8 + "/config.json";
-  MFT_EXPECT_ERROR(mf::train::pretrained_run_config(pretrained_config(
+  MFT_EXPECT_ERROR(mf::runtime::pretrained_run_config(pretrained_config(
                        f8, {"model.name=llama", "model.rope_scaling.type=llama3", "model.rope_scaling.factor=32"})),
                    "model.pretrained: model.rope_scaling.factor 32.0 (from command line) differs from rope_scaling.factor 8.0 in",
                    f8_json.c_str(), "set model.rope_scaling.factor=8.0");
   std::string note;
   const mf::Config c =
-      mf::train::pretrained_run_config(pretrained_config(f32, {"model.name=llama", "model.rope_scaling.type=llama3",
+      mf::runtime::pretrained_run_config(pretrained_config(f32, {"model.name=llama", "model.rope_scaling.type=llama3",
                                                                "model.embedding_dropout_prob=0", "model.output_dropout_prob=0"}),
                                        &note);
   const mf::models::LlamaConfig lc = mf::models::llama_config(c, 0);
@@ -852,16 +852,16 @@ TEST_F(HfConvert, PretrainedRopeScalingComesFromConfigJson) {
                            "config.json"})
     EXPECT_NE(note.find(part), std::string::npos) << note;
   // Without rope_scaling.type the file's llama3 is taken too; a config that turns it off is refused.
-  EXPECT_EQ(mf::train::pretrained_run_config(pretrained_config(f32, {"model.name=llama"})).get_string("model.rope_scaling.type"),
+  EXPECT_EQ(mf::runtime::pretrained_run_config(pretrained_config(f32, {"model.name=llama"})).get_string("model.rope_scaling.type"),
             "llama3");
   MFT_EXPECT_ERROR(
-      mf::train::pretrained_run_config(pretrained_config(f32, {"model.name=llama", "model.rope_scaling.type="})),
+      mf::runtime::pretrained_run_config(pretrained_config(f32, {"model.name=llama", "model.rope_scaling.type="})),
       "model.rope_scaling.type \"\" (from command line) differs from rope_scaling.rope_type llama3");
   // Without llama3 scaling in the file its factor means nothing: a config's factor is no conflict.
   json plain = llama3_json(8.0);
   plain["rope_scaling"] = nullptr;
   const std::string fp = hf_model_dir(dir_ / "llama_plain", plain);
-  EXPECT_NO_THROW(mf::train::pretrained_run_config(pretrained_config(fp, {"model.name=llama", "model.rope_scaling.factor=32"})));
+  EXPECT_NO_THROW(mf::runtime::pretrained_run_config(pretrained_config(fp, {"model.name=llama", "model.rope_scaling.factor=32"})));
 }
 
 // One structure key per model family, from the weights' config.json where the run's config leaves it
@@ -904,14 +904,14 @@ TEST_F(HfConvert, PretrainedStructureKeysOfEveryFamily) {
     SCOPED_TRACE(k.name);
     const std::string folder = hf_model_dir(dir_ / k.name, k.cfg);
     std::string note;
-    const mf::Config taken = mf::train::pretrained_run_config(pretrained_config(folder, k.run), &note);
+    const mf::Config taken = mf::runtime::pretrained_run_config(pretrained_config(folder, k.run), &note);
     EXPECT_EQ(taken.get_text(k.key), k.file_value);
     EXPECT_NE(note.find(k.key + "=" + k.file_value), std::string::npos) << note;
     std::vector<std::string> conflicting = k.run;
     conflicting.push_back(k.key + "=" + k.conflicting);
     const std::string ours = k.key + " " + k.conflicting + " (from command line) differs from",
                       theirs = " " + k.file_value + " in " + folder + "/config.json";
-    MFT_EXPECT_ERROR(mf::train::pretrained_run_config(pretrained_config(folder, conflicting)), ours.c_str(), theirs.c_str());
+    MFT_EXPECT_ERROR(mf::runtime::pretrained_run_config(pretrained_config(folder, conflicting)), ours.c_str(), theirs.c_str());
   }
   // ViT's image processor: its mean and std where the config leaves them out; another resampling
   // filter than PIL's BILINEAR is refused.
@@ -920,14 +920,14 @@ TEST_F(HfConvert, PretrainedStructureKeysOfEveryFamily) {
                         R"({"do_normalize": true, "do_resize": true, "image_mean": [0.485, 0.456, 0.406],
                             "image_processor_type": "ViTImageProcessor", "image_std": [0.229, 0.224, 0.225],
                             "resample": 2, "rescale_factor": 0.00392156862745098, "size": {"height": 12, "width": 12}})");
-  const mf::Config vc = mf::train::pretrained_run_config(pretrained_config(folder, {"model.name=vit"}));
+  const mf::Config vc = mf::runtime::pretrained_run_config(pretrained_config(folder, {"model.name=vit"}));
   EXPECT_EQ(vc.get_float_list("data.image_mean"), (std::vector<double>{0.485, 0.456, 0.406}));
   EXPECT_EQ(vc.get_float_list("data.image_std"), (std::vector<double>{0.229, 0.224, 0.225}));
-  MFT_EXPECT_ERROR(mf::train::pretrained_run_config(pretrained_config(folder, {"model.name=vit", "data.image_std=[0.5, 0.5, 0.5]"})),
+  MFT_EXPECT_ERROR(mf::runtime::pretrained_run_config(pretrained_config(folder, {"model.name=vit", "data.image_std=[0.5, 0.5, 0.5]"})),
                    "data.image_std [0.5, 0.5, 0.5] (from command line) differs from image_std [0.229, 0.224, 0.225]",
                    "preprocessor_config.json");
   mf::write_file_atomic(folder + "/preprocessor_config.json", R"({"image_mean": [0.5, 0.5, 0.5], "resample": 3})");
-  MFT_EXPECT_ERROR(mf::train::pretrained_run_config(pretrained_config(folder, {"model.name=vit"})),
+  MFT_EXPECT_ERROR(mf::runtime::pretrained_run_config(pretrained_config(folder, {"model.name=vit"})),
                    "preprocessor_config.json: resample 3 is not supported");
 }
 
@@ -955,8 +955,8 @@ TEST_F(HfConvert, ToHfKeepsWhatTheImportRead) {
     const std::string type = cfg["model_type"];
     SCOPED_TRACE(type);
     const std::string src = hf_model_dir(dir_ / type, cfg), ck = path(type + "_ck"), out = path(type + "_hf");
-    mf::train::convert_from_hf(src, ck);
-    mf::train::convert_to_hf(ck, out);
+    mf::runtime::convert_from_hf(src, ck);
+    mf::runtime::convert_to_hf(ck, out);
     const json back = json::parse(mf::read_file(out + "/config.json"));
     for (const std::string& key : kept) EXPECT_EQ(back[key], cfg[key]) << key;
   }
@@ -970,7 +970,7 @@ TEST_F(HfConvert, ToHfKeepsWhatTheImportRead) {
     mf::io::write_checkpoint(path("vit5"), mf::io::TrainingState{}, m->state_dict(), {}, 0);
     fs::copy_file(ck + "/config.yaml", path("vit5/config.yaml"));
     fs::copy_file(ck + "/hf_config.json", path("vit5/hf_config.json"));
-    mf::train::convert_to_hf(path("vit5"), path("vit5_hf"));
+    mf::runtime::convert_to_hf(path("vit5"), path("vit5_hf"));
     const json back = json::parse(mf::read_file(path("vit5_hf/config.json")));
     EXPECT_EQ(back["id2label"].size(), 5u);
     EXPECT_EQ(back["id2label"]["0"], "LABEL_0");
@@ -997,7 +997,7 @@ TEST_F(HfConvert, ToHfKeepsWhatTheImportRead) {
   const mf::Config saved = mf::Config::load(path("run/config.yaml"));
   EXPECT_EQ(saved.get_float("model.rope_scaling.factor"), 32.0);
   EXPECT_EQ(saved.get_int("model.num_key_value_heads"), 2);
-  mf::train::convert_to_hf(path("run"), path("run_hf"));
+  mf::runtime::convert_to_hf(path("run"), path("run_hf"));
   const json back = json::parse(mf::read_file(path("run_hf/config.json")));
   EXPECT_EQ(back["bos_token_id"], 128000);
   EXPECT_EQ(back["eos_token_id"], 128001);

@@ -229,7 +229,7 @@ TEST(PipelineSchedule, BalancedSplitCountsTheHead) {
 }  // namespace
 
 #include "meshflow/config/config.h"
-#include "meshflow/train/build.h"
+#include "meshflow/runtime/build.h"
 
 namespace {
 
@@ -237,7 +237,7 @@ namespace {
 // in-flight activations, the last the head's compute and the tied copy — both get fewer layers.
 TEST(PipelineSchedule, Gpt2SmallStagesBalanceComputeAndMemory) {
   auto c = mf::Config::load(std::string(MESHFLOW_SOURCE_DIR) + "/configs/gpt2/small.yaml", {"train.train_micro_batch_size=4"});
-  auto r = mf::train::pipeline_layers(c, 4);
+  auto r = mf::runtime::pipeline_layers(c, 4);
   ASSERT_EQ(r.size(), 4u);
   EXPECT_EQ(r.front().first, 0);
   EXPECT_EQ(r.back().second, 12);
@@ -247,7 +247,7 @@ TEST(PipelineSchedule, Gpt2SmallStagesBalanceComputeAndMemory) {
   EXPECT_LT(n(3), n(2));
   auto custom = mf::Config::load(std::string(MESHFLOW_SOURCE_DIR) + "/configs/gpt2/small.yaml",
                                  {"train.dist.custom_pipeline_stage_id=[0,0,0,0,0,0,1,1,1,1,1,1]"});
-  EXPECT_EQ(mf::train::pipeline_layers(custom, 2), (std::vector<std::pair<int64_t, int64_t>>{{0, 6}, {6, 12}}));
+  EXPECT_EQ(mf::runtime::pipeline_layers(custom, 2), (std::vector<std::pair<int64_t, int64_t>>{{0, 6}, {6, 12}}));
 }
 
 // train.dist.pipeline_num_layers (LiBai's) may only restate model.num_layers, with or without a
@@ -255,11 +255,11 @@ TEST(PipelineSchedule, Gpt2SmallStagesBalanceComputeAndMemory) {
 TEST(PipelineSchedule, PipelineNumLayersMustBeTheModelsLayers) {
   const std::string small = std::string(MESHFLOW_SOURCE_DIR) + "/configs/gpt2/small.yaml";
   for (const char* ok : {"train.dist.pipeline_num_layers=0", "train.dist.pipeline_num_layers=12"}) {
-    mf::train::train_options(mf::Config::load(small, {ok}));
-    mf::train::train_options(mf::Config::load(small, {ok, "train.dist.pipeline_parallel_size=2"}), 2);
+    mf::runtime::train_options(mf::Config::load(small, {ok}));
+    mf::runtime::train_options(mf::Config::load(small, {ok, "train.dist.pipeline_parallel_size=2"}), 2);
   }
   for (const char* pp : {"train.dist.pipeline_parallel_size=1", "train.dist.pipeline_parallel_size=2"})
-    MFT_EXPECT_ERROR(mf::train::train_options(mf::Config::load(small, {"train.dist.pipeline_num_layers=6", pp}), 2),
+    MFT_EXPECT_ERROR(mf::runtime::train_options(mf::Config::load(small, {"train.dist.pipeline_num_layers=6", pp}), 2),
                      "train.dist.pipeline_num_layers 6 must be 0 or the model's layers (12");
 }
 

@@ -18,7 +18,7 @@
 #include "meshflow/plan/pipeline_sim.h"
 #include "meshflow/plan/planner.h"
 #include "meshflow/plan/run.h"
-#include "meshflow/train/build.h"
+#include "meshflow/runtime/build.h"
 #include "meshflow/train/run.h"
 #include "testing.h"
 
@@ -79,7 +79,7 @@ TEST(PlanLayouts, EveryFeasibleLayoutIsOneTheRunAccepts) {
       EXPECT_EQ(l.ranks(), ranks) << l.str();
       EXPECT_EQ(l.global_batch(), 8) << l.str();
       const mf::Config run = with_layout(c, m, l);
-      EXPECT_NO_THROW(mf::train::train_options(run, static_cast<int>(ranks))) << l.str();
+      EXPECT_NO_THROW(mf::runtime::train_options(run, static_cast<int>(ranks))) << l.str();
     }
   }
 }
@@ -174,7 +174,7 @@ TEST(PlanTime, ThePipelineBubbleIsTheSchedules) {
   l.micro_batch = 1;
   l.accumulation = 8;
   auto time = [&](const Layout& x) {
-    const auto ranges = mf::train::pipeline_layers(with_layout(c, m, x), x.pp() * x.virtual_stages);
+    const auto ranges = mf::runtime::pipeline_layers(with_layout(c, m, x), x.pp() * x.virtual_stages);
     return estimate_step_time(m, x, h, ranges);
   };
   auto share = [&](const Layout& x) {
@@ -213,7 +213,7 @@ TEST(PlanTime, OversubscribedRanksLendTheirCoresWhileTheyWait) {
   l.dims.set("pp", 4);
   l.micro_batch = 1;
   l.accumulation = 1;
-  const auto ranges = mf::train::pipeline_layers(with_layout(c, m, l), 4);
+  const auto ranges = mf::runtime::pipeline_layers(with_layout(c, m, l), 4);
   auto pipeline_s = [&] {
     const StepTime t = estimate_step_time(m, l, h, ranges);
     return t.compute_s + t.bubble_s;

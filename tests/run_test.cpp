@@ -9,7 +9,7 @@
 
 #include "meshflow/core/atomic_file.h"
 #include "meshflow/data/preprocess.h"
-#include "meshflow/train/build.h"
+#include "meshflow/runtime/build.h"
 #include "meshflow/train/run.h"
 #include "testing.h"
 
@@ -102,7 +102,7 @@ TEST_F(RunTest, TrainThreadsSetsTheOpenMpThreadCount) {
   std::fclose(quiet);
   EXPECT_EQ(omp_get_max_threads(), want);
   c.set("train.threads", "0");
-  EXPECT_EQ(mf::train::apply_thread_count(c), want);  // unchanged
+  EXPECT_EQ(mf::runtime::apply_thread_count(c), want);  // unchanged
   MFT_EXPECT_ERROR(c.set("train.threads", "-1"), "train.threads=-1 is outside its range [0, inf)");
   omp_set_num_threads(before);
 }

@@ -32,7 +32,7 @@
 #include "meshflow/data/sentencepiece.h"
 #include "meshflow/data/tokenizer.h"
 #include "meshflow/data/wordpiece.h"
-#include "meshflow/train/components.h"
+#include "meshflow/runtime/components.h"
 #include "testing.h"
 #include "whitespace_fixture.h"
 
@@ -442,7 +442,7 @@ TEST(TokenizerFiles, OnlyRegularFilesOfBoundedSizeAreRead) {
   MFT_EXPECT_ERROR(mf::WordPieceTokenizer::from_file(fifo), "WordPiece vocabulary '", "is a FIFO");
 
   // Through the config keys, named in the message.
-  using mf::train::tokenizer_registry;
+  using mf::runtime::tokenizer_registry;
   mf::Config c;
   c.set("tokenization.vocab_file", "/dev/zero");
   c.set("tokenization.merges_file", src + "/vocab.bpe");
@@ -467,7 +467,7 @@ TEST(MakeTokenizer, KindsFilesAndFolders) {
   MFT_EXPECT_ERROR(mf::make_tokenizer("unigram"), "unigram", "byte, gpt2_bpe, hf_bpe, sentencepiece, wordpiece");
   MFT_EXPECT_ERROR(mf::make_tokenizer("wordpiece"), "wordpiece", "vocab.txt");
   // The tokenization.* keys choose them (as `meshflow preprocess` and training do).
-  using mf::train::tokenizer_registry;
+  using mf::runtime::tokenizer_registry;
   mf::Config c;
   MFT_EXPECT_ERROR(tokenizer_registry().create("hf_bpe", c), "needs tokenization.tokenizer_file");
   c.set("tokenization.tokenizer_file", mft::tokenizer_data_file("llama2/tokenizer.model"), "test");
@@ -725,7 +725,7 @@ TEST(SentencePieceTokenizer, T5FoldersFactoryAndConfig) {
   MFT_EXPECT_ERROR(mf::make_tokenizer("byte", "", "", true, 100), "extra_ids", "sentencepiece tokenizer only",
                    "'byte'");
   // tokenization.extra_ids (as training and `meshflow preprocess` read it).
-  using mf::train::tokenizer_registry;
+  using mf::runtime::tokenizer_registry;
   mf::Config c;
   EXPECT_EQ(c.get_int("tokenization.extra_ids"), 0);
   c.set("tokenization.tokenizer_file", model, "test");

@@ -57,8 +57,8 @@ std::shared_ptr<mf::models::Gpt2Model> tiny_model() {
   return m;
 }
 
-mf::train::TrainOptions options(const std::string& dir, int64_t iters, bool resume) {
-  mf::train::TrainOptions o;
+mf::runtime::TrainOptions options(const std::string& dir, int64_t iters, bool resume) {
+  mf::runtime::TrainOptions o;
   o.output_dir = dir;
   o.train_iter = iters;
   o.micro_batch = 2;
@@ -118,7 +118,7 @@ struct RaiseAt : mf::train::HookBase {
   }
 };
 
-std::unique_ptr<mf::train::Trainer> tiny_trainer(const mf::train::TrainOptions& o) {
+std::unique_ptr<mf::train::Trainer> tiny_trainer(const mf::runtime::TrainOptions& o) {
   return std::make_unique<mf::train::Trainer>(o, tiny_model(), std::make_unique<SyntheticSource>(32, 16),
                                               [] { return std::make_unique<SyntheticSource>(32, 16); });
 }
@@ -289,45 +289,45 @@ const char* kCpuinfo2Cores =
     "flags\t\t: fpu sse sse2 avx fma avx2 avx512f avx512dq\n\n";
 
 TEST(PeakFlops, NominalPeakFromTheCpuDescription) {
-  const mf::train::CpuSpec c = mf::train::parse_cpu_spec(kCpuinfo2Cores, 0);
+  const mf::runtime::CpuSpec c = mf::runtime::parse_cpu_spec(kCpuinfo2Cores, 0);
   EXPECT_EQ(c.cores, 2);
   EXPECT_EQ(c.model, "AMD EPYC");
   EXPECT_DOUBLE_EQ(c.max_ghz, 2.694854);
   EXPECT_STREQ(c.isa, "AVX-512");
   EXPECT_EQ(c.f32_lanes, 16);
   EXPECT_TRUE(c.fma);
-  EXPECT_DOUBLE_EQ(mf::train::nominal_flops_per_cycle(c), 64);  // 16 lanes x 2 (FMA) x 2 units
-  EXPECT_DOUBLE_EQ(mf::train::nominal_peak_flops(c, 2), 2 * 2.694854e9 * 64);
-  EXPECT_DOUBLE_EQ(mf::train::nominal_peak_flops(c, 8), 2 * 2.694854e9 * 64);  // a thread per core counts
-  EXPECT_DOUBLE_EQ(mf::train::nominal_peak_flops(c, 1), 2.694854e9 * 64);
+  EXPECT_DOUBLE_EQ(mf::runtime::nominal_flops_per_cycle(c), 64);  // 16 lanes x 2 (FMA) x 2 units
+  EXPECT_DOUBLE_EQ(mf::runtime::nominal_peak_flops(c, 2), 2 * 2.694854e9 * 64);
+  EXPECT_DOUBLE_EQ(mf::runtime::nominal_peak_flops(c, 8), 2 * 2.694854e9 * 64);  // a thread per core counts
+  EXPECT_DOUBLE_EQ(mf::runtime::nominal_peak_flops(c, 1), 2.694854e9 * 64);
   // cpufreq's maximum wins over the current clock; a model name's "@ x GHz" over "cpu MHz".
-  EXPECT_DOUBLE_EQ(mf::train::parse_cpu_spec(kCpuinfo2Cores, 3.7e6).max_ghz, 3.7);
-  const mf::train::CpuSpec xeon = mf::train::parse_cpu_spec(
+  EXPECT_DOUBLE_EQ(mf::runtime::parse_cpu_spec(kCpuinfo2Cores, 3.7e6).max_ghz, 3.7);
+  const mf::runtime::CpuSpec xeon = mf::runtime::parse_cpu_spec(
       "processor\t: 0\nmodel name\t: Intel(R) Xeon(R) Gold 6148 CPU @ 2.40GHz\ncpu MHz\t\t: 1000.0\n"
       "flags\t\t: sse avx fma avx2\n", 0);
   EXPECT_DOUBLE_EQ(xeon.max_ghz, 2.4);
   EXPECT_STREQ(xeon.isa, "AVX2");
-  EXPECT_DOUBLE_EQ(mf::train::nominal_flops_per_cycle(xeon), 32);
+  EXPECT_DOUBLE_EQ(mf::runtime::nominal_flops_per_cycle(xeon), 32);
   // Nothing known: no nominal peak (the measurement is then the peak).
-  EXPECT_EQ(mf::train::nominal_peak_flops(mf::train::parse_cpu_spec("", 0), 4), 0.0);
+  EXPECT_EQ(mf::runtime::nominal_peak_flops(mf::runtime::parse_cpu_spec("", 0), 4), 0.0);
 }
 
 // The quickstart on a busy machine printed MFU 251%: its peak was one FMA measurement taken while
 // other processes held the cores (30 GFLOP/s of 2 cores whose nominal peak is 345), and its steps
 // did 75 GFLOP/s. The peak is now the nominal one, which load cannot lower.
 TEST(PeakFlops, AMeasurementUnderLoadDoesNotMakeMfuExceed100Percent) {
-  const mf::train::CpuSpec c = mf::train::parse_cpu_spec(kCpuinfo2Cores, 0);
+  const mf::runtime::CpuSpec c = mf::runtime::parse_cpu_spec(kCpuinfo2Cores, 0);
   const double measured_under_load = 30e9, achieved = 75e9;
-  const mf::train::PeakFlops p = mf::train::choose_cpu_peak(c, 2, measured_under_load);
+  const mf::runtime::PeakFlops p = mf::runtime::choose_cpu_peak(c, 2, measured_under_load);
   EXPECT_DOUBLE_EQ(p.flops, 2 * 2.694854e9 * 64);
   EXPECT_NE(p.source.find("nominal: 2 cores x 2.69 GHz x 64 f32 FLOPs/cycle (AVX-512 FMA, 2 units); measured 30.0 GFLOP/s"),
             std::string::npos) << p.source;
-  mf::train::PeakTracker peak(p);
+  mf::runtime::PeakTracker peak(p);
   EXPECT_EQ(peak.observe(achieved, [] { return 30e9; }), "");  // below the peak: nothing to raise
   EXPECT_LE(peak.mfu(achieved), 1.0);
   EXPECT_NEAR(peak.mfu(achieved), 75.0 / 344.94, 1e-3);
   // A measurement above the nominal peak (a clock boosted past the one known) is the peak.
-  const mf::train::PeakFlops fast = mf::train::choose_cpu_peak(c, 2, 400e9);
+  const mf::runtime::PeakFlops fast = mf::runtime::choose_cpu_peak(c, 2, 400e9);
   EXPECT_DOUBLE_EQ(fast.flops, 400e9);
   EXPECT_NE(fast.source.find("measured FMA rate, above the nominal 344.9 GFLOP/s"), std::string::npos) << fast.source;
 }
@@ -335,7 +335,7 @@ TEST(PeakFlops, AMeasurementUnderLoadDoesNotMakeMfuExceed100Percent) {
 // A step faster than the peak in use proves that peak wrong: it is raised (to a fresh measurement,
 // else to the step's own rate) and the log says so; MFU stays at most 100%.
 TEST(PeakFlops, AStepAboveThePeakRaisesIt) {
-  mf::train::PeakTracker peak({100e9, "measured FMA rate"});
+  mf::runtime::PeakTracker peak({100e9, "measured FMA rate"});
   int measured = 0;
   const std::string note = peak.observe(150e9, [&] {
     ++measured;
@@ -352,7 +352,7 @@ TEST(PeakFlops, AStepAboveThePeakRaisesIt) {
   EXPECT_NE(again.find("a fresh measurement read 50.0 GFLOP/s"), std::string::npos) << again;
   EXPECT_LE(peak.mfu(200e9), 1.0);
   // An unknown peak (a GPU not in the table) is not made up from a rate: MFU stays 0.
-  mf::train::PeakTracker unknown({0, "unknown"});
+  mf::runtime::PeakTracker unknown({0, "unknown"});
   EXPECT_EQ(unknown.observe(1e12, nullptr), "");
   EXPECT_EQ(unknown.mfu(1e12), 0.0);
 }

@@ -12,7 +12,7 @@
 #include "data_testing.h"
 #include "meshflow/config/config.h"
 #include "meshflow/data/wordpiece.h"
-#include "meshflow/train/components.h"
+#include "meshflow/runtime/components.h"
 #include "testing.h"
 #include "whitespace_fixture.h"
 
@@ -186,10 +186,10 @@ TEST(WordPiece, MakeTokenizerAndTheRegistry) {
   mf::Config c;
   c.apply_override("tokenization.tokenizer_file=" + folder);
   EXPECT_TRUE(c.get_bool("tokenization.do_lower_case"));
-  EXPECT_EQ(mf::train::tokenizer_registry().create("wordpiece", c)->encode("Hello"), V{7592});
+  EXPECT_EQ(mf::runtime::tokenizer_registry().create("wordpiece", c)->encode("Hello"), V{7592});
   c.apply_override("tokenization.do_lower_case=false");
-  EXPECT_EQ(mf::train::tokenizer_registry().create("wordpiece", c)->encode("Hello"), V{100});
-  MFT_EXPECT_ERROR(mf::train::tokenizer_registry().create("wordpiece", mf::Config()), "needs tokenization.tokenizer_file");
+  EXPECT_EQ(mf::runtime::tokenizer_registry().create("wordpiece", c)->encode("Hello"), V{100});
+  MFT_EXPECT_ERROR(mf::runtime::tokenizer_registry().create("wordpiece", mf::Config()), "needs tokenization.tokenizer_file");
 }
 
 TEST(WordPiece, BadVocabularyFilesNameTheFile) {

@@ -14,7 +14,7 @@
 #include "meshflow/comm/mpi/mpi_communicator.h"
 #include "meshflow/core/device.h"
 #include "meshflow/ops/ops.h"
-#include "meshflow/train/device_select.h"
+#include "meshflow/runtime/device_select.h"
 #if MESHFLOW_WITH_NCCL
 #include "meshflow/comm/nccl/nccl_communicator.h"
 #include "meshflow/cuda/device_info.h"
@@ -163,7 +163,7 @@ int main(int argc, char** argv) {
       std::printf("SKIP: %d rank(s) need as many GPUs, %d visible\n", size, mf::cuda_device_count());
     return 77;
   }
-  const int local = mf::train::local_rank_from_env();
+  const int local = mf::runtime::local_rank_from_env();
   mf::cuda::use_device(local);
   const mf::Device dev = mf::cuda_device(local);
   auto mpi = std::dynamic_pointer_cast<mf::comm::MpiCommunicator>(world);

@@ -43,7 +43,7 @@ PipelineRun run_pipeline(const std::string& schedule, int64_t micro_batches) {
   auto model = std::make_shared<mf::models::Gpt2Model>(
       c, mf::models::ModelContext{{}, mf::models::PipelineStage{s * per, (s + 1) * per, s == 0, s == p - 1, {}}});
   model->init_weights(3);
-  mf::train::TrainOptions o;
+  mf::runtime::TrainOptions o;
   o.output_dir = shared_tmp_dir(*world, ("pp_" + schedule).c_str());
   o.train_iter = 2;
   o.micro_batch = 2;

@@ -66,7 +66,7 @@ Bytes model_state_bytes(int stage, Peaks* checkpoint_peaks = nullptr, DType dtyp
     auto model = std::make_shared<mf::models::Gpt2Model>(c);
     model->init_weights(5);
     b.psi = static_cast<double>(model->num_parameters());
-    mf::train::TrainOptions o;
+    mf::runtime::TrainOptions o;
     o.output_dir = dir;
     o.train_iter = 1;
     o.micro_batch = 1;

@@ -32,8 +32,10 @@
 #include "meshflow/report/report.h"
 #include "meshflow/serve/server.h"
 #include "meshflow/serve/signals.h"
-#include "meshflow/train/device_select.h"
-#include "meshflow/train/pretrained.h"
+#include "meshflow/runtime/build.h"
+#include "meshflow/runtime/components.h"
+#include "meshflow/runtime/device_select.h"
+#include "meshflow/runtime/pretrained.h"
 #include "meshflow/train/run.h"
 #if MESHFLOW_WITH_MPI
 #include "meshflow/comm/mpi/mpi_communicator.h"
@@ -88,7 +90,7 @@ int run_preprocess(const PreprocessArgs& a) {
   if (!a.extra_ids.empty()) c.set("tokenization.extra_ids", a.extra_ids, "--extra-ids");
   if (a.append_eod) c.set("tokenization.append_eod", "true", "--append-eod");
   if (a.no_eod) c.set("tokenization.append_eod", "false", "--no-eod");
-  auto tok = mf::train::tokenizer_from_config(c);
+  auto tok = mf::runtime::tokenizer_from_config(c);
   mf::PreprocessOptions o;
   o.format = a.format == "jsonl" ? mf::InputFormat::kJsonl : a.format == "text" ? mf::InputFormat::kText : mf::InputFormat::kAuto;
   o.json_key = a.json_key;
@@ -135,7 +137,7 @@ int run_devices() {
 // this rank's GPU first: the NCCL communicator lives on the current device.
 mf::comm::CommPtr device_world(const mf::Config& c, const mf::comm::CommPtr& world) {
   if (!world || world->size() == 1 || mf::global::device_type_from_config(c) != mf::DeviceType::kCUDA) return world;
-  mf::train::select_run_device(c);  // fails with the one-line device errors
+  mf::runtime::select_run_device(c);  // fails with the one-line device errors
 #if MESHFLOW_WITH_NCCL
   auto mpi = std::dynamic_pointer_cast<mf::comm::MpiCommunicator>(world);
   MF_CHECK(mpi != nullptr, "train.dist.device_type=cuda: the world communicator is not MPI's");
@@ -346,7 +348,7 @@ int run_serve(const mf::Config& c, const mf::comm::CommPtr& world, const ServeAr
   const mf::serve::GenerateFn generate = [engine, c](const std::vector<mf::infer::GenerationRequest>& rows,
                                                      const mf::infer::TokenCallback& on_token) {
     thread_local bool device_set = false;
-    if (!device_set) mf::train::select_run_device(c);
+    if (!device_set) mf::runtime::select_run_device(c);
     device_set = true;
     return engine->generate(rows, on_token);
   };
@@ -453,6 +455,7 @@ int main(int argc, char** argv) {
   mf::launch::LaunchOptions lo;
   auto* launch = add_launch_command(app, config, overrides, lo);
   mf::plan::PlanArgs pla;
+  pla.train = mf::train::run_training;
   auto* plan = app.add_subcommand("plan", "Rank every parallel layout of a config's model on N ranks by predicted step time, "
                                   "with memory per rank and why the others are out (graph.auto_parallel.enabled=true "
                                   "trains with the first)");
@@ -537,7 +540,7 @@ int main(int argc, char** argv) {
                "it without mpirun, not on ", world ? world->size() : 1, " ranks");
       const mf::Config c = mf::Config::load(config, overrides);
       // The check on the layout eval runs with (one process), not the one that trained the run.
-      mf::plan::check_model_state_fits(mf::train::one_process_config(c), nullptr, mf::plan::ModelUse::kInference);
+      mf::plan::check_model_state_fits(mf::runtime::one_process_config(c), nullptr, mf::plan::ModelUse::kInference);
       mf::train::run_evaluation(c, stdout, eval_output);
     } else if (*serve) {
       return run_serve(mf::Config::load(config, overrides), world, sa);
@@ -545,8 +548,8 @@ int main(int argc, char** argv) {
       return run_preprocess(pa);
     } else if (*conv) {
       MF_CHECK(ca.from_hf.empty() != ca.to_hf.empty(), "convert: give one of --from-hf and --to-hf");
-      const std::string done = ca.from_hf.empty() ? mf::train::convert_to_hf(ca.to_hf, ca.output)
-                                                  : mf::train::convert_from_hf(ca.from_hf, ca.output);
+      const std::string done = ca.from_hf.empty() ? mf::runtime::convert_to_hf(ca.to_hf, ca.output)
+                                                  : mf::runtime::convert_from_hf(ca.from_hf, ca.output);
       std::printf("%s\n", done.c_str());
     }
   } catch (const std::exception& e) {

@@ -5,18 +5,18 @@
 #include "meshflow/models/registry.h"
 #include "meshflow/parallel/context.h"
 #include "meshflow/plan/fit.h"
-#include "meshflow/train/build.h"
-#include "meshflow/train/device_select.h"
-#include "meshflow/train/pretrained.h"
-#include "meshflow/train/run.h"
+#include "meshflow/runtime/build.h"
+#include "meshflow/runtime/device_select.h"
+#include "meshflow/runtime/pretrained.h"
+#include "meshflow/runtime/components.h"
 
 namespace mf::infer {
 
 LoadedModel load_for_inference(const Config& run_config, const comm::CommPtr& world) {
   // model.pretrained's structure keys the config leaves out come from the weights' config.
-  const Config c = train::pretrained_run_config(run_config);
-  train::apply_thread_count(c);
-  const train::RunDevice run_device = train::select_run_device(c);
+  const Config c = runtime::pretrained_run_config(run_config);
+  runtime::apply_thread_count(c);
+  const runtime::RunDevice run_device = runtime::select_run_device(c);
   const int world_size = world ? world->size() : 1;
   MF_CHECK(c.get_int("train.dist.virtual_pipeline_size") <= 1,
            "generate: train.dist.virtual_pipeline_size must be 1 (decoding runs whole pipeline stages)");
@@ -28,10 +28,10 @@ LoadedModel load_for_inference(const Config& run_config, const comm::CommPtr& wo
   plan::check_model_state_fits(c, world, plan::ModelUse::kInference);
   LoadedModel out;
   out.main_rank = !world || world->rank() == 0;
-  out.tokenizer = train::tokenizer_from_config(c);
+  out.tokenizer = runtime::tokenizer_from_config(c);
   nn::TensorParallel tp = ctx.tensor_parallel();
   tp.sequence_parallel = false;  // one new position per step: nothing to split
-  const models::PipelineStage stage = train::pipeline_stage(c, ctx.pipeline_size(), ctx.pipeline_stage(), 1);
+  const models::PipelineStage stage = runtime::pipeline_stage(c, ctx.pipeline_size(), ctx.pipeline_stage(), 1);
   auto model = models::build_model(c, out.tokenizer->vocab_size(), {tp, stage});
   // The weights: model.pretrained, else the run's latest checkpoint (read as model.pretrained
   // reads a run folder).
@@ -40,13 +40,13 @@ LoadedModel load_for_inference(const Config& run_config, const comm::CommPtr& wo
   MF_CHECK(!own || std::filesystem::exists(std::filesystem::path(dir) / "checkpoints" / "latest"),
            "generate: no weights — set model.pretrained (a Hugging Face folder or a checkpoint), or train first: no "
            "checkpoint in ", dir, "/checkpoints (train.output_dir)");
-  train::ModelWeights weights;
+  runtime::ModelWeights weights;
   try {
-    weights = train::read_model_weights(own ? dir : pretrained, c.get_string("model.name"));
+    weights = runtime::read_model_weights(own ? dir : pretrained, c.get_string("model.name"));
   } catch (const Error& e) {
     throw Error(std::string(own ? "train.output_dir: " : "model.pretrained: ") + e.what());
   }
-  const std::string loaded = train::load_model_weights(*model, weights);
+  const std::string loaded = runtime::load_model_weights(*model, weights);
   if (run_device.device.type != DeviceType::kCPU) model->to_device(run_device.device);
   out.description = model->describe() + "; weights: " + loaded;
   out.engine = std::make_shared<Engine>(model, ctx.groups.ptr("pp"), world && world->size() > 1 ? world : nullptr);

@@ -5,13 +5,13 @@
 
 #include "meshflow/core/error.h"
 #include "meshflow/global/parallel_dims.h"
-#include "meshflow/train/build.h"
+#include "meshflow/runtime/build.h"
 
 namespace mf::launch {
 
 Layout run_layout(const Config& c, int nproc) {
   MF_CHECK(nproc >= 1, "launch: the number of processes must be at least 1, got ", nproc);
-  const train::TrainOptions o = train::train_options(c, nproc);  // the trainer's own checks
+  const runtime::TrainOptions o = runtime::train_options(c, nproc);  // the trainer's own checks
   Layout l;
   l.nproc = nproc;
   l.dims = global::ParallelDims::from_config(c).resolved(nproc);
@@ -52,7 +52,7 @@ Layout moved_layout(const Config& c, const Layout& base, int nproc) {
   Config moved = c;
   for (const std::string& kv : layout_overrides(l)) moved.apply_override(kv);
   try {
-    (void)train::train_options(moved, nproc);  // e.g. interleaved pipelines' micro-batch counts
+    (void)runtime::train_options(moved, nproc);  // e.g. interleaved pipelines' micro-batch counts
   } catch (const Error& refused) {
     throw Error(detail::cat("launch: the run on ", nproc, " processes (", elastic, " ", l.dims.size(e),
                             ", num_accumulation_steps ", l.accumulation, ") is refused: ", refused.what()));

@@ -21,7 +21,7 @@ struct Layout {
   int64_t global_batch() const { return micro_batch * accumulation * dims.batch_ranks(); }
 };
 
-// The layout `c` gives on `nproc` processes, with the trainer's checks (train::train_options):
+// The layout `c` gives on `nproc` processes, with the trainer's checks (runtime::train_options):
 // throws mf::Error naming the keys when the config cannot run on that many.
 Layout run_layout(const Config& c, int nproc);
 

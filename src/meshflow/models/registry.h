@@ -54,7 +54,7 @@ struct ModelSpec {
   // The model's structure table: every model.* key that changes what the weights compute and that
   // their shapes do not show (heads, norm epsilon, rotary base and scaling, ...). model.pretrained
   // takes these from the weights' config where the run's does not set them, and refuses a
-  // different value it sets (train::with_pretrained_structure).
+  // different value it sets (runtime::with_pretrained_structure).
   std::vector<std::string> structure_keys;
   // Whether a structure key holds for weights of config `weights` (null: every key): Llama's
   // rope_scaling.factor means nothing without rope_scaling.type llama3.

@@ -9,9 +9,9 @@
 #include "meshflow/models/registry.h"
 #include "meshflow/plan/memory.h"
 #include "meshflow/plan/model_costs.h"
-#include "meshflow/train/build.h"
-#include "meshflow/train/device_select.h"
-#include "meshflow/train/trainer.h"
+#include "meshflow/runtime/build.h"
+#include "meshflow/runtime/device_select.h"
+#include "meshflow/runtime/options.h"
 
 namespace mf::plan {
 
@@ -33,10 +33,10 @@ std::string count_text(double n) {
 std::string model_state_fit(const Config& c, int64_t world_size, int64_t ranks_on_host, const HostMemory& host,
                             ModelUse use) {
   const bool training = use == ModelUse::kTraining;
-  train::TrainOptions o;
+  runtime::TrainOptions o;
   global::ParallelDims dims;
   try {
-    o = train::train_options(c, static_cast<int>(world_size));
+    o = runtime::train_options(c, static_cast<int>(world_size));
     dims = global::ParallelDims::from_config(c).resolved(world_size);
   } catch (const Error&) {
     return "";  // the run refuses the config with its own message
@@ -107,7 +107,7 @@ std::string model_state_fit(const Config& c, int64_t world_size, int64_t ranks_o
 void check_model_state_fits(const Config& c, const comm::CommPtr& world, ModelUse use) {
   if (global::device_type_from_config(c) != DeviceType::kCPU) return;
   const std::string msg =
-      model_state_fit(c, world ? world->size() : 1, train::local_world_size_from_env(), host_memory(), use);
+      model_state_fit(c, world ? world->size() : 1, runtime::local_world_size_from_env(), host_memory(), use);
   MF_CHECK(msg.empty(), msg);
 }
 

@@ -26,7 +26,7 @@ std::string model_state_fit(const Config& c, int64_t world_size, int64_t ranks_o
                             ModelUse use = ModelUse::kTraining);
 
 // Throws mf::Error with model_state_fit's line for a CPU run (train.dist.device_type=cpu); the
-// ranks on this host from the launcher's environment (train::local_world_size_from_env).
+// ranks on this host from the launcher's environment (runtime::local_world_size_from_env).
 void check_model_state_fits(const Config& c, const comm::CommPtr& world, ModelUse use = ModelUse::kTraining);
 
 }  // namespace mf::plan

@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "meshflow/core/error.h"
-#include "meshflow/train/peak_flops.h"
+#include "meshflow/runtime/peak_flops.h"
 
 namespace mf::plan {
 
@@ -82,7 +82,7 @@ HardwareProfile host(int64_t ranks) {
   // The whole machine's peak from this process's (its OpenMP threads'), shared by the ranks.
   const double share = 1.0 / static_cast<double>(std::max<int64_t>(1, ranks));
   const double cores = std::max(1u, std::thread::hardware_concurrency());
-  h.peak_flops = train::measured_peak_flops() / omp_get_max_threads() * cores * share;
+  h.peak_flops = runtime::measured_peak_flops() / omp_get_max_threads() * cores * share;
   h.core_share = std::min(1.0, cores / (static_cast<double>(std::max<int64_t>(1, ranks)) * omp_get_max_threads()));
   h.gemm_flops = 0.8 * h.peak_flops;
   h.gemm_half_flops = 2e7;

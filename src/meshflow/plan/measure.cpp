@@ -16,7 +16,7 @@
 #include "meshflow/core/atomic_file.h"
 #include "meshflow/core/error.h"
 #include "meshflow/parallel/groups.h"
-#include "meshflow/train/run.h"
+#include "meshflow/runtime/run_summary.h"
 
 namespace mf::plan {
 
@@ -74,6 +74,7 @@ std::vector<Measured> measure_plans(const Config& c, const PlanResult& r, const 
   MF_CHECK(world_size == r.ranks, "plan --measure: the plans are for ", r.ranks, " ranks and this job has ", world_size,
            " (run it as mpirun -np ", r.ranks, " meshflow plan ... --measure)");
   MF_CHECK(o.steps >= 1, "plan --measure: --steps must be positive (", o.steps, ")");
+  MF_CHECK(o.train != nullptr, "plan --measure: no training run to measure the plans with");
   const bool leader = !world || world->rank() == 0;
   // Every plan trains into a folder of its own in a temporary folder rank 0 makes (the ranks share
   // the file system, as a run's output_dir).
@@ -118,7 +119,7 @@ std::vector<Measured> measure_plans(const Config& c, const PlanResult& r, const 
     run.set("train.log_period", "1", "plan --measure");  // every step's figures gathered from every rank
     run.set("train.resume", "false", "plan --measure");
     run.set("train.evaluation.enabled", "false", "plan --measure");
-    const train::RunSummary s = train::run_training(run, quiet.get(), world);
+    const runtime::RunSummary s = o.train(run, quiet.get(), world);
     parallel::barrier(world.get());  // every rank's checkpoint pieces written before the folder goes
     if (leader) std::filesystem::remove_all(dir);
     return s;
@@ -126,7 +127,7 @@ std::vector<Measured> measure_plans(const Config& c, const PlanResult& r, const 
   if (!chosen.empty()) train_plan(chosen.front(), 2, "warm_up");
   for (int64_t i : chosen) {
     const Plan& p = r.ranked[static_cast<size_t>(i)];
-    const train::RunSummary s = train_plan(i, o.steps, detail::cat("plan_", i + 1));
+    const runtime::RunSummary s = train_plan(i, o.steps, detail::cat("plan_", i + 1));
     MF_CHECK(!s.step_seconds.empty(), "plan --measure: no step time of ", p.layout.str());
     // The median of the steps after the first two (robust to a step the scheduler or the page
     // faults of a fresh block slowed down).

@@ -11,6 +11,7 @@
 #include "meshflow/comm/communicator.h"
 #include "meshflow/config/config.h"
 #include "meshflow/plan/planner.h"
+#include "meshflow/runtime/run_summary.h"
 
 namespace mf::plan {
 
@@ -20,6 +21,7 @@ struct MeasureOptions {
   bool json = false;  // one JSON line per plan instead of the table
   std::string skip;   // a file of plans measured before (--measure --json lines): left out, so that
                       // an interrupted sweep resumes where it stopped; "": none
+  runtime::TrainRun train;  // trains one plan's run (the executable passes train::run_training)
 };
 
 struct Measured {

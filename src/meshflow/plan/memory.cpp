@@ -8,7 +8,7 @@
 #include <tuple>
 
 #include "meshflow/parallel/pipeline_schedule.h"
-#include "meshflow/train/build.h"
+#include "meshflow/runtime/build.h"
 
 namespace mf::plan {
 
@@ -41,7 +41,7 @@ double scores_kept(const ModelCosts& m, const Layout& l, bool recomputed) {
 
 std::vector<std::pair<int64_t, int64_t>> stage_layers(const Config& c, const ModelCosts& m, const Layout& l) {
   if (l.pp() == 1 && l.virtual_stages == 1) return {{0, m.layers}};
-  return train::pipeline_layers(with_layout(c, m, l), l.pp() * l.virtual_stages);
+  return runtime::pipeline_layers(with_layout(c, m, l), l.pp() * l.virtual_stages);
 }
 
 MemoryEstimate estimate_memory(const Config& c, const ModelCosts& m, const Layout& l) {

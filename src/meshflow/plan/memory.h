@@ -31,7 +31,7 @@ struct MemoryEstimate {
 };
 
 // The layers of every virtual stage under `l` (virtual stage k·pp + s is chunk k of rank s): the
-// split the run makes (train::pipeline_layers of the run's config).
+// split the run makes (runtime::pipeline_layers of the run's config).
 std::vector<std::pair<int64_t, int64_t>> stage_layers(const Config& c, const ModelCosts& m, const Layout& l);
 MemoryEstimate estimate_memory(const ModelCosts& m, const Layout& l, const std::vector<std::pair<int64_t, int64_t>>& ranges);
 // The same with the run's split made from `c`.

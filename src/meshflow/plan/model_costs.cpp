@@ -5,7 +5,7 @@
 #include "meshflow/core/error.h"
 #include "meshflow/models/model.h"
 #include "meshflow/models/registry.h"
-#include "meshflow/train/build.h"
+#include "meshflow/runtime/build.h"
 
 namespace mf::plan {
 
@@ -48,7 +48,7 @@ ModelCosts model_costs(const Config& c) {
   const int64_t kv = key_or(c, "model.num_key_value_heads", 0);
   m.kv_heads = kv > 0 ? kv : m.heads;
   m.ffn = c.get_int("model.ffn_hidden_size") > 0 ? c.get_int("model.ffn_hidden_size") : 4 * m.hidden;
-  m.seq = train::sequence_length(c);
+  m.seq = runtime::sequence_length(c);
   const models::TrainingSettings ts = models::training_settings(c);
   m.amp = ts.dtype == DType::kBF16 || ts.dtype == DType::kF16;
   m.param_bytes = static_cast<int64_t>(dtype_nbytes(ts.dtype));

@@ -7,7 +7,7 @@
 
 #include "meshflow/core/error.h"
 #include "meshflow/models/registry.h"
-#include "meshflow/train/build.h"
+#include "meshflow/runtime/build.h"
 
 namespace mf::plan {
 

@@ -16,7 +16,7 @@
 #include "meshflow/core/error.h"
 #include "meshflow/ops/ops.h"
 #include "meshflow/parallel/groups.h"
-#include "meshflow/train/peak_flops.h"
+#include "meshflow/runtime/peak_flops.h"
 
 namespace mf::plan {
 
@@ -95,7 +95,7 @@ HardwareProfile measure_profile(const comm::CommPtr& world, const ProfileOptions
   double own_peak = 0;
   for (int r = 0; r < ranks; ++r) {
     barrier();
-    if (!world || world->rank() == r) own_peak = train::measured_peak_flops();
+    if (!world || world->rank() == r) own_peak = runtime::measured_peak_flops();
   }
   barrier();
   h.peak_flops = parallel::mean_over(world.get(), own_peak);

@@ -87,6 +87,7 @@ int run_plan(const Config& c, const PlanArgs& a, std::FILE* out, const comm::Com
     mo.steps = a.steps;
     mo.json = a.json;
     mo.skip = a.skip;
+    mo.train = a.train;
     measure_plans(c, r, mo, world, out);
   }
   return 0;

@@ -7,6 +7,7 @@
 
 #include "meshflow/comm/communicator.h"
 #include "meshflow/config/config.h"
+#include "meshflow/runtime/run_summary.h"
 
 namespace mf::plan {
 
@@ -20,6 +21,7 @@ struct PlanArgs {
   int64_t measure = -1;           // >= 0: train that many plans (0: all) on `world` (measure.h)
   int64_t steps = 6;              // steps per measured plan
   std::string skip;               // plans measured before (--measure --json lines) that --measure leaves out
+  runtime::TrainRun train;        // --measure: trains one plan (the executable passes train::run_training)
 };
 
 // Prints the ranked plans; returns the exit status (1 when no layout is feasible). With

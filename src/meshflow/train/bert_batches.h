@@ -7,6 +7,7 @@
 #include "meshflow/data/bert_dataset.h"
 #include "meshflow/data/classification_dataset.h"
 #include "meshflow/data/sampler.h"
+#include "meshflow/train/data_recipe.h"
 #include "meshflow/train/trainer.h"
 
 namespace mf::train {
@@ -43,5 +44,13 @@ class ClassificationBatchSource final : public BatchSource {
   int64_t seq_;
   Sampler sampler_;
 };
+
+// The masked_lm recipe (data_recipe.h): Megatron's BERT samples from data.data_prefix, split by
+// data.splits over documents (sentence-split data); next-sentence labels for bert with
+// model.add_binary_head.
+RunSources masked_lm_data(const RecipeInputs& in);
+// The sequence_classification recipe: jsonl lines of {"text", "label"} from data.train_file and
+// data.validation_file; the log line names the held-out set's majority class.
+RunSources sequence_classification_data(const RecipeInputs& in);
 
 }  // namespace mf::train

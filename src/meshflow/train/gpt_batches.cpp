@@ -1,5 +1,9 @@
 #include "meshflow/train/gpt_batches.h"
 
+#include <cmath>
+#include <tuple>
+#include <unordered_map>
+
 namespace mf::train {
 
 models::Batch GptBatchSource::next(int64_t micro_batch) {
@@ -16,6 +20,47 @@ models::Batch GptBatchSource::next(int64_t micro_batch) {
     }
   }
   return {ids, labels};
+}
+
+
+namespace {
+// Entropy (nats/token) of the unigram distribution of the range's tokens, over at most
+// `max_tokens` of them (the first documents of the range) so that huge corpora stay cheap.
+double unigram_entropy(const IndexedDataset& data, DocumentRange r, int64_t max_tokens = int64_t{1} << 26) {
+  std::unordered_map<int32_t, int64_t> counts;
+  int64_t n = 0;
+  for (int64_t i = r.begin; i < r.end && n < max_tokens; ++i)
+    for (int32_t t : data.sequence(i)) {
+      ++counts[t];
+      ++n;
+    }
+  double h = 0;
+  for (auto& [t, k] : counts) {
+    double p = static_cast<double>(k) / static_cast<double>(n);
+    h -= p * std::log(p);
+  }
+  return h;
+}
+}  // namespace
+
+RunSources causal_lm_data(const RecipeInputs& in) {
+  RunSources r;
+  auto d = std::make_shared<SplitData>(open_split_data(in.config, /*by_document=*/false));
+  const uint64_t seed = in.options.seed;
+  std::shared_ptr<GptDataset> train, valid;
+  if (in.train_samples > 0) {
+    train = std::make_shared<GptDataset>(*d->indexed, in.seq_length, seed, in.train_samples, d->train_range);
+    r.unigram_entropy = unigram_entropy(*d->indexed, d->train_range);
+  }
+  if (in.valid_samples > 0) {
+    check_validation_range(in.config, *d);
+    valid = std::make_shared<GptDataset>(*d->indexed, in.seq_length, seed + 1, in.valid_samples, d->valid_range);
+  }
+  const int64_t dp_rank = in.dp_rank, dp = in.dp;
+  if (train) r.train = std::make_unique<GptBatchSource>(*train, dp_rank, dp);
+  if (valid) r.valid = [valid, dp_rank, dp] { return std::make_unique<GptBatchSource>(*valid, dp_rank, dp); };
+  r.keep = std::make_shared<std::tuple<decltype(d), decltype(train), decltype(valid)>>(d, train, valid);
+  return r;
 }
 
 }  // namespace mf::train

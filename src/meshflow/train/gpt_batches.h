@@ -3,6 +3,7 @@
 #pragma once
 #include "meshflow/data/gpt_dataset.h"
 #include "meshflow/data/sampler.h"
+#include "meshflow/train/data_recipe.h"
 #include "meshflow/train/trainer.h"
 
 namespace mf::train {
@@ -21,5 +22,10 @@ class GptBatchSource final : public BatchSource {
   Sampler sampler_;
   std::vector<int32_t> buf_;
 };
+
+// The causal_lm recipe (data_recipe.h): GPT samples of data.seq_length + 1 tokens from
+// data.data_prefix, split by data.splits over sequences; the training tokens' unigram entropy as the
+// loss's baseline.
+RunSources causal_lm_data(const RecipeInputs& in);
 
 }  // namespace mf::train

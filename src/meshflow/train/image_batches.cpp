@@ -6,6 +6,8 @@
 
 #include "meshflow/data/shuffle.h"
 
+#include <utility>
+
 namespace mf::train {
 
 ImageBatchSource::ImageBatchSource(const ImageDataset& data, const ImageBatchOptions& o, int64_t rank, int64_t world)
@@ -165,6 +167,18 @@ ImageSources image_sources(const Config& c, uint64_t seed, int64_t train_samples
                          io.transform.channels, "x", io.transform.image_size, "x", io.transform.image_size, ", ",
                          io.decode_threads, " decode threads");
   }
+  return r;
+}
+
+
+RunSources image_classification_data(const RecipeInputs& in) {
+  ImageSources img = image_sources(in.config, in.options.seed, in.train_samples, in.valid_samples, in.dp_rank, in.dp);
+  RunSources r;
+  r.train = std::move(img.train);
+  r.valid = std::move(img.valid);
+  r.note = img.note;
+  r.keep = std::make_shared<std::pair<std::shared_ptr<ImageDataset>, std::shared_ptr<ImageDataset>>>(img.train_data,
+                                                                                                    img.valid_data);
   return r;
 }
 

@@ -27,6 +27,7 @@
 #include "meshflow/data/image_transforms.h"
 #include "meshflow/data/prefetch.h"
 #include "meshflow/data/sampler.h"
+#include "meshflow/train/data_recipe.h"
 #include "meshflow/train/trainer.h"
 
 namespace mf::train {
@@ -98,5 +99,8 @@ struct ImageSources {
 };
 ImageSources image_sources(const Config& c, uint64_t seed, int64_t train_samples, int64_t valid_samples,
                            int64_t dp_rank = 0, int64_t dp = 1);
+
+// The image_classification recipe (data_recipe.h): image_sources() as a run's sources.
+RunSources image_classification_data(const RecipeInputs& in);
 
 }  // namespace mf::train

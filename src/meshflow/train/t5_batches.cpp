@@ -2,6 +2,9 @@
 
 #include <algorithm>
 
+#include <optional>
+#include <tuple>
+
 namespace mf::train {
 
 namespace {
@@ -31,6 +34,54 @@ models::Batch T5BatchSource::next(int64_t micro_batch) {
     put_row(out.labels, b, s.labels, td, "labels");
   }
   return out;
+}
+
+
+RunSources span_corruption_data(const RecipeInputs& in) {
+  RunSources r;
+  const Config& c = in.config;
+  const Tokenizer& tok = in.tokenizer;
+  T5SpecialTokens special;
+  special.pad = static_cast<int32_t>(c.get_int("model.pad_token_id"));
+  special.eos = tok.eod_id();
+  special.sentinels = t5_sentinel_ids(tok);
+  special.vocab_size = tok.vocab_size();
+  MF_CHECK(!special.sentinels.empty(), "span corruption needs the sentinel tokens <extra_id_0>, <extra_id_1>, ... "
+           "and the ", tok.name(), " tokenizer has none: set tokenization.extra_ids=100 (T5's) on a sentencepiece "
+           "tokenizer");
+  if (std::optional<int32_t> p = tok.token_to_id("<pad>"))
+    MF_CHECK(*p == special.pad, "model.pad_token_id ", special.pad, " is not the tokenizer's <pad> (id ", *p,
+             "): set model.pad_token_id=", *p);
+  const int64_t dec = c.get_int("model.decoder_seq_length");
+  MF_CHECK(dec > 0, "model.decoder_seq_length ", dec, " must be a length (114 for a 512-token encoder input)");
+  auto d = std::make_shared<SplitData>(open_split_data(c, /*by_document=*/true));
+  auto open = [&](DocumentRange range, uint64_t seed, int64_t samples) {
+    T5DatasetOptions to;
+    to.encoder_length = in.seq_length;
+    to.decoder_length = dec;
+    to.seed = seed;
+    to.num_samples = samples;
+    to.documents = range;
+    to.noise_density = c.get_float("data.noise_density");
+    to.mean_noise_span_length = c.get_float("data.mean_noise_span_length");
+    to.short_seq_prob = c.get_float("data.short_seq_prob");
+    return std::make_shared<T5Dataset>(*d->indexed, special, to);
+  };
+  std::shared_ptr<T5Dataset> train, valid;
+  if (in.train_samples > 0) train = open(d->train_range, in.options.seed, in.train_samples);
+  if (in.valid_samples > 0) {
+    check_validation_range(c, *d);
+    valid = open(d->valid_range, in.options.seed + 1, in.valid_samples);
+  }
+  const int64_t dp_rank = in.dp_rank, dp = in.dp;
+  if (train) r.train = std::make_unique<T5BatchSource>(*train, dp_rank, dp);
+  if (valid) r.valid = [valid, dp_rank, dp] { return std::make_unique<T5BatchSource>(*valid, dp_rank, dp); };
+  const T5Dataset& any = train ? *train : *valid;
+  r.note = detail::cat("span corruption: raw samples of up to ", any.raw_length(), " tokens, encoder ",
+                       any.encoder_length(), " and decoder ", any.decoder_length(), " tokens, up to ",
+                       any.max_spans(), " noise spans (", special.sentinels.size(), " sentinels)");
+  r.keep = std::make_shared<std::tuple<decltype(d), decltype(train), decltype(valid)>>(d, train, valid);
+  return r;
 }
 
 }  // namespace mf::train

@@ -5,6 +5,7 @@
 #pragma once
 #include "meshflow/data/sampler.h"
 #include "meshflow/data/t5_dataset.h"
+#include "meshflow/train/data_recipe.h"
 #include "meshflow/train/trainer.h"
 
 namespace mf::train {
@@ -24,5 +25,9 @@ class T5BatchSource final : public BatchSource {
   const T5Dataset& data_;
   Sampler sampler_;
 };
+
+// The span_corruption recipe (data_recipe.h): T5 span corruption over sentence-split documents of
+// data.data_prefix; the encoder reads data.seq_length tokens, the decoder model.decoder_seq_length.
+RunSources span_corruption_data(const RecipeInputs& in);
 
 }  // namespace mf::train

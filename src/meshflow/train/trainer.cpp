@@ -18,8 +18,8 @@
 #include "meshflow/tensor/allocator.h"
 #include "meshflow/tensor/storage.h"
 #include "meshflow/io/checkpoint.h"
-#include "meshflow/train/components.h"
-#include "meshflow/train/peak_flops.h"
+#include "meshflow/runtime/components.h"
+#include "meshflow/runtime/peak_flops.h"
 #include "meshflow/train/state_slots.h"
 #include "meshflow/train/stop_signal.h"
 #if MESHFLOW_WITH_CUDA
@@ -62,7 +62,7 @@ Trainer::Trainer(TrainOptions opts, std::shared_ptr<models::Model> model, std::u
       make_valid_data_(std::move(make_valid_data)),
       groups_(std::move(groups)),
       executor_(*model_, groups_, model_device(*model_)),
-      scheduler_(scheduler_registry().create(opts_.scheduler.name, scheduler_config(opts_))),
+      scheduler_(runtime::scheduler_registry().create(opts_.scheduler.name, scheduler_config(opts_))),
       device_(model_device(*model_)),
       scaler_(scaler_options(opts_, *model_)) {
   MF_CHECK(opts_.train_iter > 0 && opts_.micro_batch > 0 && opts_.accumulation_steps > 0, "trainer: train.train_iter (",
@@ -93,7 +93,7 @@ void Trainer::build_sync() {
                                                model_->tied_parameters(), groups_, o);
   model_->set_param_use_hooks(sync_->param_use_hooks());
   auto groups = sync_->optimizer_groups(optim::default_param_groups(*model_, opts_.weight_decay));
-  optimizer_ = optimizer_registry().create(opts_.optim, std::move(groups), opts_);
+  optimizer_ = runtime::optimizer_registry().create(opts_.optim, std::move(groups), opts_);
   executor_ = PipelineExecutor(*model_, groups_, device_);
 }
 
@@ -132,13 +132,13 @@ MemoryReport Trainer::memory_report(int64_t peak) const {
   return m;
 }
 
-PeakFlops Trainer::device_peak_flops() const {
+runtime::PeakFlops Trainer::device_peak_flops() const {
 #if MESHFLOW_WITH_CUDA
   // The chip's dense peak for the arithmetic the model runs: tensor cores for bf16/f16 models.
   if (device_.type == DeviceType::kCUDA)
     return {cuda::peak_flops(device_.index, model_->param_dtype()), "the GPU's dense peak from its data sheet"};
 #endif
-  return cpu_peak_flops();
+  return runtime::cpu_peak_flops();
 }
 
 void Trainer::run_hooks(const std::function<void(HookBase&)>& f) {
@@ -224,7 +224,7 @@ StepStats Trainer::train_step() {
   const double achieved_flops = s.tokens_per_sec * model_->flops_per_token(opts_.seq_length);
   const double ranks = static_cast<double>(groups_.dims().product());
   std::function<double()> remeasure;  // a GPU's peak is its data sheet's: nothing to measure again
-  if (device_.type == DeviceType::kCPU) remeasure = [ranks] { return measure_peak_flops_now() * ranks; };
+  if (device_.type == DeviceType::kCPU) remeasure = [ranks] { return runtime::measure_peak_flops_now() * ranks; };
   s.peak_note = peak_.observe(achieved_flops, remeasure);
   s.mfu = peak_.mfu(achieved_flops);
   s.peak_bytes = allocator_for(device_).stats().peak_bytes;
@@ -350,12 +350,12 @@ void Trainer::train() {
   if (!opts_.config_yaml.empty() && is_main_rank()) write_file_atomic(cfg.string(), opts_.config_yaml);
   if (!opts_.hf_config_json.empty() && is_main_rank())
     write_file_atomic((fs::path(opts_.output_dir) / "hf_config.json").string(), opts_.hf_config_json);
-  PeakFlops peak = device_peak_flops();
+  runtime::PeakFlops peak = device_peak_flops();
   if (const int64_t ranks = groups_.dims().product(); ranks > 1) {
     peak.flops *= static_cast<double>(ranks);
     peak.source += detail::cat("; per rank, x ", ranks, " ranks");
   }
-  peak_ = PeakTracker(std::move(peak));
+  peak_ = runtime::PeakTracker(std::move(peak));
   run_hooks([&](HookBase& h) { h.before_train(*this); });
   while (iter_ < opts_.train_iter) {
     comm::note_step(iter_ + 1);

@@ -1,5 +1,5 @@
 // train.dist.device_type -> the run's device; the GPU index from the local rank.
-#include "meshflow/train/device_select.h"
+#include "meshflow/runtime/device_select.h"
 
 #include <cstdlib>
 #include <string>
@@ -11,7 +11,7 @@
 #include "meshflow/cuda/device_info.h"
 #endif
 
-namespace mf::train {
+namespace mf::runtime {
 
 int local_rank_from_env(std::string* source) {
   for (const char* var : {"LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"}) {
@@ -63,4 +63,4 @@ RunDevice select_run_device(const Config& c) {
   return d;
 }
 
-}  // namespace mf::train
+}  // namespace mf::runtime

@@ -7,7 +7,7 @@
 #include "meshflow/config/config.h"
 #include "meshflow/core/device.h"
 
-namespace mf::train {
+namespace mf::runtime {
 
 struct RunDevice {
   Device device;
@@ -26,4 +26,4 @@ int local_world_size_from_env();
 // and makes the chosen GPU this thread's current device. Throws mf::Error with one line.
 RunDevice select_run_device(const Config& c);
 
-}  // namespace mf::train
+}  // namespace mf::runtime

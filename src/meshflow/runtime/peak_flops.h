@@ -9,7 +9,7 @@
 #include <functional>
 #include <string>
 
-namespace mf::train {
+namespace mf::runtime {
 
 // FLOP/s (2 per FMA lane) over all OpenMP threads: the best of 40 short bursts, measured once per
 // process (about 0.07 s; longer on a busy machine).
@@ -70,4 +70,4 @@ class PeakTracker {
   PeakFlops peak_;
 };
 
-}  // namespace mf::train
+}  // namespace mf::runtime

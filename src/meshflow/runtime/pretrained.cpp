@@ -1,4 +1,4 @@
-#include "meshflow/train/pretrained.h"
+#include "meshflow/runtime/pretrained.h"
 
 #include <cmath>
 #include <algorithm>
@@ -16,7 +16,7 @@
 #include "meshflow/ops/ops.h"
 #include "meshflow/io/checkpoint.h"
 
-namespace mf::train {
+namespace mf::runtime {
 
 namespace fs = std::filesystem;
 
@@ -469,4 +469,4 @@ std::string convert_to_hf(const std::string& checkpoint_path, const std::string&
                      dtypes_str(hf), "), ", w.spec->describe(w.config));
 }
 
-}  // namespace mf::train
+}  // namespace mf::runtime

@@ -1,4 +1,4 @@
-#include "meshflow/train/peak_flops.h"
+#include "meshflow/runtime/peak_flops.h"
 
 #include <omp.h>
 
@@ -18,7 +18,7 @@
 #include <immintrin.h>
 #endif
 
-namespace mf::train {
+namespace mf::runtime {
 
 namespace {
 
@@ -200,4 +200,4 @@ std::string PeakTracker::observe(double achieved, const std::function<double()>&
                 peak_.source.c_str());
 }
 
-}  // namespace mf::train
+}  // namespace mf::runtime

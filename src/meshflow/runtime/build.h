@@ -5,9 +5,9 @@
 #pragma once
 #include "meshflow/config/config.h"
 #include "meshflow/models/model.h"
-#include "meshflow/train/trainer.h"
+#include "meshflow/runtime/options.h"
 
-namespace mf::train {
+namespace mf::runtime {
 
 // world_size: processes in the run; train.dist sizes must multiply to it (a 0 size is derived).
 TrainOptions train_options(const Config& c, int world_size = 1);
@@ -27,4 +27,9 @@ int64_t sequence_length(const Config& c);
 // OpenMP's default (OMP_NUM_THREADS); negative throws. Returns the count ops will now use.
 int apply_thread_count(const Config& c);
 
-}  // namespace mf::train
+// `c` with the layout of one process (tp, pp, virtual stages, stage ids, sequence parallelism and
+// ZeRO off): what run_evaluation evaluates with, whatever layout trained the run, as a checkpoint
+// reads into any.
+Config one_process_config(const Config& c);
+
+}  // namespace mf::runtime

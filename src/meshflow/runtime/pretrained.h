@@ -20,7 +20,7 @@
 #include "meshflow/models/registry.h"
 #include "meshflow/nn/module.h"
 
-namespace mf::train {
+namespace mf::runtime {
 
 struct ModelWeights {
   std::string source;         // the file read (for messages)
@@ -97,4 +97,4 @@ std::string convert_from_hf(const std::string& hf_path, const std::string& out_d
 // the classes are as many. Returns a one-line summary.
 std::string convert_to_hf(const std::string& checkpoint_path, const std::string& out_dir);
 
-}  // namespace mf::train
+}  // namespace mf::runtime

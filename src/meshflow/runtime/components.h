@@ -10,9 +10,9 @@
 #include "meshflow/data/tokenizer.h"
 #include "meshflow/optim/optimizer.h"
 #include "meshflow/optim/scheduler.h"
-#include "meshflow/train/trainer.h"
+#include "meshflow/runtime/options.h"
 
-namespace mf::train {
+namespace mf::runtime {
 
 using OptimizerRegistry = Registry<std::unique_ptr<optim::Optimizer>(std::vector<optim::ParamGroup>, const TrainOptions&)>;
 using SchedulerRegistry = Registry<optim::LrScheduler(optim::SchedulerConfig)>;
@@ -22,4 +22,7 @@ OptimizerRegistry& optimizer_registry();
 SchedulerRegistry& scheduler_registry();
 TokenizerRegistry& tokenizer_registry();
 
-}  // namespace mf::train
+// tokenization.tokenizer (gpt2_bpe, hf_bpe, sentencepiece, wordpiece or byte) built from its keys.
+std::unique_ptr<Tokenizer> tokenizer_from_config(const Config& c);
+
+}  // namespace mf::runtime

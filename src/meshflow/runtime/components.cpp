@@ -1,4 +1,4 @@
-#include "meshflow/train/components.h"
+#include "meshflow/runtime/components.h"
 
 #include <filesystem>
 #include <mutex>
@@ -6,7 +6,7 @@
 #include "meshflow/core/regular_file.h"
 #include "meshflow/data/gpt2_bpe.h"
 
-namespace mf::train {
+namespace mf::runtime {
 
 namespace {
 
@@ -92,4 +92,8 @@ OptimizerRegistry& optimizer_registry() { return registries().optimizers; }
 SchedulerRegistry& scheduler_registry() { return registries().schedulers; }
 TokenizerRegistry& tokenizer_registry() { return registries().tokenizers; }
 
-}  // namespace mf::train
+std::unique_ptr<Tokenizer> tokenizer_from_config(const Config& c) {
+  return tokenizer_registry().create(c.get_string("tokenization.tokenizer"), c);
+}
+
+}  // namespace mf::runtime

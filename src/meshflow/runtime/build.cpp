@@ -1,4 +1,4 @@
-#include "meshflow/train/build.h"
+#include "meshflow/runtime/build.h"
 
 #include <omp.h>
 
@@ -7,9 +7,10 @@
 #include "meshflow/global/parallel_dims.h"
 #include "meshflow/models/model.h"
 #include "meshflow/models/registry.h"
+#include "meshflow/optim/optimizer.h"
 #include "meshflow/parallel/pipeline_schedule.h"
 
-namespace mf::train {
+namespace mf::runtime {
 
 int64_t sequence_length(const Config& c) {
   const models::ModelSpec& spec = models::model_spec(c.get_string("model.name"));
@@ -224,4 +225,17 @@ TrainOptions train_options(const Config& c, int world_size) {
   return o;
 }
 
-}  // namespace mf::train
+Config one_process_config(const Config& run_config) {
+  Config c = run_config;
+  // Every parallel dimension of one rank (the elastic one, dp, derived: 1 on one process).
+  for (const global::DimSpec& d : global::dim_specs()) c.set(d.config_key, d.elastic ? "0" : "1", "eval (one process)");
+  for (const auto& [key, value] : {std::pair<const char*, const char*>{"train.dist.virtual_pipeline_size", "1"},
+                                   {"train.dist.pipeline_num_layers", "0"},
+                                   {"train.dist.custom_pipeline_stage_id", "[]"},
+                                   {"train.dist.sequence_parallel", "false"},
+                                   {"train.zero_optimization.enabled", "false"}})
+    c.set(key, value, "eval (one process)");
+  return c;
+}
+
+}  // namespace mf::runtime
