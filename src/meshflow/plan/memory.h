@@ -1,5 +1,5 @@
 // The memory model: a rank's peak bytes in a training step under a layout, broken down as the
-// run's memory report is (train/trainer.h: MemoryReport) — parameters, gradients and optimizer
+// run's memory report is (train/step_stats.h: MemoryReport) — parameters, gradients and optimizer
 // state per ZeRO stage and dtype; activations per layer by recomputation and sequence
 // parallelism, times the micro-batches each pipeline schedule keeps in flight; the backward's
 // workspace; ZeRO's communication buffers. The pipeline rank with the largest peak counts.

@@ -1,4 +1,4 @@
-// Straggler detection over the per-rank figures a logged step gathers (Trainer::gather_rank_stats):
+// Straggler detection over the per-rank figures a logged step gathers (gather_rank_stats, step_stats.h):
 // a rank whose compute time — its step time less its time blocked in communication, per step over
 // the log period — exceeds the median rank's by train.straggler_factor is a straggler. Waiting ranks are not: in synchronous
 // training every rank's step takes as long as the slowest one's, the others' extra is waiting.

@@ -1,5 +1,8 @@
 // The training loop: gradient accumulation, clipping, optimizer and LR schedule, evaluation,
-// checkpoints and resume, with hooks (LiBai's HookBase pattern) for everything periodic.
+// checkpoints and resume, with hooks (LiBai's HookBase pattern) for everything periodic. The loop
+// and the step are here; the services they call are beside it: checkpointer.h (save, resume),
+// run_folder.h (the output folder's checks, lock and heartbeat), step_stats.h (what a step
+// reports, memory, every rank's figures, tokens/s and MFU), evaluation.h.
 #pragma once
 #include <algorithm>
 #include <functional>
@@ -14,18 +17,14 @@
 #include "meshflow/random/generator.h"
 #include "meshflow/io/checkpoint.h"
 #include "meshflow/optim/loss_scaler.h"
+#include "meshflow/train/checkpointer.h"
 #include "meshflow/runtime/options.h"
 #include "meshflow/runtime/peak_flops.h"
 #include "meshflow/train/pipeline_executor.h"
+#include "meshflow/train/run_folder.h"
+#include "meshflow/train/step_stats.h"
 #include "meshflow/parallel/grad_sync.h"
 #include "meshflow/parallel/groups.h"
-
-namespace mf {
-class FileLock;
-namespace comm {
-class Watchdog;
-}
-}
 
 namespace mf::train {
 
@@ -40,73 +39,6 @@ class BatchSource {
   virtual models::Batch next(int64_t micro_batch) = 0;
   virtual uint64_t position() const = 0;
   virtual void set_position(uint64_t pos) = 0;
-};
-
-// This rank's memory by kind, from the tensors themselves and the allocator (bytes). Gradients
-// count each buffer once: under data parallelism they live in the reduction buckets.
-struct MemoryReport {
-  int64_t parameters = 0, gradients = 0, optimizer_state = 0;
-  int64_t peak = 0;         // the allocator's peak during the step
-  int64_t activations = 0;  // peak minus the model state above (activations and workspaces)
-  // Peak of the step's communication buffers beyond the model state: ZeRO 2/3's reduce-scatter
-  // packs and all-gather targets (data-parallel buckets hold the gradients themselves; tensor-
-  // and pipeline-parallel messages are activations). Part of `activations`.
-  int64_t comm_buffers = 0;
-};
-
-// One rank's figures of a step (StepStats::ranks).
-struct RankStepStats {
-  int rank = 0;                     // in the world
-  std::vector<int64_t> coordinate;  // its index along each parallel dimension (global::dim_specs())
-  double step_seconds = 0, exposed_comm_s = 0;
-  double pipeline_wait_s = 0;  // waiting for the neighbour stages' activations and gradients
-  double comm_wait_s = 0;      // blocked in any collective or send/recv (comm::comm_wait_seconds)
-  // Means per step over the steps since the previous logged one (the log period): step time and
-  // time blocked in communication; their difference is the rank's compute time.
-  double mean_step_s = 0, mean_comm_wait_s = 0;
-  double mean_compute_s() const { return mean_step_s - mean_comm_wait_s; }
-  MemoryReport memory;
-  int64_t peak_bytes = 0;
-};
-
-struct StepStats {
-  int64_t iter = 0;  // 1-based: the number of optimizer steps done
-  double loss = 0, lr = 0, grad_norm = 0;
-  double step_seconds = 0, tokens_per_sec = 0, mfu = 0;
-  // Set when this step beat the peak FLOP/s in use, which was raised: what happened, for the log.
-  std::string peak_note;
-  int64_t peak_bytes = 0;
-  // Bytes a ring algorithm sends for this rank's collectives and sends of the step (every group:
-  // dp, tp, pp): estimated from the tensors' sizes (comm::CommStats), not measured on the wire.
-  int64_t comm_bytes_est = 0;
-  MemoryReport memory;
-  // Seconds the step waited for its gradient reductions after backward (data-parallel buckets,
-  // ZeRO 2/3 reduce-scatters, the tied parameters' sum over the first and last pipeline stage):
-  // the gradient communication not hidden behind backward.
-  double exposed_comm_s = 0;
-  // Mixed precision: the loss scale the step ran with (1 without fp16 scaling), whether its
-  // gradients overflowed so that the update was skipped, and the skipped steps so far.
-  double loss_scale = 1;
-  bool skipped = false;
-  int64_t skipped_iters = 0;
-  // Every rank's figures of this step, by world rank, gathered at log steps (log_step()); empty
-  // at the other steps.
-  std::vector<RankStepStats> ranks;
-  // Seconds this rank was blocked in communication during the step (every group).
-  double comm_wait_s = 0;
-  // Means per step over the log period (set on logged steps): step time, time blocked in communication.
-  double mean_step_s = 0, mean_comm_wait_s = 0;
-};
-
-struct EvalStats {
-  int64_t iter = 0;
-  double loss = 0;
-  // exp(loss) for a causal language model (its loss is the mean token cross-entropy); NaN for
-  // other models (BERT's loss sums its masked-LM and next-sentence terms).
-  double perplexity = 0;
-  // The model's metrics beside the loss (Model::eval_metric_names(): e.g. "accuracy"), over every
-  // evaluation batch and data-parallel rank.
-  std::vector<std::pair<std::string, double>> metrics;
 };
 
 class Trainer;
@@ -181,8 +113,8 @@ class Trainer {
   // measured FMA rate, the larger (peak_flops.h), or the GPU's dense peak from its data sheet (0
   // for a GPU not in the table: MFU is then reported 0). Raised when a step does more FLOP/s
   // (StepStats::peak_note says so), so that MFU stays at most 100%.
-  double peak_flops() const { return peak_.flops(); }
-  const std::string& peak_source() const { return peak_.source(); }  // which peak, for the log
+  double peak_flops() const { return meter_.peak_flops(); }
+  const std::string& peak_source() const { return meter_.peak_source(); }  // which peak, for the log
   // Tokens of one optimizer step over all data-parallel ranks (tp ranks share theirs).
   int64_t tokens_per_step() const { return global_batch_size() * opts_.seq_length; }
   // Samples of one optimizer step over all data-parallel ranks.
@@ -190,16 +122,18 @@ class Trainer {
 
  private:
   StepStats train_step();
-  MemoryReport memory_report(int64_t peak) const;
-  std::vector<RankStepStats> gather_rank_stats(const StepStats& s) const;  // collective over every rank
+  // Zeroes the gradients and sets the step's learning rate (into s.lr); returns the bytes sent so far.
+  uint64_t begin_step(StepStats& s);
+  std::vector<PipelineExecutor::Batch> next_batches();
+  std::vector<double> loss_totals(const std::vector<PipelineExecutor::Batch>& batches) const;
+  double finish_grad_sync();  // seconds the gradient reductions were waited for after backward
+  void update(StepStats& s);  // clip, the optimizer step (skipped on an overflow), the loss scale
+  void finish_stats(StepStats& s, uint64_t comm_bytes0);  // timing, memory, traffic; every rank's at log steps
   void check_model_groups(const parallel::NamedGroups& groups) const;  // their tp group is the model's
   // Builds the gradient synchronisation for groups_ and the optimizer over what it shards.
   void build_sync();
-  // Throws naming the key when this run's sequence length, global batch or seed is not the one
-  // the checkpoint at `dir` recorded (a resume continues that run's data).
-  void check_run_continues(const std::string& dir, const io::TrainingState& st) const;
+  TrainingStateRefs state_refs();  // what a checkpoint saves and a resume restores
   void run_hooks(const std::function<void(HookBase&)>& f);
-  runtime::PeakFlops device_peak_flops() const;  // one rank's
 
   TrainOptions opts_;
   std::shared_ptr<models::Model> model_;
@@ -213,14 +147,11 @@ class Trainer {
   std::vector<std::unique_ptr<HookBase>> hooks_;
   int64_t iter_ = 0;
   int stop_signal_ = 0;
-  runtime::PeakTracker peak_;
+  StepMeter meter_;
   Device device_ = cpu_device();
   optim::LossScaler scaler_;
   int64_t skipped_iters_ = 0;
-  double period_step_s_ = 0, period_wait_s_ = 0;  // sums since the last logged step
-  int64_t period_steps_ = 0;
-  std::unique_ptr<FileLock> lock_;  // the main rank's hold on <output_dir>/.lock while training
-  std::unique_ptr<comm::Watchdog> watchdog_;  // multi-rank runs with train.dist.heartbeat, while training
+  RunFolder run_folder_;  // the lock held until the trainer goes, the watchdog while training
 };
 
 }  // namespace mf::train
