@@ -84,12 +84,8 @@ RunSources masked_lm_data(const RecipeInputs& in) {
     bo.binary_head = nsp;
     return std::make_shared<BertDataset>(*d->indexed, special, bo);
   };
-  std::shared_ptr<BertDataset> train, valid;
-  if (in.train_samples > 0) train = open(d->train_range, in.options.seed, in.train_samples);
-  if (in.valid_samples > 0) {
-    check_validation_range(c, *d);
-    valid = open(d->valid_range, in.options.seed + 1, in.valid_samples);
-  }
+  const auto datasets = open_train_valid(in, *d, open);
+  const std::shared_ptr<BertDataset> train = datasets.first, valid = datasets.second;
   const int64_t dp_rank = in.dp_rank, dp = in.dp;
   if (train) r.train = std::make_unique<BertBatchSource>(*train, seq, nsp, dp_rank, dp);
   if (valid)

@@ -9,6 +9,7 @@
 #include <limits>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "meshflow/config/config.h"
 #include "meshflow/config/registry.h"
@@ -61,5 +62,17 @@ struct SplitData {
 SplitData open_split_data(const Config& c, bool by_document);
 // Throws naming data.splits when evaluation needs validation documents and the split left none.
 void check_validation_range(const Config& c, const SplitData& d);
+// The training and validation datasets over a split, each only when asked for (samples > 0):
+// open(range, seed, samples) -> std::shared_ptr<Dataset>, the validation one with seed + 1.
+template <class Open>
+auto open_train_valid(const RecipeInputs& in, const SplitData& d, Open open) {
+  decltype(open(d.train_range, in.options.seed, in.train_samples)) train, valid;
+  if (in.train_samples > 0) train = open(d.train_range, in.options.seed, in.train_samples);
+  if (in.valid_samples > 0) {
+    check_validation_range(in.config, d);
+    valid = open(d.valid_range, in.options.seed + 1, in.valid_samples);
+  }
+  return std::make_pair(train, valid);
+}
 
 }  // namespace mf::train

@@ -46,16 +46,11 @@ double unigram_entropy(const IndexedDataset& data, DocumentRange r, int64_t max_
 RunSources causal_lm_data(const RecipeInputs& in) {
   RunSources r;
   auto d = std::make_shared<SplitData>(open_split_data(in.config, /*by_document=*/false));
-  const uint64_t seed = in.options.seed;
-  std::shared_ptr<GptDataset> train, valid;
-  if (in.train_samples > 0) {
-    train = std::make_shared<GptDataset>(*d->indexed, in.seq_length, seed, in.train_samples, d->train_range);
-    r.unigram_entropy = unigram_entropy(*d->indexed, d->train_range);
-  }
-  if (in.valid_samples > 0) {
-    check_validation_range(in.config, *d);
-    valid = std::make_shared<GptDataset>(*d->indexed, in.seq_length, seed + 1, in.valid_samples, d->valid_range);
-  }
+  const auto datasets = open_train_valid(in, *d, [&](DocumentRange range, uint64_t seed, int64_t samples) {
+    return std::make_shared<GptDataset>(*d->indexed, in.seq_length, seed, samples, range);
+  });
+  const std::shared_ptr<GptDataset> train = datasets.first, valid = datasets.second;
+  if (train) r.unigram_entropy = unigram_entropy(*d->indexed, d->train_range);
   const int64_t dp_rank = in.dp_rank, dp = in.dp;
   if (train) r.train = std::make_unique<GptBatchSource>(*train, dp_rank, dp);
   if (valid) r.valid = [valid, dp_rank, dp] { return std::make_unique<GptBatchSource>(*valid, dp_rank, dp); };

@@ -67,12 +67,8 @@ RunSources span_corruption_data(const RecipeInputs& in) {
     to.short_seq_prob = c.get_float("data.short_seq_prob");
     return std::make_shared<T5Dataset>(*d->indexed, special, to);
   };
-  std::shared_ptr<T5Dataset> train, valid;
-  if (in.train_samples > 0) train = open(d->train_range, in.options.seed, in.train_samples);
-  if (in.valid_samples > 0) {
-    check_validation_range(c, *d);
-    valid = open(d->valid_range, in.options.seed + 1, in.valid_samples);
-  }
+  const auto datasets = open_train_valid(in, *d, open);
+  const std::shared_ptr<T5Dataset> train = datasets.first, valid = datasets.second;
   const int64_t dp_rank = in.dp_rank, dp = in.dp;
   if (train) r.train = std::make_unique<T5BatchSource>(*train, dp_rank, dp);
   if (valid) r.valid = [valid, dp_rank, dp] { return std::make_unique<T5BatchSource>(*valid, dp_rank, dp); };
