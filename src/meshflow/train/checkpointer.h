@@ -15,12 +15,11 @@
 
 namespace mf::train {
 
-using runtime::TrainOptions;
 class BatchSource;
 
 // What a checkpoint holds of a trainer, by reference: saving reads it, resuming sets it.
 struct TrainingStateRefs {
-  const TrainOptions& opts;
+  const runtime::TrainOptions& opts;
   const parallel::NamedGroups& groups;
   models::Model& model;
   parallel::GradSync& sync;

@@ -17,8 +17,6 @@ class Watchdog;
 
 namespace mf::train {
 
-using runtime::TrainOptions;
-
 class RunFolder {
  public:
   RunFolder();
@@ -30,9 +28,9 @@ class RunFolder {
   // main rank, once: it is held until this object goes), starts the watchdog (with
   // train.dist.heartbeat on more than one rank), and refuses a run that is not train.resume in a
   // folder already holding one. Every rank has looked at the folder when it returns.
-  void open(const TrainOptions& opts, const parallel::NamedGroups& groups);
+  void open(const runtime::TrainOptions& opts, const parallel::NamedGroups& groups);
   // The resolved config and the pretrained weights' Hugging Face config, by the main rank.
-  void write_configs(const TrainOptions& opts, const parallel::NamedGroups& groups) const;
+  void write_configs(const runtime::TrainOptions& opts, const parallel::NamedGroups& groups) const;
   // This rank finished training: peers stop watching it.
   void stop_watchdog();
 

@@ -19,7 +19,6 @@
 #include "meshflow/optim/loss_scaler.h"
 #include "meshflow/train/checkpointer.h"
 #include "meshflow/runtime/options.h"
-#include "meshflow/runtime/peak_flops.h"
 #include "meshflow/train/pipeline_executor.h"
 #include "meshflow/train/run_folder.h"
 #include "meshflow/train/step_stats.h"
@@ -28,11 +27,11 @@
 
 namespace mf::train {
 
-// Where micro-batches (models/batch.h: host tensors, i64) come from; its position is part of the
-// training state.
 // The typed run configuration (runtime/options.h): the trainer's options.
 using runtime::TrainOptions;
 
+// Where micro-batches (models/batch.h: host tensors, i64) come from; its position is part of the
+// training state.
 class BatchSource {
  public:
   virtual ~BatchSource() = default;
