@@ -18,9 +18,10 @@ namespace {
 using namespace mft;
 
 std::shared_ptr<mf::models::Model> tiny(const std::string& name) {
-  const bool llama = name != "gpt2";
+  const bool llama = name == "llama" || name == "qwen2", neox = name == "gpt_neox";
   std::string yaml = "model: {name: " + name + ", num_layers: 2, hidden_size: 32, num_attention_heads: 4, " +
                      (llama ? std::string("num_key_value_heads: 2, embedding_dropout_prob: 0.0, output_dropout_prob: 0.0, ") : std::string()) +
+                     (neox ? std::string("embedding_dropout_prob: 0.0, rotary_pct: 0.5, ") : std::string()) +
                      "ffn_hidden_size: 48, max_seq_length: 40, vocab_size: 97, initializer_range: 0.2}";
   return mf::models::build_model(mf::Config::from_yaml(yaml), 97);
 }
@@ -68,7 +69,8 @@ TEST_P(GenerateModels, PaddedBatchGeneratesWhatEachPromptDoesAlone) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Zoo, GenerateModels, ::testing::Values("gpt2", "llama", "qwen2"));
+// GPT-NeoX: half of each head rotated (by each row's positions when a padded batch decodes).
+INSTANTIATE_TEST_SUITE_P(Zoo, GenerateModels, ::testing::Values("gpt2", "llama", "qwen2", "gpt_neox"));
 
 // ---- against an independent PyTorch implementation with a KV cache (scripts/torch_decoder.py,
 // scripts/make_generate_golden.py), from the same weights

@@ -18,6 +18,8 @@
 #include "meshflow/models/bert/model.h"
 #include "meshflow/models/gpt2/hf.h"
 #include "meshflow/models/gpt2/model.h"
+#include "meshflow/models/gpt_neox/hf.h"
+#include "meshflow/models/gpt_neox/model.h"
 #include "meshflow/models/llama/hf.h"
 #include "meshflow/models/llama/model.h"
 #include "meshflow/models/t5/hf.h"
@@ -423,6 +425,62 @@ TEST_F(HfConvert, LlamaFamilyRoundTripIsBitIdentical) {
       mf::runtime::load_model_weights(loaded, mf::runtime::read_model_weights(ck));
       EXPECT_EQ(loaded.logits(ids).to_vector<float>(), direct.logits(ids).to_vector<float>()) << src;
     }
+  }
+}
+
+// GPTNeoXForCausalLM files as Hugging Face writes them (config.json by hand with its names, bf16
+// weights, the causal-mask and rotary buffers older files hold), with the parallel residual and a
+// quarter of each head rotated, and with the sequential residual: import -> export gives every
+// parameter back bit for bit (the buffers dropped) and a config.json with the same values, and the
+// imported checkpoint computes the logits of the model with those weights set directly.
+TEST_F(HfConvert, GptNeoxRoundTripIsBitIdentical) {
+  Tensor ids = mf::from_vector<int64_t>({3, 200, 17, 5, 9, 256, 0, 42, 7, 7, 100, 31}, {2, 6});
+  for (const bool parallel_residual : {true, false}) {
+    SCOPED_TRACE(parallel_residual ? "parallel" : "sequential");
+    const json cfg = {{"model_type", "gpt_neox"}, {"architectures", {"GPTNeoXForCausalLM"}}, {"vocab_size", 257},
+                      {"hidden_size", 16}, {"intermediate_size", 40}, {"num_hidden_layers", 2},
+                      {"num_attention_heads", 2}, {"max_position_embeddings", 16}, {"layer_norm_eps", 1e-5},
+                      {"rotary_pct", parallel_residual ? 0.25 : 1.0}, {"rotary_emb_base", 10000.0},
+                      {"use_parallel_residual", parallel_residual}, {"hidden_act", "gelu"},
+                      {"tie_word_embeddings", false}, {"torch_dtype", "bfloat16"}};
+    const std::string tag = parallel_residual ? "neox_par" : "neox_seq";
+    const std::string cfg_path = path(tag + "_cfg.json");
+    mf::write_file_atomic(cfg_path, cfg.dump(2));
+    const mf::models::GptNeoxConfig nc = mf::models::gpt_neox_config_from_hf(cfg_path);
+    EXPECT_EQ(nc.rotary_dims(), parallel_residual ? 2 : 8);
+    mf::models::GptNeoxModel model(nc);
+    model.init_weights(3);
+    std::vector<RawTensor> raw;
+    mf::nn::NamedTensors w;
+    for (const auto& [name, t] : model.named_parameters()) {
+      w.emplace_back(name, mf::contiguous(mf::cast(t.detach(), DType::kBF16)));
+      raw.push_back({name, "BF16", t.shape(), bytes_of(w.back().second)});
+    }
+    // Buffers of older files: the causal mask (bool), its fill value and the rotary frequencies.
+    for (int l = 0; l < 2; ++l) {
+      const std::string p = "gpt_neox.layers." + std::to_string(l) + ".attention.";
+      raw.push_back({p + "bias", "BOOL", {1, 1, 16, 16}, std::string(256, '\1')});
+      raw.push_back({p + "masked_bias", "F32", {}, std::string(4, '\0')});
+      raw.push_back({p + "rotary_emb.inv_freq", "F32", {1}, std::string(4, '\0')});
+    }
+    const std::string src = hf_dir(tag, raw, cfg.dump(2)), ck = src + "_ck", out = src + "_hf";
+    mf::runtime::convert_from_hf(src, ck);
+    mf::runtime::convert_to_hf(ck, out);
+    Parsed p = parse_by_hand(out + "/model.safetensors");
+    EXPECT_EQ(p.tensors.size(), w.size());
+    for (const auto& [name, t] : w) {
+      ASSERT_TRUE(p.tensors.count(name)) << name;
+      EXPECT_EQ(p.tensors.at(name).dtype, "BF16") << name;
+      EXPECT_TRUE(p.tensors.at(name).bytes == bytes_of(t)) << name << " bytes differ";
+    }
+    const json back = json::parse(mf::read_file(out + "/config.json"));
+    for (auto& [k, val] : cfg.items()) EXPECT_EQ(back[k], val) << k;
+    mf::models::GptNeoxModel direct(nc), loaded(nc);
+    mf::nn::NamedTensors f32;
+    for (const auto& [name, t] : w) f32.emplace_back(name, mf::cast(t, DType::kF32));
+    direct.load_state_dict(f32);
+    mf::runtime::load_model_weights(loaded, mf::runtime::read_model_weights(ck));
+    EXPECT_EQ(loaded.logits(ids).to_vector<float>(), direct.logits(ids).to_vector<float>());
   }
 }
 

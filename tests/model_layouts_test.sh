@@ -15,6 +15,10 @@
 #          1F1B (8 layers, 2 chunks per rank), dp=2 x tp=2 x pp=2 on 8 ranks, bf16 and fp16,
 #          full and selective recomputation (bit for bit), and a Mistral (sliding window 8 over 31
 #          positions) and a Qwen2 (q/k/v biases, tied head) under tp=2 with sequence parallelism.
+#  gpt_neox (Pythia's parallel residual and a quarter of each head rotated, dropout on, byte
+#          vocabulary) the runs of bert, plus tp=4 (one head per rank), recomputation, bf16
+#          dp=2 x tp=2, and the sequential residual with every feature rotated under tp=2 with
+#          sequence parallelism.
 #  bert    (masked LM + next-sentence prediction on sentence pairs of a sentence-split corpus,
 #          bert-base-uncased's WordPiece, padded samples, dropout on) the runs of mlp_lm but dp=4,
 #          GPipe and ZeRO 1 and 2, plus tp=4,
@@ -54,6 +58,8 @@ case "$model" in
                 model.output_dropout_prob=0.1) ;;
   llama) args=(configs/llama/tiny.yaml "${common[@]}" model.num_attention_heads=4 model.num_key_value_heads=2
                model.attention_dropout_prob=0.1) ;;
+  gpt_neox) args=(configs/gpt_neox/tiny.yaml "${common[@]}" model.num_attention_heads=4 model.attention_dropout_prob=0.1
+                  model.output_dropout_prob=0.1) ;;
   bert)
     vocab=data/tokenizers/bert/vocab.txt
     [ -f "$vocab" ] || { echo "model_layouts_test: $vocab is missing: run bash scripts/fetch-tokenizers.sh"; exit 1; }
@@ -97,19 +103,21 @@ case "$model" in
           "data.validation_folder=$src/tests/fixtures/digits" data.random_resized_crop=true data.horizontal_flip=true
           "${common[@]:8}" train.scheduler.warmup_iter=5 optim.lr=1e-3)
     ;;
-  *) echo "model_layouts_test: unknown model '$model' (mlp_lm, llama, bert, t5 or vit)"; exit 2 ;;
+  *) echo "model_layouts_test: unknown model '$model' (mlp_lm, llama, gpt_neox, bert, t5 or vit)"; exit 2 ;;
 esac
 
 # MESHFLOW_TEST_QUICK=1 (the sanitizer build) runs one run of each kind and its reference (the
 # Llama family: what the test model does not cover).
 quick_set=" one dp2tp2 tp2sp one_mb2 pp2il z3dp2tp2 "
 [ "$model" = llama ] && quick_set=" one tp4 rc_sel one_mb2 pp2il "
+[ "$model" = gpt_neox ] && quick_set=" one tp2sp one_mb2 pp2il "
 [ "$model" = bert ] && quick_set=" one dp2tp2 one_mb2 pp2il cls_one cls_dp2tp2 "
 [ "$model" = t5 ] && quick_set=" one dp2tp2 one_mb2 pp4 "
 [ "$model" = vit ] && quick_set=" one tp2sp one_mb2 pp2il "
 skipped() {
-  # BERT, T5 and ViT leave out the runs the test model already covers the same way (dp=4, GPipe, ZeRO 1 and 2).
-  [[ " bert t5 vit " == *" $model "* ]] && [[ " dp4 pp2gpipe z1dp2 z2dp2 " == *" $1 "* ]] && return 0
+  # GPT-NeoX, BERT, T5 and ViT leave out the runs the test model already covers the same way (dp=4,
+  # GPipe, ZeRO 1 and 2).
+  [[ " gpt_neox bert t5 vit " == *" $model "* ]] && [[ " dp4 pp2gpipe z1dp2 z2dp2 " == *" $1 "* ]] && return 0
   [ "${MESHFLOW_TEST_QUICK:-0}" = 1 ] && [[ "$quick_set" != *" $1 "* ]]
 }
 
@@ -207,6 +215,20 @@ if [ "$model" = llama ]; then
   if ! skipped rc_sel && ! cmp -s <(field "$work/one/metrics.jsonl" loss) <(field "$work/rc_sel/metrics.jsonl" loss); then
     echo "FAIL: selective recomputation does not log the plain run's losses bit for bit"; fail=1
   fi
+fi
+
+if [ "$model" = gpt_neox ]; then
+  run tp4 4 8 train.dist.tensor_parallel_size=4          # one head per rank
+  run rc_full 1 8 train.activation_checkpoint.enabled=true
+  run rc_sel 1 8 train.activation_checkpoint.enabled=true train.activation_checkpoint.granularity=selective
+  compare one tp4 rc_full rc_sel
+  run bf16 1 8 train.amp.enabled=true
+  run bf16dp2tp2 4 4 train.amp.enabled=true train.dist.tensor_parallel_size=2
+  compare -t 2e-4 -g 1e-2 bf16 bf16dp2tp2
+  seq=(model.use_parallel_residual=false model.rotary_pct=1.0)
+  run seq_one 1 8 "${seq[@]}"
+  run seq_tp2sp 2 8 "${seq[@]}" train.dist.tensor_parallel_size=2 train.dist.sequence_parallel=true
+  compare seq_one seq_tp2sp
 fi
 
 if [ "$model" = bert ]; then

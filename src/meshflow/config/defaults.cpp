@@ -28,14 +28,17 @@ model:
   initializer_range: 0.02
   num_key_value_heads: 0        # Llama family: grouped-query attention's key/value heads; 0 = num_attention_heads
   head_dim: 0                   # Llama family, T5 (d_kv): a head's width; 0 = hidden_size / num_attention_heads
-  rope_theta: 10000.0           # Llama family: the rotary embeddings' base
+  rope_theta: 10000.0           # Llama family, GPT-NeoX (rotary_emb_base): the rotary embeddings' base
+  rotary_pct: 0.25              # GPT-NeoX: the share of each head's features the rotary embeddings rotate
+  use_parallel_residual: true   # GPT-NeoX: attention and MLP both read the block input, their outputs summed
+                                #   (false: the MLP reads the post-attention residual, as GPT-2)
   rope_scaling:                 # Llama family: rotary frequency scaling
     type: ""                    #   "" = none; llama3 = Llama 3.1's (the four keys below)
     factor: 8.0
     low_freq_factor: 1.0
     high_freq_factor: 4.0
     original_max_position_embeddings: 8192
-  tie_word_embeddings: false    # Llama family, T5: the output projection is the token embedding (GPT-2: always;
+  tie_word_embeddings: false    # Llama family, GPT-NeoX, T5: the output projection is the token embedding (GPT-2: always;
                                 #   T5 v1.0: true, the decoder's output scaled by hidden_size^-0.5 first)
   qkv_bias: false               # Llama family: biases on the q, k, v projections (Qwen2)
   task: pretraining             # BERT family: pretraining (masked LM, + next-sentence prediction with

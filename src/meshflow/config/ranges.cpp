@@ -21,6 +21,7 @@ Range closed(double lo, double hi) { return {lo, hi, false, false}; }
 Range at_least(double lo) { return {lo, kInf, false, true}; }
 Range above(double lo) { return {lo, kInf, true, true}; }
 Range below_one(double lo) { return {lo, 1.0, false, true}; }  // [lo, 1)
+Range above_to(double lo, double hi) { return {lo, hi, true, false}; }  // (lo, hi]
 Range any_number() { return {-kInf, kInf, true, true}; }
 // Whole numbers from lo that an int64 holds (the list elements the run reads as integers).
 Range integers_from(double lo) { return {lo, 9223372036854775808.0, false, true, true}; }
@@ -41,6 +42,7 @@ const std::map<std::string, Range>& ranges() {
       {"model.num_key_value_heads", at_least(0)},
       {"model.head_dim", at_least(0)},
       {"model.rope_theta", above(0)},
+      {"model.rotary_pct", above_to(0, 1)},
       {"model.rope_scaling.factor", above(0)},
       {"model.rope_scaling.low_freq_factor", above(0)},
       {"model.rope_scaling.high_freq_factor", above(0)},

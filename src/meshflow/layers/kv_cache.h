@@ -4,6 +4,7 @@
 // values it caches (by heads over the ranks splitting the layer, or whole when they are).
 #pragma once
 #include <utility>
+#include <vector>
 
 #include "meshflow/global/global_ops.h"
 
@@ -20,5 +21,17 @@ struct KvCache {
 // [0, past + T) with k's placement and SBP. Throws when they do not fit or change shape.
 std::pair<GlobalTensor, GlobalTensor> append_kv(KvCache& cache, const GlobalTensor& k, const GlobalTensor& v,
                                                 int64_t past, int64_t capacity);
+
+// What decoding gives one attention layer: its cache, the positions already in it, and each
+// row's first new position (the rotary embedding's per-row offsets).
+struct LayerDecode {
+  KvCache* cache = nullptr;
+  int64_t past = 0, capacity = 0;
+  std::vector<int64_t> row_offsets;  // (B)
+  // The keys and values of every position so far, this call's k, v (B, H, T, D) appended.
+  std::pair<GlobalTensor, GlobalTensor> attend(const GlobalTensor& k, const GlobalTensor& v) const {
+    return append_kv(*cache, k, v, past, capacity);
+  }
+};
 
 }  // namespace mf::layers

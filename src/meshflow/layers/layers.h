@@ -61,10 +61,16 @@ class RowBias : public nn::ModuleGroup {
   bool split_rows_;
 };
 
-class LayerNorm : public nn::Module {
+// A normalisation over the last axis, LayerNorm or RMSNorm: what a block holds whatever its kind.
+class Norm : public nn::Module {
+ public:
+  virtual GlobalTensor forward(const GlobalTensor& x) const = 0;
+};
+
+class LayerNorm : public Norm {
  public:
   LayerNorm(int64_t dim, double eps, const Place& place, DType dt = DType::kF32);
-  GlobalTensor forward(const GlobalTensor& x) const;  // over the last axis
+  GlobalTensor forward(const GlobalTensor& x) const override;  // over the last axis
   Tensor weight, bias;
 
  private:
@@ -84,12 +90,18 @@ struct SplitUnits {
   bool or_replicate = false;
 };
 
-class Conv1D : public nn::Module {
+// A dense projection, Conv1D or Linear: what a block holds whatever its weights' layout.
+class Projection : public nn::Module {
+ public:
+  virtual GlobalTensor forward(const GlobalTensor& x) const = 0;
+};
+
+class Conv1D : public Projection {
  public:
   Conv1D(int64_t in, int64_t out, const Place& place, WeightSplit split, DType dt = DType::kF32, int64_t groups = 1,
          SplitUnits units = {});
   // x (..., in) -> (..., out); kColumns with groups > 1: (..., groups, out / groups).
-  GlobalTensor forward(const GlobalTensor& x) const;
+  GlobalTensor forward(const GlobalTensor& x) const override;
   Tensor weight, bias;
 
  private:
@@ -100,11 +112,11 @@ class Conv1D : public nn::Module {
 
 // y = x W^T + b with W (out, in) (torch.nn.Linear's layout), bias optional; splits as Conv1D's
 // (kColumns: W S(0), b S(0), y S(last); kRows: W S(1), y boxed to the hidden SBP, then b).
-class Linear : public nn::Module {
+class Linear : public Projection {
  public:
   Linear(int64_t in, int64_t out, const Place& place, WeightSplit split, DType dt = DType::kF32, bool with_bias = true,
          SplitUnits units = {});
-  GlobalTensor forward(const GlobalTensor& x) const;  // x (..., in) -> (..., out)
+  GlobalTensor forward(const GlobalTensor& x) const override;  // x (..., in) -> (..., out)
   Tensor weight, bias;                                // bias undefined without one
 
  private:
@@ -132,10 +144,10 @@ class ParamGroup : public nn::ModuleGroup {
 };
 
 // RMSNorm over the last axis (x / sqrt(mean(x^2) + eps) * weight), weight B; keeps x's SBP.
-class RMSNorm : public nn::Module {
+class RMSNorm : public Norm {
  public:
   RMSNorm(int64_t dim, double eps, const Place& place, DType dt = DType::kF32);
-  GlobalTensor forward(const GlobalTensor& x) const;
+  GlobalTensor forward(const GlobalTensor& x) const override;
   Tensor weight;
 
  private:

@@ -30,10 +30,9 @@ struct DecodeState {
   // The new positions (B, T) as an i64 host tensor, padding's clamped to 0 (a learned position
   // table's lookup; masked anyway).
   Tensor positions(int64_t new_tokens) const;
-  // Layer `layer`'s keys and values of every position so far, this call's k, v (B, H, T, D)
-  // appended.
-  std::pair<layers::GlobalTensor, layers::GlobalTensor> attend(int64_t layer, const layers::GlobalTensor& k,
-                                                               const layers::GlobalTensor& v) const;
+  // What layer `layer`'s attention reads of it (layers/attention.h): its cache, which the
+  // attention fills with this call's keys and values.
+  layers::LayerDecode layer(int64_t layer) const;
 };
 
 struct Batch {

@@ -89,9 +89,9 @@ Tensor DecodeState::positions(int64_t new_tokens) const {
   return out;
 }
 
-std::pair<GlobalTensor, GlobalTensor> DecodeState::attend(int64_t layer, const GlobalTensor& k, const GlobalTensor& v) const {
+layers::LayerDecode DecodeState::layer(int64_t layer) const {
   MF_CHECK(caches && layer >= 0 && layer < static_cast<int64_t>(caches->size()), "decode: no cache for layer ", layer);
-  return layers::append_kv((*caches)[static_cast<size_t>(layer)], k, v, past, capacity);
+  return layers::LayerDecode{&(*caches)[static_cast<size_t>(layer)], past, capacity, row_offsets()};
 }
 
 std::pair<double, double> argmax_accuracy(const Tensor& logits_any, const Tensor& labels_any) {

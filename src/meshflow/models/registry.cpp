@@ -5,6 +5,7 @@
 
 #include "meshflow/models/bert/spec.h"
 #include "meshflow/models/gpt2/spec.h"
+#include "meshflow/models/gpt_neox/spec.h"
 #include "meshflow/models/llama/spec.h"
 #include "meshflow/models/mlp_lm/spec.h"
 #include "meshflow/models/t5/spec.h"
@@ -20,7 +21,8 @@ const std::map<std::string, ModelSpec>& specs() {
   std::call_once(once, [] {
     // One line per model.
     for (ModelSpec s : {gpt2::spec(), mlp_lm::spec(), llama::llama_spec(), llama::qwen2_spec(), llama::mistral_spec(),
-                        bert::bert_spec(), bert::roberta_spec(), t5::t5_spec(), t5::mt5_spec(), vit::vit_spec()}) {
+                        bert::bert_spec(), bert::roberta_spec(), t5::t5_spec(), t5::mt5_spec(), vit::vit_spec(),
+                        gpt_neox::spec()}) {
       MF_CHECK(all.count(s.name) == 0, "model.name `", s.name, "` is registered twice");
       const std::string name = s.name;
       all.emplace(name, std::move(s));

@@ -119,4 +119,19 @@ Tensor Module::register_buffer(const std::string& name, Tensor t) {
   return buffers_.back().second;
 }
 
+std::shared_ptr<Module> Module::child(const std::string& name) const {
+  for (const auto& [n, m] : children_)
+    if (n == name) return m;
+  return nullptr;
+}
+
+std::shared_ptr<ModuleGroup> ModuleGroup::group(const std::string& name) {
+  if (std::shared_ptr<Module> m = child(name)) {
+    auto g = std::dynamic_pointer_cast<ModuleGroup>(m);
+    MF_CHECK(g != nullptr, "Module: child '", name, "' is not a group");
+    return g;
+  }
+  return add(name, std::make_shared<ModuleGroup>());
+}
+
 }  // namespace mf::nn

@@ -50,6 +50,8 @@ class Module {
     children_.emplace_back(name, m);
     return m;
   }
+  // The child registered as `name`, or null.
+  std::shared_ptr<Module> child(const std::string& name) const;
 
  private:
   void collect(const std::string& prefix, bool params, NamedTensors& out) const;
@@ -66,6 +68,9 @@ class ModuleGroup : public Module {
   std::shared_ptr<M> add(const std::string& name, std::shared_ptr<M> m) {
     return register_module(name, std::move(m));
   }
+  // The child group `name`, added (empty) when there is none; throws when `name` is a module
+  // that is not a group.
+  std::shared_ptr<ModuleGroup> group(const std::string& name);
 };
 
 }  // namespace mf::nn

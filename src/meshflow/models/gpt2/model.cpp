@@ -9,55 +9,27 @@
 
 namespace mf::models {
 
-Gpt2Block::Gpt2Block(const Gpt2Config& c, const layers::Place& place) : c_(c) {
-  using layers::WeightSplit;
-  const int64_t C = c.hidden_size;
-  ln_1_ = register_module("ln_1", std::make_shared<layers::LayerNorm>(C, c.layernorm_epsilon, place, c.dtype));
-  auto attn = register_module("attn", std::make_shared<nn::ModuleGroup>());
-  const int64_t D = C / c.num_attention_heads;  // q|k|v split by whole heads
-  c_attn_ = attn->add("c_attn", std::make_shared<layers::Conv1D>(C, 3 * C, place, WeightSplit::kColumns, c.dtype, 3,
-                                                                 layers::SplitUnits{D, "model.num_attention_heads"}));
-  attn_proj_ = attn->add("c_proj", std::make_shared<layers::Conv1D>(C, C, place, WeightSplit::kRows, c.dtype));
-  ln_2_ = register_module("ln_2", std::make_shared<layers::LayerNorm>(C, c.layernorm_epsilon, place, c.dtype));
-  auto mlp = register_module("mlp", std::make_shared<nn::ModuleGroup>());
-  c_fc_ = mlp->add("c_fc", std::make_shared<layers::Conv1D>(C, c.ffn(), place, WeightSplit::kColumns, c.dtype, 1,
-                                                            layers::SplitUnits{1, "model.ffn_hidden_size"}));
-  mlp_proj_ = mlp->add("c_proj", std::make_shared<layers::Conv1D>(c.ffn(), C, place, WeightSplit::kRows, c.dtype));
-}
-
-GlobalTensor Gpt2Block::forward(const GlobalTensor& x, bool recompute_attention, const DecodeState* decode,
-                                int64_t layer, const Tensor& key_padding) const {
-  using layers::round_to;
-  const int64_t B = x.logical_shape[0], T = x.logical_shape[1], C = c_.hidden_size;
-  const int64_t H = c_.num_attention_heads, D = C / H;
-  const double p_out = training() ? c_.output_dropout_prob : 0.0;
-  GlobalTensor qkv = global::reshape(c_attn_->forward(ln_1_->forward(x)), {B, T, 3, H, D});  // (B, T, 3, H, D)
-  AttentionOptions opts;
-  opts.causal = true;
-  opts.dropout_p = training() ? c_.attention_dropout_prob : 0.0;
-  opts.key_padding_mask = key_padding;
-  // The attention core: qkv (B, T, 3, H, D) -> (B, H, T, D). Its dropout takes the next stream of
-  // the default generator and reads the batch slice, both of which checkpoint() replays. Decoding:
-  // the keys and values are the cached positions' and these (B, H, past + T, D).
-  auto core = [opts, decode, layer](const std::vector<GlobalTensor>& in) {
-    const std::vector<GlobalTensor> q_k_v = global::unbind(in[0], 2);  // 3 x (B, T, H, D)
-    auto head_view = [&](int64_t i) { return global::permute(q_k_v[static_cast<size_t>(i)], {0, 2, 1, 3}); };  // (B,H,T,D)
-    if (decode) {
-      const auto [k, v] = decode->attend(layer, head_view(1), head_view(2));
-      return std::vector<GlobalTensor>{global::attention(head_view(0), k, v, opts)};
-    }
-    return std::vector<GlobalTensor>{global::attention(head_view(0), head_view(1), head_view(2), opts)};
-  };
-  GlobalTensor y = recompute_attention && qkv.local.requires_grad() ? global::checkpoint(core, {qkv})[0] : core({qkv})[0];
-  // Mixed precision: the attention output, the MLP activation and the residual stream are
-  // rounded to the parameter dtype (identity for f32/f64), or, on a device with native half
-  // kernels, already are in it (nn/mixed_precision.h).
-  const DType st = c_.dtype;
-  // A view: the attention output is stored (B, T, H, D).
-  y = round_to(global::reshape(global::permute(y, {0, 2, 1, 3}), {B, T, C}), st);
-  GlobalTensor h = round_to(global::add(x, global::dropout(attn_proj_->forward(y), p_out)), st);
-  GlobalTensor m = mlp_proj_->forward(round_to(global::gelu(c_fc_->forward(ln_2_->forward(h)), true), st));
-  return round_to(global::add(h, global::dropout(m, p_out)), st);
+layers::BlockSpec gpt2_block_spec(const Gpt2Config& c) {
+  layers::BlockSpec s;
+  layers::AttentionSpec& a = s.attention;
+  a.hidden = c.hidden_size;
+  a.heads = c.num_attention_heads;
+  a.qkv = layers::QkvLayout::kFusedBlocks;
+  a.weights = layers::WeightLayout::kConv1D;
+  a.dropout_p = c.attention_dropout_prob;
+  a.fused = "c_attn";
+  a.out = "c_proj";
+  layers::MlpSpec& m = s.mlp;
+  m.hidden = c.hidden_size;
+  m.ffn = c.ffn();
+  m.act = layers::Activation::kGeluTanh;
+  m.weights = layers::WeightLayout::kConv1D;
+  m.up = "c_fc";
+  m.down = "c_proj";
+  s.norm = layers::NormKind::kLayerNorm;
+  s.norm_eps = c.layernorm_epsilon;
+  s.dropout_p = c.output_dropout_prob;
+  return s;
 }
 
 Gpt2Model::Gpt2Model(const Gpt2Config& c, const ModelContext& ctx) : Model(ctx, c.num_layers), c_(c) {
@@ -120,7 +92,9 @@ GlobalTensor Gpt2Model::embed(const GlobalTensor& ids, const Batch& batch) const
 }
 
 GlobalTensor Gpt2Model::run_layer(int64_t layer, const GlobalTensor& x, const Batch& batch, bool recompute_inside) const {
-  return blocks_.at(static_cast<size_t>(layer))->forward(x, recompute_inside, batch.decode, layer, key_padding_mask(batch));
+  const layers::LayerDecode decode = batch.decode ? batch.decode->layer(layer) : layers::LayerDecode{};
+  return blocks_.at(static_cast<size_t>(layer))->forward(x, recompute_inside, batch.decode ? &decode : nullptr,
+                                                         key_padding_mask(batch));
 }
 
 GlobalTensor Gpt2Model::output_logits(const GlobalTensor& hidden) const {

@@ -14,23 +14,17 @@
 
 #include "meshflow/models/gpt2/config.h"
 #include "meshflow/models/model.h"
-#include "meshflow/layers/layers.h"
+#include "meshflow/layers/block.h"
 
 namespace mf::models {
 
-class Gpt2Block : public nn::Module {
- public:
-  Gpt2Block(const Gpt2Config& c, const layers::Place& place);
-  // (B, T, C) -> (B, T, C). recompute_attention: checkpoint the attention core (selective
-  // checkpointing) when grad mode is on. decode: attend to the cached keys and values of layer
-  // `layer` too (the positions before x's), appending x's; key_padding: bool (B, keys), true = padding.
-  GlobalTensor forward(const GlobalTensor& x, bool recompute_attention = false, const DecodeState* decode = nullptr,
-                       int64_t layer = 0, const Tensor& key_padding = Tensor()) const;
+// GPT-2's block as a spec of the shared one (layers/block.h): pre-LayerNorm, a fused q|k|v Conv1D
+// (attn.c_attn) and attn.c_proj, a tanh-GELU MLP (mlp.c_fc, mlp.c_proj), dropout on both outputs.
+layers::BlockSpec gpt2_block_spec(const Gpt2Config& c);
 
- private:
-  Gpt2Config c_;
-  std::shared_ptr<layers::LayerNorm> ln_1_, ln_2_;
-  std::shared_ptr<layers::Conv1D> c_attn_, attn_proj_, c_fc_, mlp_proj_;
+class Gpt2Block : public layers::TransformerBlock {
+ public:
+  Gpt2Block(const Gpt2Config& c, const layers::Place& place) : TransformerBlock(gpt2_block_spec(c), place, c.dtype) {}
 };
 
 // The parameters this rank holds keep the whole model's names; the head is tied to wte (a

@@ -1,0 +1,147 @@
+#include "meshflow/layers/attention.h"
+
+#include <tuple>
+#include <utility>
+
+#include "meshflow/core/error.h"
+
+namespace mf::layers {
+
+namespace {
+
+// (B, KV, T, D) -> (B, KV * groups, T, D): each key/value head repeated for the `groups` query
+// heads that share it (Hugging Face's repeat_kv).
+GlobalTensor repeat_kv(const GlobalTensor& kv, int64_t groups) {
+  if (groups == 1) return kv;
+  const Shape& s = kv.logical_shape;
+  const int64_t B = s[0], H = s[1], T = s[2], D = s[3];
+  const GlobalTensor one = global::reshape(kv, {B, H, 1, T, D});
+  return global::reshape(global::expand(one, {B, H, groups, T, D}), {B, H * groups, T, D});
+}
+
+// (B, T, n, D) -> (B, n, T, D), a view.
+GlobalTensor head_major(const GlobalTensor& x) { return global::permute(x, {0, 2, 1, 3}); }
+
+std::shared_ptr<Projection> projection(const AttentionSpec& s, int64_t in, int64_t out, const Place& place,
+                                       WeightSplit split, DType dt, bool bias, SplitUnits units, int64_t groups = 1) {
+  if (s.weights == WeightLayout::kConv1D) {
+    MF_CHECK(bias, "attention: Conv1D projections always have a bias");
+    return std::make_shared<Conv1D>(in, out, place, split, dt, groups, units);
+  }
+  MF_CHECK(groups == 1, "attention: a Linear projection has no column groups");
+  return std::make_shared<Linear>(in, out, place, split, dt, bias, units);
+}
+
+}  // namespace
+
+std::shared_ptr<nn::ModuleGroup> group_at(nn::ModuleGroup& parent, const std::string& path) {
+  std::shared_ptr<nn::ModuleGroup> g;
+  size_t start = 0;
+  while (true) {
+    const size_t dot = path.find('.', start);
+    const std::string name = path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+    g = (g ? *g : parent).group(name);
+    if (dot == std::string::npos) return g;
+    start = dot + 1;
+  }
+}
+
+SelfAttention::SelfAttention(const AttentionSpec& spec, const Place& place, DType dt) : s_(spec), dtype_(dt) {
+  const int64_t C = s_.hidden, H = s_.heads, KV = s_.kv(), D = s_.dim();
+  MF_CHECK(H > 0 && D > 0 && (s_.head_dim > 0 || C % H == 0), s_.heads_key, " ", H, " must divide model.hidden_size ", C);
+  MF_CHECK(KV > 0 && H % KV == 0, s_.kv_heads_key, " ", KV, " must divide ", s_.heads_key, " ", H);
+  const int64_t R = s_.rotary_dims > 0 ? s_.rotary_dims : D;
+  MF_CHECK(s_.rotary_inv_freq.empty() || (R % 2 == 0 && R <= D && static_cast<int64_t>(s_.rotary_inv_freq.size()) * 2 == R),
+           "attention: ", s_.rotary_inv_freq.size(), " rotary frequencies for ", R, " rotated features of a ", D,
+           "-feature head");
+  const SplitUnits q_heads{D, s_.heads_key};
+  // Key/value heads split like the query heads they serve, or whole on every rank when the ranks
+  // do not divide them.
+  const SplitUnits kv_heads{D, s_.kv_heads_key, true};
+  using W = WeightSplit;
+  switch (s_.qkv) {
+    case QkvLayout::kSeparate:
+      q_ = add_at(*this, s_.q, projection(s_, C, H * D, place, W::kColumns, dt, s_.qkv_bias, q_heads));
+      k_ = add_at(*this, s_.k, projection(s_, C, KV * D, place, W::kColumns, dt, s_.qkv_bias, kv_heads));
+      v_ = add_at(*this, s_.v, projection(s_, C, KV * D, place, W::kColumns, dt, s_.qkv_bias, kv_heads));
+      break;
+    case QkvLayout::kFusedBlocks:  // (C, 3 C): three column blocks, each split by whole heads
+      MF_CHECK(KV == H, "attention: a fused q|k|v projection has as many key/value heads as heads");
+      fused_ = add_at(*this, s_.fused, projection(s_, C, 3 * H * D, place, W::kColumns, dt, s_.qkv_bias, q_heads, 3));
+      break;
+    case QkvLayout::kFusedPerHead:  // (3 C, C): whole heads of 3 D output features
+      MF_CHECK(KV == H, "attention: a fused per-head q, k, v projection has as many key/value heads as heads");
+      fused_ = add_at(*this, s_.fused,
+                      projection(s_, C, 3 * H * D, place, W::kColumns, dt, s_.qkv_bias, SplitUnits{3 * D, s_.heads_key}));
+      break;
+  }
+  out_ = add_at(*this, s_.out, projection(s_, H * D, C, place, W::kRows, dt, s_.out_bias, {}));
+}
+
+GlobalTensor SelfAttention::rotate(const GlobalTensor& h, const LayerDecode* decode) const {
+  const int64_t D = s_.dim(), R = s_.rotary_dims > 0 ? s_.rotary_dims : D;
+  auto rope = [&](const GlobalTensor& t) {
+    return decode ? global::rope(t, s_.rotary_inv_freq, decode->row_offsets) : global::rope(t, s_.rotary_inv_freq);
+  };
+  if (R == D) return round_to(rope(h), dtype_);
+  // Partial rotary (GPT-NeoX's rotary_pct): the first R features rotated, the rest as they are.
+  return round_to(global::cat({rope(global::narrow(h, 3, 0, R)), global::narrow(h, 3, R, D - R)}, 3), dtype_);
+}
+
+GlobalTensor SelfAttention::forward(const GlobalTensor& x, bool recompute, const LayerDecode* decode,
+                                    const Tensor& key_padding) const {
+  const int64_t B = x.logical_shape[0], T = x.logical_shape[1], H = s_.heads, KV = s_.kv(), D = s_.dim();
+  AttentionOptions opts;
+  opts.causal = s_.causal;
+  opts.window = s_.window;
+  opts.dropout_p = training() ? s_.dropout_p : 0.0;
+  opts.key_padding_mask = key_padding;
+  const int64_t groups = H / KV;
+  // q (B, H, T, D), k and v (B, KV, T, D) -> (B, H, T, D). Decoding: the keys and values are the
+  // cached positions' and these (B, KV, past + T, D), cached once per key/value head. The
+  // dropout takes the next stream of the default generator, which checkpoint() replays.
+  auto attend = [opts, groups, decode](const GlobalTensor& q, GlobalTensor k, GlobalTensor v) {
+    if (decode) std::tie(k, v) = decode->attend(k, v);
+    return global::attention(q, repeat_kv(k, groups), repeat_kv(v, groups), opts);
+  };
+  const bool rotary = !s_.rotary_inv_freq.empty();
+  global::GlobalFn core;
+  std::vector<GlobalTensor> in;
+  if (s_.qkv == QkvLayout::kFusedBlocks && !rotary) {
+    // The core starts at the fused projection's output (B, T, 3, H, D): what recomputation keeps.
+    in = {global::reshape(fused_->forward(x), {B, T, 3, H, D})};
+    core = [attend](const std::vector<GlobalTensor>& t) {
+      const std::vector<GlobalTensor> q_k_v = global::unbind(t[0], 2);  // 3 x (B, T, H, D)
+      return std::vector<GlobalTensor>{attend(head_major(q_k_v[0]), head_major(q_k_v[1]), head_major(q_k_v[2]))};
+    };
+  } else {
+    GlobalTensor q, k, v;
+    if (s_.qkv == QkvLayout::kSeparate) {
+      auto heads = [&](const Projection& p, int64_t n) { return head_major(global::reshape(p.forward(x), {B, T, n, D})); };
+      q = heads(*q_, H);
+      k = heads(*k_, KV);
+      v = heads(*v_, KV);
+    } else {
+      // kFusedBlocks: (B, T, 3, H, D), the three blocks on axis 2; kFusedPerHead: (B, T, H, 3, D),
+      // each head's q, k, v on axis 3.
+      const bool blocks = s_.qkv == QkvLayout::kFusedBlocks;
+      const GlobalTensor y = global::reshape(fused_->forward(x), blocks ? Shape{B, T, 3, H, D} : Shape{B, T, H, 3, D});
+      const std::vector<GlobalTensor> q_k_v = global::unbind(y, blocks ? 2 : 3);  // 3 x (B, T, H, D)
+      q = head_major(q_k_v[0]);
+      k = head_major(q_k_v[1]);
+      v = head_major(q_k_v[2]);
+    }
+    if (rotary) {
+      q = rotate(q, decode);
+      k = rotate(k, decode);
+    }
+    in = {q, k, v};
+    core = [attend](const std::vector<GlobalTensor>& t) { return std::vector<GlobalTensor>{attend(t[0], t[1], t[2])}; };
+  }
+  GlobalTensor y = recompute && in[0].local.requires_grad() ? global::checkpoint(core, in)[0] : core(in)[0];
+  // (B, H, T, D) -> (B, T, H D): a view; the attention output is stored (B, T, H, D).
+  y = round_to(global::reshape(head_major(y), {B, T, H * D}), dtype_);
+  return out_->forward(y);
+}
+
+}  // namespace mf::layers

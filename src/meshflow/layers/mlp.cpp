@@ -1,0 +1,46 @@
+#include "meshflow/layers/mlp.h"
+
+#include "meshflow/core/error.h"
+
+namespace mf::layers {
+
+namespace {
+std::shared_ptr<Projection> projection(const MlpSpec& s, int64_t in, int64_t out, const Place& place, WeightSplit split,
+                                       DType dt, SplitUnits units) {
+  if (s.weights == WeightLayout::kConv1D) {
+    MF_CHECK(s.bias, "mlp: Conv1D projections always have a bias");
+    return std::make_shared<Conv1D>(in, out, place, split, dt, 1, units);
+  }
+  return std::make_shared<Linear>(in, out, place, split, dt, s.bias, units);
+}
+
+GlobalTensor activate(Activation a, const GlobalTensor& x) {
+  switch (a) {
+    case Activation::kGeluTanh:
+      return global::gelu(x, true);
+    case Activation::kGelu:
+      return global::gelu(x, false);
+    case Activation::kRelu:
+      return global::relu(global::context_of(x.placement), x);
+    case Activation::kSilu:
+      return global::silu(x);
+  }
+  MF_THROW("mlp: unknown activation");
+}
+}  // namespace
+
+Mlp::Mlp(const MlpSpec& spec, const Place& place, DType dt) : s_(spec), dtype_(dt) {
+  const SplitUnits ffn{1, s_.ffn_key};
+  if (s_.gated) gate_ = add_at(*this, s_.gate, projection(s_, s_.hidden, s_.ffn, place, WeightSplit::kColumns, dt, ffn));
+  up_ = add_at(*this, s_.up, projection(s_, s_.hidden, s_.ffn, place, WeightSplit::kColumns, dt, ffn));
+  down_ = add_at(*this, s_.down, projection(s_, s_.ffn, s_.hidden, place, WeightSplit::kRows, dt, {}));
+}
+
+GlobalTensor Mlp::forward(const GlobalTensor& x) const {
+  // Mixed precision: the activation (and the gated product) rounded to the parameter dtype.
+  if (!s_.gated) return down_->forward(round_to(activate(s_.act, up_->forward(x)), dtype_));
+  const GlobalTensor act = round_to(activate(s_.act, gate_->forward(x)), dtype_);
+  return down_->forward(round_to(global::mul(act, up_->forward(x)), dtype_));
+}
+
+}  // namespace mf::layers

@@ -1,0 +1,113 @@
+#include "meshflow/models/decoder_lm.h"
+
+#include <unordered_map>
+
+#include "meshflow/autograd/grad_mode.h"
+#include "meshflow/layers/lm_loss.h"
+
+namespace mf::models {
+
+DecoderLm::DecoderLm(DecoderLmSpec spec, const ModelContext& ctx) : Model(ctx, spec.num_layers), s_(std::move(spec)) {
+  const DType dt = s_.settings.dtype;
+  auto root = register_module(s_.root, std::make_shared<nn::ModuleGroup>());
+  // The token embedding: on the first rank of the model, and on the last as its output
+  // projection when the two are tied.
+  const layers::Place* table = embedding_place() ? embedding_place() : s_.tie_word_embeddings ? head_place() : nullptr;
+  if (table)
+    embed_ = root->add(s_.embed, std::make_shared<layers::Embedding>(s_.vocab_size, s_.hidden_size, *table, true, dt));
+  auto group = root->add(s_.layers, std::make_shared<nn::ModuleGroup>());
+  blocks_.resize(static_cast<size_t>(s_.num_layers));
+  for (int64_t l = 0; l < s_.num_layers; ++l)
+    if (const layers::Place* p = layer_place(l))
+      blocks_[static_cast<size_t>(l)] = group->add(std::to_string(l), std::make_shared<layers::TransformerBlock>(s_.block, *p, dt));
+  if (const layers::Place* p = head_place()) {
+    if (s_.final_norm_kind == layers::NormKind::kRMSNorm)
+      norm_ = root->add(s_.final_norm, std::make_shared<layers::RMSNorm>(s_.hidden_size, s_.final_norm_eps, *p, dt));
+    else
+      norm_ = root->add(s_.final_norm, std::make_shared<layers::LayerNorm>(s_.hidden_size, s_.final_norm_eps, *p, dt));
+    if (!s_.tie_word_embeddings)
+      head_ = register_module(s_.head, std::make_shared<layers::Embedding>(s_.vocab_size, s_.hidden_size, *p, true, dt));
+  }
+}
+
+DType DecoderLm::activation_dtype(Device device) const {
+  return native_half(device, s_.settings.dtype) ? s_.settings.dtype : compute_dtype(s_.settings.dtype);
+}
+
+void DecoderLm::init_weights(uint64_t seed) {
+  NoGradGuard ng;
+  std::unordered_map<std::string, uint64_t> index;
+  for (const auto& [name, shape] : parameter_shapes()) index.emplace(name, index.size());
+  for (const nn::ParamPiece& p : parameter_pieces()) {
+    Generator g = nn::param_generator(seed, index.at(p.name));
+    auto ends_with = [&](const std::string& suf) {
+      return p.name.size() >= suf.size() && p.name.compare(p.name.size() - suf.size(), suf.size(), suf) == 0;
+    };
+    Tensor t = p.piece;
+    if (ends_with("norm.weight"))
+      fill_(t, 1.0);
+    else if (ends_with(".bias"))
+      fill_(t, 0.0);
+    else
+      nn::normal_piece_(p, s_.initializer_range, g);
+  }
+}
+
+std::vector<std::string> DecoderLm::tied_parameters() const {
+  if (!s_.tie_word_embeddings) return {};
+  return {s_.root + "." + s_.embed + ".weight"};
+}
+
+GlobalTensor DecoderLm::embed(const GlobalTensor& ids, const Batch& batch) const {
+  const int64_t T = ids.logical_shape[1] + (batch.decode ? batch.decode->past : 0);
+  MF_CHECK(T > 0 && T <= s_.max_seq_length, s_.family, ": sequence length ", T,
+           " must be in [1, model.max_seq_length = ", s_.max_seq_length, "]");
+  return embed_->forward(ids);  // (B, T, C)
+}
+
+GlobalTensor DecoderLm::run_layer(int64_t layer, const GlobalTensor& x, const Batch& batch, bool recompute_inside) const {
+  const layers::LayerDecode decode = batch.decode ? batch.decode->layer(layer) : layers::LayerDecode{};
+  return blocks_.at(static_cast<size_t>(layer))->forward(x, recompute_inside, batch.decode ? &decode : nullptr,
+                                                         key_padding_mask(batch));
+}
+
+GlobalTensor DecoderLm::output_logits(const GlobalTensor& hidden) const {
+  return layers::round_to(global::linear(hidden, output_table().table()), s_.settings.dtype);  // (B, T, C) -> (B, T, V)
+}
+
+std::optional<CheckpointGranularity> DecoderLm::recomputation(int64_t layer) const {
+  if (!s_.settings.recomputes(layer, s_.num_layers)) return std::nullopt;
+  return s_.settings.granularity;
+}
+
+GlobalTensor DecoderLm::head(const GlobalTensor& hidden, const Batch& batch, const std::vector<double>& totals) const {
+  layers::LmLossOptions o;
+  o.chunk_elements = s_.head_chunk_elements;
+  o.recompute = s_.settings.recompute && s_.settings.granularity == CheckpointGranularity::kFull && training();
+  o.storage = s_.settings.dtype;
+  return step_share(layers::lm_loss(hidden, batch.labels, output_table(), o), static_cast<double>(counted_labels(batch.labels)),
+                    totals.at(0));
+}
+
+Tensor DecoderLm::logits(const Tensor& ids) const {
+  return run_whole(ids, [this](const GlobalTensor& h) { return output_logits(h); });
+}
+
+std::vector<nn::ParamUnit> DecoderLm::parameter_units() const {
+  const std::string root = s_.root + ".";
+  const std::string table = root + s_.embed + ".";
+  return layered_units({table}, root + s_.layers + ".",
+                       {root + s_.final_norm + ".", s_.tie_word_embeddings ? table : s_.head + "."});
+}
+
+double DecoderLm::flops_per_token(int64_t seq_len) const {
+  const std::string table = s_.root + "." + s_.embed + ".weight";
+  double params = 0.0;
+  for (const auto& [name, shape] : parameter_shapes())
+    if (name != table || s_.tie_word_embeddings) params += static_cast<double>(shape_numel(shape));
+  const layers::AttentionSpec& a = s_.block.attention;
+  const double attention = 12.0 * static_cast<double>(s_.num_layers * a.heads * a.dim() * seq_len);
+  return 6.0 * params + attention;
+}
+
+}  // namespace mf::models

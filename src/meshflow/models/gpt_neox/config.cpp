@@ -1,0 +1,112 @@
+#include "meshflow/models/gpt_neox/config.h"
+
+#include <algorithm>
+#include <iomanip>
+#include <sstream>
+
+namespace mf::models {
+
+int64_t GptNeoxConfig::rotary_dims() const {
+  return static_cast<int64_t>(static_cast<double>(dim()) * rotary_pct);
+}
+
+void GptNeoxConfig::validate() const {
+  MF_CHECK(vocab_size > 0 && max_seq_length > 0 && hidden_size > 0 && num_layers > 0 && num_attention_heads > 0 &&
+               ffn_hidden_size > 0,
+           "gpt_neox: model sizes must be positive (vocab_size ", vocab_size, ", max_seq_length ", max_seq_length,
+           ", hidden_size ", hidden_size, ", num_layers ", num_layers, ", num_attention_heads ", num_attention_heads,
+           ", ffn_hidden_size ", ffn_hidden_size, ")");
+  MF_CHECK(hidden_size % num_attention_heads == 0, "gpt_neox: model.num_attention_heads ", num_attention_heads,
+           " must divide model.hidden_size ", hidden_size);
+  MF_CHECK(rotary_pct > 0.0 && rotary_pct <= 1.0, "gpt_neox: model.rotary_pct must be in (0, 1], got ", rotary_pct);
+  MF_CHECK(rotary_dims() >= 2 && rotary_dims() % 2 == 0, "gpt_neox: model.rotary_pct ", rotary_pct, " rotates ",
+           rotary_dims(), " of a head's ", dim(), " features (an even number, at least 2, is needed)");
+  MF_CHECK(rope_theta > 0.0, "gpt_neox: model.rope_theta must be positive, got ", rope_theta);
+  for (double p : {attention_dropout_prob, output_dropout_prob})
+    MF_CHECK(p >= 0.0 && p < 1.0, "gpt_neox: dropout probabilities must be in [0, 1), got ", p);
+  MF_CHECK(is_floating(settings.dtype), "gpt_neox: the parameter dtype must be f32, f64, bf16 or f16");
+}
+
+GptNeoxConfig gpt_neox_config(const Config& c, int64_t tokenizer_vocab_size) {
+  GptNeoxConfig m;
+  m.vocab_size = std::max(c.get_int("model.vocab_size"), tokenizer_vocab_size);
+  m.max_seq_length = c.get_int("model.max_seq_length");
+  m.hidden_size = c.get_int("model.hidden_size");
+  m.num_layers = c.get_int("model.num_layers");
+  m.num_attention_heads = c.get_int("model.num_attention_heads");
+  m.ffn_hidden_size = c.get_int("model.ffn_hidden_size");
+  if (m.ffn_hidden_size == 0) m.ffn_hidden_size = 4 * m.hidden_size;
+  m.layernorm_epsilon = c.get_float("model.layernorm_epsilon");
+  m.rotary_pct = c.get_float("model.rotary_pct");
+  m.rope_theta = c.get_float("model.rope_theta");
+  m.use_parallel_residual = c.get_bool("model.use_parallel_residual");
+  m.tie_word_embeddings = c.get_bool("model.tie_word_embeddings");
+  m.attention_dropout_prob = c.get_float("model.attention_dropout_prob");
+  m.output_dropout_prob = c.get_float("model.output_dropout_prob");
+  MF_CHECK(c.get_float("model.embedding_dropout_prob") == 0.0,
+           "gpt_neox: model.embedding_dropout_prob must be 0 (GPT-NeoX has no embedding dropout)");
+  m.initializer_range = c.get_float("model.initializer_range");
+  m.settings = training_settings(c);
+  m.validate();
+  return m;
+}
+
+Config gpt_neox_model_config(const GptNeoxConfig& m) {
+  Config y;
+  auto num = [](double v) {
+    std::ostringstream os;
+    os << std::setprecision(17) << v;
+    return os.str();
+  };
+  auto flag = [](bool b) { return std::string(b ? "true" : "false"); };
+  y.set("model.name", "gpt_neox");
+  y.set("model.num_layers", std::to_string(m.num_layers));
+  y.set("model.hidden_size", std::to_string(m.hidden_size));
+  y.set("model.num_attention_heads", std::to_string(m.num_attention_heads));
+  y.set("model.ffn_hidden_size", std::to_string(m.ffn_hidden_size));
+  y.set("model.max_seq_length", std::to_string(m.max_seq_length));
+  y.set("model.vocab_size", std::to_string(m.vocab_size));
+  y.set("model.layernorm_epsilon", num(m.layernorm_epsilon));
+  y.set("model.rotary_pct", num(m.rotary_pct));
+  y.set("model.rope_theta", num(m.rope_theta));
+  y.set("model.use_parallel_residual", flag(m.use_parallel_residual));
+  y.set("model.tie_word_embeddings", flag(m.tie_word_embeddings));
+  y.set("model.embedding_dropout_prob", "0.0");
+  y.set("model.attention_dropout_prob", num(m.attention_dropout_prob));
+  y.set("model.output_dropout_prob", num(m.output_dropout_prob));
+  y.set("model.initializer_range", num(m.initializer_range));
+  return y;
+}
+
+std::string gpt_neox_describe(const GptNeoxConfig& m) {
+  return detail::cat("GPT-NeoX: layers ", m.num_layers, ", hidden ", m.hidden_size, ", heads ", m.num_attention_heads,
+                     ", MLP ", m.ffn_hidden_size, ", rotary ", m.rotary_dims(), " of ", m.dim(), ", ",
+                     m.use_parallel_residual ? "parallel residual" : "sequential residual", ", vocabulary ", m.vocab_size,
+                     ", positions ", m.max_seq_length);
+}
+
+std::vector<std::pair<std::string, Shape>> gpt_neox_parameter_shapes(const GptNeoxConfig& m) {
+  const int64_t C = m.hidden_size, F = m.ffn_hidden_size;
+  std::vector<std::pair<std::string, Shape>> out = {{"gpt_neox.embed_in.weight", {m.vocab_size, C}}};
+  for (int64_t l = 0; l < m.num_layers; ++l) {
+    const std::string p = "gpt_neox.layers." + std::to_string(l) + ".";
+    for (const char* norm : {"input_layernorm", "post_attention_layernorm"}) {
+      out.emplace_back(p + norm + ".weight", Shape{C});
+      out.emplace_back(p + norm + ".bias", Shape{C});
+    }
+    out.emplace_back(p + "attention.query_key_value.weight", Shape{3 * C, C});
+    out.emplace_back(p + "attention.query_key_value.bias", Shape{3 * C});
+    out.emplace_back(p + "attention.dense.weight", Shape{C, C});
+    out.emplace_back(p + "attention.dense.bias", Shape{C});
+    out.emplace_back(p + "mlp.dense_h_to_4h.weight", Shape{F, C});
+    out.emplace_back(p + "mlp.dense_h_to_4h.bias", Shape{F});
+    out.emplace_back(p + "mlp.dense_4h_to_h.weight", Shape{C, F});
+    out.emplace_back(p + "mlp.dense_4h_to_h.bias", Shape{C});
+  }
+  out.emplace_back("gpt_neox.final_layer_norm.weight", Shape{C});
+  out.emplace_back("gpt_neox.final_layer_norm.bias", Shape{C});
+  if (!m.tie_word_embeddings) out.emplace_back("embed_out.weight", Shape{m.vocab_size, C});
+  return out;
+}
+
+}  // namespace mf::models

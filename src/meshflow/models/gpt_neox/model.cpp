@@ -1,0 +1,62 @@
+#include "meshflow/models/gpt_neox/model.h"
+
+#include "meshflow/ops/ops.h"
+
+namespace mf::models {
+
+layers::BlockSpec gpt_neox_block_spec(const GptNeoxConfig& c) {
+  layers::BlockSpec s;
+  layers::AttentionSpec& a = s.attention;
+  a.hidden = c.hidden_size;
+  a.heads = c.num_attention_heads;
+  a.qkv = layers::QkvLayout::kFusedPerHead;
+  a.rotary_dims = c.rotary_dims();
+  a.rotary_inv_freq = rope_inv_freq(a.rotary_dims, c.rope_theta);
+  a.dropout_p = c.attention_dropout_prob;
+  a.fused = "query_key_value";
+  a.out = "dense";
+  layers::MlpSpec& m = s.mlp;
+  m.hidden = c.hidden_size;
+  m.ffn = c.ffn_hidden_size;
+  m.act = layers::Activation::kGelu;
+  m.up = "dense_h_to_4h";
+  m.down = "dense_4h_to_h";
+  s.norm = layers::NormKind::kLayerNorm;
+  s.norm_eps = c.layernorm_epsilon;
+  s.residual = c.use_parallel_residual ? layers::Residual::kParallel : layers::Residual::kPreNorm;
+  s.dropout_p = c.output_dropout_prob;
+  s.norm1 = "input_layernorm";
+  s.attention_name = "attention";
+  s.norm2 = "post_attention_layernorm";
+  s.norms_first = true;
+  return s;
+}
+
+namespace {
+DecoderLmSpec decoder_spec(const GptNeoxConfig& c) {
+  c.validate();
+  DecoderLmSpec s;
+  s.family = "gpt_neox";
+  s.root = "gpt_neox";
+  s.embed = "embed_in";
+  s.final_norm = "final_layer_norm";
+  s.head = "embed_out";
+  s.vocab_size = c.vocab_size;
+  s.hidden_size = c.hidden_size;
+  s.num_layers = c.num_layers;
+  s.max_seq_length = c.max_seq_length;
+  s.tie_word_embeddings = c.tie_word_embeddings;
+  s.final_norm_kind = layers::NormKind::kLayerNorm;
+  s.final_norm_eps = c.layernorm_epsilon;
+  s.block = gpt_neox_block_spec(c);
+  s.initializer_range = c.initializer_range;
+  s.settings = c.settings;
+  s.head_chunk_elements = c.head_chunk_elements;
+  s.streams_per_layer = 3;  // attention, attention output and MLP output dropout
+  return s;
+}
+}  // namespace
+
+GptNeoxModel::GptNeoxModel(const GptNeoxConfig& c, const ModelContext& ctx) : DecoderLm(decoder_spec(c), ctx), c_(c) {}
+
+}  // namespace mf::models
