@@ -1,8 +1,6 @@
 #include "meshflow/models/gpt2/config.h"
 
 #include <algorithm>
-#include <iomanip>
-#include <sstream>
 
 #include "meshflow/ops/ops.h"
 
@@ -33,19 +31,27 @@ void Gpt2Config::validate() const {
   MF_CHECK(is_floating(dtype), "gpt2: the parameter dtype must be f32, f64, bf16 or f16, got ", dtype_name(dtype));
 }
 
+const Schema<Gpt2Config>& gpt2_schema() {
+  using C = Gpt2Config;
+  static const Schema<C> s = Schema<C>("gpt2")
+                                 .size("model.num_layers", &C::num_layers, "n_layer")
+                                 .size("model.hidden_size", &C::hidden_size, "n_embd")
+                                 .structure("model.num_attention_heads", &C::num_attention_heads, "n_head")
+                                 .size("model.ffn_hidden_size", &C::ffn_hidden_size, "n_inner")  // 0: 4 * hidden, as n_inner null
+                                 .size("model.max_seq_length", &C::max_seq_length, "n_positions")
+                                 .size("model.vocab_size", &C::vocab_size, "vocab_size")
+                                 .size("model.embedding_dropout_prob", &C::embedding_dropout_prob, "embd_pdrop")
+                                 .size("model.attention_dropout_prob", &C::attention_dropout_prob, "attn_pdrop")
+                                 .size("model.output_dropout_prob", &C::output_dropout_prob, "resid_pdrop")
+                                 .structure("model.layernorm_epsilon", &C::layernorm_epsilon, "layer_norm_epsilon")
+                                 .size("model.initializer_range", &C::initializer_range, "initializer_range");
+  return s;
+}
+
 Gpt2Config gpt2_config(const Config& c, int64_t tokenizer_vocab_size) {
   Gpt2Config g;
-  g.vocab_size = std::max(c.get_int("model.vocab_size"), tokenizer_vocab_size);
-  g.max_seq_length = c.get_int("model.max_seq_length");
-  g.hidden_size = c.get_int("model.hidden_size");
-  g.num_layers = c.get_int("model.num_layers");
-  g.num_attention_heads = c.get_int("model.num_attention_heads");
-  g.ffn_hidden_size = c.get_int("model.ffn_hidden_size");
-  g.embedding_dropout_prob = c.get_float("model.embedding_dropout_prob");
-  g.attention_dropout_prob = c.get_float("model.attention_dropout_prob");
-  g.output_dropout_prob = c.get_float("model.output_dropout_prob");
-  g.layernorm_epsilon = c.get_float("model.layernorm_epsilon");
-  g.initializer_range = c.get_float("model.initializer_range");
+  gpt2_schema().read(c, g);
+  g.vocab_size = std::max(g.vocab_size, tokenizer_vocab_size);
   const TrainingSettings s = training_settings(c);
   g.activation_checkpointing = s.recompute;
   g.checkpoint_granularity = s.granularity;
@@ -56,27 +62,7 @@ Gpt2Config gpt2_config(const Config& c, int64_t tokenizer_vocab_size) {
   return g;
 }
 
-Config gpt2_model_config(const Gpt2Config& g) {
-  Config y;
-  auto num = [](double v) {
-    std::ostringstream os;
-    os << std::setprecision(17) << v;
-    return os.str();
-  };
-  y.set("model.name", "gpt2");
-  y.set("model.num_layers", std::to_string(g.num_layers));
-  y.set("model.hidden_size", std::to_string(g.hidden_size));
-  y.set("model.num_attention_heads", std::to_string(g.num_attention_heads));
-  y.set("model.ffn_hidden_size", std::to_string(g.ffn_hidden_size));  // 0: 4 * hidden, as n_inner null
-  y.set("model.max_seq_length", std::to_string(g.max_seq_length));
-  y.set("model.vocab_size", std::to_string(g.vocab_size));
-  y.set("model.embedding_dropout_prob", num(g.embedding_dropout_prob));
-  y.set("model.attention_dropout_prob", num(g.attention_dropout_prob));
-  y.set("model.output_dropout_prob", num(g.output_dropout_prob));
-  y.set("model.layernorm_epsilon", num(g.layernorm_epsilon));
-  y.set("model.initializer_range", num(g.initializer_range));
-  return y;
-}
+Config gpt2_model_config(const Gpt2Config& g) { return gpt2_schema().write(g); }
 
 std::string gpt2_describe(const Gpt2Config& g) {
   return detail::cat("GPT-2: layers ", g.num_layers, ", hidden ", g.hidden_size, ", heads ", g.num_attention_heads,

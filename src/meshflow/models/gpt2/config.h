@@ -9,6 +9,7 @@
 #include "meshflow/core/dtype.h"
 #include "meshflow/core/shape.h"
 #include "meshflow/models/model.h"
+#include "meshflow/models/schema.h"
 
 namespace mf::models {
 
@@ -52,6 +53,8 @@ struct Gpt2Config {
 
 // The run config's model.* sizes and its training settings (training_settings()); vocab_size is
 // the tokenizer's when that is larger than model.vocab_size. Validated.
+// Its hyperparameters: model.* keys, Hugging Face keys, sizes and structure.
+const Schema<Gpt2Config>& gpt2_schema();
 Gpt2Config gpt2_config(const Config& c, int64_t tokenizer_vocab_size);
 // The model.* keys of `g` (model.name gpt2).
 Config gpt2_model_config(const Gpt2Config& g);

@@ -7,6 +7,7 @@
 #include <type_traits>
 
 #include "meshflow/io/safetensors.h"
+#include "meshflow/models/schema_hf.h"
 
 namespace mf::models {
 
@@ -56,17 +57,8 @@ Gpt2Config gpt2_config_from_hf(const std::string& path) {
            ": tie_word_embeddings false is not supported (GPT-2's head is the token embedding)");
   MF_CHECK(!get("add_cross_attention", false), path, ": add_cross_attention true is not supported");
   Gpt2Config c;
-  c.vocab_size = get("vocab_size", int64_t{50257});
-  c.max_seq_length = get("n_positions", get("n_ctx", int64_t{1024}));
-  c.hidden_size = get("n_embd", int64_t{768});
-  c.num_layers = get("n_layer", int64_t{12});
-  c.num_attention_heads = get("n_head", int64_t{12});
-  c.ffn_hidden_size = get("n_inner", int64_t{0});  // null: 4 * n_embd
-  c.layernorm_epsilon = get("layer_norm_epsilon", 1e-5);
-  c.initializer_range = get("initializer_range", 0.02);
-  c.embedding_dropout_prob = get("embd_pdrop", 0.1);
-  c.attention_dropout_prob = get("attn_pdrop", 0.1);
-  c.output_dropout_prob = get("resid_pdrop", 0.1);
+  read_hf_fields(gpt2_schema(), j, path, c);
+  if (!j.contains("n_positions")) c.max_seq_length = get("n_ctx", c.max_seq_length);
   MF_CHECK(c.vocab_size > 0 && c.max_seq_length > 0 && c.hidden_size > 0 && c.num_layers > 0 && c.num_attention_heads > 0 &&
                c.ffn_hidden_size >= 0,
            path, ": sizes must be positive (vocab_size ", c.vocab_size, ", n_positions ", c.max_seq_length, ", n_embd ",
@@ -80,27 +72,13 @@ Gpt2Config gpt2_config_from_hf(const std::string& path) {
 
 std::string gpt2_config_to_hf(const Gpt2Config& c, DType dtype) {
   const char* torch_dtype = io::torch_dtype_name(dtype);
-  json j = {{"architectures", {"GPT2LMHeadModel"}},
-            {"model_type", "gpt2"},
-            {"vocab_size", c.vocab_size},
-            {"n_positions", c.max_seq_length},
-            {"n_ctx", c.max_seq_length},
-            {"n_embd", c.hidden_size},
-            {"n_layer", c.num_layers},
-            {"n_head", c.num_attention_heads},
-            {"n_inner", c.ffn_hidden_size > 0 ? json(c.ffn_hidden_size) : json(nullptr)},
-            {"activation_function", "gelu_new"},
-            {"resid_pdrop", c.output_dropout_prob},
-            {"embd_pdrop", c.embedding_dropout_prob},
-            {"attn_pdrop", c.attention_dropout_prob},
-            {"layer_norm_epsilon", c.layernorm_epsilon},
-            {"initializer_range", c.initializer_range},
-            {"scale_attn_weights", true},
-            {"scale_attn_by_inverse_layer_idx", false},
-            {"reorder_and_upcast_attn", false},
-            {"tie_word_embeddings", true},
-            {"use_cache", true},
-            {"torch_dtype", torch_dtype}};
+  json j = {{"architectures", {"GPT2LMHeadModel"}}, {"model_type", "gpt2"}, {"activation_function", "gelu_new"}};
+  write_hf_fields(gpt2_schema(), c, j);
+  j["n_ctx"] = c.max_seq_length;
+  j["n_inner"] = c.ffn_hidden_size > 0 ? json(c.ffn_hidden_size) : json(nullptr);
+  for (const char* k : {"scale_attn_weights", "tie_word_embeddings", "use_cache"}) j[k] = true;
+  for (const char* k : {"scale_attn_by_inverse_layer_idx", "reorder_and_upcast_attn"}) j[k] = false;
+  j["torch_dtype"] = torch_dtype;
   if (c.vocab_size > 50256) {  // GPT-2's <|endoftext|>
     j["bos_token_id"] = 50256;
     j["eos_token_id"] = 50256;

@@ -49,19 +49,8 @@ ModelSpec spec() {
     m->init_weights(static_cast<uint64_t>(c.get_int("train.seed")));
     return m;
   };
-  s.config_keys = {"model.name",
-                   "model.num_layers",
-                   "model.hidden_size",
-                   "model.num_attention_heads",
-                   "model.ffn_hidden_size",
-                   "model.max_seq_length",
-                   "model.vocab_size",
-                   "model.embedding_dropout_prob",
-                   "model.attention_dropout_prob",
-                   "model.output_dropout_prob",
-                   "model.layernorm_epsilon",
-                   "model.initializer_range"};
-  s.structure_keys = {"model.num_attention_heads", "model.layernorm_epsilon"};  // the tensors show every other size
+  s.config_keys = gpt2_schema().config_keys();
+  s.structure_keys = gpt2_schema().structure_keys();  // the tensors show every other size
   s.parameter_shapes = [](const Config& c) { return gpt2_parameter_shapes(sizes(c)); };
   s.describe = [](const Config& c) { return gpt2_describe(sizes(c)); };
   s.layer_activations = [](const Config& c) {
@@ -81,10 +70,7 @@ ModelSpec spec() {
   s.hf.read_config = [](const std::string& path) { return gpt2_model_config(gpt2_config_from_hf(path)); };
   s.hf.write_config = [](const Config& c, DType dtype) { return gpt2_config_to_hf(sizes(c), dtype); };
   s.hf.read_tensors = read_hf_gpt2_tensors;
-  s.hf.key_names = {{"model.num_layers", "n_layer"},          {"model.hidden_size", "n_embd"},
-                    {"model.num_attention_heads", "n_head"}, {"model.ffn_hidden_size", "n_inner"},
-                    {"model.max_seq_length", "n_positions"}, {"model.vocab_size", "vocab_size"},
-                    {"model.layernorm_epsilon", "layer_norm_epsilon"}};
+  s.hf.key_names = gpt2_schema().hf_key_names();
   return s;
 }
 

@@ -1,8 +1,6 @@
 #include "meshflow/models/gpt_neox/config.h"
 
 #include <algorithm>
-#include <iomanip>
-#include <sstream>
 
 namespace mf::models {
 
@@ -27,54 +25,42 @@ void GptNeoxConfig::validate() const {
   MF_CHECK(is_floating(settings.dtype), "gpt_neox: the parameter dtype must be f32, f64, bf16 or f16");
 }
 
+const Schema<GptNeoxConfig>& gpt_neox_schema() {
+  using C = GptNeoxConfig;
+  static const Schema<C> s = Schema<C>("gpt_neox")
+                                 .size("model.num_layers", &C::num_layers, "num_hidden_layers")
+                                 .size("model.hidden_size", &C::hidden_size, "hidden_size")
+                                 .structure("model.num_attention_heads", &C::num_attention_heads, "num_attention_heads")
+                                 .size("model.ffn_hidden_size", &C::ffn_hidden_size, "intermediate_size")
+                                 .size("model.max_seq_length", &C::max_seq_length, "max_position_embeddings")
+                                 .size("model.vocab_size", &C::vocab_size, "vocab_size")
+                                 .structure("model.layernorm_epsilon", &C::layernorm_epsilon, "layer_norm_eps")
+                                 .structure("model.rotary_pct", &C::rotary_pct, "rotary_pct")
+                                 .structure("model.rope_theta", &C::rope_theta, "rotary_emb_base")
+                                 .structure("model.use_parallel_residual", &C::use_parallel_residual, "use_parallel_residual")
+                                 .structure("model.tie_word_embeddings", &C::tie_word_embeddings, "tie_word_embeddings")
+                                 .size("model.attention_dropout_prob", &C::attention_dropout_prob, "attention_dropout")
+                                 .size("model.output_dropout_prob", &C::output_dropout_prob, "hidden_dropout")
+                                 .size("model.initializer_range", &C::initializer_range, "initializer_range")
+                                 .key("model.embedding_dropout_prob");
+  return s;
+}
+
 GptNeoxConfig gpt_neox_config(const Config& c, int64_t tokenizer_vocab_size) {
   GptNeoxConfig m;
-  m.vocab_size = std::max(c.get_int("model.vocab_size"), tokenizer_vocab_size);
-  m.max_seq_length = c.get_int("model.max_seq_length");
-  m.hidden_size = c.get_int("model.hidden_size");
-  m.num_layers = c.get_int("model.num_layers");
-  m.num_attention_heads = c.get_int("model.num_attention_heads");
-  m.ffn_hidden_size = c.get_int("model.ffn_hidden_size");
+  gpt_neox_schema().read(c, m);
+  m.vocab_size = std::max(m.vocab_size, tokenizer_vocab_size);
   if (m.ffn_hidden_size == 0) m.ffn_hidden_size = 4 * m.hidden_size;
-  m.layernorm_epsilon = c.get_float("model.layernorm_epsilon");
-  m.rotary_pct = c.get_float("model.rotary_pct");
-  m.rope_theta = c.get_float("model.rope_theta");
-  m.use_parallel_residual = c.get_bool("model.use_parallel_residual");
-  m.tie_word_embeddings = c.get_bool("model.tie_word_embeddings");
-  m.attention_dropout_prob = c.get_float("model.attention_dropout_prob");
-  m.output_dropout_prob = c.get_float("model.output_dropout_prob");
   MF_CHECK(c.get_float("model.embedding_dropout_prob") == 0.0,
            "gpt_neox: model.embedding_dropout_prob must be 0 (GPT-NeoX has no embedding dropout)");
-  m.initializer_range = c.get_float("model.initializer_range");
   m.settings = training_settings(c);
   m.validate();
   return m;
 }
 
 Config gpt_neox_model_config(const GptNeoxConfig& m) {
-  Config y;
-  auto num = [](double v) {
-    std::ostringstream os;
-    os << std::setprecision(17) << v;
-    return os.str();
-  };
-  auto flag = [](bool b) { return std::string(b ? "true" : "false"); };
-  y.set("model.name", "gpt_neox");
-  y.set("model.num_layers", std::to_string(m.num_layers));
-  y.set("model.hidden_size", std::to_string(m.hidden_size));
-  y.set("model.num_attention_heads", std::to_string(m.num_attention_heads));
-  y.set("model.ffn_hidden_size", std::to_string(m.ffn_hidden_size));
-  y.set("model.max_seq_length", std::to_string(m.max_seq_length));
-  y.set("model.vocab_size", std::to_string(m.vocab_size));
-  y.set("model.layernorm_epsilon", num(m.layernorm_epsilon));
-  y.set("model.rotary_pct", num(m.rotary_pct));
-  y.set("model.rope_theta", num(m.rope_theta));
-  y.set("model.use_parallel_residual", flag(m.use_parallel_residual));
-  y.set("model.tie_word_embeddings", flag(m.tie_word_embeddings));
+  Config y = gpt_neox_schema().write(m);
   y.set("model.embedding_dropout_prob", "0.0");
-  y.set("model.attention_dropout_prob", num(m.attention_dropout_prob));
-  y.set("model.output_dropout_prob", num(m.output_dropout_prob));
-  y.set("model.initializer_range", num(m.initializer_range));
   return y;
 }
 

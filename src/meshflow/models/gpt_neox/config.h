@@ -8,6 +8,7 @@
 #include "meshflow/config/config.h"
 #include "meshflow/core/shape.h"
 #include "meshflow/models/model.h"
+#include "meshflow/models/schema.h"
 
 namespace mf::models {
 
@@ -35,6 +36,8 @@ struct GptNeoxConfig {
   void validate() const;  // throws naming the bad key
 };
 
+// Its hyperparameters: model.* keys, Hugging Face keys, sizes and structure.
+const Schema<GptNeoxConfig>& gpt_neox_schema();
 // The model.* keys (and training settings) of a run config; vocabulary at least the tokenizer's.
 GptNeoxConfig gpt_neox_config(const Config& c, int64_t tokenizer_vocab_size);
 // Its model.* keys as a run config writes them (model.name gpt_neox).

@@ -4,6 +4,7 @@
 #include <set>
 
 #include "meshflow/io/safetensors.h"
+#include "meshflow/models/schema_hf.h"
 
 namespace mf::models {
 
@@ -32,20 +33,9 @@ GptNeoxConfig gpt_neox_config_from_hf(const std::string& path) {
   MF_CHECK(get(j, path, "attention_bias", true), path, ": attention_bias false is not supported");
   MF_CHECK(!j.contains("rope_scaling") || j["rope_scaling"].is_null(), path, ": rope_scaling is not supported");
   GptNeoxConfig c;
-  c.vocab_size = get(j, path, "vocab_size", int64_t{50432});
-  c.hidden_size = get(j, path, "hidden_size", int64_t{6144});
-  c.ffn_hidden_size = get(j, path, "intermediate_size", int64_t{24576});
-  c.num_layers = get(j, path, "num_hidden_layers", int64_t{44});
-  c.num_attention_heads = get(j, path, "num_attention_heads", int64_t{64});
-  c.max_seq_length = get(j, path, "max_position_embeddings", int64_t{2048});
-  c.layernorm_epsilon = get(j, path, "layer_norm_eps", 1e-5);
-  c.rotary_pct = get(j, path, "rotary_pct", get(j, path, "partial_rotary_factor", 0.25));
-  c.rope_theta = get(j, path, "rotary_emb_base", get(j, path, "rope_theta", 10000.0));
-  c.use_parallel_residual = get(j, path, "use_parallel_residual", true);
-  c.tie_word_embeddings = get(j, path, "tie_word_embeddings", false);
-  c.attention_dropout_prob = get(j, path, "attention_dropout", 0.0);
-  c.output_dropout_prob = get(j, path, "hidden_dropout", 0.0);
-  c.initializer_range = get(j, path, "initializer_range", 0.02);
+  read_hf_fields(gpt_neox_schema(), j, path, c);
+  if (!j.contains("rotary_pct")) c.rotary_pct = get(j, path, "partial_rotary_factor", c.rotary_pct);  // newer files
+  if (!j.contains("rotary_emb_base")) c.rope_theta = get(j, path, "rope_theta", c.rope_theta);
   try {
     c.validate();
   } catch (const Error& e) {
@@ -55,26 +45,11 @@ GptNeoxConfig gpt_neox_config_from_hf(const std::string& path) {
 }
 
 std::string gpt_neox_config_to_hf(const GptNeoxConfig& c, DType dtype) {
-  json j = {{"architectures", {"GPTNeoXForCausalLM"}},
-            {"model_type", "gpt_neox"},
-            {"vocab_size", c.vocab_size},
-            {"hidden_size", c.hidden_size},
-            {"intermediate_size", c.ffn_hidden_size},
-            {"num_hidden_layers", c.num_layers},
-            {"num_attention_heads", c.num_attention_heads},
-            {"hidden_act", "gelu"},
-            {"max_position_embeddings", c.max_seq_length},
-            {"layer_norm_eps", c.layernorm_epsilon},
-            {"rotary_pct", c.rotary_pct},
-            {"rotary_emb_base", c.rope_theta},
-            {"use_parallel_residual", c.use_parallel_residual},
-            {"tie_word_embeddings", c.tie_word_embeddings},
-            {"attention_bias", true},
-            {"attention_dropout", c.attention_dropout_prob},
-            {"hidden_dropout", c.output_dropout_prob},
-            {"initializer_range", c.initializer_range},
-            {"use_cache", true},
-            {"torch_dtype", io::torch_dtype_name(dtype)}};
+  json j = {{"architectures", {"GPTNeoXForCausalLM"}}, {"model_type", "gpt_neox"}, {"hidden_act", "gelu"},
+            {"attention_bias", true}};
+  write_hf_fields(gpt_neox_schema(), c, j);
+  j["use_cache"] = true;
+  j["torch_dtype"] = io::torch_dtype_name(dtype);
   return j.dump(2) + "\n";
 }
 

@@ -29,15 +29,8 @@ ModelSpec spec() {
     m->init_weights(static_cast<uint64_t>(c.get_int("train.seed")));
     return m;
   };
-  s.config_keys = {"model.name",          "model.num_layers",         "model.hidden_size",
-                   "model.num_attention_heads", "model.ffn_hidden_size", "model.max_seq_length",
-                   "model.vocab_size",    "model.layernorm_epsilon",  "model.rotary_pct",
-                   "model.rope_theta",    "model.use_parallel_residual", "model.tie_word_embeddings",
-                   "model.embedding_dropout_prob", "model.attention_dropout_prob", "model.output_dropout_prob",
-                   "model.initializer_range"};
-  // What the tensors' shapes do not show.
-  s.structure_keys = {"model.num_attention_heads", "model.layernorm_epsilon", "model.rotary_pct", "model.rope_theta",
-                      "model.use_parallel_residual", "model.tie_word_embeddings"};
+  s.config_keys = gpt_neox_schema().config_keys();
+  s.structure_keys = gpt_neox_schema().structure_keys();
   s.parameter_shapes = [](const Config& c) { return gpt_neox_parameter_shapes(sizes(c)); };
   s.describe = [](const Config& c) { return gpt_neox_describe(sizes(c)); };
   s.layer_activations = [](const Config& c) {
@@ -59,17 +52,7 @@ ModelSpec spec() {
   s.hf.read_tensors = [](const io::HfModelFiles& files) {
     return read_hf_gpt_neox_tensors(files, gpt_neox_config_from_hf(files.config));
   };
-  s.hf.key_names = {{"model.num_layers", "num_hidden_layers"},
-                    {"model.hidden_size", "hidden_size"},
-                    {"model.num_attention_heads", "num_attention_heads"},
-                    {"model.ffn_hidden_size", "intermediate_size"},
-                    {"model.max_seq_length", "max_position_embeddings"},
-                    {"model.vocab_size", "vocab_size"},
-                    {"model.layernorm_epsilon", "layer_norm_eps"},
-                    {"model.rotary_pct", "rotary_pct"},
-                    {"model.rope_theta", "rotary_emb_base"},
-                    {"model.use_parallel_residual", "use_parallel_residual"},
-                    {"model.tie_word_embeddings", "tie_word_embeddings"}};
+  s.hf.key_names = gpt_neox_schema().hf_key_names();
   return s;
 }
 

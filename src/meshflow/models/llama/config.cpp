@@ -72,21 +72,42 @@ void LlamaConfig::validate() const {
   MF_CHECK(is_floating(settings.dtype), v, ": the parameter dtype must be f32, f64, bf16 or f16");
 }
 
+const Schema<LlamaConfig>& llama_schema() {
+  using C = LlamaConfig;
+  // sliding_window: config.json's only under Mistral (Qwen2's files hold one they do not use).
+  static const Schema<C> s = Schema<C>("llama")
+                                 .size("model.num_layers", &C::num_layers, "num_hidden_layers")
+                                 .size("model.hidden_size", &C::hidden_size, "hidden_size")
+                                 .structure("model.num_attention_heads", &C::num_attention_heads, "num_attention_heads")
+                                 .structure("model.num_key_value_heads", &C::num_key_value_heads, "num_key_value_heads")
+                                 .structure("model.head_dim", &C::head_dim, "head_dim")
+                                 .size("model.ffn_hidden_size", &C::ffn_hidden_size, "intermediate_size")
+                                 .size("model.max_seq_length", &C::max_seq_length, "max_position_embeddings")
+                                 .size("model.vocab_size", &C::vocab_size, "vocab_size")
+                                 .structure("model.layernorm_epsilon", &C::rms_norm_eps, "rms_norm_eps")
+                                 .structure("model.rope_theta", &C::rope_theta, "rope_theta")
+                                 .structure("model.tie_word_embeddings", &C::tie_word_embeddings, "tie_word_embeddings")
+                                 .structure("model.qkv_bias", &C::qkv_bias)
+                                 .structure("model.sliding_window", &C::sliding_window)
+                                 .size("model.attention_dropout_prob", &C::attention_dropout_prob, "attention_dropout")
+                                 .size("model.initializer_range", &C::initializer_range, "initializer_range")
+                                 .key("model.rope_scaling.type")
+                                 .key("model.rope_scaling.factor")
+                                 .key("model.rope_scaling.low_freq_factor")
+                                 .key("model.rope_scaling.high_freq_factor")
+                                 .key("model.rope_scaling.original_max_position_embeddings")
+                                 .key("model.embedding_dropout_prob")
+                                 .key("model.output_dropout_prob");
+  return s;
+}
+
 LlamaConfig llama_config(const Config& c, int64_t tokenizer_vocab_size) {
   LlamaConfig m;
   const std::string name = c.get_string("model.name");
   m.variant = name == "qwen2" ? LlamaVariant::kQwen2 : name == "mistral" ? LlamaVariant::kMistral : LlamaVariant::kLlama;
-  m.vocab_size = std::max(c.get_int("model.vocab_size"), tokenizer_vocab_size);
-  m.max_seq_length = c.get_int("model.max_seq_length");
-  m.hidden_size = c.get_int("model.hidden_size");
-  m.num_layers = c.get_int("model.num_layers");
-  m.num_attention_heads = c.get_int("model.num_attention_heads");
-  m.num_key_value_heads = c.get_int("model.num_key_value_heads");
-  m.head_dim = c.get_int("model.head_dim");
-  m.ffn_hidden_size = c.get_int("model.ffn_hidden_size");
+  llama_schema().read(c, m);
+  m.vocab_size = std::max(m.vocab_size, tokenizer_vocab_size);
   if (m.ffn_hidden_size == 0) m.ffn_hidden_size = 4 * m.hidden_size;
-  m.rms_norm_eps = c.get_float("model.layernorm_epsilon");
-  m.rope_theta = c.get_float("model.rope_theta");
   const std::string scaling = c.get_string("model.rope_scaling.type");
   MF_CHECK(scaling.empty() || scaling == "llama3", name, ": model.rope_scaling.type '", scaling,
            "' is not supported (\"\" or llama3)");
@@ -95,50 +116,30 @@ LlamaConfig llama_config(const Config& c, int64_t tokenizer_vocab_size) {
   m.rope_scaling.low_freq_factor = c.get_float("model.rope_scaling.low_freq_factor");
   m.rope_scaling.high_freq_factor = c.get_float("model.rope_scaling.high_freq_factor");
   m.rope_scaling.original_max_position_embeddings = c.get_int("model.rope_scaling.original_max_position_embeddings");
-  m.tie_word_embeddings = c.get_bool("model.tie_word_embeddings");
-  m.qkv_bias = c.get_bool("model.qkv_bias");
-  m.sliding_window = c.get_int("model.sliding_window");
-  m.attention_dropout_prob = c.get_float("model.attention_dropout_prob");
   for (const char* key : {"model.embedding_dropout_prob", "model.output_dropout_prob"})
     MF_CHECK(c.get_float(key) == 0.0, name, ": ", key, " must be 0 (the Llama family has no such dropout; "
              "model.attention_dropout_prob is its only one)");
-  m.initializer_range = c.get_float("model.initializer_range");
   m.settings = training_settings(c);
   m.validate();
   return m;
 }
 
 Config llama_model_config(const LlamaConfig& m) {
-  Config y;
+  Config y = llama_schema().write(m);
   auto num = [](double v) {
     std::ostringstream os;
     os << std::setprecision(17) << v;
     return os.str();
   };
-  auto flag = [](bool b) { return std::string(b ? "true" : "false"); };
   y.set("model.name", llama_variant_name(m.variant));
-  y.set("model.num_layers", std::to_string(m.num_layers));
-  y.set("model.hidden_size", std::to_string(m.hidden_size));
-  y.set("model.num_attention_heads", std::to_string(m.num_attention_heads));
   y.set("model.num_key_value_heads", std::to_string(m.kv_heads()));
-  y.set("model.head_dim", std::to_string(m.head_dim));
-  y.set("model.ffn_hidden_size", std::to_string(m.ffn_hidden_size));
-  y.set("model.max_seq_length", std::to_string(m.max_seq_length));
-  y.set("model.vocab_size", std::to_string(m.vocab_size));
-  y.set("model.layernorm_epsilon", num(m.rms_norm_eps));
-  y.set("model.rope_theta", num(m.rope_theta));
   y.set("model.rope_scaling.type", m.llama3_rope ? "llama3" : "");
   y.set("model.rope_scaling.factor", num(m.rope_scaling.factor));
   y.set("model.rope_scaling.low_freq_factor", num(m.rope_scaling.low_freq_factor));
   y.set("model.rope_scaling.high_freq_factor", num(m.rope_scaling.high_freq_factor));
   y.set("model.rope_scaling.original_max_position_embeddings", std::to_string(m.rope_scaling.original_max_position_embeddings));
-  y.set("model.tie_word_embeddings", flag(m.tie_word_embeddings));
-  y.set("model.qkv_bias", flag(m.qkv_bias));
-  y.set("model.sliding_window", std::to_string(m.sliding_window));
   y.set("model.embedding_dropout_prob", "0.0");
   y.set("model.output_dropout_prob", "0.0");
-  y.set("model.attention_dropout_prob", num(m.attention_dropout_prob));
-  y.set("model.initializer_range", num(m.initializer_range));
   return y;
 }
 

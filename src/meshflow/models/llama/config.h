@@ -11,6 +11,7 @@
 #include "meshflow/core/dtype.h"
 #include "meshflow/core/shape.h"
 #include "meshflow/models/model.h"
+#include "meshflow/models/schema.h"
 
 namespace mf::models {
 
@@ -56,6 +57,9 @@ struct LlamaConfig {
   void validate() const;  // throws naming the bad key
 };
 
+// Its hyperparameters but rope_scaling's (read and written by hand: a type and a nested object):
+// model.* keys, Hugging Face keys, sizes and structure. model.name is the variant's.
+const Schema<LlamaConfig>& llama_schema();
 // The model.* keys (and training settings) of a run config; vocabulary at least the tokenizer's.
 LlamaConfig llama_config(const Config& c, int64_t tokenizer_vocab_size);
 // Its model.* keys as a run config writes them (model.name = the variant's name).

@@ -6,6 +6,7 @@
 #include <type_traits>
 
 #include "meshflow/io/safetensors.h"
+#include "meshflow/models/schema_hf.h"
 
 namespace mf::models {
 
@@ -67,22 +68,10 @@ LlamaConfig llama_config_from_hf(const std::string& path) {
     MF_CHECK(type == "llama", path, ": model_type '", type, "' is not one of llama, qwen2, mistral");
   }
   check_supported(j, path, c.variant);
-  c.vocab_size = get(j, path, "vocab_size", int64_t{32000});
-  c.hidden_size = get(j, path, "hidden_size", int64_t{4096});
-  c.ffn_hidden_size = get(j, path, "intermediate_size", int64_t{11008});
-  c.num_layers = get(j, path, "num_hidden_layers", int64_t{32});
-  c.num_attention_heads = get(j, path, "num_attention_heads", int64_t{32});
-  c.num_key_value_heads = get(j, path, "num_key_value_heads", c.num_attention_heads);
-  c.head_dim = get(j, path, "head_dim", int64_t{0});
+  read_hf_fields(llama_schema(), j, path, c);
   if (c.head_dim == c.hidden_size / c.num_attention_heads) c.head_dim = 0;
-  c.max_seq_length = get(j, path, "max_position_embeddings", int64_t{4096});
-  c.rms_norm_eps = get(j, path, "rms_norm_eps", 1e-6);
-  c.rope_theta = get(j, path, "rope_theta", 10000.0);
   read_rope_scaling(j, path, c);
-  c.tie_word_embeddings = get(j, path, "tie_word_embeddings", false);
   if (c.variant == LlamaVariant::kMistral) c.sliding_window = get(j, path, "sliding_window", int64_t{0});
-  c.attention_dropout_prob = get(j, path, "attention_dropout", 0.0);
-  c.initializer_range = get(j, path, "initializer_range", 0.02);
   try {
     c.validate();
   } catch (const Error& e) {
@@ -96,23 +85,13 @@ std::string llama_config_to_hf(const LlamaConfig& c, DType dtype) {
   static const char* architectures[] = {"LlamaForCausalLM", "Qwen2ForCausalLM", "MistralForCausalLM"};
   json j = {{"architectures", {architectures[static_cast<int>(c.variant)]}},
             {"model_type", llama_variant_name(c.variant)},
-            {"vocab_size", c.vocab_size},
-            {"hidden_size", c.hidden_size},
-            {"intermediate_size", c.ffn_hidden_size},
-            {"num_hidden_layers", c.num_layers},
-            {"num_attention_heads", c.num_attention_heads},
-            {"num_key_value_heads", c.kv_heads()},
-            {"head_dim", c.dim()},
-            {"hidden_act", "silu"},
-            {"max_position_embeddings", c.max_seq_length},
-            {"rms_norm_eps", c.rms_norm_eps},
-            {"rope_theta", c.rope_theta},
-            {"rope_scaling", nullptr},
-            {"tie_word_embeddings", c.tie_word_embeddings},
-            {"attention_dropout", c.attention_dropout_prob},
-            {"initializer_range", c.initializer_range},
-            {"use_cache", true},
-            {"torch_dtype", torch_dtype}};
+            {"hidden_act", "silu"}};
+  write_hf_fields(llama_schema(), c, j);
+  j["num_key_value_heads"] = c.kv_heads();
+  j["head_dim"] = c.dim();
+  j["rope_scaling"] = nullptr;
+  j["use_cache"] = true;
+  j["torch_dtype"] = torch_dtype;
   if (c.llama3_rope)
     j["rope_scaling"] = {{"rope_type", "llama3"},
                          {"factor", c.rope_scaling.factor},

@@ -27,28 +27,12 @@ ModelSpec spec(const char* name, const char* hf_type, const char* architecture) 
     m->init_weights(static_cast<uint64_t>(c.get_int("train.seed")));
     return m;
   };
-  s.config_keys = {"model.name", "model.num_layers", "model.hidden_size", "model.num_attention_heads",
-                   "model.num_key_value_heads", "model.head_dim", "model.ffn_hidden_size", "model.max_seq_length",
-                   "model.vocab_size", "model.layernorm_epsilon", "model.rope_theta", "model.rope_scaling.type",
-                   "model.rope_scaling.factor", "model.rope_scaling.low_freq_factor",
-                   "model.rope_scaling.high_freq_factor", "model.rope_scaling.original_max_position_embeddings",
-                   "model.tie_word_embeddings", "model.qkv_bias", "model.sliding_window",
-                   "model.embedding_dropout_prob", "model.output_dropout_prob", "model.attention_dropout_prob",
-                   "model.initializer_range"};
+  s.config_keys = llama_schema().config_keys();
   // What the tensors' shapes do not show.
-  s.structure_keys = {"model.num_attention_heads",
-                      "model.num_key_value_heads",
-                      "model.head_dim",
-                      "model.layernorm_epsilon",
-                      "model.rope_theta",
-                      "model.rope_scaling.type",
-                      "model.rope_scaling.factor",
-                      "model.rope_scaling.low_freq_factor",
-                      "model.rope_scaling.high_freq_factor",
-                      "model.rope_scaling.original_max_position_embeddings",
-                      "model.tie_word_embeddings",
-                      "model.qkv_bias",
-                      "model.sliding_window"};
+  s.structure_keys = llama_schema().structure_keys();
+  for (const char* k : {"model.rope_scaling.type", "model.rope_scaling.factor", "model.rope_scaling.low_freq_factor",
+                        "model.rope_scaling.high_freq_factor", "model.rope_scaling.original_max_position_embeddings"})
+    s.structure_keys.emplace_back(k);
   // The scaling's numbers count only under rope_scaling.type llama3.
   s.structure_key_applies = [](const Config& weights, const std::string& key) {
     return key.rfind("model.rope_scaling.", 0) != 0 || key == "model.rope_scaling.type" ||
@@ -75,23 +59,14 @@ ModelSpec spec(const char* name, const char* hf_type, const char* architecture) 
   s.hf.read_tensors = [](const io::HfModelFiles& files) {
     return read_hf_llama_tensors(files, llama_config_from_hf(files.config));
   };
-  s.hf.key_names = {{"model.num_layers", "num_hidden_layers"},
-                    {"model.hidden_size", "hidden_size"},
-                    {"model.num_attention_heads", "num_attention_heads"},
-                    {"model.num_key_value_heads", "num_key_value_heads"},
-                    {"model.head_dim", "head_dim"},
-                    {"model.ffn_hidden_size", "intermediate_size"},
-                    {"model.max_seq_length", "max_position_embeddings"},
-                    {"model.vocab_size", "vocab_size"},
-                    {"model.layernorm_epsilon", "rms_norm_eps"},
-                    {"model.rope_theta", "rope_theta"},
-                    {"model.rope_scaling.type", "rope_scaling.rope_type"},
-                    {"model.rope_scaling.factor", "rope_scaling.factor"},
-                    {"model.rope_scaling.low_freq_factor", "rope_scaling.low_freq_factor"},
-                    {"model.rope_scaling.high_freq_factor", "rope_scaling.high_freq_factor"},
-                    {"model.rope_scaling.original_max_position_embeddings", "rope_scaling.original_max_position_embeddings"},
-                    {"model.tie_word_embeddings", "tie_word_embeddings"},
-                    {"model.sliding_window", "sliding_window"}};
+  s.hf.key_names = llama_schema().hf_key_names();
+  s.hf.key_names.insert(s.hf.key_names.end(),
+                        {{"model.rope_scaling.type", "rope_scaling.rope_type"},
+                         {"model.rope_scaling.factor", "rope_scaling.factor"},
+                         {"model.rope_scaling.low_freq_factor", "rope_scaling.low_freq_factor"},
+                         {"model.rope_scaling.high_freq_factor", "rope_scaling.high_freq_factor"},
+                         {"model.rope_scaling.original_max_position_embeddings", "rope_scaling.original_max_position_embeddings"},
+                         {"model.sliding_window", "sliding_window"}});
   return s;
 }
 

@@ -1,0 +1,122 @@
+// A model's hyperparameters declared once. Each field names its config key (model.*), the member
+// of the model's config struct that holds it, its Hugging Face config.json key, and whether the
+// weights' shapes show it (a size) or not (the structure: heads, norm epsilon, rotary base...).
+// From the declaration come the run config's reading and writing, the registry's key lists
+// (ModelSpec::config_keys, structure_keys, hf.key_names) and, in models/schema_hf.h, config.json's
+// reading and writing. What a field's value means (and its check) stays in the model's config.
+//
+//   const Schema<GptNeoxConfig>& s = ...;
+//   s.size("model.hidden_size", &GptNeoxConfig::hidden_size, "hidden_size")
+//    .structure("model.rotary_pct", &GptNeoxConfig::rotary_pct, "rotary_pct");
+#pragma once
+#include <cstdint>
+#include <iomanip>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <type_traits>
+#include <variant>
+#include <vector>
+
+#include "meshflow/config/config.h"
+
+namespace mf::models {
+
+template <class C>
+class Schema {
+ public:
+  using Member = std::variant<int64_t C::*, double C::*, bool C::*>;
+  struct Field {
+    std::string key;     // model.*
+    Member member;
+    std::string hf_key;  // config.json's ("" : none); dotted for a nested object ("rope_scaling.factor")
+    bool structure;      // the weights' shapes do not show it
+  };
+
+  explicit Schema(std::string name) : name_(std::move(name)) {}
+  // A field the weights' shapes show (a size).
+  template <class T>
+  Schema& size(const char* key, T C::*member, const char* hf_key = "") {
+    fields_.push_back({key, Member(member), hf_key, false});
+    return *this;
+  }
+  // A field they do not show.
+  template <class T>
+  Schema& structure(const char* key, T C::*member, const char* hf_key = "") {
+    fields_.push_back({key, Member(member), hf_key, true});
+    return *this;
+  }
+  // A key of the model's config section that no member holds (a dropout the family must not set:
+  // read by hand), listed among config_keys().
+  Schema& key(const char* key) {
+    extra_keys_.emplace_back(key);
+    return *this;
+  }
+
+  // Every field from the run config's model.* keys.
+  void read(const Config& c, C& out) const {
+    for (const Field& f : fields_)
+      std::visit(
+          [&](auto m) {
+            using T = std::remove_cvref_t<decltype(out.*m)>;
+            if constexpr (std::is_same_v<T, int64_t>) out.*m = c.get_int(f.key);
+            else if constexpr (std::is_same_v<T, double>) out.*m = c.get_float(f.key);
+            else out.*m = c.get_bool(f.key);
+          },
+          f.member);
+  }
+  // model.name and every field as a run config writes them.
+  Config write(const C& in) const {
+    Config y;
+    y.set("model.name", name_);
+    for (const Field& f : fields_) y.set(f.key, text(in, f));
+    return y;
+  }
+  // model.name, every field's key, then the extra keys.
+  std::vector<std::string> config_keys() const {
+    std::vector<std::string> out = {"model.name"};
+    for (const Field& f : fields_) out.push_back(f.key);
+    out.insert(out.end(), extra_keys_.begin(), extra_keys_.end());
+    return out;
+  }
+  std::vector<std::string> structure_keys() const {
+    std::vector<std::string> out;
+    for (const Field& f : fields_)
+      if (f.structure) out.push_back(f.key);
+    return out;
+  }
+  // (model.* key, config.json key) of the fields config.json holds.
+  std::vector<std::pair<std::string, std::string>> hf_key_names() const {
+    std::vector<std::pair<std::string, std::string>> out;
+    for (const Field& f : fields_)
+      if (!f.hf_key.empty()) out.emplace_back(f.key, f.hf_key);
+    return out;
+  }
+  const std::vector<Field>& fields() const { return fields_; }
+  const std::string& name() const { return name_; }
+
+ private:
+  // A value as the run config's text: integers as they are, reals to 17 digits, true/false.
+  static std::string text(const C& in, const Field& f) {
+    return std::visit(
+        [&](auto m) -> std::string {
+          using T = std::remove_cvref_t<decltype(in.*m)>;
+          if constexpr (std::is_same_v<T, int64_t>) {
+            return std::to_string(in.*m);
+          } else if constexpr (std::is_same_v<T, double>) {
+            std::ostringstream os;
+            os << std::setprecision(17) << in.*m;
+            return os.str();
+          } else {
+            return in.*m ? "true" : "false";
+          }
+        },
+        f.member);
+  }
+
+  std::string name_;
+  std::vector<Field> fields_;
+  std::vector<std::string> extra_keys_;
+};
+
+}  // namespace mf::models
