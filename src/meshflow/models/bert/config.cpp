@@ -1,8 +1,6 @@
 #include "meshflow/models/bert/config.h"
 
 #include <algorithm>
-#include <iomanip>
-#include <sstream>
 
 #include "meshflow/ops/ops.h"
 
@@ -37,6 +35,30 @@ void BertConfig::validate() const {
   MF_CHECK(is_floating(settings.dtype), v, ": the parameter dtype must be f32, f64, bf16 or f16");
 }
 
+const Schema<BertConfig>& bert_schema() {
+  using C = BertConfig;
+  // max_position_embeddings (RoBERTa's counts the padding) and hidden_dropout_prob (both
+  // dropouts) are read by hand.
+  static const Schema<C> s = Schema<C>("bert")
+                                 .size("model.num_layers", &C::num_layers, "num_hidden_layers")
+                                 .size("model.hidden_size", &C::hidden_size, "hidden_size")
+                                 .structure("model.num_attention_heads", &C::num_attention_heads, "num_attention_heads")
+                                 .size("model.ffn_hidden_size", &C::ffn_hidden_size, "intermediate_size")
+                                 .size("model.max_seq_length", &C::max_seq_length)
+                                 .size("model.vocab_size", &C::vocab_size, "vocab_size")
+                                 .size("model.num_tokentypes", &C::num_tokentypes, "type_vocab_size")
+                                 .structure("model.pad_token_id", &C::pad_token_id, "pad_token_id")
+                                 .size("model.add_binary_head", &C::add_binary_head)
+                                 .size("model.num_labels", &C::num_labels)
+                                 .structure("model.layernorm_epsilon", &C::layernorm_epsilon, "layer_norm_eps")
+                                 .size("model.embedding_dropout_prob", &C::embedding_dropout_prob)
+                                 .size("model.attention_dropout_prob", &C::attention_dropout_prob, "attention_probs_dropout_prob")
+                                 .size("model.output_dropout_prob", &C::output_dropout_prob, "hidden_dropout_prob")
+                                 .size("model.initializer_range", &C::initializer_range, "initializer_range")
+                                 .key("model.task");
+  return s;
+}
+
 BertConfig bert_config(const Config& c, int64_t tokenizer_vocab_size) {
   BertConfig m;
   const std::string name = c.get_string("model.name");
@@ -45,22 +67,10 @@ BertConfig bert_config(const Config& c, int64_t tokenizer_vocab_size) {
   MF_CHECK(task == "pretraining" || task == "classification", name, ": model.task '", task,
            "' is not one of pretraining, classification");
   m.task = task == "classification" ? BertTask::kClassification : BertTask::kPretraining;
-  m.vocab_size = std::max(c.get_int("model.vocab_size"), tokenizer_vocab_size);
-  m.max_seq_length = c.get_int("model.max_seq_length");
-  m.hidden_size = c.get_int("model.hidden_size");
-  m.num_layers = c.get_int("model.num_layers");
-  m.num_attention_heads = c.get_int("model.num_attention_heads");
-  m.ffn_hidden_size = c.get_int("model.ffn_hidden_size");
+  bert_schema().read(c, m);
+  m.vocab_size = std::max(m.vocab_size, tokenizer_vocab_size);
   if (m.ffn_hidden_size == 0) m.ffn_hidden_size = 4 * m.hidden_size;
-  m.num_tokentypes = c.get_int("model.num_tokentypes");
-  m.pad_token_id = c.get_int("model.pad_token_id");
-  m.add_binary_head = m.variant == BertVariant::kBert && c.get_bool("model.add_binary_head");
-  m.num_labels = c.get_int("model.num_labels");
-  m.layernorm_epsilon = c.get_float("model.layernorm_epsilon");
-  m.embedding_dropout_prob = c.get_float("model.embedding_dropout_prob");
-  m.attention_dropout_prob = c.get_float("model.attention_dropout_prob");
-  m.output_dropout_prob = c.get_float("model.output_dropout_prob");
-  m.initializer_range = c.get_float("model.initializer_range");
+  m.add_binary_head = m.add_binary_head && m.variant == BertVariant::kBert;
   m.masked_lm_prob = c.get_float("data.masked_lm_prob");
   m.settings = training_settings(c);
   m.validate();
@@ -68,29 +78,9 @@ BertConfig bert_config(const Config& c, int64_t tokenizer_vocab_size) {
 }
 
 Config bert_model_config(const BertConfig& m) {
-  Config y;
-  auto num = [](double v) {
-    std::ostringstream os;
-    os << std::setprecision(17) << v;
-    return os.str();
-  };
+  Config y = bert_schema().write(m);
   y.set("model.name", bert_variant_name(m.variant));
   y.set("model.task", m.task == BertTask::kClassification ? "classification" : "pretraining");
-  y.set("model.num_layers", std::to_string(m.num_layers));
-  y.set("model.hidden_size", std::to_string(m.hidden_size));
-  y.set("model.num_attention_heads", std::to_string(m.num_attention_heads));
-  y.set("model.ffn_hidden_size", std::to_string(m.ffn_hidden_size));
-  y.set("model.max_seq_length", std::to_string(m.max_seq_length));
-  y.set("model.vocab_size", std::to_string(m.vocab_size));
-  y.set("model.num_tokentypes", std::to_string(m.num_tokentypes));
-  y.set("model.pad_token_id", std::to_string(m.pad_token_id));
-  y.set("model.add_binary_head", m.add_binary_head ? "true" : "false");
-  y.set("model.num_labels", std::to_string(m.num_labels));
-  y.set("model.layernorm_epsilon", num(m.layernorm_epsilon));
-  y.set("model.embedding_dropout_prob", num(m.embedding_dropout_prob));
-  y.set("model.attention_dropout_prob", num(m.attention_dropout_prob));
-  y.set("model.output_dropout_prob", num(m.output_dropout_prob));
-  y.set("model.initializer_range", num(m.initializer_range));
   return y;
 }
 

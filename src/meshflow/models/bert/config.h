@@ -11,6 +11,7 @@
 #include "meshflow/core/dtype.h"
 #include "meshflow/core/shape.h"
 #include "meshflow/models/model.h"
+#include "meshflow/models/schema.h"
 
 namespace mf::models {
 
@@ -56,6 +57,9 @@ struct BertConfig {
 
 const char* bert_variant_name(BertVariant v);  // "bert", "roberta"
 // The model.* keys (and training settings) of a run config; vocabulary at least the tokenizer's.
+// Its hyperparameters but model.task (a choice of heads): model.* keys, Hugging Face keys, sizes
+// and structure. model.name is the variant's.
+const Schema<BertConfig>& bert_schema();
 BertConfig bert_config(const Config& c, int64_t tokenizer_vocab_size);
 // Its model.* keys as a run config writes them.
 Config bert_model_config(const BertConfig& c);

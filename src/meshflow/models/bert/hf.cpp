@@ -6,6 +6,7 @@
 #include <set>
 
 #include "meshflow/io/safetensors.h"
+#include "meshflow/models/schema_hf.h"
 
 namespace mf::models {
 
@@ -57,19 +58,15 @@ BertConfig bert_config_from_hf(const std::string& path) {
     c.task = BertTask::kPretraining;
   }
   c.add_binary_head = arch == "BertForPreTraining";
-  c.vocab_size = io::json_get(j, path, "vocab_size", c.variant == BertVariant::kRoberta ? 50265 : 30522);
-  c.hidden_size = io::json_get(j, path, "hidden_size", 768);
-  c.num_layers = io::json_get(j, path, "num_hidden_layers", 12);
-  c.num_attention_heads = io::json_get(j, path, "num_attention_heads", 12);
-  c.ffn_hidden_size = io::json_get(j, path, "intermediate_size", 3072);
-  c.num_tokentypes = io::json_get(j, path, "type_vocab_size", c.variant == BertVariant::kRoberta ? 1 : 2);
-  c.pad_token_id = io::json_get(j, path, "pad_token_id", c.variant == BertVariant::kRoberta ? 1 : 0);
+  if (c.variant == BertVariant::kRoberta) {  // RobertaConfig's defaults where they differ from BertConfig's
+    c.vocab_size = 50265;
+    c.num_tokentypes = 1;
+    c.pad_token_id = 1;
+  }
+  read_hf_fields(bert_schema(), j, path, c);
+  c.embedding_dropout_prob = c.output_dropout_prob;  // hidden_dropout_prob
   const int64_t positions = io::json_get(j, path, "max_position_embeddings", 512);
   c.max_seq_length = c.variant == BertVariant::kRoberta ? positions - c.pad_token_id - 1 : positions;
-  c.layernorm_epsilon = io::json_get(j, path, "layer_norm_eps", 1e-12);
-  c.embedding_dropout_prob = c.output_dropout_prob = io::json_get(j, path, "hidden_dropout_prob", 0.1);
-  c.attention_dropout_prob = io::json_get(j, path, "attention_probs_dropout_prob", 0.1);
-  c.initializer_range = io::json_get(j, path, "initializer_range", 0.02);
   try {
     c.validate();
   } catch (const Error& e) {
@@ -80,23 +77,11 @@ BertConfig bert_config_from_hf(const std::string& path) {
 
 std::string bert_config_to_hf(const BertConfig& c, DType dtype) {
   const bool roberta = c.variant == BertVariant::kRoberta;
-  json j = {{"architectures", {bert_architecture(c)}},
-            {"model_type", roberta ? "roberta" : "bert"},
-            {"vocab_size", c.vocab_size},
-            {"hidden_size", c.hidden_size},
-            {"num_hidden_layers", c.num_layers},
-            {"num_attention_heads", c.num_attention_heads},
-            {"intermediate_size", c.ffn_hidden_size},
-            {"hidden_act", "gelu"},
-            {"hidden_dropout_prob", c.output_dropout_prob},
-            {"attention_probs_dropout_prob", c.attention_dropout_prob},
-            {"max_position_embeddings", c.position_rows()},
-            {"type_vocab_size", c.num_tokentypes},
-            {"initializer_range", c.initializer_range},
-            {"layer_norm_eps", c.layernorm_epsilon},
-            {"pad_token_id", c.pad_token_id},
-            {"position_embedding_type", "absolute"},
-            {"torch_dtype", io::torch_dtype_name(dtype)}};
+  json j = {{"architectures", {bert_architecture(c)}}, {"model_type", roberta ? "roberta" : "bert"}, {"hidden_act", "gelu"}};
+  write_hf_fields(bert_schema(), c, j);
+  j["max_position_embeddings"] = c.position_rows();
+  j["position_embedding_type"] = "absolute";
+  j["torch_dtype"] = io::torch_dtype_name(dtype);
   if (roberta) {
     j["bos_token_id"] = 0;
     j["eos_token_id"] = 2;

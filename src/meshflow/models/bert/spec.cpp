@@ -27,13 +27,9 @@ ModelSpec spec(const char* name, const char* architecture) {
     m->init_weights(static_cast<uint64_t>(c.get_int("train.seed")));
     return m;
   };
-  s.config_keys = {"model.name", "model.task", "model.num_layers", "model.hidden_size", "model.num_attention_heads",
-                   "model.ffn_hidden_size", "model.max_seq_length", "model.vocab_size", "model.num_tokentypes",
-                   "model.pad_token_id", "model.add_binary_head", "model.num_labels", "model.layernorm_epsilon",
-                   "model.embedding_dropout_prob", "model.attention_dropout_prob", "model.output_dropout_prob",
-                   "model.initializer_range"};
+  s.config_keys = bert_schema().config_keys();
   // What the tensors' shapes do not show (the task's heads do, and may be replaced).
-  s.structure_keys = {"model.num_attention_heads", "model.layernorm_epsilon", "model.pad_token_id"};
+  s.structure_keys = bert_schema().structure_keys();
   s.head_prefixes = {"bert.pooler.", "roberta.pooler.", "cls.", "lm_head.", "classifier."};
   s.parameter_shapes = [](const Config& c) { return bert_parameter_shapes(sizes(c)); };
   s.describe = [](const Config& c) { return bert_describe(sizes(c)); };
@@ -46,15 +42,8 @@ ModelSpec spec(const char* name, const char* architecture) {
     return read_hf_bert_tensors(files, bert_config_from_hf(files.config));
   };
   s.hf.write_tensors = write_hf_bert_tensors;
-  s.hf.key_names = {{"model.num_layers", "num_hidden_layers"},
-                    {"model.hidden_size", "hidden_size"},
-                    {"model.num_attention_heads", "num_attention_heads"},
-                    {"model.ffn_hidden_size", "intermediate_size"},
-                    {"model.vocab_size", "vocab_size"},
-                    {"model.num_tokentypes", "type_vocab_size"},
-                    {"model.pad_token_id", "pad_token_id"},
-                    {"model.num_labels", "num_labels"},
-                    {"model.layernorm_epsilon", "layer_norm_eps"}};
+  s.hf.key_names = bert_schema().hf_key_names();
+  s.hf.key_names.emplace_back("model.num_labels", "num_labels");
   return s;
 }
 

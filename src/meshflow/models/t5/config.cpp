@@ -1,8 +1,6 @@
 #include "meshflow/models/t5/config.h"
 
 #include <algorithm>
-#include <iomanip>
-#include <sstream>
 
 #include "meshflow/ops/ops.h"
 
@@ -31,71 +29,60 @@ void T5Config::validate() const {
   MF_CHECK(is_floating(settings.dtype), "t5: the parameter dtype must be f32, f64, bf16 or f16");
 }
 
+const Schema<T5Config>& t5_schema() {
+  using C = T5Config;
+  // dropout_rate (all three dropouts) is read by hand.
+  static const Schema<C> s = Schema<C>("t5")
+                                 .size("model.num_layers", &C::num_layers, "num_layers")
+                                 .size("model.num_decoder_layers", &C::num_decoder_layers, "num_decoder_layers")
+                                 .size("model.hidden_size", &C::hidden_size, "d_model")
+                                 .structure("model.num_attention_heads", &C::num_attention_heads, "num_heads")
+                                 .structure("model.head_dim", &C::head_dim, "d_kv")
+                                 .size("model.ffn_hidden_size", &C::ffn_hidden_size, "d_ff")
+                                 .structure("model.tie_word_embeddings", &C::tie_word_embeddings, "tie_word_embeddings")
+                                 .structure("model.relative_attention_num_buckets", &C::relative_attention_num_buckets,
+                                            "relative_attention_num_buckets")
+                                 .structure("model.relative_attention_max_distance", &C::relative_attention_max_distance,
+                                            "relative_attention_max_distance")
+                                 .size("model.max_seq_length", &C::max_seq_length)
+                                 .size("model.decoder_seq_length", &C::decoder_seq_length)
+                                 .size("model.vocab_size", &C::vocab_size, "vocab_size")
+                                 .structure("model.pad_token_id", &C::pad_token_id, "pad_token_id")  // the decoder's start
+                                 .structure("model.layernorm_epsilon", &C::layernorm_epsilon, "layer_norm_epsilon")
+                                 .size("model.embedding_dropout_prob", &C::embedding_dropout_prob)
+                                 .size("model.attention_dropout_prob", &C::attention_dropout_prob)
+                                 .size("model.output_dropout_prob", &C::output_dropout_prob, "dropout_rate")
+                                 .size("model.initializer_factor", &C::initializer_factor, "initializer_factor")
+                                 .key("model.feed_forward_proj");
+  return s;
+}
+
 T5Config t5_config(const Config& c, int64_t tokenizer_vocab_size) {
   T5Config m;
   m.mt5 = c.get_string("model.name") == "mt5";
-  m.vocab_size = std::max(c.get_int("model.vocab_size"), tokenizer_vocab_size);
-  m.hidden_size = c.get_int("model.hidden_size");
-  m.num_layers = c.get_int("model.num_layers");
-  m.num_decoder_layers = c.get_int("model.num_decoder_layers");
+  t5_schema().read(c, m);
+  m.vocab_size = std::max(m.vocab_size, tokenizer_vocab_size);
   if (m.num_decoder_layers == 0) m.num_decoder_layers = m.num_layers;
-  m.num_attention_heads = c.get_int("model.num_attention_heads");
-  m.head_dim = c.get_int("model.head_dim");
   if (m.head_dim == 0) {
     MF_CHECK(m.num_attention_heads > 0 && m.hidden_size % m.num_attention_heads == 0, "t5: model.hidden_size ",
              m.hidden_size, " is not divisible by model.num_attention_heads ", m.num_attention_heads,
              " (or set model.head_dim)");
     m.head_dim = m.hidden_size / m.num_attention_heads;
   }
-  m.ffn_hidden_size = c.get_int("model.ffn_hidden_size");
   if (m.ffn_hidden_size == 0) m.ffn_hidden_size = 4 * m.hidden_size;
   const std::string proj = c.get_string("model.feed_forward_proj");
   MF_CHECK(proj == "relu" || proj == "gated-gelu", "t5: model.feed_forward_proj '", proj,
            "' is not one of relu (T5 v1.0), gated-gelu (T5 v1.1, mT5)");
   m.gated_gelu = proj == "gated-gelu";
-  m.tie_word_embeddings = c.get_bool("model.tie_word_embeddings");
-  m.relative_attention_num_buckets = c.get_int("model.relative_attention_num_buckets");
-  m.relative_attention_max_distance = c.get_int("model.relative_attention_max_distance");
-  m.max_seq_length = c.get_int("model.max_seq_length");
-  m.decoder_seq_length = c.get_int("model.decoder_seq_length");
-  m.pad_token_id = c.get_int("model.pad_token_id");
-  m.layernorm_epsilon = c.get_float("model.layernorm_epsilon");
-  m.embedding_dropout_prob = c.get_float("model.embedding_dropout_prob");
-  m.attention_dropout_prob = c.get_float("model.attention_dropout_prob");
-  m.output_dropout_prob = c.get_float("model.output_dropout_prob");
-  m.initializer_factor = c.get_float("model.initializer_factor");
   m.settings = training_settings(c);
   m.validate();
   return m;
 }
 
 Config t5_model_config(const T5Config& m) {
-  Config y;
-  auto num = [](double v) {
-    std::ostringstream os;
-    os << std::setprecision(17) << v;
-    return os.str();
-  };
+  Config y = t5_schema().write(m);
   y.set("model.name", m.mt5 ? "mt5" : "t5");
-  y.set("model.num_layers", std::to_string(m.num_layers));
-  y.set("model.num_decoder_layers", std::to_string(m.num_decoder_layers));
-  y.set("model.hidden_size", std::to_string(m.hidden_size));
-  y.set("model.num_attention_heads", std::to_string(m.num_attention_heads));
-  y.set("model.head_dim", std::to_string(m.head_dim));
-  y.set("model.ffn_hidden_size", std::to_string(m.ffn_hidden_size));
   y.set("model.feed_forward_proj", m.gated_gelu ? "gated-gelu" : "relu");
-  y.set("model.tie_word_embeddings", m.tie_word_embeddings ? "true" : "false");
-  y.set("model.relative_attention_num_buckets", std::to_string(m.relative_attention_num_buckets));
-  y.set("model.relative_attention_max_distance", std::to_string(m.relative_attention_max_distance));
-  y.set("model.max_seq_length", std::to_string(m.max_seq_length));
-  y.set("model.decoder_seq_length", std::to_string(m.decoder_seq_length));
-  y.set("model.vocab_size", std::to_string(m.vocab_size));
-  y.set("model.pad_token_id", std::to_string(m.pad_token_id));
-  y.set("model.layernorm_epsilon", num(m.layernorm_epsilon));
-  y.set("model.embedding_dropout_prob", num(m.embedding_dropout_prob));
-  y.set("model.attention_dropout_prob", num(m.attention_dropout_prob));
-  y.set("model.output_dropout_prob", num(m.output_dropout_prob));
-  y.set("model.initializer_factor", num(m.initializer_factor));
   return y;
 }
 

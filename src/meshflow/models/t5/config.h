@@ -11,6 +11,7 @@
 #include "meshflow/core/dtype.h"
 #include "meshflow/core/shape.h"
 #include "meshflow/models/model.h"
+#include "meshflow/models/schema.h"
 
 namespace mf::models {
 
@@ -45,6 +46,9 @@ struct T5Config {
 };
 
 // The model.* keys (and training settings) of a run config; vocabulary at least the tokenizer's.
+// Its hyperparameters but model.feed_forward_proj (a name): model.* keys, Hugging Face keys, sizes
+// and structure. model.name is t5 or mt5.
+const Schema<T5Config>& t5_schema();
 T5Config t5_config(const Config& c, int64_t tokenizer_vocab_size);
 // Its model.* keys as a run config writes them.
 Config t5_model_config(const T5Config& c);

@@ -6,6 +6,7 @@
 #include <set>
 
 #include "meshflow/io/safetensors.h"
+#include "meshflow/models/schema_hf.h"
 
 namespace mf::models {
 
@@ -28,20 +29,14 @@ T5Config t5_config_from_hf(const std::string& path) {
   MF_CHECK(proj == "relu" || proj == "gated-gelu", path, ": feed_forward_proj '", proj,
            "' is not supported (relu: T5 v1.0; gated-gelu: T5 v1.1, mT5)");
   c.gated_gelu = proj == "gated-gelu";
-  c.tie_word_embeddings = io::json_get(j, path, "tie_word_embeddings", true);
-  c.vocab_size = io::json_get(j, path, "vocab_size", 32128);
-  c.hidden_size = io::json_get(j, path, "d_model", 512);
-  c.head_dim = io::json_get(j, path, "d_kv", 64);
-  c.ffn_hidden_size = io::json_get(j, path, "d_ff", 2048);
-  c.num_layers = io::json_get(j, path, "num_layers", 6);
-  c.num_decoder_layers = io::json_get(j, path, "num_decoder_layers", c.num_layers);
-  c.num_attention_heads = io::json_get(j, path, "num_heads", 8);
-  c.relative_attention_num_buckets = io::json_get(j, path, "relative_attention_num_buckets", 32);
-  c.relative_attention_max_distance = io::json_get(j, path, "relative_attention_max_distance", 128);
-  c.embedding_dropout_prob = c.attention_dropout_prob = c.output_dropout_prob = io::json_get(j, path, "dropout_rate", 0.1);
-  c.layernorm_epsilon = io::json_get(j, path, "layer_norm_epsilon", 1e-6);
-  c.initializer_factor = io::json_get(j, path, "initializer_factor", 1.0);
-  c.pad_token_id = io::json_get(j, path, "pad_token_id", 0);
+  // T5Config's defaults where they differ from meshflow's (t5-small's sizes).
+  c.hidden_size = 512;
+  c.ffn_hidden_size = 2048;
+  c.num_layers = 6;
+  c.num_attention_heads = 8;
+  read_hf_fields(t5_schema(), j, path, c);
+  if (!j.contains("num_decoder_layers") || j["num_decoder_layers"].is_null()) c.num_decoder_layers = c.num_layers;
+  c.embedding_dropout_prob = c.attention_dropout_prob = c.output_dropout_prob;  // dropout_rate
   const int64_t start = io::json_get(j, path, "decoder_start_token_id", c.pad_token_id);
   MF_CHECK(start == c.pad_token_id, path, ": decoder_start_token_id ", start, " differs from pad_token_id ", c.pad_token_id,
            " (meshflow's T5 starts the decoder with the padding id)");
@@ -56,28 +51,15 @@ T5Config t5_config_from_hf(const std::string& path) {
 std::string t5_config_to_hf(const T5Config& c, DType dtype) {
   const bool mt5 = c.mt5;
   json j = {{"architectures", {mt5 ? "MT5ForConditionalGeneration" : "T5ForConditionalGeneration"}},
-            {"model_type", mt5 ? "mt5" : "t5"},
-            {"vocab_size", c.vocab_size},
-            {"d_model", c.hidden_size},
-            {"d_kv", c.head_dim},
-            {"d_ff", c.ffn_hidden_size},
-            {"num_layers", c.num_layers},
-            {"num_decoder_layers", c.num_decoder_layers},
-            {"num_heads", c.num_attention_heads},
-            {"relative_attention_num_buckets", c.relative_attention_num_buckets},
-            {"relative_attention_max_distance", c.relative_attention_max_distance},
-            {"dropout_rate", c.output_dropout_prob},
-            {"layer_norm_epsilon", c.layernorm_epsilon},
-            {"initializer_factor", c.initializer_factor},
-            {"feed_forward_proj", c.gated_gelu ? "gated-gelu" : "relu"},
-            {"dense_act_fn", c.gated_gelu ? "gelu_new" : "relu"},
-            {"is_gated_act", c.gated_gelu},
-            {"tie_word_embeddings", c.tie_word_embeddings},
-            {"is_encoder_decoder", true},
-            {"pad_token_id", c.pad_token_id},
-            {"eos_token_id", 1},
-            {"decoder_start_token_id", c.pad_token_id},
-            {"torch_dtype", io::torch_dtype_name(dtype)}};
+            {"model_type", mt5 ? "mt5" : "t5"}};
+  write_hf_fields(t5_schema(), c, j);
+  j["feed_forward_proj"] = c.gated_gelu ? "gated-gelu" : "relu";
+  j["dense_act_fn"] = c.gated_gelu ? "gelu_new" : "relu";
+  j["is_gated_act"] = c.gated_gelu;
+  j["is_encoder_decoder"] = true;
+  j["eos_token_id"] = 1;
+  j["decoder_start_token_id"] = c.pad_token_id;
+  j["torch_dtype"] = io::torch_dtype_name(dtype);
   return j.dump(2) + "\n";
 }
 

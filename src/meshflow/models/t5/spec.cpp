@@ -29,21 +29,10 @@ ModelSpec spec(const char* name, const char* architecture) {
     m->init_weights(static_cast<uint64_t>(c.get_int("train.seed")));
     return m;
   };
-  s.config_keys = {"model.name", "model.num_layers", "model.num_decoder_layers", "model.hidden_size",
-                   "model.num_attention_heads", "model.head_dim", "model.ffn_hidden_size", "model.feed_forward_proj",
-                   "model.tie_word_embeddings", "model.relative_attention_num_buckets",
-                   "model.relative_attention_max_distance", "model.max_seq_length", "model.decoder_seq_length",
-                   "model.vocab_size", "model.pad_token_id", "model.layernorm_epsilon", "model.embedding_dropout_prob",
-                   "model.attention_dropout_prob", "model.output_dropout_prob", "model.initializer_factor"};
+  s.config_keys = t5_schema().config_keys();
   // What the tensors' shapes do not show.
-  s.structure_keys = {"model.num_attention_heads",
-                      "model.head_dim",
-                      "model.feed_forward_proj",
-                      "model.relative_attention_num_buckets",
-                      "model.relative_attention_max_distance",
-                      "model.layernorm_epsilon",
-                      "model.tie_word_embeddings",
-                      "model.pad_token_id"};  // the decoder's start token
+  s.structure_keys = t5_schema().structure_keys();
+  s.structure_keys.emplace_back("model.feed_forward_proj");
   s.num_layers = [](const Config& c) {  // the encoder's and the decoder's blocks (0 decoder layers: as many)
     const int64_t enc = c.get_int("model.num_layers"), dec = c.get_int("model.num_decoder_layers");
     const int64_t d = dec == 0 ? enc : dec;
@@ -60,19 +49,8 @@ ModelSpec spec(const char* name, const char* architecture) {
   s.hf.read_config = [](const std::string& path) { return t5_model_config(t5_config_from_hf(path)); };
   s.hf.write_config = [](const Config& c, DType dtype) { return t5_config_to_hf(sizes(c), dtype); };
   s.hf.read_tensors = [](const io::HfModelFiles& files) { return read_hf_t5_tensors(files, t5_config_from_hf(files.config)); };
-  s.hf.key_names = {{"model.num_layers", "num_layers"},
-                    {"model.num_decoder_layers", "num_decoder_layers"},
-                    {"model.hidden_size", "d_model"},
-                    {"model.num_attention_heads", "num_heads"},
-                    {"model.head_dim", "d_kv"},
-                    {"model.ffn_hidden_size", "d_ff"},
-                    {"model.feed_forward_proj", "feed_forward_proj"},
-                    {"model.tie_word_embeddings", "tie_word_embeddings"},
-                    {"model.relative_attention_num_buckets", "relative_attention_num_buckets"},
-                    {"model.relative_attention_max_distance", "relative_attention_max_distance"},
-                    {"model.vocab_size", "vocab_size"},
-                    {"model.pad_token_id", "pad_token_id"},
-                    {"model.layernorm_epsilon", "layer_norm_epsilon"}};
+  s.hf.key_names = t5_schema().hf_key_names();
+  s.hf.key_names.emplace_back("model.feed_forward_proj", "feed_forward_proj");
   return s;
 }
 

@@ -1,7 +1,5 @@
 #include "meshflow/models/vit/config.h"
 
-#include <iomanip>
-#include <sstream>
 
 #include "meshflow/ops/ops.h"
 
@@ -27,50 +25,36 @@ void VitConfig::validate() const {
   MF_CHECK(is_floating(settings.dtype), "vit: the parameter dtype must be f32, f64, bf16 or f16");
 }
 
+const Schema<VitConfig>& vit_schema() {
+  using C = VitConfig;
+  // num_labels (from id2label) and hidden_dropout_prob (both dropouts) are read by hand.
+  static const Schema<C> s = Schema<C>("vit")
+                                 .size("model.image_size", &C::image_size, "image_size")
+                                 .structure("model.patch_size", &C::patch_size, "patch_size")
+                                 .size("model.num_channels", &C::num_channels, "num_channels")
+                                 .size("model.num_layers", &C::num_layers, "num_hidden_layers")
+                                 .size("model.hidden_size", &C::hidden_size, "hidden_size")
+                                 .structure("model.num_attention_heads", &C::num_attention_heads, "num_attention_heads")
+                                 .size("model.ffn_hidden_size", &C::ffn_hidden_size, "intermediate_size")
+                                 .size("model.num_labels", &C::num_labels)
+                                 .structure("model.layernorm_epsilon", &C::layernorm_epsilon, "layer_norm_eps")
+                                 .size("model.embedding_dropout_prob", &C::embedding_dropout_prob)
+                                 .size("model.attention_dropout_prob", &C::attention_dropout_prob, "attention_probs_dropout_prob")
+                                 .size("model.output_dropout_prob", &C::output_dropout_prob, "hidden_dropout_prob")
+                                 .size("model.initializer_range", &C::initializer_range, "initializer_range");
+  return s;
+}
+
 VitConfig vit_config(const Config& c) {
   VitConfig m;
-  m.image_size = c.get_int("model.image_size");
-  m.patch_size = c.get_int("model.patch_size");
-  m.num_channels = c.get_int("model.num_channels");
-  m.hidden_size = c.get_int("model.hidden_size");
-  m.num_layers = c.get_int("model.num_layers");
-  m.num_attention_heads = c.get_int("model.num_attention_heads");
-  m.ffn_hidden_size = c.get_int("model.ffn_hidden_size");
+  vit_schema().read(c, m);
   if (m.ffn_hidden_size == 0) m.ffn_hidden_size = 4 * m.hidden_size;
-  m.num_labels = c.get_int("model.num_labels");
-  m.layernorm_epsilon = c.get_float("model.layernorm_epsilon");
-  m.embedding_dropout_prob = c.get_float("model.embedding_dropout_prob");
-  m.attention_dropout_prob = c.get_float("model.attention_dropout_prob");
-  m.output_dropout_prob = c.get_float("model.output_dropout_prob");
-  m.initializer_range = c.get_float("model.initializer_range");
   m.settings = training_settings(c);
   m.validate();
   return m;
 }
 
-Config vit_model_config(const VitConfig& m) {
-  Config y;
-  auto num = [](double v) {
-    std::ostringstream os;
-    os << std::setprecision(17) << v;
-    return os.str();
-  };
-  y.set("model.name", "vit");
-  y.set("model.image_size", std::to_string(m.image_size));
-  y.set("model.patch_size", std::to_string(m.patch_size));
-  y.set("model.num_channels", std::to_string(m.num_channels));
-  y.set("model.num_layers", std::to_string(m.num_layers));
-  y.set("model.hidden_size", std::to_string(m.hidden_size));
-  y.set("model.num_attention_heads", std::to_string(m.num_attention_heads));
-  y.set("model.ffn_hidden_size", std::to_string(m.ffn_hidden_size));
-  y.set("model.num_labels", std::to_string(m.num_labels));
-  y.set("model.layernorm_epsilon", num(m.layernorm_epsilon));
-  y.set("model.embedding_dropout_prob", num(m.embedding_dropout_prob));
-  y.set("model.attention_dropout_prob", num(m.attention_dropout_prob));
-  y.set("model.output_dropout_prob", num(m.output_dropout_prob));
-  y.set("model.initializer_range", num(m.initializer_range));
-  return y;
-}
+Config vit_model_config(const VitConfig& m) { return vit_schema().write(m); }
 
 std::string vit_describe(const VitConfig& m) {
   return detail::cat("ViT: image ", m.image_size, ", patch ", m.patch_size, " (", m.num_patches(), " patches), layers ",

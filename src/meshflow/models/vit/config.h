@@ -10,6 +10,7 @@
 #include "meshflow/core/dtype.h"
 #include "meshflow/core/shape.h"
 #include "meshflow/models/model.h"
+#include "meshflow/models/schema.h"
 
 namespace mf::models {
 
@@ -38,6 +39,8 @@ struct VitConfig {
 };
 
 // The model.* keys (and training settings) of a run config.
+// Its hyperparameters: model.* keys, Hugging Face keys, sizes and structure.
+const Schema<VitConfig>& vit_schema();
 VitConfig vit_config(const Config& c);
 // Its model.* keys as a run config writes them.
 Config vit_model_config(const VitConfig& c);

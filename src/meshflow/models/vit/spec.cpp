@@ -43,11 +43,8 @@ ModelSpec vit_spec() {
     m->init_weights(static_cast<uint64_t>(c.get_int("train.seed")));
     return m;
   };
-  s.config_keys = {"model.name", "model.image_size", "model.patch_size", "model.num_channels", "model.num_layers",
-                   "model.hidden_size", "model.num_attention_heads", "model.ffn_hidden_size", "model.num_labels",
-                   "model.layernorm_epsilon", "model.embedding_dropout_prob", "model.attention_dropout_prob",
-                   "model.output_dropout_prob", "model.initializer_range"};
-  s.structure_keys = {"model.num_attention_heads", "model.layernorm_epsilon", "model.patch_size"};
+  s.config_keys = vit_schema().config_keys();
+  s.structure_keys = vit_schema().structure_keys();
   s.head_prefixes = {"classifier."};
   s.sequence_length = [](const Config& c) { return sizes(c).sequence_length(); };
   s.parameter_shapes = [](const Config& c) { return vit_parameter_shapes(sizes(c)); };
@@ -59,15 +56,8 @@ ModelSpec vit_spec() {
   s.hf.read_config = [](const std::string& path) { return vit_model_config(vit_config_from_hf(path)); };
   s.hf.write_config = [](const Config& c, DType dtype) { return vit_config_to_hf(sizes(c), dtype); };
   s.hf.read_tensors = [](const io::HfModelFiles& files) { return read_hf_vit_tensors(files, vit_config_from_hf(files.config)); };
-  s.hf.key_names = {{"model.image_size", "image_size"},
-                    {"model.patch_size", "patch_size"},
-                    {"model.num_channels", "num_channels"},
-                    {"model.num_layers", "num_hidden_layers"},
-                    {"model.hidden_size", "hidden_size"},
-                    {"model.num_attention_heads", "num_attention_heads"},
-                    {"model.ffn_hidden_size", "intermediate_size"},
-                    {"model.num_labels", "num_labels"},
-                    {"model.layernorm_epsilon", "layer_norm_eps"}};
+  s.hf.key_names = vit_schema().hf_key_names();
+  s.hf.key_names.emplace_back("model.num_labels", "num_labels");
   return s;
 }
 
