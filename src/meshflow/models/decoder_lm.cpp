@@ -1,5 +1,7 @@
 #include "meshflow/models/decoder_lm.h"
 
+#include <algorithm>
+#include <cmath>
 #include <unordered_map>
 
 #include "meshflow/autograd/grad_mode.h"
@@ -15,6 +17,8 @@ DecoderLm::DecoderLm(DecoderLmSpec spec, const ModelContext& ctx) : Model(ctx, s
   const layers::Place* table = embedding_place() ? embedding_place() : s_.tie_word_embeddings ? head_place() : nullptr;
   if (table)
     embed_ = root->add(s_.embed, std::make_shared<layers::Embedding>(s_.vocab_size, s_.hidden_size, *table, true, dt));
+  if (const layers::Place* p = embedding_place(); p && !s_.positions.empty())
+    positions_ = root->add(s_.positions, std::make_shared<layers::Embedding>(s_.max_seq_length, s_.hidden_size, *p, false, dt));
   auto group = root->add(s_.layers, std::make_shared<nn::ModuleGroup>());
   blocks_.resize(static_cast<size_t>(s_.num_layers));
   for (int64_t l = 0; l < s_.num_layers; ++l)
@@ -34,22 +38,39 @@ DType DecoderLm::activation_dtype(Device device) const {
   return native_half(device, s_.settings.dtype) ? s_.settings.dtype : compute_dtype(s_.settings.dtype);
 }
 
+TrainingSettings decoder_settings(DType dtype, bool recompute, CheckpointGranularity granularity, int64_t start_layer,
+                                  int64_t end_layer) {
+  TrainingSettings t;
+  t.dtype = dtype;
+  t.recompute = recompute;
+  t.granularity = granularity;
+  t.recompute_start_layer = start_layer;
+  t.recompute_end_layer = end_layer;
+  return t;
+}
+
 void DecoderLm::init_weights(uint64_t seed) {
   NoGradGuard ng;
+  const double std_scaled = s_.initializer_range / std::sqrt(2.0 * static_cast<double>(s_.num_layers));
   std::unordered_map<std::string, uint64_t> index;
-  for (const auto& [name, shape] : parameter_shapes()) index.emplace(name, index.size());
+  std::unordered_map<std::string, size_t> ndim;
+  for (const auto& [name, shape] : parameter_shapes()) {
+    index.emplace(name, index.size());
+    ndim.emplace(name, shape.size());
+  }
   for (const nn::ParamPiece& p : parameter_pieces()) {
     Generator g = nn::param_generator(seed, index.at(p.name));
     auto ends_with = [&](const std::string& suf) {
       return p.name.size() >= suf.size() && p.name.compare(p.name.size() - suf.size(), suf.size(), suf) == 0;
     };
     Tensor t = p.piece;
-    if (ends_with("norm.weight"))
-      fill_(t, 1.0);
-    else if (ends_with(".bias"))
+    const bool scaled = std::any_of(s_.scaled_init.begin(), s_.scaled_init.end(), ends_with);
+    if (ends_with(".bias"))
       fill_(t, 0.0);
+    else if (ndim.at(p.name) == 1)  // a norm's weight
+      fill_(t, 1.0);
     else
-      nn::normal_piece_(p, s_.initializer_range, g);
+      nn::normal_piece_(p, scaled ? std_scaled : s_.initializer_range, g);
   }
 }
 
@@ -62,7 +83,13 @@ GlobalTensor DecoderLm::embed(const GlobalTensor& ids, const Batch& batch) const
   const int64_t T = ids.logical_shape[1] + (batch.decode ? batch.decode->past : 0);
   MF_CHECK(T > 0 && T <= s_.max_seq_length, s_.family, ": sequence length ", T,
            " must be in [1, model.max_seq_length = ", s_.max_seq_length, "]");
-  return embed_->forward(ids);  // (B, T, C)
+  if (!positions_) return embed_->forward(ids);  // (B, T, C)
+  // Learned positions: 0 .. T-1, or decoding each row's (B, T) after its cached ones.
+  const int64_t t = ids.logical_shape[1];
+  const Tensor pos = batch.decode ? batch.decode->positions(t) : arange(t, DType::kI64);
+  GlobalTensor x = layers::round_to(global::add(embed_->forward(ids), positions_->forward(host_beside(ids, pos))),
+                                    s_.settings.dtype);  // (B, T, C) + (T, C)
+  return s_.embedding_dropout > 0.0 && training() ? global::dropout(x, s_.embedding_dropout) : x;
 }
 
 GlobalTensor DecoderLm::run_layer(int64_t layer, const GlobalTensor& x, const Batch& batch, bool recompute_inside) const {
@@ -96,15 +123,17 @@ Tensor DecoderLm::logits(const Tensor& ids) const {
 std::vector<nn::ParamUnit> DecoderLm::parameter_units() const {
   const std::string root = s_.root + ".";
   const std::string table = root + s_.embed + ".";
-  return layered_units({table}, root + s_.layers + ".",
+  std::vector<std::string> embedding = {table};
+  if (!s_.positions.empty()) embedding.push_back(root + s_.positions + ".");
+  return layered_units(embedding, root + s_.layers + ".",
                        {root + s_.final_norm + ".", s_.tie_word_embeddings ? table : s_.head + "."});
 }
 
 double DecoderLm::flops_per_token(int64_t seq_len) const {
-  const std::string table = s_.root + "." + s_.embed + ".weight";
+  const std::string table = s_.root + "." + s_.embed + ".weight", positions = s_.root + "." + s_.positions + ".weight";
   double params = 0.0;
   for (const auto& [name, shape] : parameter_shapes())
-    if (name != table || s_.tie_word_embeddings) params += static_cast<double>(shape_numel(shape));
+    if ((name != table || s_.tie_word_embeddings) && name != positions) params += static_cast<double>(shape_numel(shape));
   const layers::AttentionSpec& a = s_.block.attention;
   const double attention = 12.0 * static_cast<double>(s_.num_layers * a.heads * a.dim() * seq_len);
   return 6.0 * params + attention;

@@ -23,24 +23,36 @@ struct DecoderLmSpec {
   // Hugging Face's names: <root>.<embed>, <root>.<layers>.<l>., <root>.<final_norm>, and the
   // untied output projection <head> (outside the root).
   std::string root = "model", embed = "embed_tokens", layers = "layers", final_norm = "norm", head = "lm_head";
+  // A learned position table <root>.<positions> added to the token embedding (GPT-2's wpe); none
+  // when empty.
+  std::string positions;
+  double embedding_dropout = 0.0;  // on the embedding's output, in training
   int64_t vocab_size = 0, hidden_size = 0, num_layers = 0, max_seq_length = 0;
   bool tie_word_embeddings = false;
   layers::NormKind final_norm_kind = layers::NormKind::kRMSNorm;
   double final_norm_eps = 1e-6;
   layers::BlockSpec block;  // every layer's
   double initializer_range = 0.02;
+  // Parameter-name suffixes drawn with initializer_range / sqrt(2 num_layers) (GPT-2's output
+  // projections, "c_proj.weight").
+  std::vector<std::string> scaled_init;
   TrainingSettings settings;
   int64_t head_chunk_elements = int64_t{1} << 24;  // the loss head's logits per chunk
   uint64_t streams_per_layer = 1;                  // the attention dropout
 };
 
+// What the run's training settings make of a model's recomputation and dtype (the spec's settings).
+TrainingSettings decoder_settings(DType dtype, bool recompute, CheckpointGranularity granularity, int64_t start_layer,
+                                  int64_t end_layer);
+
 class DecoderLm : public Model {
  public:
   // Throws (the blocks' checks) naming the config key the ranks splitting the layers do not divide.
   DecoderLm(DecoderLmSpec spec, const ModelContext& ctx);
-  // Hugging Face's initialisation: every projection and the embeddings N(0, initializer_range),
-  // biases 0, norm weights 1. Parameter i (of parameter_shapes()'s order) draws from a generator
-  // of its own, whatever rank holds it.
+  // Hugging Face's initialisation: every projection and the embeddings N(0, initializer_range)
+  // (the scaled_init ones divided by sqrt(2 num_layers)), biases 0, norm weights (the 1-D
+  // weights) 1. Parameter i (of parameter_shapes()'s order) draws from a generator of its own,
+  // whatever rank holds it.
   void init_weights(uint64_t seed);
   // ids (B, T) -> logits (B, T, V): this rank's piece (split on the vocabulary when the output
   // projection is). Whole model only.
@@ -52,8 +64,9 @@ class DecoderLm : public Model {
   // The embedding (id 0), block l (id 1 + l), the head (id num_layers + 1: the final norm and
   // the output projection).
   std::vector<nn::ParamUnit> parameter_units() const override;
-  // 6 * (every parameter but the input embedding, a lookup) + 12 * layers * heads * head_dim *
-  // seq (attention scores and values over the whole square, the PaLM/Megatron count).
+  // 6 * (every parameter but the lookups: an untied input embedding, a position table) + 12 *
+  // layers * heads * head_dim * seq (attention scores and values over the whole square, the
+  // PaLM/Megatron count).
   double flops_per_token(int64_t seq_len) const override;
   bool generates() const override { return true; }
   int64_t max_sequence_length() const override { return s_.max_seq_length; }
@@ -74,7 +87,7 @@ class DecoderLm : public Model {
   const layers::Embedding& output_table() const { return head_ ? *head_ : *embed_; }
 
   DecoderLmSpec s_;
-  std::shared_ptr<layers::Embedding> embed_, head_;
+  std::shared_ptr<layers::Embedding> embed_, positions_, head_;
   std::vector<std::shared_ptr<layers::TransformerBlock>> blocks_;  // by layer; null: held by another rank
   std::shared_ptr<layers::Norm> norm_;
 };

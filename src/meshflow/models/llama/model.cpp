@@ -1,6 +1,5 @@
 #include "meshflow/models/llama/model.h"
 
-
 namespace mf::models {
 
 layers::BlockSpec llama_block_spec(const LlamaConfig& c) {
