@@ -81,7 +81,7 @@ expect_error "missing data file" "$work/none" "$bin" train "${good[@]}" "data.da
 cp "$work/c_text_document.bin" "$work/bad.bin"
 head -c 20 "$work/c_text_document.idx" > "$work/bad.idx"
 expect_error "corrupt index file" "bad.idx" "$bin" train "${good[@]}" "data.data_prefix=$work/bad" "train.output_dir=$work/o2"
-expect_error "unknown model" "unknown model.name \`gpt3\` (registered: bert, gpt2, llama, mistral, mlp_lm, mt5, qwen2, roberta, t5, vit)" "$bin" train "${good[@]}" model.name=gpt3 "train.output_dir=$work/o3"
+expect_error "unknown model" "unknown model.name \`gpt3\` (registered: bert, gpt2, gpt_neox, llama, mistral, mlp_lm, mt5, qwen2, roberta, t5, vit)" "$bin" train "${good[@]}" model.name=gpt3 "train.output_dir=$work/o3"
 expect_error "unreadable tokenizer file" "$work/nope.json" "$bin" train "${good[@]}" tokenization.tokenizer=gpt2_bpe \
   "tokenization.vocab_file=$work/nope.json" tokenization.merges_file=data/gpt2/vocab.bpe "train.output_dir=$work/o4"
 # A device where a tokenizer file belongs is refused at once (it was read without end).

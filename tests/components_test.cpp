@@ -10,9 +10,9 @@ using namespace mft;
 TEST(Components, BuiltinsAreRegisteredAndUnknownNamesListThem) {
   using namespace mf::runtime;
   EXPECT_EQ(mf::models::model_names(),
-            (std::vector<std::string>{"bert", "gpt2", "llama", "mistral", "mlp_lm", "mt5", "qwen2", "roberta", "t5", "vit"}));
+            (std::vector<std::string>{"bert", "gpt2", "gpt_neox", "llama", "mistral", "mlp_lm", "mt5", "qwen2", "roberta", "t5", "vit"}));
   MFT_EXPECT_ERROR(mf::models::model_spec("gpt3"), "unknown model.name `gpt3`",
-                   "registered: bert, gpt2, llama, mistral, mlp_lm, mt5, qwen2, roberta, t5, vit");
+                   "registered: bert, gpt2, gpt_neox, llama, mistral, mlp_lm, mt5, qwen2, roberta, t5, vit");
   EXPECT_EQ(optimizer_registry().names(), (std::vector<std::string>{"adamw", "sgd"}));
   EXPECT_EQ(scheduler_registry().names(), (std::vector<std::string>{"constant", "cosine", "linear", "multistep"}));
   EXPECT_EQ(tokenizer_registry().names(), (std::vector<std::string>{"byte", "gpt2_bpe", "hf_bpe", "sentencepiece", "wordpiece"}));

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "meshflow/autograd/grad_mode.h"
+#include "meshflow/autograd/node.h"
 #include "meshflow/random/generator.h"
 
 namespace mf::models {
@@ -114,6 +115,18 @@ GlobalTensor Model::host_beside(const GlobalTensor& like, const Tensor& t) {
                       to(t, like.local.device())};
 }
 
+Tensor Model::seed_share(const Tensor& loss, int ranks) {
+  if (ranks == 1 || !any_requires_grad({loss})) return loss;
+  // The loss is B over the ranks splitting the layers, and the gradient of a B tensor is the
+  // partial sum of theirs (global/boxing.h; the runtime sums B parameters' gradients over them):
+  // each rank's seed is 1/ranks of the loss's gradient. The value is the loss itself.
+  Tensor out = loss.detach();
+  record("seed_share", {loss}, {out}, [ranks](const std::vector<Tensor>& g) -> std::vector<Tensor> {
+    return {scale(g[0], 1.0 / static_cast<double>(ranks))};
+  });
+  return out;
+}
+
 GlobalTensor Model::step_share(const GlobalTensor& mean, double local, double total) {
   MF_CHECK(total > 0 || local == 0, "model: a loss term over ", local, " items of a step totalling ", total);
   if (local == total) return mean;
@@ -175,7 +188,7 @@ Tensor Model::head_loss(const Tensor& hidden, const Batch& batch, const std::vec
   MF_CHECK(hidden.ndim() == 3 && batch.labels.defined() && batch.labels.shape(0) == hidden.shape(0), "model: labels ",
            batch.labels.defined() ? batch.labels.str() : std::string("none"), " must label the rows of the hidden state ",
            hidden.str());
-  return leave(head_unit(), head(place_.wrap(hidden), batch, totals).local);
+  return leave(head_unit(), seed_share(head(place_.wrap(hidden), batch, totals).local, place_.size()));
 }
 
 Tensor Model::head_loss(const Tensor& hidden, const Tensor& labels) const {

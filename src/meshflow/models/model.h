@@ -216,6 +216,9 @@ class Model : public nn::Module {
   virtual uint64_t head_streams() const { return 0; }
   // A host tensor (ids, labels) as a B global tensor on `like`'s placement and device.
   static GlobalTensor host_beside(const GlobalTensor& like, const Tensor& t);
+  // The loss, B over `ranks` ranks, whose backward seeds each rank with 1/ranks of the gradient
+  // (the partial-sum convention of B tensors' gradients).
+  static Tensor seed_share(const Tensor& loss, int ranks);
   // A term's mean over this batch (`local` items) as its share of the step's (`total` items).
   static GlobalTensor step_share(const GlobalTensor& mean, double local, double total);
   // The logical activation between layers: (rows, seq_len, C).

@@ -57,7 +57,8 @@ GradSync::GradSync(nn::NamedTensors named, std::vector<bool> split, std::vector<
     return;
   }
   // Split parameters: exact local gradients, averaged over dp. Replicated ones: partial sums over
-  // tp (each tp rank saw loss / tp), so summed over dp x tp and divided by dp.
+  // tp (each tp rank seeds 1/tp of the loss's gradient: Model::head_loss), so summed over dp x tp
+  // and divided by dp.
   std::vector<Tensor> s, r;
   for (size_t k = 0; k < ps.size(); ++k) (split_[k] ? s : r).push_back(ps[k]);
   const double mean = 1.0 / static_cast<double>(g_.size("dp"));

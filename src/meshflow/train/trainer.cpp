@@ -104,8 +104,9 @@ StepStats Trainer::train_step() {
   const std::vector<double> totals = loss_totals(batches);
   // fp16: the seed carries the loss scale (every gradient comes out scale x the true one). The
   // gradient reduction averages over the data-parallel ranks, whose losses add up to the step's.
+  // (The ranks splitting the layers share the seed in the loss head: Model::head_loss.)
   s.loss_scale = scaler_.scale();
-  const double backward_scale = s.loss_scale * static_cast<double>(dp_size()) / static_cast<double>(tp_size());
+  const double backward_scale = s.loss_scale * static_cast<double>(dp_size());
   const auto schedule = parallel::parse_pipeline_schedule(opts_.pipeline_schedule);
   const double loss_sum =
       executor_.train(batches, totals, schedule, opts_.seq_length, backward_scale, [&] { sync_->prepare(); });

@@ -76,7 +76,6 @@ class Trainer {
   // The same from groups made once (parallel::ParallelContext); groups.ptr("tp") must be the model's.
   void set_groups(parallel::NamedGroups groups);
   int64_t dp_size() const { return groups_.size("dp"); }
-  int64_t tp_size() const { return groups_.size("tp"); }
   bool is_main_rank() const { return groups_.main_rank(); }
   const parallel::NamedGroups& groups() const { return groups_; }
   // Whether step `iter` is logged: every train.log_period steps and the last.
