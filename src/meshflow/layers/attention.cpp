@@ -46,7 +46,8 @@ std::shared_ptr<nn::ModuleGroup> group_at(nn::ModuleGroup& parent, const std::st
   }
 }
 
-SelfAttention::SelfAttention(const AttentionSpec& spec, const Place& place, DType dt) : s_(spec), dtype_(dt) {
+SelfAttention::SelfAttention(const AttentionSpec& spec, nn::ModuleGroup& parent, const Place& place, DType dt)
+    : s_(spec), dtype_(dt) {
   const int64_t C = s_.hidden, H = s_.heads, KV = s_.kv(), D = s_.dim();
   MF_CHECK(H > 0 && D > 0 && (s_.head_dim > 0 || C % H == 0), s_.heads_key, " ", H, " must divide model.hidden_size ", C);
   MF_CHECK(KV > 0 && H % KV == 0, s_.kv_heads_key, " ", KV, " must divide ", s_.heads_key, " ", H);
@@ -61,21 +62,21 @@ SelfAttention::SelfAttention(const AttentionSpec& spec, const Place& place, DTyp
   using W = WeightSplit;
   switch (s_.qkv) {
     case QkvLayout::kSeparate:
-      q_ = add_at(*this, s_.q, projection(s_, C, H * D, place, W::kColumns, dt, s_.qkv_bias, q_heads));
-      k_ = add_at(*this, s_.k, projection(s_, C, KV * D, place, W::kColumns, dt, s_.qkv_bias, kv_heads));
-      v_ = add_at(*this, s_.v, projection(s_, C, KV * D, place, W::kColumns, dt, s_.qkv_bias, kv_heads));
+      q_ = add_at(parent, s_.q, projection(s_, C, H * D, place, W::kColumns, dt, s_.qkv_bias, q_heads));
+      k_ = add_at(parent, s_.k, projection(s_, C, KV * D, place, W::kColumns, dt, s_.qkv_bias, kv_heads));
+      v_ = add_at(parent, s_.v, projection(s_, C, KV * D, place, W::kColumns, dt, s_.qkv_bias, kv_heads));
       break;
     case QkvLayout::kFusedBlocks:  // (C, 3 C): three column blocks, each split by whole heads
       MF_CHECK(KV == H, "attention: a fused q|k|v projection has as many key/value heads as heads");
-      fused_ = add_at(*this, s_.fused, projection(s_, C, 3 * H * D, place, W::kColumns, dt, s_.qkv_bias, q_heads, 3));
+      fused_ = add_at(parent, s_.fused, projection(s_, C, 3 * H * D, place, W::kColumns, dt, s_.qkv_bias, q_heads, 3));
       break;
     case QkvLayout::kFusedPerHead:  // (3 C, C): whole heads of 3 D output features
       MF_CHECK(KV == H, "attention: a fused per-head q, k, v projection has as many key/value heads as heads");
-      fused_ = add_at(*this, s_.fused,
+      fused_ = add_at(parent, s_.fused,
                       projection(s_, C, 3 * H * D, place, W::kColumns, dt, s_.qkv_bias, SplitUnits{3 * D, s_.heads_key}));
       break;
   }
-  out_ = add_at(*this, s_.out, projection(s_, H * D, C, place, W::kRows, dt, s_.out_bias, {}));
+  out_ = add_at(parent, s_.out, projection(s_, H * D, C, place, W::kRows, dt, s_.out_bias, {}));
 }
 
 GlobalTensor SelfAttention::rotate(const GlobalTensor& h, const LayerDecode* decode) const {
@@ -88,13 +89,13 @@ GlobalTensor SelfAttention::rotate(const GlobalTensor& h, const LayerDecode* dec
   return round_to(global::cat({rope(global::narrow(h, 3, 0, R)), global::narrow(h, 3, R, D - R)}, 3), dtype_);
 }
 
-GlobalTensor SelfAttention::forward(const GlobalTensor& x, bool recompute, const LayerDecode* decode,
+GlobalTensor SelfAttention::forward(const GlobalTensor& x, bool training, bool recompute, const LayerDecode* decode,
                                     const Tensor& key_padding) const {
   const int64_t B = x.logical_shape[0], T = x.logical_shape[1], H = s_.heads, KV = s_.kv(), D = s_.dim();
   AttentionOptions opts;
   opts.causal = s_.causal;
   opts.window = s_.window;
-  opts.dropout_p = training() ? s_.dropout_p : 0.0;
+  opts.dropout_p = training ? s_.dropout_p : 0.0;
   opts.key_padding_mask = key_padding;
   const int64_t groups = H / KV;
   // q (B, H, T, D), k and v (B, KV, T, D) -> (B, H, T, D). Decoding: the keys and values are the

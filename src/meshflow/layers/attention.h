@@ -3,6 +3,9 @@
 // head, causal and sliding-window masks, padding, dropout, a key/value cache for decoding and
 // selective recomputation of the attention core. A model describes its attention with an
 // AttentionSpec; the layer splits whole heads over the ranks splitting it (layers/layers.h).
+// SelfAttention is not a module of its own: it registers its projections into the module that
+// holds it (the block, layers/block.h) at the dotted paths the spec names ("attn.c_attn",
+// "attention.self.query"), so that each family keeps Hugging Face's names however they nest.
 //
 //   x (B, T, C) -> q (B, H, T, D), k, v (B, KV, T, D) -> attention (B, H, T, D) -> (B, T, H D)
 //   -> output projection (B, T, C), before the block's dropout and residual.
@@ -11,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "meshflow/core/error.h"
 #include "meshflow/layers/kv_cache.h"
 #include "meshflow/layers/layers.h"
 
@@ -42,9 +46,10 @@ struct AttentionSpec {
   bool causal = true;
   int64_t window = 0;  // sliding window (causal only); 0: none
   double dropout_p = 0.0;  // on the attention probabilities, in training
-  // Hugging Face's names of the projections (paths under the attention module: "self.query");
-  // `fused` names the one projection of a fused layout.
-  std::string q = "q_proj", k = "k_proj", v = "v_proj", fused = "c_attn", out = "o_proj";
+  // Hugging Face's names of the projections: dotted paths under the module they are registered
+  // into ("self_attn.q_proj", "attention.self.query"); `fused` names the one projection of a
+  // fused layout. Registered in the order q, k, v (or fused), out.
+  std::string q, k, v, fused, out;
   // The config keys counting the heads (named when the ranks do not divide them).
   const char* heads_key = "model.num_attention_heads";
   const char* kv_heads_key = "model.num_key_value_heads";
@@ -54,20 +59,22 @@ struct AttentionSpec {
 };
 
 // Registers `m` under a dotted path of `parent` ("attention.self.query"), creating the groups
-// between; returns m.
+// between (or adding to those already there); returns m.
 template <class M>
 std::shared_ptr<M> add_at(nn::ModuleGroup& parent, const std::string& path, std::shared_ptr<M> m);
 
-class SelfAttention : public nn::ModuleGroup {
+class SelfAttention {
  public:
-  // Throws when C is not H whole heads, H not a multiple of KV, or (the layers' check) the ranks
-  // splitting the layer do not divide the heads, naming the config key.
-  SelfAttention(const AttentionSpec& spec, const Place& place, DType dt);
-  // x (B, T, C) -> (B, T, C). recompute: checkpoint the attention core (from q, k, v to its
-  // output) when grad mode is on. decode: attend to the cached positions too, appending these.
-  // key_padding: bool (B, keys), true = padding.
-  GlobalTensor forward(const GlobalTensor& x, bool recompute = false, const LayerDecode* decode = nullptr,
-                       const Tensor& key_padding = Tensor()) const;
+  // Registers the projections into `parent` at the spec's paths. Throws when C is not H whole
+  // heads, H not a multiple of KV, or (the layers' check) the ranks splitting the layer do not
+  // divide the heads, naming the config key.
+  SelfAttention(const AttentionSpec& spec, nn::ModuleGroup& parent, const Place& place, DType dt);
+  // x (B, T, C) -> (B, T, C). training: dropout on the probabilities (the holder's mode).
+  // recompute: checkpoint the attention core (from q, k, v to its output) when grad mode is on.
+  // decode: attend to the cached positions too, appending these. key_padding: bool (B, keys),
+  // true = padding.
+  GlobalTensor forward(const GlobalTensor& x, bool training, bool recompute = false,
+                       const LayerDecode* decode = nullptr, const Tensor& key_padding = Tensor()) const;
   const AttentionSpec& spec() const { return s_; }
 
  private:
@@ -85,6 +92,8 @@ std::shared_ptr<nn::ModuleGroup> group_at(nn::ModuleGroup& parent, const std::st
 
 template <class M>
 std::shared_ptr<M> add_at(nn::ModuleGroup& parent, const std::string& path, std::shared_ptr<M> m) {
+  MF_CHECK(!path.empty() && path.front() != '.' && path.back() != '.', "layers: the module path '", path,
+           "' is empty or starts or ends with a dot");
   const size_t dot = path.rfind('.');
   if (dot == std::string::npos) return parent.add(path, std::move(m));
   return group_at(parent, path.substr(0, dot))->add(path.substr(dot + 1), std::move(m));

@@ -1,5 +1,7 @@
 #include "meshflow/layers/block.h"
 
+#include "meshflow/core/error.h"
+
 namespace mf::layers {
 
 namespace {
@@ -11,11 +13,27 @@ std::shared_ptr<Norm> make_norm(const BlockSpec& s, const Place& place, DType dt
 }  // namespace
 
 TransformerBlock::TransformerBlock(const BlockSpec& spec, const Place& place, DType dt) : s_(spec), dtype_(dt) {
-  norm1_ = add_at(*this, s_.norm1, make_norm(s_, place, dt));
-  if (s_.norms_first) norm2_ = add_at(*this, s_.norm2, make_norm(s_, place, dt));
-  attention_ = add_at(*this, s_.attention_name, std::make_shared<SelfAttention>(s_.attention, place, dt));
-  if (!s_.norms_first) norm2_ = add_at(*this, s_.norm2, make_norm(s_, place, dt));
-  mlp_ = add_at(*this, s_.mlp_name, std::make_shared<Mlp>(s_.mlp, place, dt));
+  MF_CHECK(s_.order.size() == 4, "block: the order names ", s_.order.size(), " parts, not the 4 parts once each");
+  for (BlockPart part : s_.order) {
+    switch (part) {
+      case BlockPart::kNorm1:
+        MF_CHECK(!norm1_, "block: norm1 twice in the order");
+        norm1_ = add_at(*this, s_.norm1, make_norm(s_, place, dt));
+        break;
+      case BlockPart::kAttention:
+        MF_CHECK(!attention_, "block: the attention twice in the order");
+        attention_ = std::make_unique<SelfAttention>(s_.attention, *this, place, dt);
+        break;
+      case BlockPart::kNorm2:
+        MF_CHECK(!norm2_, "block: norm2 twice in the order");
+        norm2_ = add_at(*this, s_.norm2, make_norm(s_, place, dt));
+        break;
+      case BlockPart::kMlp:
+        MF_CHECK(!mlp_, "block: the MLP twice in the order");
+        mlp_ = std::make_unique<Mlp>(s_.mlp, *this, place, dt);
+        break;
+    }
+  }
 }
 
 GlobalTensor TransformerBlock::drop(const GlobalTensor& x) const {
@@ -25,12 +43,23 @@ GlobalTensor TransformerBlock::drop(const GlobalTensor& x) const {
 
 GlobalTensor TransformerBlock::forward(const GlobalTensor& x, bool recompute_attention, const LayerDecode* decode,
                                        const Tensor& key_padding) const {
-  const GlobalTensor a = drop(attention_->forward(norm1_->forward(x), recompute_attention, decode, key_padding));
-  if (s_.residual == Residual::kParallel) {
-    const GlobalTensor m = drop(mlp_->forward(norm2_->forward(x)));
-    return round_to(global::add(round_to(global::add(x, a), dtype_), m), dtype_);
+  auto attend = [&](const GlobalTensor& in) {
+    return drop(attention_->forward(in, training(), recompute_attention, decode, key_padding));
+  };
+  switch (s_.residual) {
+    case Residual::kParallel: {
+      const GlobalTensor a = attend(norm1_->forward(x));
+      const GlobalTensor m = drop(mlp_->forward(norm2_->forward(x)));
+      return round_to(global::add(round_to(global::add(x, a), dtype_), m), dtype_);
+    }
+    case Residual::kPostNorm: {
+      const GlobalTensor h = norm1_->forward(round_to(global::add(x, attend(x)), dtype_));
+      return norm2_->forward(round_to(global::add(h, drop(mlp_->forward(h))), dtype_));
+    }
+    case Residual::kPreNorm:
+      break;
   }
-  const GlobalTensor h = round_to(global::add(x, a), dtype_);
+  const GlobalTensor h = round_to(global::add(x, attend(norm1_->forward(x))), dtype_);
   return round_to(global::add(h, drop(mlp_->forward(norm2_->forward(h)))), dtype_);
 }
 

@@ -1,12 +1,22 @@
 // One Transformer block for every model family: a BlockSpec says which norm, which residual
 // arrangement, which attention (layers/attention.h) and which MLP (layers/mlp.h), and under which
 // Hugging Face names; the model holds one block per layer.
-//   pre-norm:  h = x + drop(attn(norm1(x)));  y = h + drop(mlp(norm2(h)))          (GPT-2, Llama)
-//   parallel:  y = x + drop(attn(norm1(x))) + drop(mlp(norm2(x)))                 (GPT-NeoX, GPT-J)
-// x, y (B, T, C). Mixed precision: each residual sum rounded to the parameter dtype.
+//   pre-norm:   h = x + drop(attn(norm1(x)));  y = h + drop(mlp(norm2(h)))     (GPT-2, Llama, ViT)
+//   parallel:   y = x + drop(attn(norm1(x))) + drop(mlp(norm2(x)))            (GPT-NeoX, GPT-J)
+//   post-norm:  h = norm1(x + drop(attn(x)));  y = norm2(h + drop(mlp(h)))     (BERT, RoBERTa)
+// x, y (B, T, C). Mixed precision: each residual sum rounded to the parameter dtype (before the
+// post-norm's norm). Dropout: the attention's (on its probabilities), then the attention
+// output's, then the MLP output's, each taking the next stream of the default generator when it
+// is on.
+//
+// The block is the one module of a layer: every projection and norm is registered under it at
+// the dotted path its spec names, in the order the spec gives, so the names need not nest as one
+// attention module and one MLP module — BERT's norms sit inside "attention.output" and "output",
+// its MLP is "intermediate.dense" and "output.dense".
 #pragma once
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "meshflow/layers/attention.h"
 #include "meshflow/layers/mlp.h"
@@ -14,25 +24,31 @@
 namespace mf::layers {
 
 enum class NormKind { kLayerNorm, kRMSNorm };
-enum class Residual { kPreNorm, kParallel };
+enum class Residual { kPreNorm, kParallel, kPostNorm };
+// The parts of a block, registered (and so listed by named_parameters()) in a spec's order: the
+// attention's projections (q, k, v or the fused one, then out) and the MLP's (gate, up, down) each
+// come together.
+enum class BlockPart { kNorm1, kAttention, kNorm2, kMlp };
 
 struct BlockSpec {
-  AttentionSpec attention;
-  MlpSpec mlp;
+  AttentionSpec attention;  // its projections' names: paths under the block ("attn.c_attn")
+  MlpSpec mlp;              // likewise ("mlp.c_fc", "intermediate.dense")
   NormKind norm = NormKind::kLayerNorm;
   double norm_eps = 1e-5;
   Residual residual = Residual::kPreNorm;
   double dropout_p = 0.0;  // on the attention's and the MLP's outputs, in training
-  // Hugging Face's names of the parts, in registration order: norm1, attention, norm2, MLP; or
-  // with norms_first both norms before the attention (GPT-NeoX's order).
-  std::string norm1 = "ln_1", attention_name = "attn", norm2 = "ln_2", mlp_name = "mlp";
-  bool norms_first = false;
+  // Hugging Face's paths of the norms under the block: norm1 is the attention's (before it, or
+  // after its residual when post-norm), norm2 the MLP's.
+  std::string norm1, norm2;
+  // Registration order, each part once: GPT-2 and Llama norm1, attention, norm2, MLP; GPT-NeoX
+  // both norms first; BERT attention, norm1, MLP, norm2; ViT attention, MLP, norm1, norm2.
+  std::vector<BlockPart> order = {BlockPart::kNorm1, BlockPart::kAttention, BlockPart::kNorm2, BlockPart::kMlp};
 };
 
 class TransformerBlock : public nn::ModuleGroup {
  public:
-  // Throws (the attention's and the projections' checks) naming the config key the ranks
-  // splitting the block do not divide.
+  // Throws when the order does not name each part once, and (the attention's and the
+  // projections' checks) naming the config key the ranks splitting the block do not divide.
   TransformerBlock(const BlockSpec& spec, const Place& place, DType dt);
   // (B, T, C) -> (B, T, C). recompute_attention: checkpoint the attention core (selective
   // recomputation) when grad mode is on. decode: attend to the cached positions too, appending
@@ -46,8 +62,8 @@ class TransformerBlock : public nn::ModuleGroup {
   BlockSpec s_;
   DType dtype_;
   std::shared_ptr<Norm> norm1_, norm2_;
-  std::shared_ptr<SelfAttention> attention_;
-  std::shared_ptr<Mlp> mlp_;
+  std::unique_ptr<SelfAttention> attention_;
+  std::unique_ptr<Mlp> mlp_;
 };
 
 }  // namespace mf::layers

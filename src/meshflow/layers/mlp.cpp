@@ -29,11 +29,11 @@ GlobalTensor activate(Activation a, const GlobalTensor& x) {
 }
 }  // namespace
 
-Mlp::Mlp(const MlpSpec& spec, const Place& place, DType dt) : s_(spec), dtype_(dt) {
+Mlp::Mlp(const MlpSpec& spec, nn::ModuleGroup& parent, const Place& place, DType dt) : s_(spec), dtype_(dt) {
   const SplitUnits ffn{1, s_.ffn_key};
-  if (s_.gated) gate_ = add_at(*this, s_.gate, projection(s_, s_.hidden, s_.ffn, place, WeightSplit::kColumns, dt, ffn));
-  up_ = add_at(*this, s_.up, projection(s_, s_.hidden, s_.ffn, place, WeightSplit::kColumns, dt, ffn));
-  down_ = add_at(*this, s_.down, projection(s_, s_.ffn, s_.hidden, place, WeightSplit::kRows, dt, {}));
+  if (s_.gated) gate_ = add_at(parent, s_.gate, projection(s_, s_.hidden, s_.ffn, place, WeightSplit::kColumns, dt, ffn));
+  up_ = add_at(parent, s_.up, projection(s_, s_.hidden, s_.ffn, place, WeightSplit::kColumns, dt, ffn));
+  down_ = add_at(parent, s_.down, projection(s_, s_.ffn, s_.hidden, place, WeightSplit::kRows, dt, {}));
 }
 
 GlobalTensor Mlp::forward(const GlobalTensor& x) const {

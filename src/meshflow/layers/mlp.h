@@ -1,7 +1,10 @@
 // The feed-forward layer of a Transformer block, every family's: up (and gate) projections split
 // on their output features, the activation, the down projection split on its input features.
-//   plain:  x (B, T, C) -> act(up(x)) (B, T, F) -> down (B, T, C)          (GPT-2, BERT, GPT-NeoX)
+//   plain:  x (B, T, C) -> act(up(x)) (B, T, F) -> down (B, T, C)          (GPT-2, BERT, ViT, GPT-NeoX)
 //   gated:  x (B, T, C) -> act(gate(x)) * up(x) (B, T, F) -> down (B, T, C) (SwiGLU, gated GELU)
+// Like SelfAttention (layers/attention.h), Mlp is not a module of its own: it registers its
+// projections into the module that holds it at the dotted paths the spec names ("mlp.c_fc";
+// BERT's "intermediate.dense" and "output.dense", two modules of the block).
 #pragma once
 #include <memory>
 #include <string>
@@ -19,14 +22,16 @@ struct MlpSpec {
   bool gated = false;
   bool bias = true;
   WeightLayout weights = WeightLayout::kLinear;
-  // Hugging Face's names (paths under the MLP module); the gate is registered first.
-  std::string gate = "gate_proj", up = "c_fc", down = "c_proj";
+  // Hugging Face's names: dotted paths under the module they are registered into
+  // ("mlp.gate_proj"), registered in the order gate (when gated), up, down.
+  std::string gate, up, down;
   const char* ffn_key = "model.ffn_hidden_size";  // named when the ranks do not divide F
 };
 
-class Mlp : public nn::ModuleGroup {
+class Mlp {
  public:
-  Mlp(const MlpSpec& spec, const Place& place, DType dt);
+  // Registers the projections into `parent` at the spec's paths.
+  Mlp(const MlpSpec& spec, nn::ModuleGroup& parent, const Place& place, DType dt);
   GlobalTensor forward(const GlobalTensor& x) const;  // (B, T, C) -> (B, T, C)
 
  private:

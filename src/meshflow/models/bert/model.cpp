@@ -15,49 +15,31 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 
 }  // namespace
 
-BertLayer::BertLayer(const BertConfig& c, const layers::Place& place) : c_(c) {
-  using layers::WeightSplit;
-  const DType dt = c.settings.dtype;
-  const int64_t C = c.hidden_size, F = c.ffn_hidden_size, D = C / c.num_attention_heads;
-  auto attention = register_module("attention", std::make_shared<nn::ModuleGroup>());
-  auto self = attention->add("self", std::make_shared<nn::ModuleGroup>());
-  const layers::SplitUnits heads{D, "model.num_attention_heads"};
-  query_ = self->add("query", std::make_shared<layers::Linear>(C, C, place, WeightSplit::kColumns, dt, true, heads));
-  key_ = self->add("key", std::make_shared<layers::Linear>(C, C, place, WeightSplit::kColumns, dt, true, heads));
-  value_ = self->add("value", std::make_shared<layers::Linear>(C, C, place, WeightSplit::kColumns, dt, true, heads));
-  auto attn_output = attention->add("output", std::make_shared<nn::ModuleGroup>());
-  attn_out_ = attn_output->add("dense", std::make_shared<layers::Linear>(C, C, place, WeightSplit::kRows, dt, true));
-  attn_norm_ = attn_output->add("LayerNorm", std::make_shared<layers::LayerNorm>(C, c.layernorm_epsilon, place, dt));
-  auto inter = register_module("intermediate", std::make_shared<nn::ModuleGroup>());
-  intermediate_ = inter->add("dense", std::make_shared<layers::Linear>(C, F, place, WeightSplit::kColumns, dt, true,
-                                                                       layers::SplitUnits{1, "model.ffn_hidden_size"}));
-  auto output = register_module("output", std::make_shared<nn::ModuleGroup>());
-  output_ = output->add("dense", std::make_shared<layers::Linear>(F, C, place, WeightSplit::kRows, dt, true));
-  output_norm_ = output->add("LayerNorm", std::make_shared<layers::LayerNorm>(C, c.layernorm_epsilon, place, dt));
-}
-
-GlobalTensor BertLayer::forward(const GlobalTensor& x, const Tensor& padding, bool recompute_attention) const {
-  using layers::round_to;
-  const DType st = c_.settings.dtype;
-  const int64_t B = x.logical_shape[0], T = x.logical_shape[1], C = c_.hidden_size, H = c_.num_attention_heads;
-  const double p_out = training() ? c_.output_dropout_prob : 0.0;
-  auto heads = [&](const layers::Linear& proj) {  // (B, T, C) -> (B, H, T, D)
-    return global::permute(global::reshape(proj.forward(x), {B, T, H, C / H}), {0, 2, 1, 3});
-  };
-  const GlobalTensor q = heads(*query_), k = heads(*key_), v = heads(*value_);
-  AttentionOptions opts;
-  opts.key_padding_mask = padding;
-  opts.dropout_p = training() ? c_.attention_dropout_prob : 0.0;
-  // The attention core: q, k, v (B, H, T, D) -> (B, H, T, D); its dropout takes the next stream
-  // of the default generator, which checkpoint() replays.
-  auto core = [opts](const std::vector<GlobalTensor>& in) {
-    return std::vector<GlobalTensor>{global::attention(in[0], in[1], in[2], opts)};
-  };
-  GlobalTensor y = recompute_attention && q.local.requires_grad() ? global::checkpoint(core, {q, k, v})[0] : core({q, k, v})[0];
-  y = round_to(global::reshape(global::permute(y, {0, 2, 1, 3}), {B, T, C}), st);
-  const GlobalTensor h = attn_norm_->forward(round_to(global::add(x, global::dropout(attn_out_->forward(y), p_out)), st));
-  const GlobalTensor act = round_to(global::gelu(intermediate_->forward(h), false), st);
-  return output_norm_->forward(round_to(global::add(h, global::dropout(output_->forward(act), p_out)), st));
+layers::BlockSpec bert_block_spec(const BertConfig& c) {
+  layers::BlockSpec s;
+  layers::AttentionSpec& a = s.attention;
+  a.hidden = c.hidden_size;
+  a.heads = c.num_attention_heads;
+  a.causal = false;
+  a.dropout_p = c.attention_dropout_prob;
+  a.q = "attention.self.query";
+  a.k = "attention.self.key";
+  a.v = "attention.self.value";
+  a.out = "attention.output.dense";
+  layers::MlpSpec& m = s.mlp;
+  m.hidden = c.hidden_size;
+  m.ffn = c.ffn_hidden_size;
+  m.act = layers::Activation::kGelu;
+  m.up = "intermediate.dense";
+  m.down = "output.dense";
+  s.norm = layers::NormKind::kLayerNorm;
+  s.norm_eps = c.layernorm_epsilon;
+  s.residual = layers::Residual::kPostNorm;
+  s.dropout_p = c.output_dropout_prob;
+  s.norm1 = "attention.output.LayerNorm";
+  s.norm2 = "output.LayerNorm";
+  s.order = {layers::BlockPart::kAttention, layers::BlockPart::kNorm1, layers::BlockPart::kMlp, layers::BlockPart::kNorm2};
+  return s;
 }
 
 BertModel::BertModel(const BertConfig& c, const ModelContext& ctx) : Model(ctx, c.num_layers), c_(c) {
@@ -83,7 +65,8 @@ BertModel::BertModel(const BertConfig& c, const ModelContext& ctx) : Model(ctx, 
   layers_.resize(static_cast<size_t>(c.num_layers));
   for (int64_t l = 0; l < c.num_layers; ++l)
     if (const layers::Place* p = layer_place(l))
-      layers_[static_cast<size_t>(l)] = group->add(std::to_string(l), std::make_shared<BertLayer>(c, *p));
+      layers_[static_cast<size_t>(l)] =
+          group->add(std::to_string(l), std::make_shared<layers::TransformerBlock>(bert_block_spec(c), *p, dt));
   const layers::Place* p = head_place();
   if (!p) return;
   if (c.pooler()) {
@@ -202,7 +185,7 @@ GlobalTensor BertModel::embed(const GlobalTensor& ids, const Batch& batch) const
 }
 
 GlobalTensor BertModel::run_layer(int64_t layer, const GlobalTensor& x, const Batch& batch, bool recompute_inside) const {
-  return layers_.at(static_cast<size_t>(layer))->forward(x, key_padding_mask(batch), recompute_inside);
+  return layers_.at(static_cast<size_t>(layer))->forward(x, recompute_inside, nullptr, key_padding_mask(batch));
 }
 
 std::optional<CheckpointGranularity> BertModel::recomputation(int64_t layer) const {

@@ -1,10 +1,11 @@
 // BERT and RoBERTa (BertForPreTraining, RobertaForMaskedLM, BertForSequenceClassification):
-// post-LayerNorm encoder blocks of bidirectional attention that skips padded keys (the batch's
-// attention_mask) and a GELU (erf) MLP; word, position and token-type embeddings; the masked-LM
-// head (dense, GELU, LayerNorm, then the word embedding as output projection with its own bias),
-// the pooler (dense + tanh of the first token) with next-sentence prediction or a classifier.
-// Parameter names, shapes and layouts are Hugging Face's ("bert.encoder.layer.0.attention.self.
-// query.weight" is (hidden, hidden), the nn.Linear layout), so import/export is a plain mapping.
+// post-LayerNorm encoder blocks (the shared layers::TransformerBlock, bert_block_spec) of
+// bidirectional attention that skips padded keys (the batch's attention_mask) and a GELU (erf)
+// MLP; word, position and token-type embeddings; the masked-LM head (dense, GELU, LayerNorm, then
+// the word embedding as output projection with its own bias), the pooler (dense + tanh of the
+// first token) with next-sentence prediction or a classifier. Parameter names, shapes and layouts
+// are Hugging Face's ("bert.encoder.layer.0.attention.self.query.weight" is (hidden, hidden), the
+// nn.Linear layout), so import/export is a plain mapping.
 //
 // Written once, on global tensors (layers/layers.h): query, key, value and the intermediate
 // projection split their output features (whole heads), the attention output and the output
@@ -16,24 +17,17 @@
 #include <utility>
 #include <vector>
 
-#include "meshflow/layers/layers.h"
+#include "meshflow/layers/block.h"
 #include "meshflow/models/bert/config.h"
 #include "meshflow/models/model.h"
 
 namespace mf::models {
 
-class BertLayer : public nn::Module {
- public:
-  BertLayer(const BertConfig& c, const layers::Place& place);
-  // (B, T, C) -> (B, T, C); `padding` (B, T) bool: the keys no query sees (undefined: none).
-  // recompute_attention: checkpoint the attention core (from q, k, v to its output).
-  GlobalTensor forward(const GlobalTensor& x, const Tensor& padding, bool recompute_attention = false) const;
-
- private:
-  BertConfig c_;
-  std::shared_ptr<layers::Linear> query_, key_, value_, attn_out_, intermediate_, output_;
-  std::shared_ptr<layers::LayerNorm> attn_norm_, output_norm_;
-};
+// BERT's (and RoBERTa's) layer as a spec of the shared block (layers/block.h): post-LayerNorm,
+// bidirectional attention with biases (attention.self.{query,key,value}, attention.output.dense),
+// an exact-GELU MLP (intermediate.dense, output.dense), the norms attention.output.LayerNorm and
+// output.LayerNorm; registered in that order.
+layers::BlockSpec bert_block_spec(const BertConfig& c);
 
 class BertModel : public Model {
  public:
@@ -91,7 +85,7 @@ class BertModel : public Model {
   BertConfig c_;
   std::shared_ptr<layers::Embedding> word_, position_, token_type_;
   std::shared_ptr<layers::LayerNorm> embed_norm_;
-  std::vector<std::shared_ptr<BertLayer>> layers_;  // by layer; null: held by another rank
+  std::vector<std::shared_ptr<layers::TransformerBlock>> layers_;  // by layer; null: held by another rank
   std::shared_ptr<layers::Linear> pooler_, seq_relationship_, classifier_, transform_;
   std::shared_ptr<layers::LayerNorm> transform_norm_;
   std::shared_ptr<layers::RowBias> mlm_bias_;

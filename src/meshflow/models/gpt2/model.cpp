@@ -10,18 +10,20 @@ layers::BlockSpec gpt2_block_spec(const Gpt2Config& c) {
   a.qkv = layers::QkvLayout::kFusedBlocks;
   a.weights = layers::WeightLayout::kConv1D;
   a.dropout_p = c.attention_dropout_prob;
-  a.fused = "c_attn";
-  a.out = "c_proj";
+  a.fused = "attn.c_attn";
+  a.out = "attn.c_proj";
   layers::MlpSpec& m = s.mlp;
   m.hidden = c.hidden_size;
   m.ffn = c.ffn();
   m.act = layers::Activation::kGeluTanh;
   m.weights = layers::WeightLayout::kConv1D;
-  m.up = "c_fc";
-  m.down = "c_proj";
+  m.up = "mlp.c_fc";
+  m.down = "mlp.c_proj";
   s.norm = layers::NormKind::kLayerNorm;
   s.norm_eps = c.layernorm_epsilon;
   s.dropout_p = c.output_dropout_prob;
+  s.norm1 = "ln_1";
+  s.norm2 = "ln_2";
   return s;
 }
 

@@ -13,22 +13,21 @@ layers::BlockSpec gpt_neox_block_spec(const GptNeoxConfig& c) {
   a.rotary_dims = c.rotary_dims();
   a.rotary_inv_freq = rope_inv_freq(a.rotary_dims, c.rope_theta);
   a.dropout_p = c.attention_dropout_prob;
-  a.fused = "query_key_value";
-  a.out = "dense";
+  a.fused = "attention.query_key_value";
+  a.out = "attention.dense";
   layers::MlpSpec& m = s.mlp;
   m.hidden = c.hidden_size;
   m.ffn = c.ffn_hidden_size;
   m.act = layers::Activation::kGelu;
-  m.up = "dense_h_to_4h";
-  m.down = "dense_4h_to_h";
+  m.up = "mlp.dense_h_to_4h";
+  m.down = "mlp.dense_4h_to_h";
   s.norm = layers::NormKind::kLayerNorm;
   s.norm_eps = c.layernorm_epsilon;
   s.residual = c.use_parallel_residual ? layers::Residual::kParallel : layers::Residual::kPreNorm;
   s.dropout_p = c.output_dropout_prob;
   s.norm1 = "input_layernorm";
-  s.attention_name = "attention";
   s.norm2 = "post_attention_layernorm";
-  s.norms_first = true;
+  s.order = {layers::BlockPart::kNorm1, layers::BlockPart::kNorm2, layers::BlockPart::kAttention, layers::BlockPart::kMlp};
   return s;
 }
 

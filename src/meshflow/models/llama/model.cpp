@@ -14,18 +14,22 @@ layers::BlockSpec llama_block_spec(const LlamaConfig& c) {
   a.rotary_inv_freq = c.rope_inv_freq();
   a.window = c.sliding_window;
   a.dropout_p = c.attention_dropout_prob;
+  a.q = "self_attn.q_proj";
+  a.k = "self_attn.k_proj";
+  a.v = "self_attn.v_proj";
+  a.out = "self_attn.o_proj";
   layers::MlpSpec& m = s.mlp;
   m.hidden = c.hidden_size;
   m.ffn = c.ffn_hidden_size;
   m.act = layers::Activation::kSilu;
   m.gated = true;
   m.bias = false;
-  m.up = "up_proj";
-  m.down = "down_proj";
+  m.gate = "mlp.gate_proj";
+  m.up = "mlp.up_proj";
+  m.down = "mlp.down_proj";
   s.norm = layers::NormKind::kRMSNorm;
   s.norm_eps = c.rms_norm_eps;
   s.norm1 = "input_layernorm";
-  s.attention_name = "self_attn";
   s.norm2 = "post_attention_layernorm";
   return s;
 }

@@ -64,48 +64,31 @@ Tensor vit_interpolate_positions(const Tensor& table, int64_t m) {
   return cast(out, table.dtype());
 }
 
-VitLayer::VitLayer(const VitConfig& c, const layers::Place& place) : c_(c) {
-  using layers::WeightSplit;
-  const DType dt = c.settings.dtype;
-  const int64_t C = c.hidden_size, F = c.ffn_hidden_size, D = C / c.num_attention_heads;
-  auto attention = register_module("attention", std::make_shared<nn::ModuleGroup>());
-  auto self = attention->add("attention", std::make_shared<nn::ModuleGroup>());
-  const layers::SplitUnits heads{D, "model.num_attention_heads"};
-  query_ = self->add("query", std::make_shared<layers::Linear>(C, C, place, WeightSplit::kColumns, dt, true, heads));
-  key_ = self->add("key", std::make_shared<layers::Linear>(C, C, place, WeightSplit::kColumns, dt, true, heads));
-  value_ = self->add("value", std::make_shared<layers::Linear>(C, C, place, WeightSplit::kColumns, dt, true, heads));
-  auto attn_output = attention->add("output", std::make_shared<nn::ModuleGroup>());
-  attn_out_ = attn_output->add("dense", std::make_shared<layers::Linear>(C, C, place, WeightSplit::kRows, dt, true));
-  auto inter = register_module("intermediate", std::make_shared<nn::ModuleGroup>());
-  intermediate_ = inter->add("dense", std::make_shared<layers::Linear>(C, F, place, WeightSplit::kColumns, dt, true,
-                                                                       layers::SplitUnits{1, "model.ffn_hidden_size"}));
-  auto output = register_module("output", std::make_shared<nn::ModuleGroup>());
-  output_ = output->add("dense", std::make_shared<layers::Linear>(F, C, place, WeightSplit::kRows, dt, true));
-  norm_before_ = register_module("layernorm_before", std::make_shared<layers::LayerNorm>(C, c.layernorm_epsilon, place, dt));
-  norm_after_ = register_module("layernorm_after", std::make_shared<layers::LayerNorm>(C, c.layernorm_epsilon, place, dt));
-}
-
-GlobalTensor VitLayer::forward(const GlobalTensor& x, bool recompute_attention) const {
-  using layers::round_to;
-  const DType st = c_.settings.dtype;
-  const int64_t B = x.logical_shape[0], T = x.logical_shape[1], C = c_.hidden_size, H = c_.num_attention_heads;
-  const double p_out = training() ? c_.output_dropout_prob : 0.0;
-  const GlobalTensor n = norm_before_->forward(x);
-  auto heads = [&](const layers::Linear& proj) {  // (B, T, C) -> (B, H, T, D)
-    return global::permute(global::reshape(proj.forward(n), {B, T, H, C / H}), {0, 2, 1, 3});
-  };
-  const GlobalTensor q = heads(*query_), k = heads(*key_), v = heads(*value_);
-  AttentionOptions opts;
-  opts.dropout_p = training() ? c_.attention_dropout_prob : 0.0;
-  // The attention core: q, k, v (B, H, T, D) -> (B, H, T, D); its dropout takes the next stream.
-  auto core = [opts](const std::vector<GlobalTensor>& in) {
-    return std::vector<GlobalTensor>{global::attention(in[0], in[1], in[2], opts)};
-  };
-  GlobalTensor y = recompute_attention && q.local.requires_grad() ? global::checkpoint(core, {q, k, v})[0] : core({q, k, v})[0];
-  y = round_to(global::reshape(global::permute(y, {0, 2, 1, 3}), {B, T, C}), st);
-  const GlobalTensor h = round_to(global::add(x, global::dropout(attn_out_->forward(y), p_out)), st);
-  const GlobalTensor act = round_to(global::gelu(intermediate_->forward(norm_after_->forward(h)), false), st);
-  return round_to(global::add(h, global::dropout(output_->forward(act), p_out)), st);
+layers::BlockSpec vit_block_spec(const VitConfig& c) {
+  layers::BlockSpec s;
+  layers::AttentionSpec& a = s.attention;
+  a.hidden = c.hidden_size;
+  a.heads = c.num_attention_heads;
+  a.causal = false;
+  a.dropout_p = c.attention_dropout_prob;
+  a.q = "attention.attention.query";
+  a.k = "attention.attention.key";
+  a.v = "attention.attention.value";
+  a.out = "attention.output.dense";
+  layers::MlpSpec& m = s.mlp;
+  m.hidden = c.hidden_size;
+  m.ffn = c.ffn_hidden_size;
+  m.act = layers::Activation::kGelu;
+  m.up = "intermediate.dense";
+  m.down = "output.dense";
+  s.norm = layers::NormKind::kLayerNorm;
+  s.norm_eps = c.layernorm_epsilon;
+  s.residual = layers::Residual::kPreNorm;
+  s.dropout_p = c.output_dropout_prob;
+  s.norm1 = "layernorm_before";
+  s.norm2 = "layernorm_after";
+  s.order = {layers::BlockPart::kAttention, layers::BlockPart::kMlp, layers::BlockPart::kNorm1, layers::BlockPart::kNorm2};
+  return s;
 }
 
 VitModel::VitModel(const VitConfig& c, const ModelContext& ctx) : Model(ctx, c.num_layers), c_(c) {
@@ -127,7 +110,8 @@ VitModel::VitModel(const VitConfig& c, const ModelContext& ctx) : Model(ctx, c.n
   layers_.resize(static_cast<size_t>(c.num_layers));
   for (int64_t l = 0; l < c.num_layers; ++l)
     if (const layers::Place* p = layer_place(l))
-      layers_[static_cast<size_t>(l)] = group->add(std::to_string(l), std::make_shared<VitLayer>(c, *p));
+      layers_[static_cast<size_t>(l)] =
+          group->add(std::to_string(l), std::make_shared<layers::TransformerBlock>(vit_block_spec(c), *p, dt));
   if (const layers::Place* p = head_place()) {
     final_norm_ = root->add("layernorm", std::make_shared<layers::LayerNorm>(C, c.layernorm_epsilon, *p, dt));
     classifier_ = register_module("classifier", std::make_shared<layers::Linear>(C, c.num_labels, *p,

@@ -1,9 +1,9 @@
 // The Vision Transformer (ViTForImageClassification): an image cut into patch_size² patches,
 // each flattened (channels, P, P) and projected (the Conv2d of Hugging Face's patch embedding as a
 // matrix product over flattened patches), a class token before them, learned position embeddings
-// added; pre-LayerNorm encoder blocks (bidirectional attention, an exact-GELU MLP); the final
-// LayerNorm and a classifier on the class token. Parameter names, shapes and layouts are Hugging
-// Face's.
+// added; pre-LayerNorm encoder blocks (the shared layers::TransformerBlock, vit_block_spec:
+// bidirectional attention, an exact-GELU MLP); the final LayerNorm and a classifier on the class
+// token. Parameter names, shapes and layouts are Hugging Face's.
 //
 // Written once, on global tensors: query, key, value and the intermediate projection split their
 // output features (whole heads), the attention output and the output projection their input
@@ -15,7 +15,7 @@
 #include <utility>
 #include <vector>
 
-#include "meshflow/layers/layers.h"
+#include "meshflow/layers/block.h"
 #include "meshflow/models/model.h"
 #include "meshflow/models/vit/config.h"
 
@@ -27,17 +27,11 @@ namespace mf::models {
 // any float dtype (computed in f64, returned in the table's dtype).
 Tensor vit_interpolate_positions(const Tensor& table, int64_t m);
 
-class VitLayer : public nn::Module {
- public:
-  VitLayer(const VitConfig& c, const layers::Place& place);
-  // (B, T, C) -> (B, T, C). recompute_attention: checkpoint the attention core.
-  GlobalTensor forward(const GlobalTensor& x, bool recompute_attention = false) const;
-
- private:
-  VitConfig c_;
-  std::shared_ptr<layers::Linear> query_, key_, value_, attn_out_, intermediate_, output_;
-  std::shared_ptr<layers::LayerNorm> norm_before_, norm_after_;
-};
+// ViT's layer as a spec of the shared block (layers/block.h): pre-LayerNorm, bidirectional
+// attention with biases (attention.attention.{query,key,value}, attention.output.dense), an
+// exact-GELU MLP (intermediate.dense, output.dense), then the norms layernorm_before (the
+// attention's) and layernorm_after (the MLP's); registered in that order.
+layers::BlockSpec vit_block_spec(const VitConfig& c);
 
 class VitModel : public Model {
  public:
@@ -81,7 +75,7 @@ class VitModel : public Model {
 
   VitConfig c_;
   std::shared_ptr<layers::ParamGroup> embeddings_, projection_;
-  std::vector<std::shared_ptr<VitLayer>> layers_;  // by layer; null: held by another rank
+  std::vector<std::shared_ptr<layers::TransformerBlock>> layers_;  // by layer; null: held by another rank
   std::shared_ptr<layers::LayerNorm> final_norm_;
   std::shared_ptr<layers::Linear> classifier_;
 };
