@@ -12,6 +12,22 @@ std::shared_ptr<Norm> make_norm(const BlockSpec& s, const Place& place, DType dt
 }
 }  // namespace
 
+BlockSpec encoder_block_spec(int64_t hidden, int64_t heads, int64_t ffn, double norm_eps, double attention_dropout,
+                             double output_dropout) {
+  BlockSpec s;
+  s.attention.hidden = hidden;
+  s.attention.heads = heads;
+  s.attention.causal = false;
+  s.attention.dropout_p = attention_dropout;
+  s.mlp.hidden = hidden;
+  s.mlp.ffn = ffn;
+  s.mlp.act = Activation::kGelu;
+  s.norm = NormKind::kLayerNorm;
+  s.norm_eps = norm_eps;
+  s.dropout_p = output_dropout;
+  return s;
+}
+
 TransformerBlock::TransformerBlock(const BlockSpec& spec, const Place& place, DType dt) : s_(spec), dtype_(dt) {
   MF_CHECK(s_.order.size() == 4, "block: the order names ", s_.order.size(), " parts, not the 4 parts once each");
   for (BlockPart part : s_.order) {

@@ -45,6 +45,12 @@ struct BlockSpec {
   std::vector<BlockPart> order = {BlockPart::kNorm1, BlockPart::kAttention, BlockPart::kNorm2, BlockPart::kMlp};
 };
 
+// What BERT's and ViT's layers share: separate q, k, v projections with biases, bidirectional
+// attention, an exact-GELU MLP with biases, LayerNorm, dropout on the attention probabilities and
+// on both outputs; the names, the residual and the order are the model's.
+BlockSpec encoder_block_spec(int64_t hidden, int64_t heads, int64_t ffn, double norm_eps, double attention_dropout,
+                             double output_dropout);
+
 class TransformerBlock : public nn::ModuleGroup {
  public:
   // Throws when the order does not name each part once, and (the attention's and the

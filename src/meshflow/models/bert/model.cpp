@@ -16,26 +16,15 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 }  // namespace
 
 layers::BlockSpec bert_block_spec(const BertConfig& c) {
-  layers::BlockSpec s;
-  layers::AttentionSpec& a = s.attention;
-  a.hidden = c.hidden_size;
-  a.heads = c.num_attention_heads;
-  a.causal = false;
-  a.dropout_p = c.attention_dropout_prob;
-  a.q = "attention.self.query";
-  a.k = "attention.self.key";
-  a.v = "attention.self.value";
-  a.out = "attention.output.dense";
-  layers::MlpSpec& m = s.mlp;
-  m.hidden = c.hidden_size;
-  m.ffn = c.ffn_hidden_size;
-  m.act = layers::Activation::kGelu;
-  m.up = "intermediate.dense";
-  m.down = "output.dense";
-  s.norm = layers::NormKind::kLayerNorm;
-  s.norm_eps = c.layernorm_epsilon;
+  layers::BlockSpec s = layers::encoder_block_spec(c.hidden_size, c.num_attention_heads, c.ffn_hidden_size,
+                                                   c.layernorm_epsilon, c.attention_dropout_prob, c.output_dropout_prob);
+  s.attention.q = "attention.self.query";
+  s.attention.k = "attention.self.key";
+  s.attention.v = "attention.self.value";
+  s.attention.out = "attention.output.dense";
+  s.mlp.up = "intermediate.dense";
+  s.mlp.down = "output.dense";
   s.residual = layers::Residual::kPostNorm;
-  s.dropout_p = c.output_dropout_prob;
   s.norm1 = "attention.output.LayerNorm";
   s.norm2 = "output.LayerNorm";
   s.order = {layers::BlockPart::kAttention, layers::BlockPart::kNorm1, layers::BlockPart::kMlp, layers::BlockPart::kNorm2};

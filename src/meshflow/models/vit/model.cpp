@@ -65,26 +65,15 @@ Tensor vit_interpolate_positions(const Tensor& table, int64_t m) {
 }
 
 layers::BlockSpec vit_block_spec(const VitConfig& c) {
-  layers::BlockSpec s;
-  layers::AttentionSpec& a = s.attention;
-  a.hidden = c.hidden_size;
-  a.heads = c.num_attention_heads;
-  a.causal = false;
-  a.dropout_p = c.attention_dropout_prob;
-  a.q = "attention.attention.query";
-  a.k = "attention.attention.key";
-  a.v = "attention.attention.value";
-  a.out = "attention.output.dense";
-  layers::MlpSpec& m = s.mlp;
-  m.hidden = c.hidden_size;
-  m.ffn = c.ffn_hidden_size;
-  m.act = layers::Activation::kGelu;
-  m.up = "intermediate.dense";
-  m.down = "output.dense";
-  s.norm = layers::NormKind::kLayerNorm;
-  s.norm_eps = c.layernorm_epsilon;
+  layers::BlockSpec s = layers::encoder_block_spec(c.hidden_size, c.num_attention_heads, c.ffn_hidden_size,
+                                                   c.layernorm_epsilon, c.attention_dropout_prob, c.output_dropout_prob);
+  s.attention.q = "attention.attention.query";
+  s.attention.k = "attention.attention.key";
+  s.attention.v = "attention.attention.value";
+  s.attention.out = "attention.output.dense";
+  s.mlp.up = "intermediate.dense";
+  s.mlp.down = "output.dense";
   s.residual = layers::Residual::kPreNorm;
-  s.dropout_p = c.output_dropout_prob;
   s.norm1 = "layernorm_before";
   s.norm2 = "layernorm_after";
   s.order = {layers::BlockPart::kAttention, layers::BlockPart::kMlp, layers::BlockPart::kNorm1, layers::BlockPart::kNorm2};
