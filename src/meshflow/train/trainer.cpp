@@ -103,13 +103,12 @@ StepStats Trainer::train_step() {
   const std::vector<PipelineExecutor::Batch> batches = next_batches();
   const std::vector<double> totals = loss_totals(batches);
   // fp16: the seed carries the loss scale (every gradient comes out scale x the true one). The
-  // gradient reduction averages over the data-parallel ranks, whose losses add up to the step's.
-  // (The ranks splitting the layers share the seed in the loss head: Model::head_loss.)
+  // gradient reduction averages over the dp ranks, whose losses add up to the step's (the tp
+  // ranks share the seed in the loss head: Model::seed_share).
   s.loss_scale = scaler_.scale();
-  const double backward_scale = s.loss_scale * static_cast<double>(dp_size());
+  const double seed = s.loss_scale * static_cast<double>(dp_size());
   const auto schedule = parallel::parse_pipeline_schedule(opts_.pipeline_schedule);
-  const double loss_sum =
-      executor_.train(batches, totals, schedule, opts_.seq_length, backward_scale, [&] { sync_->prepare(); });
+  const double loss_sum = executor_.train(batches, totals, schedule, opts_.seq_length, seed, [&] { sync_->prepare(); });
   s.exposed_comm_s = finish_grad_sync();
   s.loss = parallel::sum_over(groups_.get("dp"), parallel::sum_over(groups_.get("pp"), loss_sum));
   update(s);
