@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -52,6 +53,33 @@ inline void load_golden_weights(mf::nn::Module& model, const nlohmann::json& wei
   }
   ASSERT_EQ(state.size(), weights.size());
   model.load_state_dict(state);
+}
+
+// A causal language model against one golden case {name, ids, labels, weights, logits, loss,
+// grads, torch_f32_grad_error}: logits and loss within rtol; every gradient within rtol, or, in
+// f32, within 1.5 times what PyTorch's own f32 run of the same model reaches (the f32 floor of
+// gradients that sum cancelling terms). `model` is fresh, of dtype `dt`; prints the largest
+// gradient error.
+template <class M>
+void expect_causal_lm_matches_golden(M& model, const nlohmann::json& g, DType dt, double rtol) {
+  const std::string name = g["config"]["name"];
+  SCOPED_TRACE(name);
+  load_golden_weights(model, g["weights"], dt);
+  Tensor ids = int_tensor(g["ids"]), labels = int_tensor(g["labels"]);
+  expect_rel_close(model.logits(ids), g["logits"].get<std::vector<double>>(), rtol, "logits");
+  Tensor loss = model.loss(ids, labels);
+  EXPECT_NEAR(loss.item(), g["loss"].get<double>(), rtol * g["loss"].get<double>());
+  loss.backward();
+  const double torch_f32 = g["torch_f32_grad_error"].get<double>();
+  const double grad_tol = dt == DType::kF32 ? std::max(rtol, 1.5 * torch_f32) : rtol;
+  double worst = 0;
+  for (auto& [pname, t] : model.named_parameters()) {
+    const double e = rel_error(t.grad(), g["grads"][pname].template get<std::vector<double>>());
+    EXPECT_LE(e, grad_tol) << "grad " << pname;
+    worst = std::max(worst, e);
+  }
+  std::printf("%s %s: largest gradient error %.3g (tolerance %.3g; PyTorch f32 %.3g)\n", name.c_str(), mf::dtype_name(dt),
+              worst, grad_tol, torch_f32);
 }
 
 }  // namespace mft

@@ -50,31 +50,13 @@ mf::models::LlamaConfig config_of(const json& g, DType dt) {
 
 Tensor ids_tensor(const json& rows) { return int_tensor(rows); }
 
-// Logits and loss within rtol; every gradient within rtol, or, in f32, within 1.5 times what
-// PyTorch's own f32 run of the same model reaches (recorded by the golden script: about 1.1e-5
-// to 1.3e-5 on these models, the f32 floor of gradients that sum cancelling terms).
+// Logits, loss and every gradient of each case (golden_testing.h's causal-LM check).
 void check_against_golden(DType dt, double rtol) {
   const json all = golden();
   ASSERT_EQ(all["cases"].size(), 3u);
   for (const json& g : all["cases"]) {
-    const std::string name = g["config"]["name"];
-    SCOPED_TRACE(name);
     mf::models::LlamaModel model(config_of(g["config"], dt));
-    load_golden_weights(model, g["weights"], dt);
-    Tensor ids = ids_tensor(g["ids"]), labels = ids_tensor(g["labels"]);
-    expect_rel_close(model.logits(ids), g["logits"].get<std::vector<double>>(), rtol, "logits");
-    Tensor loss = model.loss(ids, labels);
-    EXPECT_NEAR(loss.item(), g["loss"].get<double>(), rtol * g["loss"].get<double>());
-    loss.backward();
-    const double grad_tol = dt == DType::kF32 ? std::max(rtol, 1.5 * g["torch_f32_grad_error"].get<double>()) : rtol;
-    double worst = 0;
-    for (auto& [pname, t] : model.named_parameters()) {
-      const double e = rel_error(t.grad(), g["grads"][pname].get<std::vector<double>>());
-      EXPECT_LE(e, grad_tol) << "grad " << pname;
-      worst = std::max(worst, e);
-    }
-    std::printf("%s %s: largest gradient error %.3g (tolerance %.3g; PyTorch f32 %.3g)\n", name.c_str(),
-                mf::dtype_name(dt), worst, grad_tol, g["torch_f32_grad_error"].get<double>());
+    expect_causal_lm_matches_golden(model, g, dt, rtol);
   }
 }
 
