@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "meshflow/core/atomic_file.h"
+#include "meshflow/models/model.h"
 #include "meshflow/nn/module.h"
 #include "testing.h"
 
@@ -80,6 +81,28 @@ void expect_causal_lm_matches_golden(M& model, const nlohmann::json& g, DType dt
   }
   std::printf("%s %s: largest gradient error %.3g (tolerance %.3g; PyTorch f32 %.3g)\n", name.c_str(), mf::dtype_name(dt),
               worst, grad_tol, torch_f32);
+}
+
+// Selective and full recomputation give the plain step's loss and gradients bit for bit: the
+// model of config `c` (a struct with .settings) on the batch of golden case `g`, in f64.
+template <class M, class C>
+void expect_recomputation_exact(C c, const nlohmann::json& g) {
+  std::vector<std::vector<double>> grads[3];
+  double losses[3];
+  for (int mode = 0; mode < 3; ++mode) {
+    c.settings.recompute = mode > 0;
+    c.settings.granularity = mode == 1 ? mf::models::CheckpointGranularity::kSelective : mf::models::CheckpointGranularity::kFull;
+    M m(c);
+    m.init_weights(5);
+    Tensor loss = m.loss(int_tensor(g["ids"]), int_tensor(g["labels"]));
+    loss.backward();
+    losses[mode] = loss.item();
+    for (auto& [pname, t] : m.named_parameters()) grads[mode].push_back(to_f64(t.grad()));
+  }
+  for (int mode = 1; mode < 3; ++mode) {
+    EXPECT_EQ(losses[mode], losses[0]) << mode;
+    EXPECT_EQ(grads[mode], grads[0]) << mode;
+  }
 }
 
 }  // namespace mft

@@ -38,8 +38,6 @@ mf::models::GptNeoxConfig config_of(const json& g, DType dt) {
   return c;
 }
 
-Tensor ids_tensor(const json& rows) { return int_tensor(rows); }
-
 // Logits, loss and every gradient of each case (golden_testing.h's causal-LM check).
 void check_against_golden(DType dt, double rtol) {
   const json all = golden();
@@ -56,23 +54,7 @@ TEST(GptNeox, MatchesPyTorchReferenceF32) { check_against_golden(DType::kF32, 1e
 // Selective and full recomputation give the plain step's loss and gradients bit for bit.
 TEST(GptNeox, RecomputationIsExact) {
   const json g = golden()["cases"][0];
-  std::vector<std::vector<double>> grads[3];
-  double losses[3];
-  for (int mode = 0; mode < 3; ++mode) {
-    mf::models::GptNeoxConfig c = config_of(g["config"], DType::kF64);
-    c.settings.recompute = mode > 0;
-    c.settings.granularity = mode == 1 ? mf::models::CheckpointGranularity::kSelective : mf::models::CheckpointGranularity::kFull;
-    mf::models::GptNeoxModel m(c);
-    m.init_weights(5);
-    Tensor loss = m.loss(ids_tensor(g["ids"]), ids_tensor(g["labels"]));
-    loss.backward();
-    losses[mode] = loss.item();
-    for (auto& [pname, t] : m.named_parameters()) grads[mode].push_back(to_f64(t.grad()));
-  }
-  for (int mode = 1; mode < 3; ++mode) {
-    EXPECT_EQ(losses[mode], losses[0]) << mode;
-    EXPECT_EQ(grads[mode], grads[0]) << mode;
-  }
+  expect_recomputation_exact<mf::models::GptNeoxModel>(config_of(g["config"], DType::kF64), g);
 }
 
 // Hugging Face's names and order, its initialisation (GPTNeoXPreTrainedModel._init_weights:
