@@ -7,8 +7,8 @@
 #   - a communicator or a collective (MPI, NCCL, all-reduce, all-gather, reduce-scatter, boxing);
 #   - a parallel size or rank (tp, dp, pp, world size/rank, a Place's members): the model only
 #     passes the Place its base gives it to its layers, so it cannot branch on the layout.
-# and, outside the folders still pending, places pipeline stages, rounds for mixed precision or
-# calls attention itself.
+# or places pipeline stages itself, and, outside the folders still pending, rounds for mixed
+# precision or calls attention itself.
 # Checks first that every pattern catches an example of what it forbids (a matcher that can't fail
 # would make the test pass vacuously).
 # Usage: bash tests/model_code_test.sh <repository root>
@@ -50,21 +50,34 @@ while IFS= read -r -d '' f; do
     if strip_names "$f" | grep -nE "$p" | sed "s|^|$f:|" | grep .; then parallel=1; fi
   done
 done < <(find "${dirs[@]}" -type f -print0)
-# Model code built from the shared pieces: no pipeline-stage placement branches (a stage is a
-# placement of layers, decided outside the model: models/decoder_lm.h), no mixed-precision
-# rounding and no attention calls (both inside the layers: layers/block.h). The folders not yet
-# moved onto them are listed; each must still need its exception, so the list only shrinks.
-strict=(
+# Every model is built whole, each part on its placement (models/model.h: a pipeline stage is a
+# placement of layers, decided outside the model): no stage-placement branches and no nullable
+# layer vectors, in every folder.
+placement=(
   '\b(embedding|head|layer)_place\('
+  '\b(blocks|layers)_\.resize\(|null: held by another rank'
+)
+placement_examples=(
+  'if (const layers::Place* p = layer_place(l)) blocks_[l] = make(*p);'
+  'blocks_.resize(static_cast<size_t>(c.num_layers));'
+)
+# Model code built from the shared pieces: no mixed-precision rounding and no attention calls
+# (both inside the layers: layers/block.h). The folders not yet moved onto them are listed; each
+# must still need its exception, so the list only shrinks.
+strict=(
   '\bround_to\('
   'global::attention\('
 )
 strict_examples=(
-  'if (const layers::Place* p = layer_place(l)) blocks_[l] = make(*p);'
   'x = layers::round_to(global::add(x, y), dt);'
   'y = global::attention(q, k, v, opts);'
 )
 pending=(bert mlp_lm t5 vit)
+for i in "${!placement[@]}"; do
+  if ! grep -qE "${placement[$i]}" <<< "${placement_examples[$i]}"; then
+    echo "model_code_test: pattern '${placement[$i]}' does not catch its example '${placement_examples[$i]}'"; exit 1
+  fi
+done
 for i in "${!strict[@]}"; do
   if ! grep -qE "${strict[$i]}" <<< "${strict_examples[$i]}"; then
     echo "model_code_test: pattern '${strict[$i]}' does not catch its example '${strict_examples[$i]}'"; exit 1
@@ -72,12 +85,18 @@ for i in "${!strict[@]}"; do
 done
 for d in "${dirs[@]}"; do
   name=$(basename "$d")
+  hits=$(grep -rnE "$(IFS='|'; echo "${placement[*]}")" "$d" || true)
+  if [ -n "$hits" ]; then
+    echo "$hits"
+    echo "model_code_test: $name places pipeline stages itself: build every part on its placement (models/model.h)"
+    bad=1
+  fi
   hits=$(grep -rnE "$(IFS='|'; echo "${strict[*]}")" "$d" || true)
   if [[ " ${pending[*]} " == *" $name "* ]]; then
     [ -n "$hits" ] || { echo "model_code_test: $name needs no exception any more: remove it from 'pending'"; bad=1; }
   elif [ -n "$hits" ]; then
     echo "$hits"
-    echo "model_code_test: $name places stages, rounds or calls attention itself: build it from layers/block.h and models/decoder_lm.h"
+    echo "model_code_test: $name rounds or calls attention itself: build it from layers/block.h and models/decoder_lm.h"
     bad=1
   fi
 done

@@ -54,8 +54,10 @@ common=(tokenization.tokenizer=byte model.vocab_size=257 "data.data_prefix=$work
         train.global_batch_size=8 train.log_period=1 train.evaluation.enabled=false train.checkpointer.period=0
         train.dist.grad_bucket_mb=0.001)
 case "$model" in
-  mlp_lm) args=(configs/gpt2/tiny.yaml model.name=mlp_lm "${common[@]}" model.embedding_dropout_prob=0.1
-                model.output_dropout_prob=0.1) ;;
+  mlp_lm)  # a config of its own: a model's keys are valid only when it is chosen (no attention keys here)
+    printf 'model:\n  name: mlp_lm\noptim:\n  lr: 2.0e-3\ntrain:\n  scheduler:\n    warmup_iter: 30\n' > "$work/mlp_lm.yaml"
+    args=("$work/mlp_lm.yaml" "${common[@]:0:6}" "${common[@]:7}" model.embedding_dropout_prob=0.1  # no max_seq_length
+          model.output_dropout_prob=0.1) ;;
   llama) args=(configs/llama/tiny.yaml "${common[@]}" model.num_attention_heads=4 model.num_key_value_heads=2
                model.attention_dropout_prob=0.1) ;;
   gpt_neox) args=(configs/gpt_neox/tiny.yaml "${common[@]}" model.num_attention_heads=4 model.attention_dropout_prob=0.1

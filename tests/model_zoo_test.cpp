@@ -3,6 +3,8 @@
 // pipeline stage holds its layers' parameters under the whole model's names, the ZeRO units cover
 // every parameter once, tied parameters exist on the stages that hold them, the stages' forward
 // units chain, and a stage's activation shape is what its forward returns.
+#include <algorithm>
+#include <filesystem>
 #include <set>
 
 #include "meshflow/models/registry.h"
@@ -11,14 +13,44 @@
 namespace {
 using namespace mft;
 
-// Four layers (T5: two encoder and two decoder blocks, decoder rows of 2).
+// Four layers (T5: two encoder and two decoder blocks, decoder rows of 2): the sizes below that
+// the model reads (a model's keys are valid only when it is chosen).
 mf::Config small_config(const std::string& name) {
   const bool t5 = name == "t5" || name == "mt5";
-  return mf::Config::from_yaml("model: {name: " + name + (t5 ? ", num_layers: 2, num_decoder_layers: 2" : ", num_layers: 4") +
-                               ", hidden_size: 16, num_attention_heads: 2, ffn_hidden_size: 32, "
-                               "max_seq_length: 8, decoder_seq_length: 2, vocab_size: 50, image_size: 8, patch_size: 4, "
-                               "num_labels: 3, embedding_dropout_prob: 0.0, "
-                               "attention_dropout_prob: 0.0, output_dropout_prob: 0.0}");
+  const std::vector<std::pair<std::string, std::string>> sizes = {
+      {"num_layers", t5 ? "2" : "4"}, {"num_decoder_layers", "2"}, {"hidden_size", "16"},
+      {"num_attention_heads", "2"}, {"ffn_hidden_size", "32"}, {"max_seq_length", "8"},
+      {"decoder_seq_length", "2"}, {"vocab_size", "50"}, {"image_size", "8"}, {"patch_size", "4"},
+      {"num_labels", "3"}, {"embedding_dropout_prob", "0.0"}, {"attention_dropout_prob", "0.0"},
+      {"output_dropout_prob", "0.0"}};
+  const std::vector<std::string>& reads = mf::models::model_spec(name).config_keys;
+  std::string yaml = "model: {name: " + name;
+  for (const auto& [key, value] : sizes)
+    if (std::find(reads.begin(), reads.end(), "model." + key) != reads.end()) yaml += ", " + key + ": " + value;
+  return mf::Config::from_yaml(yaml + "}");
+}
+
+TEST(ModelZoo, AModelsKeysAreValidOnlyWhenItIsChosen) {
+  mf::Config c = small_config("gpt2");
+  c.apply_override("model.rotary_pct=0.5");
+  std::string what;
+  try {
+    mf::models::build_model(c, 0);
+  } catch (const mf::Error& e) {
+    what = e.what();
+  }
+  EXPECT_NE(what.find("model.rotary_pct=0.5"), std::string::npos) << what;
+  EXPECT_NE(what.find("model.name=gpt2"), std::string::npos) << what;
+  EXPECT_NE(what.find("gpt_neox"), std::string::npos) << what;
+  // Its default value (a run's whole config.yaml read back) is no error.
+  c.apply_override("model.rotary_pct=0.25");
+  EXPECT_NO_THROW(mf::models::check_model_keys(c));
+  // Every shipped config sets only its model's keys.
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(std::string(MESHFLOW_SOURCE_DIR) + "/configs")) {
+    if (entry.path().extension() != ".yaml") continue;
+    const mf::Config shipped = mf::Config::load(entry.path().string(), {});
+    EXPECT_NO_THROW(mf::models::check_model_keys(shipped)) << entry.path();
+  }
 }
 
 // A batch of 2 rows of 3 tokens with every field a model of the zoo reads (the last position of
@@ -49,8 +81,10 @@ TEST(ModelZoo, SpecsDescribeTheModelsTheyBuild) {
     const mf::models::ModelSpec& spec = mf::models::model_spec(name);
     const mf::Config c = small_config(name);
     auto whole = spec.build(c, 0, {});
-    const auto shapes = spec.parameter_shapes(c);
+    const auto shapes = mf::models::parameter_shapes(c);
     EXPECT_EQ(shapes, whole->parameter_shapes()) << name;
+    // The shape-only build (models::parameter_shapes) declares every parameter and holds none.
+    EXPECT_TRUE(spec.build(c, 0, mf::models::ModelContext::shape_only())->named_parameters().empty()) << name;
     // One process: the parameters are the whole model's, in the spec's order, of its shapes.
     const auto named = whole->named_parameters();
     const auto layouts = whole->parameter_layouts();
@@ -66,6 +100,8 @@ TEST(ModelZoo, SpecsDescribeTheModelsTheyBuild) {
     for (int s = 0; s < 2; ++s) {
       mf::models::PipelineStage st{2 * s, 2 * s + 2, s == 0, s == 1, {}};
       auto stage = spec.build(c, 0, {{}, st});
+      // Every stage is built whole, the other stages' parts shape-only: it declares the whole model.
+      EXPECT_EQ(stage->parameter_shapes(), shapes) << name << " stage " << s;
       // Every parameter in a unit; in several only when each uses it (T5's bias table, in every
       // block of its stack), never twice in one.
       std::set<size_t> in_units;

@@ -112,10 +112,10 @@ TEST(Vit, ShippedConfigsHaveThePublishedSizes) {
   const std::string dir = std::string(MESHFLOW_SOURCE_DIR) + "/configs/vit/";
   const mf::Config c = mf::Config::load(dir + "vit_base_patch16_224.yaml", {});
   int64_t n = 0;
-  for (const auto& [name, shape] : mf::models::model_spec("vit").parameter_shapes(c)) n += mf::shape_numel(shape);
+  for (const auto& [name, shape] : mf::models::parameter_shapes(c)) n += mf::shape_numel(shape);
   EXPECT_EQ(n, 86567656);
   const mf::Config tiny = mf::Config::load(dir + "tiny.yaml", {});
-  EXPECT_GT(mf::models::model_spec("vit").parameter_shapes(tiny).size(), 0u);
+  EXPECT_GT(mf::models::parameter_shapes(tiny).size(), 0u);
 }
 
 }  // namespace

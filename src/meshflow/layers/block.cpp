@@ -13,8 +13,14 @@ std::shared_ptr<Norm> make_norm(const BlockSpec& s, const Place& place, DType dt
 }  // namespace
 
 BlockSpec encoder_block_spec(int64_t hidden, int64_t heads, int64_t ffn, double norm_eps, double attention_dropout,
-                             double output_dropout) {
+                             double output_dropout, const std::string& self_attention) {
   BlockSpec s;
+  s.attention.q = self_attention + ".query";
+  s.attention.k = self_attention + ".key";
+  s.attention.v = self_attention + ".value";
+  s.attention.out = "attention.output.dense";
+  s.mlp.up = "intermediate.dense";
+  s.mlp.down = "output.dense";
   s.attention.hidden = hidden;
   s.attention.heads = heads;
   s.attention.causal = false;

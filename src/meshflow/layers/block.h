@@ -47,9 +47,11 @@ struct BlockSpec {
 
 // What BERT's and ViT's layers share: separate q, k, v projections with biases, bidirectional
 // attention, an exact-GELU MLP with biases, LayerNorm, dropout on the attention probabilities and
-// on both outputs; the names, the residual and the order are the model's.
+// on both outputs, and Hugging Face's names for BERT-like layers — `<self_attention>.query|key|value`,
+// attention.output.dense, intermediate.dense, output.dense; the norms' names, the residual and the
+// order are the model's.
 BlockSpec encoder_block_spec(int64_t hidden, int64_t heads, int64_t ffn, double norm_eps, double attention_dropout,
-                             double output_dropout);
+                             double output_dropout, const std::string& self_attention);
 
 class TransformerBlock : public nn::ModuleGroup {
  public:

@@ -5,8 +5,13 @@
 namespace mf::layers {
 
 namespace {
-Tensor local_zeros(const nn::ParamLayout& l, const Place& p, DType dt) {
-  return zeros(l.local_shape(p.split().size(), p.split().rank()), dt);
+// This rank's piece of a parameter of layout `l` filled with `value`; undefined on a shape-only
+// Place (the parameter is declared, not held).
+Tensor local_filled(const nn::ParamLayout& l, const Place& p, DType dt, double value = 0.0) {
+  if (!p.held()) return Tensor();
+  Tensor t = zeros(l.local_shape(p.size(), p.rank()), dt);
+  if (value != 0.0) fill_(t, value);
+  return t;
 }
 
 // The split a layer of `out` output features (in `groups` groups) takes on `place`: none on one
@@ -16,6 +21,7 @@ WeightSplit resolved_split(WeightSplit split, int64_t in, int64_t out, int64_t g
                            const Place& place, const char* layer) {
   const int p = place.size();
   MF_CHECK(groups >= 1 && out % groups == 0, layer, ": ", out, " output features do not form ", groups, " groups");
+  if (place.any_ranks()) return split;  // the split itself, for no number of ranks in particular
   if (split == WeightSplit::kColumns) {
     MF_CHECK(units.features >= 1 && (out / groups) % units.features == 0, layer, ": ", out / groups,
              " output features per group are not whole units of ", units.features);
@@ -33,10 +39,10 @@ WeightSplit resolved_split(WeightSplit split, int64_t in, int64_t out, int64_t g
 }  // namespace
 
 Embedding::Embedding(int64_t num, int64_t dim, const Place& place, bool split_rows, DType dt)
-    : num_(num), dim_(dim), place_(place), split_rows_(split_rows && place.size() > 1) {
+    : num_(num), dim_(dim), place_(place), split_rows_(split_rows && place.splits()) {
   MF_CHECK(!split_rows_ || num >= place.size(), "Embedding: ", num, " rows cannot be split over ", place.size(), " ranks");
   nn::ParamLayout w = split_rows_ ? nn::split_layout({num, dim}, 0) : nn::replicated_layout({num, dim});
-  weight = register_parameter("weight", local_zeros(w, place, dt), w);
+  weight = register_parameter("weight", local_filled(w, place, dt), w);
 }
 
 GlobalTensor Embedding::stored_table() const {
@@ -52,9 +58,9 @@ GlobalTensor Embedding::forward(const GlobalTensor& ids) const { return global::
 int64_t Embedding::max_local_rows() const { return split_rows_ ? (num_ + place_.size() - 1) / place_.size() : num_; }
 
 RowBias::RowBias(int64_t num, const Place& place, bool split_rows, DType dt)
-    : num_(num), place_(place), split_rows_(split_rows && place.size() > 1) {
+    : num_(num), place_(place), split_rows_(split_rows && place.splits()) {
   nn::ParamLayout b = split_rows_ ? nn::split_layout({num}, 0) : nn::replicated_layout({num});
-  bias = register_parameter("bias", local_zeros(b, place, dt), b);
+  bias = register_parameter("bias", local_filled(b, place, dt), b);
 }
 
 GlobalTensor RowBias::value() const {
@@ -62,8 +68,9 @@ GlobalTensor RowBias::value() const {
 }
 
 LayerNorm::LayerNorm(int64_t dim, double eps, const Place& place, DType dt)
-    : weight(register_parameter("weight", ones({dim}, dt))),
-      bias(register_parameter("bias", zeros({dim}, dt))),
+    : weight(register_parameter("weight", local_filled(nn::replicated_layout({dim}), place, dt, 1.0),
+                                nn::replicated_layout({dim}))),
+      bias(register_parameter("bias", local_filled(nn::replicated_layout({dim}), place, dt), nn::replicated_layout({dim}))),
       eps_(eps),
       place_(place) {}
 
@@ -83,8 +90,8 @@ Conv1D::Conv1D(int64_t in, int64_t out, const Place& place, WeightSplit split, D
   } else if (split_ == WeightSplit::kRows) {
     w = nn::split_layout({in, out}, 0);
   }
-  weight = register_parameter("weight", local_zeros(w, place, dt), w);
-  bias = register_parameter("bias", local_zeros(b, place, dt), b);
+  weight = register_parameter("weight", local_filled(w, place, dt), w);
+  bias = register_parameter("bias", local_filled(b, place, dt), b);
 }
 
 GlobalTensor Conv1D::forward(const GlobalTensor& x) const {
@@ -134,8 +141,8 @@ Linear::Linear(int64_t in, int64_t out, const Place& place, WeightSplit split, D
   } else if (split_ == WeightSplit::kRows) {
     w = nn::split_layout({out, in}, 1);
   }
-  weight = register_parameter("weight", local_zeros(w, place, dt), w);
-  if (with_bias) bias = register_parameter("bias", local_zeros(b, place, dt), b);
+  weight = register_parameter("weight", local_filled(w, place, dt), w);
+  if (with_bias) bias = register_parameter("bias", local_filled(b, place, dt), b);
 }
 
 GlobalTensor Linear::forward(const GlobalTensor& x) const {
@@ -164,7 +171,7 @@ GlobalTensor Linear::forward(const GlobalTensor& x) const {
 
 Tensor ParamGroup::add_param(const std::string& name, const Shape& shape, DType dt) {
   const nn::ParamLayout l = nn::replicated_layout(shape);
-  Tensor t = register_parameter(name, local_zeros(l, place_, dt), l);
+  Tensor t = register_parameter(name, local_filled(l, place_, dt), l);
   own_.emplace_back(name, t);
   return t;
 }
@@ -176,7 +183,10 @@ GlobalTensor ParamGroup::value(const std::string& name) const {
 }
 
 RMSNorm::RMSNorm(int64_t dim, double eps, const Place& place, DType dt)
-    : weight(register_parameter("weight", ones({dim}, dt))), eps_(eps), place_(place) {}
+    : weight(register_parameter("weight", local_filled(nn::replicated_layout({dim}), place, dt, 1.0),
+                                nn::replicated_layout({dim}))),
+      eps_(eps),
+      place_(place) {}
 
 GlobalTensor RMSNorm::forward(const GlobalTensor& x) const {
   return round_to(global::rms_norm(x, place_.wrap(nn::compute(weight)), eps_), weight.dtype());

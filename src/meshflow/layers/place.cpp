@@ -20,6 +20,20 @@ Place::Place(const nn::TensorParallel& split) : split_(split) {
   }
 }
 
+Place Place::shape_only(int size) {
+  MF_CHECK(size >= 1 || size == kAnyRanks, "layers: a shape-only Place of ", size, " ranks");
+  Place p;
+  p.held_ = false;
+  p.nominal_size_ = size;
+  return p;
+}
+
+Place Place::elsewhere() const {
+  Place p = *this;
+  p.held_ = false;
+  return p;
+}
+
 const global::Placement* Place::placement(Device device) const {
   if (!cpu_) {  // default-constructed: one rank
     static const global::Placement* one_cpu = global::placement(DeviceType::kCPU, std::vector<int>{0});

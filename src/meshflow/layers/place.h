@@ -3,6 +3,10 @@
 // one rank in a single process) — with the SBP the activations between layers have there: B, or
 // S(1) (split on the sequence axis) when the run splits the sequence. The runtime builds it
 // (models/model.h hands it to the model, the model to its layers); the model never reads it.
+// A model is built whole on every rank: the parts another rank holds (other pipeline stages) are
+// built on a shape-only Place, whose layers declare their parameters (names, logical shapes,
+// splits: nn::Module::declared_parameters()) without allocating them. The planner and the weight
+// checks build the whole model so (Place::shape_only with the tensor-parallel size to plan).
 // The data-parallel axis is not part of it: each data-parallel rank runs its slice of the batch
 // (random/batch_slice.h) and the runtime reduces the gradients (parallel/grad_sync.h).
 //
@@ -25,11 +29,24 @@ class Place {
   // The ranks of `split` (its communicator; none: one rank), bound to it for global ops on the
   // CPU and on CUDA.
   explicit Place(const nn::TensorParallel& split);
+  // A shape-only Place of `size` ranks (no communicator): its layers declare parameters split as
+  // on `size` ranks (as rank 0) and hold none. kAnyRanks: every split a layer takes over several
+  // ranks, unchecked (the planner's view: which parameters tensor parallelism splits).
+  static constexpr int kAnyRanks = -1;
+  static Place shape_only(int size);
+  // The same ranks, shape-only: a part of the model another rank holds.
+  Place elsewhere() const;
+  // Whether this rank holds the layers built on it (false: shape-only).
+  bool held() const { return held_; }
 
   // The placement of tensors on `device` (the same ranks whatever the device).
   const global::Placement* placement(Device device) const;
   int world_rank() const { return world_rank_; }
-  int size() const { return split_.size(); }
+  int size() const { return nominal_size_ > 0 ? nominal_size_ : split_.size(); }
+  // Whether the layers split their parameters here: more than one rank, or any number.
+  bool splits() const { return size() > 1 || nominal_size_ == kAnyRanks; }
+  bool any_ranks() const { return nominal_size_ == kAnyRanks; }
+  int rank() const { return split_.rank(); }
   // How the layers' parameters are split (nn/tensor_parallel.h's layouts use it).
   const nn::TensorParallel& split() const { return split_; }
   // The SBP of the activations between layers: B, or S(1) when the sequence is split.
@@ -45,6 +62,8 @@ class Place {
  private:
   nn::TensorParallel split_;
   int world_rank_ = 0;
+  bool held_ = true;
+  int nominal_size_ = 0;  // a shape-only Place's ranks (0: the communicator's; kAnyRanks)
   const global::Placement* cpu_ = nullptr;
   const global::Placement* cuda_ = nullptr;
   std::shared_ptr<global::PlacementBinding> cpu_binding_, cuda_binding_;

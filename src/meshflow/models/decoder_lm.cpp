@@ -12,26 +12,22 @@ namespace mf::models {
 DecoderLm::DecoderLm(DecoderLmSpec spec, const ModelContext& ctx) : Model(ctx, spec.num_layers), s_(std::move(spec)) {
   const DType dt = s_.settings.dtype;
   auto root = register_module(s_.root, std::make_shared<nn::ModuleGroup>());
-  // The token embedding: on the first rank of the model, and on the last as its output
-  // projection when the two are tied.
-  const layers::Place* table = embedding_place() ? embedding_place() : s_.tie_word_embeddings ? head_place() : nullptr;
-  if (table)
-    embed_ = root->add(s_.embed, std::make_shared<layers::Embedding>(s_.vocab_size, s_.hidden_size, *table, true, dt));
-  if (const layers::Place* p = embedding_place(); p && !s_.positions.empty())
-    positions_ = root->add(s_.positions, std::make_shared<layers::Embedding>(s_.max_seq_length, s_.hidden_size, *p, false, dt));
+  // The token embedding, also the output projection when the two are tied.
+  const layers::Place& table = s_.tie_word_embeddings ? shared_placement() : embedding_placement();
+  embed_ = root->add(s_.embed, std::make_shared<layers::Embedding>(s_.vocab_size, s_.hidden_size, table, true, dt));
+  if (!s_.positions.empty())
+    positions_ = root->add(s_.positions, std::make_shared<layers::Embedding>(s_.max_seq_length, s_.hidden_size,
+                                                                            embedding_placement(), false, dt));
   auto group = root->add(s_.layers, std::make_shared<nn::ModuleGroup>());
-  blocks_.resize(static_cast<size_t>(s_.num_layers));
   for (int64_t l = 0; l < s_.num_layers; ++l)
-    if (const layers::Place* p = layer_place(l))
-      blocks_[static_cast<size_t>(l)] = group->add(std::to_string(l), std::make_shared<layers::TransformerBlock>(s_.block, *p, dt));
-  if (const layers::Place* p = head_place()) {
-    if (s_.final_norm_kind == layers::NormKind::kRMSNorm)
-      norm_ = root->add(s_.final_norm, std::make_shared<layers::RMSNorm>(s_.hidden_size, s_.final_norm_eps, *p, dt));
-    else
-      norm_ = root->add(s_.final_norm, std::make_shared<layers::LayerNorm>(s_.hidden_size, s_.final_norm_eps, *p, dt));
-    if (!s_.tie_word_embeddings)
-      head_ = register_module(s_.head, std::make_shared<layers::Embedding>(s_.vocab_size, s_.hidden_size, *p, true, dt));
-  }
+    blocks_.push_back(group->add(std::to_string(l), std::make_shared<layers::TransformerBlock>(s_.block, layer_placement(l), dt)));
+  const layers::Place& head = head_placement();
+  if (s_.final_norm_kind == layers::NormKind::kRMSNorm)
+    norm_ = root->add(s_.final_norm, std::make_shared<layers::RMSNorm>(s_.hidden_size, s_.final_norm_eps, head, dt));
+  else
+    norm_ = root->add(s_.final_norm, std::make_shared<layers::LayerNorm>(s_.hidden_size, s_.final_norm_eps, head, dt));
+  if (!s_.tie_word_embeddings)
+    head_ = register_module(s_.head, std::make_shared<layers::Embedding>(s_.vocab_size, s_.hidden_size, head, true, dt));
 }
 
 DType DecoderLm::activation_dtype(Device device) const {

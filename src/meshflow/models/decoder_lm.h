@@ -41,6 +41,26 @@ struct DecoderLmSpec {
   uint64_t streams_per_layer = 1;                  // the attention dropout
 };
 
+// What every decoder's config gives: its sizes, its block, a final norm of the block's kind and
+// epsilon, initialisation, training settings and the loss head's chunk; the names keep their
+// defaults.
+template <class C>
+DecoderLmSpec decoder_lm_spec(std::string family, const C& c, layers::BlockSpec block, TrainingSettings settings) {
+  DecoderLmSpec s;
+  s.family = std::move(family);
+  s.vocab_size = c.vocab_size;
+  s.hidden_size = c.hidden_size;
+  s.num_layers = c.num_layers;
+  s.max_seq_length = c.max_seq_length;
+  s.final_norm_kind = block.norm;
+  s.final_norm_eps = block.norm_eps;
+  s.block = std::move(block);
+  s.initializer_range = c.initializer_range;
+  s.settings = settings;
+  s.head_chunk_elements = c.head_chunk_elements;
+  return s;
+}
+
 // What the run's training settings make of a model's recomputation and dtype (the spec's settings).
 TrainingSettings decoder_settings(DType dtype, bool recompute, CheckpointGranularity granularity, int64_t start_layer,
                                   int64_t end_layer);
@@ -88,7 +108,7 @@ class DecoderLm : public Model {
 
   DecoderLmSpec s_;
   std::shared_ptr<layers::Embedding> embed_, positions_, head_;
-  std::vector<std::shared_ptr<layers::TransformerBlock>> blocks_;  // by layer; null: held by another rank
+  std::vector<std::shared_ptr<layers::TransformerBlock>> blocks_;  // by layer (shape-only where another rank holds it)
   std::shared_ptr<layers::Norm> norm_;
 };
 

@@ -44,12 +44,28 @@ std::vector<std::pair<int64_t, int64_t>> PipelineStage::chunk_layers(int64_t num
 }
 
 Model::Model(ModelContext ctx, int64_t num_layers)
-    : ctx_(std::move(ctx)), num_layers_(num_layers), place_(ctx_.tp), chunk_layers_(ctx_.stage.chunk_layers(num_layers)) {}
+    : ctx_(std::move(ctx)),
+      num_layers_(num_layers),
+      place_(ctx_.shape_only_ranks != 0 ? layers::Place::shape_only(ctx_.shape_only_ranks) : layers::Place(ctx_.tp)),
+      elsewhere_(place_.elsewhere()),
+      chunk_layers_(ctx_.stage.chunk_layers(num_layers)) {}
 
-const layers::Place* Model::layer_place(int64_t layer) const {
+const layers::Place& Model::layer_placement(int64_t layer) const {
   for (const auto& [a, b] : chunk_layers_)
-    if (layer >= a && layer < b) return &place_;
-  return nullptr;
+    if (layer >= a && layer < b) return place_;
+  return elsewhere_;
+}
+
+const layers::Place& Model::layers_placement(int64_t first, int64_t end) const {
+  for (int64_t l = first; l < end; ++l)
+    if (layer_placement(l).held()) return place_;
+  return elsewhere_;
+}
+
+std::vector<std::pair<std::string, Shape>> Model::parameter_shapes() const {
+  std::vector<std::pair<std::string, Shape>> out;
+  for (auto& [name, layout] : declared_parameters()) out.emplace_back(name, std::move(layout.logical));
+  return out;
 }
 
 std::vector<nn::ParamPiece> Model::parameter_pieces() const { return nn::param_pieces(*this, ctx_.tp); }
@@ -263,12 +279,18 @@ std::vector<nn::ParamUnit> Model::layered_units(const std::vector<std::string>& 
 std::vector<nn::ParamUnit> Model::layered_units(const std::vector<std::string>& embedding_prefixes,
                                                 const std::function<std::vector<std::string>(int64_t)>& layer_prefixes,
                                                 const std::vector<std::string>& head_prefixes) const {
-  const auto named = named_parameters();
+  // Indices into named_parameters(); a shape-only model (ModelContext::shape_only) holds none:
+  // into parameter_shapes(), every declared parameter.
+  std::vector<std::string> names;
+  if (ctx_.shape_only_ranks != 0)
+    for (const auto& [name, shape] : parameter_shapes()) names.push_back(name);
+  else
+    for (const auto& [name, t] : named_parameters()) names.push_back(name);
   auto with_prefix = [&](const std::vector<std::string>& prefixes) {
     std::vector<size_t> r;
-    for (size_t k = 0; k < named.size(); ++k)
+    for (size_t k = 0; k < names.size(); ++k)
       for (const std::string& pre : prefixes)
-        if (named[k].first.compare(0, pre.size(), pre) == 0) {
+        if (names[k].compare(0, pre.size(), pre) == 0) {
           r.push_back(k);
           break;
         }

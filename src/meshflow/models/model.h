@@ -76,6 +76,16 @@ struct PipelineStage {
 struct ModelContext {
   nn::TensorParallel tp;
   PipelineStage stage;
+  // Non-zero: build the whole model shape-only, its layers split as over this many ranks
+  // (layers::Place::kAnyRanks: every split they take, for the planner): no parameter is allocated,
+  // and declared_parameters() lists the model's (the planner's and the weight checks' view).
+  // 0: the model of this rank.
+  int shape_only_ranks = 0;
+  static ModelContext shape_only(int ranks = 1) {
+    ModelContext c;
+    c.shape_only_ranks = ranks;
+    return c;
+  }
 };
 
 // What batches a model trains on (models/batch.h). kCausalLM: input_ids and labels (B, T), the
@@ -161,8 +171,9 @@ class Model : public nn::Module {
   // ---- parameters
   virtual DType param_dtype() const = 0;
   // The whole model's parameters (every stage's), Hugging Face names and logical shapes, in
-  // model order: what a weights file for this model must hold.
-  virtual std::vector<std::pair<std::string, Shape>> parameter_shapes() const = 0;
+  // model order: what a weights file for this model must hold (the model is built whole on every
+  // rank, the parts other ranks hold shape-only: nn::Module::declared_parameters()).
+  std::vector<std::pair<std::string, Shape>> parameter_shapes() const;
   // Parameters a stage other than the first holds a copy of (a tied output embedding on the last
   // stage): the trainer keeps the copies' gradients summed and checkpoints the first stage's.
   virtual std::vector<std::string> tied_parameters() const { return {}; }
@@ -226,10 +237,17 @@ class Model : public nn::Module {
   // How layer `layer` is recomputed in a training step; nullopt: it is not.
   virtual std::optional<CheckpointGranularity> recomputation(int64_t layer) const = 0;
 
-  // ---- what this rank holds: the Place of each part, or null when another rank holds it
-  const layers::Place* embedding_place() const { return stage().first ? &place_ : nullptr; }
-  const layers::Place* head_place() const { return stage().last ? &place_ : nullptr; }
-  const layers::Place* layer_place(int64_t layer) const;
+  // ---- where each part lives (LiBai's layer placement): the model builds every part on its
+  // placement; a part another rank holds (another pipeline stage's) is shape-only there.
+  const layers::Place& embedding_placement() const { return stage().first ? place_ : elsewhere_; }
+  const layers::Place& head_placement() const { return stage().last ? place_ : elsewhere_; }
+  const layers::Place& layer_placement(int64_t layer) const;
+  // A parameter the embedding and the head both use (a tied vocabulary table): the first and the
+  // last stage each hold it.
+  const layers::Place& shared_placement() const { return stage().first || stage().last ? place_ : elsewhere_; }
+  // A parameter layers [first, end) all use (T5's relative position bias table): every rank
+  // holding one of them holds it.
+  const layers::Place& layers_placement(int64_t first, int64_t end) const;
   // Every chunk's [first, end) layers, chunk 0 first.
   const std::vector<std::pair<int64_t, int64_t>>& chunk_layers() const { return chunk_layers_; }
   // Every parameter as the piece of its logical tensor this rank holds (nn/init.h).
@@ -258,7 +276,7 @@ class Model : public nn::Module {
  private:
   ModelContext ctx_;
   int64_t num_layers_;
-  layers::Place place_;
+  layers::Place place_, elsewhere_;  // this rank's; the same ranks shape-only
   std::vector<std::pair<int64_t, int64_t>> chunk_layers_;
   nn::ParamUseHooks* hooks_ = nullptr;
 };

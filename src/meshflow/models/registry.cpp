@@ -1,5 +1,6 @@
 #include "meshflow/models/registry.h"
 
+#include <algorithm>
 #include <map>
 #include <mutex>
 
@@ -58,7 +59,31 @@ int64_t model_layers(const Config& c) {
   return s.num_layers ? s.num_layers(c) : c.get_int("model.num_layers");
 }
 
+void check_model_keys(const Config& c) {
+  const std::string name = c.get_string("model.name");
+  const ModelSpec& spec = model_spec(name);
+  static const Config defaults = Config::defaults();
+  for (const std::string& key : Config::keys()) {
+    if (key.rfind("model.", 0) != 0 || key == "model.pretrained" || !c.is_given(key)) continue;
+    if (std::find(spec.config_keys.begin(), spec.config_keys.end(), key) != spec.config_keys.end()) continue;
+    if (c.value(key) == defaults.value(key)) continue;  // a run's whole config.yaml, read back
+    std::string readers;
+    for (const auto& [other, s] : specs())
+      if (std::find(s.config_keys.begin(), s.config_keys.end(), key) != s.config_keys.end())
+        readers += (readers.empty() ? "" : ", ") + other;
+    const std::string by = c.given_by(key);
+    MF_THROW(key, "=", c.get_text(key), by.empty() ? "" : " (" + by + ")", " is not a key of model.name=", name,
+             ", which does not read it", readers.empty() ? std::string() : " (read by model.name " + readers + ")",
+             ": remove it, or choose a model that reads it");
+  }
+}
+
+std::vector<std::pair<std::string, Shape>> parameter_shapes(const Config& c) {
+  return build_model(c, 0, ModelContext::shape_only())->parameter_shapes();
+}
+
 std::shared_ptr<Model> build_model(const Config& c, int64_t tokenizer_vocab_size, const ModelContext& ctx) {
+  check_model_keys(c);
   return model_spec(c.get_string("model.name")).build(c, tokenizer_vocab_size, ctx);
 }
 

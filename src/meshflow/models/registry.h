@@ -71,11 +71,8 @@ struct ModelSpec {
   // The length of its activations' sequence for the model.* keys of `c` (null: data.seq_length, 0 =
   // model.max_seq_length; ViT: its patches and class token).
   std::function<int64_t(const Config& c)> sequence_length;
-  // The whole model's parameters for the model.* keys of `c`: names and logical shapes, in model
-  // order (Model::parameter_shapes() of the model those keys build).
-  std::function<std::vector<std::pair<std::string, Shape>>(const Config& c)> parameter_shapes;
-  // What a layer keeps for backward for the model.* keys of `c` (null: a GPT-2 block's, from
-  // model.hidden_size and model.ffn_hidden_size).
+  // What a layer keeps for backward for the model.* keys of `c` (the planner refuses a model
+  // without it).
   std::function<LayerActivations(const Config& c)> layer_activations;
   // One line for messages: "GPT-2: layers 4, hidden 32, ..." (Model::describe()).
   std::function<std::string(const Config& c)> describe;
@@ -99,6 +96,14 @@ std::vector<std::string> model_names();
 const ModelSpec* model_spec_for_hf_type(const std::string& type);
 // The layers of the model.* keys of `c` (ModelSpec::num_layers).
 int64_t model_layers(const Config& c);
+// Throws for a model.* key `c` sets (to other than its default) that model.name's model does not
+// read (ModelSpec::config_keys), naming the models that do: a model's keys are valid only when
+// that model is chosen. build_model() checks it.
+void check_model_keys(const Config& c);
+// The whole model's parameters for the model.* keys of `c`: names and logical shapes, in model
+// order — Model::parameter_shapes() of the model those keys build, built shape-only (nothing is
+// allocated: a plan or a weight check of a 1T-parameter model costs no memory).
+std::vector<std::pair<std::string, Shape>> parameter_shapes(const Config& c);
 // model_spec(c.get_string("model.name")).build(c, tokenizer_vocab_size, ctx).
 std::shared_ptr<Model> build_model(const Config& c, int64_t tokenizer_vocab_size, const ModelContext& ctx = {});
 

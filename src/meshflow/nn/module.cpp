@@ -19,6 +19,13 @@ NamedTensors Module::named_parameters() const {
   return out;
 }
 
+std::vector<std::pair<std::string, ParamLayout>> Module::declared_parameters() const {
+  std::vector<std::pair<std::string, ParamLayout>> out(declared_);
+  for (const auto& [name, child] : children_)
+    for (auto& [n, l] : child->declared_parameters()) out.emplace_back(name + "." + n, std::move(l));
+  return out;
+}
+
 NamedTensors Module::named_buffers() const {
   NamedTensors out;
   collect("", false, out);
@@ -99,6 +106,8 @@ Tensor Module::register_parameter(const std::string& name, Tensor t) {
 }
 
 Tensor Module::register_parameter(const std::string& name, Tensor t, ParamLayout layout) {
+  declared_.emplace_back(name, layout);
+  if (!t.defined()) return t;
   t.set_requires_grad(true);
   params_.emplace_back(name, std::move(t));
   layouts_.push_back(std::move(layout));

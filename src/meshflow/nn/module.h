@@ -19,6 +19,10 @@ class Module {
   Module& operator=(const Module&) = delete;
 
   NamedTensors named_parameters() const;  // recursive, registration order
+  // Every parameter the module declares, held on this rank or built shape-only (a part of the
+  // model another rank holds: models/model.h), with its layout, in registration order: the whole
+  // model's names and logical shapes, whatever this rank holds.
+  std::vector<std::pair<std::string, ParamLayout>> declared_parameters() const;
   // One layout per parameter, in named_parameters() order: how the local tensor relates to the
   // logical (checkpoint) tensor under tensor parallelism (replicated unless the layer split it).
   std::vector<ParamLayout> parameter_layouts() const;
@@ -43,6 +47,8 @@ class Module {
 
  protected:
   Tensor register_parameter(const std::string& name, Tensor t);  // sets requires_grad; replicated
+  // An undefined `t`: the parameter is declared shape-only (another rank holds it): it is in
+  // declared_parameters() and nowhere else, and the returned tensor is undefined.
   Tensor register_parameter(const std::string& name, Tensor t, ParamLayout layout);
   Tensor register_buffer(const std::string& name, Tensor t);
   template <class M>
@@ -57,6 +63,7 @@ class Module {
   void collect(const std::string& prefix, bool params, NamedTensors& out) const;
   NamedTensors params_, buffers_;
   std::vector<ParamLayout> layouts_;  // one per params_ entry
+  std::vector<std::pair<std::string, ParamLayout>> declared_;  // held or shape-only
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
   bool training_ = true;
 };

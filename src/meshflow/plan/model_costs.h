@@ -1,7 +1,7 @@
 // What the planner knows of a model before any weight exists: its parameters by part (embedding,
 // each layer, head) and how tensor parallelism splits them, its sizes, the activations a layer
-// keeps for backward and its FLOPs — from the model.* keys alone (ModelSpec::parameter_shapes),
-// so a plan for a 1T-parameter model costs no memory.
+// keeps for backward and its FLOPs — from the model.* keys alone (the model built shape-only:
+// models::ModelContext::shape_only), so a plan for a 1T-parameter model costs no memory.
 #pragma once
 #include <cmath>
 #include <cstdint>
@@ -58,7 +58,7 @@ struct ModelCosts {
 };
 
 // From a resolved run config (model.*, data.seq_length, train.amp). Throws for a model without
-// a parameter list.
+// an activation-memory formula (ModelSpec::layer_activations).
 ModelCosts model_costs(const Config& c);
 
 }  // namespace mf::plan

@@ -73,7 +73,7 @@ Config config_from(const std::string& file, Read read) {
 
 nn::NamedTensors match_spec(const nn::NamedTensors& tensors, const models::ModelSpec& spec, const Config& c,
                             const std::string& source, const std::string& expected_by) {
-  return match_shapes(tensors, spec.parameter_shapes(c), source, expected_by, sizes_str(spec, c));
+  return match_shapes(tensors, models::parameter_shapes(c), source, expected_by, sizes_str(spec, c));
 }
 
 // A model.* key as the weights' own config names it (config.json's name for Hugging Face).

@@ -93,57 +93,5 @@ std::string bert_describe(const BertConfig& m) {
   return s;
 }
 
-std::vector<std::pair<std::string, Shape>> bert_parameter_shapes(const BertConfig& m) {
-  const int64_t C = m.hidden_size, F = m.ffn_hidden_size;
-  const std::string p = m.prefix();
-  std::vector<std::pair<std::string, Shape>> out = {
-      {p + "embeddings.word_embeddings.weight", {m.vocab_size, C}},
-      {p + "embeddings.position_embeddings.weight", {m.position_rows(), C}},
-      {p + "embeddings.token_type_embeddings.weight", {m.num_tokentypes, C}},
-      {p + "embeddings.LayerNorm.weight", {C}},
-      {p + "embeddings.LayerNorm.bias", {C}}};
-  for (int64_t l = 0; l < m.num_layers; ++l) {
-    const std::string q = p + "encoder.layer." + std::to_string(l) + ".";
-    for (const char* proj : {"query", "key", "value"}) {
-      out.emplace_back(q + "attention.self." + proj + ".weight", Shape{C, C});
-      out.emplace_back(q + "attention.self." + proj + ".bias", Shape{C});
-    }
-    out.emplace_back(q + "attention.output.dense.weight", Shape{C, C});
-    out.emplace_back(q + "attention.output.dense.bias", Shape{C});
-    out.emplace_back(q + "attention.output.LayerNorm.weight", Shape{C});
-    out.emplace_back(q + "attention.output.LayerNorm.bias", Shape{C});
-    out.emplace_back(q + "intermediate.dense.weight", Shape{F, C});
-    out.emplace_back(q + "intermediate.dense.bias", Shape{F});
-    out.emplace_back(q + "output.dense.weight", Shape{C, F});
-    out.emplace_back(q + "output.dense.bias", Shape{C});
-    out.emplace_back(q + "output.LayerNorm.weight", Shape{C});
-    out.emplace_back(q + "output.LayerNorm.bias", Shape{C});
-  }
-  if (m.pooler()) {
-    out.emplace_back(p + "pooler.dense.weight", Shape{C, C});
-    out.emplace_back(p + "pooler.dense.bias", Shape{C});
-  }
-  if (m.task == BertTask::kClassification) {
-    out.emplace_back("classifier.weight", Shape{m.num_labels, C});
-    out.emplace_back("classifier.bias", Shape{m.num_labels});
-  } else if (m.variant == BertVariant::kRoberta) {
-    out.emplace_back("lm_head.bias", Shape{m.vocab_size});
-    out.emplace_back("lm_head.dense.weight", Shape{C, C});
-    out.emplace_back("lm_head.dense.bias", Shape{C});
-    out.emplace_back("lm_head.layer_norm.weight", Shape{C});
-    out.emplace_back("lm_head.layer_norm.bias", Shape{C});
-  } else {
-    out.emplace_back("cls.predictions.bias", Shape{m.vocab_size});
-    out.emplace_back("cls.predictions.transform.dense.weight", Shape{C, C});
-    out.emplace_back("cls.predictions.transform.dense.bias", Shape{C});
-    out.emplace_back("cls.predictions.transform.LayerNorm.weight", Shape{C});
-    out.emplace_back("cls.predictions.transform.LayerNorm.bias", Shape{C});
-    if (m.nsp()) {
-      out.emplace_back("cls.seq_relationship.weight", Shape{2, C});
-      out.emplace_back("cls.seq_relationship.bias", Shape{2});
-    }
-  }
-  return out;
-}
 
 }  // namespace mf::models

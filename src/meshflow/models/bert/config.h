@@ -65,7 +65,5 @@ BertConfig bert_config(const Config& c, int64_t tokenizer_vocab_size);
 Config bert_model_config(const BertConfig& c);
 // "BERT (pretraining, NSP): layers 2, hidden 64, heads 4, MLP 256, vocabulary 30522, positions 128".
 std::string bert_describe(const BertConfig& c);
-// The whole model's parameters, Hugging Face names and logical shapes, in model order.
-std::vector<std::pair<std::string, Shape>> bert_parameter_shapes(const BertConfig& c);
 
 }  // namespace mf::models

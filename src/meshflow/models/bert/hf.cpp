@@ -6,6 +6,7 @@
 #include <set>
 
 #include "meshflow/io/safetensors.h"
+#include "meshflow/models/bert/model.h"
 #include "meshflow/models/schema_hf.h"
 
 namespace mf::models {
@@ -100,7 +101,7 @@ std::string bert_config_to_hf(const BertConfig& c, DType dtype) {
 
 nn::NamedTensors read_hf_bert_tensors(const io::HfModelFiles& files, const BertConfig& c) {
   std::set<std::string> names;
-  for (const auto& [name, shape] : bert_parameter_shapes(c)) names.insert(name);
+  for (const auto& [name, shape] : BertModel(c, ModelContext::shape_only()).parameter_shapes()) names.insert(name);
   const std::string p = c.prefix();
   const std::string bias = c.variant == BertVariant::kRoberta ? "lm_head.bias" : "cls.predictions.bias";
   const std::string decoder = c.variant == BertVariant::kRoberta ? "lm_head.decoder." : "cls.predictions.decoder.";

@@ -17,13 +17,8 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 
 layers::BlockSpec bert_block_spec(const BertConfig& c) {
   layers::BlockSpec s = layers::encoder_block_spec(c.hidden_size, c.num_attention_heads, c.ffn_hidden_size,
-                                                   c.layernorm_epsilon, c.attention_dropout_prob, c.output_dropout_prob);
-  s.attention.q = "attention.self.query";
-  s.attention.k = "attention.self.key";
-  s.attention.v = "attention.self.value";
-  s.attention.out = "attention.output.dense";
-  s.mlp.up = "intermediate.dense";
-  s.mlp.down = "output.dense";
+                                                   c.layernorm_epsilon, c.attention_dropout_prob, c.output_dropout_prob,
+                                                   "attention.self");
   s.residual = layers::Residual::kPostNorm;
   s.norm1 = "attention.output.LayerNorm";
   s.norm2 = "output.LayerNorm";
@@ -39,25 +34,19 @@ BertModel::BertModel(const BertConfig& c, const ModelContext& ctx) : Model(ctx, 
   const bool pretraining = c.task == BertTask::kPretraining;
   auto root = register_module(c.variant == BertVariant::kRoberta ? "roberta" : "bert", std::make_shared<nn::ModuleGroup>());
   auto emb = root->add("embeddings", std::make_shared<nn::ModuleGroup>());
-  // The word embedding: on the first rank of the model, and on the last as the masked-LM head's
-  // output projection.
-  const layers::Place* table = embedding_place() ? embedding_place() : pretraining ? head_place() : nullptr;
-  if (table)
-    word_ = emb->add("word_embeddings", std::make_shared<layers::Embedding>(c.vocab_size, C, *table, true, dt));
-  if (const layers::Place* p = embedding_place()) {
-    position_ = emb->add("position_embeddings", std::make_shared<layers::Embedding>(c.position_rows(), C, *p, false, dt));
-    token_type_ = emb->add("token_type_embeddings", std::make_shared<layers::Embedding>(c.num_tokentypes, C, *p, false, dt));
-    embed_norm_ = emb->add("LayerNorm", std::make_shared<layers::LayerNorm>(C, c.layernorm_epsilon, *p, dt));
-  }
+  // The word embedding, also the masked-LM head's output projection.
+  const layers::Place& table = pretraining ? shared_placement() : embedding_placement();
+  word_ = emb->add("word_embeddings", std::make_shared<layers::Embedding>(c.vocab_size, C, table, true, dt));
+  const layers::Place& e = embedding_placement();
+  position_ = emb->add("position_embeddings", std::make_shared<layers::Embedding>(c.position_rows(), C, e, false, dt));
+  token_type_ = emb->add("token_type_embeddings", std::make_shared<layers::Embedding>(c.num_tokentypes, C, e, false, dt));
+  embed_norm_ = emb->add("LayerNorm", std::make_shared<layers::LayerNorm>(C, c.layernorm_epsilon, e, dt));
   auto encoder = root->add("encoder", std::make_shared<nn::ModuleGroup>());
   auto group = encoder->add("layer", std::make_shared<nn::ModuleGroup>());
-  layers_.resize(static_cast<size_t>(c.num_layers));
   for (int64_t l = 0; l < c.num_layers; ++l)
-    if (const layers::Place* p = layer_place(l))
-      layers_[static_cast<size_t>(l)] =
-          group->add(std::to_string(l), std::make_shared<layers::TransformerBlock>(bert_block_spec(c), *p, dt));
-  const layers::Place* p = head_place();
-  if (!p) return;
+    layers_.push_back(
+        group->add(std::to_string(l), std::make_shared<layers::TransformerBlock>(bert_block_spec(c), layer_placement(l), dt)));
+  const layers::Place* p = &head_placement();
   if (c.pooler()) {
     auto pooler = root->add("pooler", std::make_shared<nn::ModuleGroup>());
     pooler_ = pooler->add("dense", std::make_shared<layers::Linear>(C, C, *p, WeightSplit::kNone, dt, true));

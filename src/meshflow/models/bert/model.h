@@ -46,7 +46,6 @@ class BertModel : public Model {
 
   DType activation_dtype(Device device) const override { return c_.activation_dtype(device); }
   DType param_dtype() const override { return c_.settings.dtype; }
-  std::vector<std::pair<std::string, Shape>> parameter_shapes() const override { return bert_parameter_shapes(c_); }
   std::vector<std::string> tied_parameters() const override;
   std::vector<nn::ParamUnit> parameter_units() const override;
   // 6 * (every parameter but the embedding lookups and the masked-LM head's) + 6 *
@@ -85,7 +84,7 @@ class BertModel : public Model {
   BertConfig c_;
   std::shared_ptr<layers::Embedding> word_, position_, token_type_;
   std::shared_ptr<layers::LayerNorm> embed_norm_;
-  std::vector<std::shared_ptr<layers::TransformerBlock>> layers_;  // by layer; null: held by another rank
+  std::vector<std::shared_ptr<layers::TransformerBlock>> layers_;  // by layer (shape-only where another rank holds it)
   std::shared_ptr<layers::Linear> pooler_, seq_relationship_, classifier_, transform_;
   std::shared_ptr<layers::LayerNorm> transform_norm_;
   std::shared_ptr<layers::RowBias> mlm_bias_;

@@ -2,6 +2,7 @@
 
 #include "meshflow/models/bert/hf.h"
 #include "meshflow/models/bert/model.h"
+#include "meshflow/models/spec_builder.h"
 
 namespace mf::models::bert {
 
@@ -10,30 +11,31 @@ namespace {
 // The sizes of a run config's model.* keys alone (no training settings).
 BertConfig sizes(const Config& c) { return bert_config(c, 0); }
 
-Config checkpoint_config(const nn::NamedTensors& tensors, const Config* run, const std::string& source) {
-  MF_CHECK(run != nullptr, source, ": a BERT checkpoint needs the run's config.yaml (or a Hugging Face config.json) "
-           "beside it: the head count and the task do not show in the tensors");
-  BertConfig c = sizes(*run);
-  for (const auto& [name, t] : tensors)  // the tokenizer may have padded model.vocab_size
-    if (name == std::string(c.prefix()) + "embeddings.word_embeddings.weight" && t.ndim() == 2) c.vocab_size = t.shape(0);
-  return bert_model_config(c);
-}
-
 ModelSpec spec(const char* name, const char* architecture) {
   ModelSpec s;
   s.name = name;
-  s.build = [](const Config& c, int64_t vocab, const ModelContext& ctx) -> std::shared_ptr<Model> {
-    auto m = std::make_shared<BertModel>(bert_config(c, vocab), ctx);
-    m->init_weights(static_cast<uint64_t>(c.get_int("train.seed")));
-    return m;
-  };
+  s.build = build_as<BertModel>(&bert_config);
   s.config_keys = bert_schema().config_keys();
   // What the tensors' shapes do not show (the task's heads do, and may be replaced).
   s.structure_keys = bert_schema().structure_keys();
   s.head_prefixes = {"bert.pooler.", "roberta.pooler.", "cls.", "lm_head.", "classifier."};
-  s.parameter_shapes = [](const Config& c) { return bert_parameter_shapes(sizes(c)); };
   s.describe = [](const Config& c) { return bert_describe(sizes(c)); };
-  s.checkpoint_config = checkpoint_config;
+  s.layer_activations = [](const Config& c) {
+    // The post-norm block (layers/block.h) keeps what a GPT-2 block keeps, in another order: the
+    // block input and the post-attention residual with both LayerNorms' statistics (sequence); the
+    // GEMMs' saved inputs, the input and the first LayerNorm's output (gathered); q, k, v, the
+    // attention output, the MLP's input projection and its GELU, the row log-sum-exp (split).
+    const BertConfig b = sizes(c);
+    const double C = static_cast<double>(b.hidden_size), F = static_cast<double>(b.ffn_hidden_size);
+    const double heads = static_cast<double>(b.num_attention_heads);
+    return LayerActivations{2 * C + 4, 2 * C, 4 * C + 2 * F + heads, heads};
+  };
+  s.checkpoint_config = checkpoint_config_from_run<BertConfig>(
+      "BERT", "the head count and the task do", &sizes,
+      [](const BertConfig& c) {
+        return std::string(c.prefix()) + "embeddings.word_embeddings.weight";
+      },
+      &bert_model_config);
   s.hf.model_type = name;
   s.hf.architecture = architecture;
   s.hf.read_config = [](const std::string& path) { return bert_model_config(bert_config_from_hf(path)); };

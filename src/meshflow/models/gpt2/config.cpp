@@ -69,20 +69,5 @@ std::string gpt2_describe(const Gpt2Config& g) {
                      ", MLP ", g.ffn(), ", vocabulary ", g.vocab_size, ", positions ", g.max_seq_length);
 }
 
-std::vector<std::pair<std::string, Shape>> gpt2_parameter_shapes(const Gpt2Config& c) {
-  const int64_t C = c.hidden_size, F = c.ffn();
-  std::vector<std::pair<std::string, Shape>> out = {{"transformer.wte.weight", {c.vocab_size, C}},
-                                                     {"transformer.wpe.weight", {c.max_seq_length, C}}};
-  const std::pair<const char*, Shape> block[] = {
-      {"ln_1.weight", {C}},         {"ln_1.bias", {C}},         {"attn.c_attn.weight", {C, 3 * C}},
-      {"attn.c_attn.bias", {3 * C}}, {"attn.c_proj.weight", {C, C}}, {"attn.c_proj.bias", {C}},
-      {"ln_2.weight", {C}},         {"ln_2.bias", {C}},         {"mlp.c_fc.weight", {C, F}},
-      {"mlp.c_fc.bias", {F}},       {"mlp.c_proj.weight", {F, C}}, {"mlp.c_proj.bias", {C}}};
-  for (int64_t l = 0; l < c.num_layers; ++l)
-    for (const auto& [name, shape] : block) out.emplace_back("transformer.h." + std::to_string(l) + "." + name, shape);
-  out.emplace_back("transformer.ln_f.weight", Shape{C});
-  out.emplace_back("transformer.ln_f.bias", Shape{C});
-  return out;
-}
 
 }  // namespace mf::models

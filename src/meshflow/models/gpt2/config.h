@@ -61,8 +61,5 @@ Config gpt2_model_config(const Gpt2Config& g);
 // "GPT-2: layers 12, hidden 768, heads 12, MLP 3072, vocabulary 50257, positions 1024".
 std::string gpt2_describe(const Gpt2Config& g);
 
-// The whole model's parameters in Gpt2Model's order: Hugging Face names and logical
-// (checkpoint) shapes — what a weights file for this config must hold.
-std::vector<std::pair<std::string, Shape>> gpt2_parameter_shapes(const Gpt2Config& c);
 
 }  // namespace mf::models

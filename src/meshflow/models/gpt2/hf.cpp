@@ -7,6 +7,7 @@
 #include <type_traits>
 
 #include "meshflow/io/safetensors.h"
+#include "meshflow/models/gpt2/model.h"
 #include "meshflow/models/schema_hf.h"
 
 namespace mf::models {
@@ -37,7 +38,7 @@ bool is_gpt2_parameter_name(const std::string& name) {
   if (rest.empty()) return false;
   Gpt2Config one;
   one.num_layers = 1;
-  for (const auto& [n, shape] : gpt2_parameter_shapes(one))
+  for (const auto& [n, shape] : Gpt2Model(one, ModelContext::shape_only()).parameter_shapes())
     if (n == "transformer.h.0." + rest) return true;
   return false;
 }

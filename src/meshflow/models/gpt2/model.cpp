@@ -30,27 +30,17 @@ layers::BlockSpec gpt2_block_spec(const Gpt2Config& c) {
 namespace {
 DecoderLmSpec decoder_spec(const Gpt2Config& c) {
   c.validate();
-  DecoderLmSpec s;
-  s.family = "gpt2";
+  DecoderLmSpec s = decoder_lm_spec("gpt2", c, gpt2_block_spec(c),
+                                    decoder_settings(c.dtype, c.activation_checkpointing, c.checkpoint_granularity,
+                                                     c.checkpoint_start_layer, c.checkpoint_end_layer));
   s.root = "transformer";
   s.embed = "wte";
   s.positions = "wpe";
   s.layers = "h";
   s.final_norm = "ln_f";
-  s.vocab_size = c.vocab_size;
-  s.hidden_size = c.hidden_size;
-  s.num_layers = c.num_layers;
-  s.max_seq_length = c.max_seq_length;
   s.tie_word_embeddings = true;
-  s.final_norm_kind = layers::NormKind::kLayerNorm;
-  s.final_norm_eps = c.layernorm_epsilon;
   s.embedding_dropout = c.embedding_dropout_prob;
-  s.block = gpt2_block_spec(c);
-  s.initializer_range = c.initializer_range;
   s.scaled_init = {"c_proj.weight"};
-  s.settings = decoder_settings(c.dtype, c.activation_checkpointing, c.checkpoint_granularity, c.checkpoint_start_layer,
-                                c.checkpoint_end_layer);
-  s.head_chunk_elements = c.head_chunk_elements;
   s.streams_per_layer = 3;  // attention, attention output and MLP output dropout
   return s;
 }

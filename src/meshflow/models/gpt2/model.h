@@ -38,7 +38,6 @@ class Gpt2Model : public DecoderLm {
   // the config keys.
   explicit Gpt2Model(const Gpt2Config& c, const ModelContext& ctx = {});
 
-  std::vector<std::pair<std::string, Shape>> parameter_shapes() const override { return gpt2_parameter_shapes(c_); }
   Config model_config() const override { return gpt2_model_config(c_); }
   std::string describe() const override;
   const Gpt2Config& config() const { return c_; }

@@ -2,6 +2,7 @@
 
 #include "meshflow/models/gpt2/hf.h"
 #include "meshflow/models/gpt2/model.h"
+#include "meshflow/models/spec_builder.h"
 
 namespace mf::models::gpt2 {
 
@@ -44,14 +45,9 @@ Config checkpoint_config(const nn::NamedTensors& tensors, const Config* run, con
 ModelSpec spec() {
   ModelSpec s;
   s.name = "gpt2";
-  s.build = [](const Config& c, int64_t vocab, const ModelContext& ctx) -> std::shared_ptr<Model> {
-    auto m = std::make_shared<Gpt2Model>(gpt2_config(c, vocab), ctx);
-    m->init_weights(static_cast<uint64_t>(c.get_int("train.seed")));
-    return m;
-  };
+  s.build = build_as<Gpt2Model>(&gpt2_config);
   s.config_keys = gpt2_schema().config_keys();
   s.structure_keys = gpt2_schema().structure_keys();  // the tensors show every other size
-  s.parameter_shapes = [](const Config& c) { return gpt2_parameter_shapes(sizes(c)); };
   s.describe = [](const Config& c) { return gpt2_describe(sizes(c)); };
   s.layer_activations = [](const Config& c) {
     // Gpt2Block::forward: the block input and the post-attention residual, and both LayerNorms'

@@ -71,28 +71,5 @@ std::string gpt_neox_describe(const GptNeoxConfig& m) {
                      ", positions ", m.max_seq_length);
 }
 
-std::vector<std::pair<std::string, Shape>> gpt_neox_parameter_shapes(const GptNeoxConfig& m) {
-  const int64_t C = m.hidden_size, F = m.ffn_hidden_size;
-  std::vector<std::pair<std::string, Shape>> out = {{"gpt_neox.embed_in.weight", {m.vocab_size, C}}};
-  for (int64_t l = 0; l < m.num_layers; ++l) {
-    const std::string p = "gpt_neox.layers." + std::to_string(l) + ".";
-    for (const char* norm : {"input_layernorm", "post_attention_layernorm"}) {
-      out.emplace_back(p + norm + ".weight", Shape{C});
-      out.emplace_back(p + norm + ".bias", Shape{C});
-    }
-    out.emplace_back(p + "attention.query_key_value.weight", Shape{3 * C, C});
-    out.emplace_back(p + "attention.query_key_value.bias", Shape{3 * C});
-    out.emplace_back(p + "attention.dense.weight", Shape{C, C});
-    out.emplace_back(p + "attention.dense.bias", Shape{C});
-    out.emplace_back(p + "mlp.dense_h_to_4h.weight", Shape{F, C});
-    out.emplace_back(p + "mlp.dense_h_to_4h.bias", Shape{F});
-    out.emplace_back(p + "mlp.dense_4h_to_h.weight", Shape{C, F});
-    out.emplace_back(p + "mlp.dense_4h_to_h.bias", Shape{C});
-  }
-  out.emplace_back("gpt_neox.final_layer_norm.weight", Shape{C});
-  out.emplace_back("gpt_neox.final_layer_norm.bias", Shape{C});
-  if (!m.tie_word_embeddings) out.emplace_back("embed_out.weight", Shape{m.vocab_size, C});
-  return out;
-}
 
 }  // namespace mf::models

@@ -44,7 +44,5 @@ GptNeoxConfig gpt_neox_config(const Config& c, int64_t tokenizer_vocab_size);
 Config gpt_neox_model_config(const GptNeoxConfig& c);
 // "GPT-NeoX: layers 2, hidden 32, heads 4, MLP 48, rotary 2 of 8, parallel residual, ...".
 std::string gpt_neox_describe(const GptNeoxConfig& c);
-// The whole model's parameters, Hugging Face names and logical shapes, in model order.
-std::vector<std::pair<std::string, Shape>> gpt_neox_parameter_shapes(const GptNeoxConfig& c);
 
 }  // namespace mf::models

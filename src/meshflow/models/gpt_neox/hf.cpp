@@ -4,6 +4,7 @@
 #include <set>
 
 #include "meshflow/io/safetensors.h"
+#include "meshflow/models/gpt_neox/model.h"
 #include "meshflow/models/schema_hf.h"
 
 namespace mf::models {
@@ -55,7 +56,7 @@ std::string gpt_neox_config_to_hf(const GptNeoxConfig& c, DType dtype) {
 
 nn::NamedTensors read_hf_gpt_neox_tensors(const io::HfModelFiles& files, const GptNeoxConfig& c) {
   std::set<std::string> names;
-  for (const auto& [name, shape] : gpt_neox_parameter_shapes(c)) names.insert(name);
+  for (const auto& [name, shape] : GptNeoxModel(c, ModelContext::shape_only()).parameter_shapes()) names.insert(name);
   nn::NamedTensors out;
   for (const std::string& file : files.weights) {
     for (auto& [name, t] : io::load_safetensors(file).tensors) {

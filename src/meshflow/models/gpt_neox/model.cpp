@@ -34,23 +34,12 @@ layers::BlockSpec gpt_neox_block_spec(const GptNeoxConfig& c) {
 namespace {
 DecoderLmSpec decoder_spec(const GptNeoxConfig& c) {
   c.validate();
-  DecoderLmSpec s;
-  s.family = "gpt_neox";
+  DecoderLmSpec s = decoder_lm_spec("gpt_neox", c, gpt_neox_block_spec(c), c.settings);
   s.root = "gpt_neox";
   s.embed = "embed_in";
   s.final_norm = "final_layer_norm";
   s.head = "embed_out";
-  s.vocab_size = c.vocab_size;
-  s.hidden_size = c.hidden_size;
-  s.num_layers = c.num_layers;
-  s.max_seq_length = c.max_seq_length;
   s.tie_word_embeddings = c.tie_word_embeddings;
-  s.final_norm_kind = layers::NormKind::kLayerNorm;
-  s.final_norm_eps = c.layernorm_epsilon;
-  s.block = gpt_neox_block_spec(c);
-  s.initializer_range = c.initializer_range;
-  s.settings = c.settings;
-  s.head_chunk_elements = c.head_chunk_elements;
   s.streams_per_layer = 3;  // attention, attention output and MLP output dropout
   return s;
 }

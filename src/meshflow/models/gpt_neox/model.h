@@ -23,7 +23,6 @@ class GptNeoxModel : public DecoderLm {
  public:
   explicit GptNeoxModel(const GptNeoxConfig& c, const ModelContext& ctx = {});
 
-  std::vector<std::pair<std::string, Shape>> parameter_shapes() const override { return gpt_neox_parameter_shapes(c_); }
   Config model_config() const override { return gpt_neox_model_config(c_); }
   std::string describe() const override { return gpt_neox_describe(c_); }
   const GptNeoxConfig& config() const { return c_; }

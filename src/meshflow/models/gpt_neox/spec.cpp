@@ -2,6 +2,7 @@
 
 #include "meshflow/models/gpt_neox/hf.h"
 #include "meshflow/models/gpt_neox/model.h"
+#include "meshflow/models/spec_builder.h"
 
 namespace mf::models::gpt_neox {
 
@@ -10,28 +11,14 @@ namespace {
 // The sizes of a run config's model.* keys alone (no training settings).
 GptNeoxConfig sizes(const Config& c) { return gpt_neox_config(c, 0); }
 
-Config checkpoint_config(const nn::NamedTensors& tensors, const Config* run, const std::string& source) {
-  MF_CHECK(run != nullptr, source, ": a GPT-NeoX checkpoint needs the run's config.yaml (or a Hugging Face "
-           "config.json) beside it: the head count and the rotary share do not show in the tensors");
-  GptNeoxConfig c = sizes(*run);
-  for (const auto& [name, t] : tensors)  // the tokenizer may have padded model.vocab_size
-    if (name == "gpt_neox.embed_in.weight" && t.ndim() == 2) c.vocab_size = t.shape(0);
-  return gpt_neox_model_config(c);
-}
-
 }  // namespace
 
 ModelSpec spec() {
   ModelSpec s;
   s.name = "gpt_neox";
-  s.build = [](const Config& c, int64_t vocab, const ModelContext& ctx) -> std::shared_ptr<Model> {
-    auto m = std::make_shared<GptNeoxModel>(gpt_neox_config(c, vocab), ctx);
-    m->init_weights(static_cast<uint64_t>(c.get_int("train.seed")));
-    return m;
-  };
+  s.build = build_as<GptNeoxModel>(&gpt_neox_config);
   s.config_keys = gpt_neox_schema().config_keys();
   s.structure_keys = gpt_neox_schema().structure_keys();
-  s.parameter_shapes = [](const Config& c) { return gpt_neox_parameter_shapes(sizes(c)); };
   s.describe = [](const Config& c) { return gpt_neox_describe(sizes(c)); };
   s.layer_activations = [](const Config& c) {
     // The block (layers/block.h): the block input (and, sequential, the post-attention residual),
@@ -44,7 +31,10 @@ ModelSpec spec() {
     const double residual = g.use_parallel_residual ? C : 2 * C;
     return LayerActivations{residual + 4, 2 * C, 6 * C + 2 * F + heads, heads};
   };
-  s.checkpoint_config = checkpoint_config;
+  s.checkpoint_config = checkpoint_config_from_run<GptNeoxConfig>(
+      "GPT-NeoX", "the head count and the rotary share do", &sizes,
+      [](const GptNeoxConfig&) { return std::string("gpt_neox.embed_in.weight"); },
+      &gpt_neox_model_config);
   s.hf.model_type = "gpt_neox";
   s.hf.architecture = "GPTNeoXForCausalLM";
   s.hf.read_config = [](const std::string& path) { return gpt_neox_model_config(gpt_neox_config_from_hf(path)); };

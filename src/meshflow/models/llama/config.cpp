@@ -152,27 +152,5 @@ std::string llama_describe(const LlamaConfig& m) {
   return s;
 }
 
-std::vector<std::pair<std::string, Shape>> llama_parameter_shapes(const LlamaConfig& m) {
-  const int64_t C = m.hidden_size, F = m.ffn_hidden_size, Q = m.num_attention_heads * m.dim(), KV = m.kv_heads() * m.dim();
-  std::vector<std::pair<std::string, Shape>> out = {{"model.embed_tokens.weight", {m.vocab_size, C}}};
-  for (int64_t l = 0; l < m.num_layers; ++l) {
-    const std::string p = "model.layers." + std::to_string(l) + ".";
-    out.emplace_back(p + "input_layernorm.weight", Shape{C});
-    out.emplace_back(p + "self_attn.q_proj.weight", Shape{Q, C});
-    if (m.qkv_bias) out.emplace_back(p + "self_attn.q_proj.bias", Shape{Q});
-    out.emplace_back(p + "self_attn.k_proj.weight", Shape{KV, C});
-    if (m.qkv_bias) out.emplace_back(p + "self_attn.k_proj.bias", Shape{KV});
-    out.emplace_back(p + "self_attn.v_proj.weight", Shape{KV, C});
-    if (m.qkv_bias) out.emplace_back(p + "self_attn.v_proj.bias", Shape{KV});
-    out.emplace_back(p + "self_attn.o_proj.weight", Shape{C, Q});
-    out.emplace_back(p + "post_attention_layernorm.weight", Shape{C});
-    out.emplace_back(p + "mlp.gate_proj.weight", Shape{F, C});
-    out.emplace_back(p + "mlp.up_proj.weight", Shape{F, C});
-    out.emplace_back(p + "mlp.down_proj.weight", Shape{C, F});
-  }
-  out.emplace_back("model.norm.weight", Shape{C});
-  if (!m.tie_word_embeddings) out.emplace_back("lm_head.weight", Shape{m.vocab_size, C});
-  return out;
-}
 
 }  // namespace mf::models

@@ -66,7 +66,5 @@ LlamaConfig llama_config(const Config& c, int64_t tokenizer_vocab_size);
 Config llama_model_config(const LlamaConfig& c);
 // "Llama: layers 2, hidden 64, heads 4 (kv 2), MLP 172, vocabulary 256, positions 128".
 std::string llama_describe(const LlamaConfig& c);
-// The whole model's parameters, Hugging Face names and logical shapes, in model order.
-std::vector<std::pair<std::string, Shape>> llama_parameter_shapes(const LlamaConfig& c);
 
 }  // namespace mf::models

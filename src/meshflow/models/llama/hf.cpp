@@ -6,6 +6,7 @@
 #include <type_traits>
 
 #include "meshflow/io/safetensors.h"
+#include "meshflow/models/llama/model.h"
 #include "meshflow/models/schema_hf.h"
 
 namespace mf::models {
@@ -109,7 +110,7 @@ std::string llama_config_to_hf(const LlamaConfig& c, DType dtype) {
 
 nn::NamedTensors read_hf_llama_tensors(const io::HfModelFiles& files, const LlamaConfig& c) {
   std::set<std::string> names;
-  for (const auto& [name, shape] : llama_parameter_shapes(c)) names.insert(name);
+  for (const auto& [name, shape] : LlamaModel(c, ModelContext::shape_only()).parameter_shapes()) names.insert(name);
   nn::NamedTensors out;
   Tensor lm_head;
   std::string lm_head_file;

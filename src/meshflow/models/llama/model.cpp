@@ -37,19 +37,8 @@ layers::BlockSpec llama_block_spec(const LlamaConfig& c) {
 namespace {
 DecoderLmSpec decoder_spec(const LlamaConfig& c) {
   c.validate();
-  DecoderLmSpec s;
-  s.family = llama_variant_name(c.variant);
-  s.vocab_size = c.vocab_size;
-  s.hidden_size = c.hidden_size;
-  s.num_layers = c.num_layers;
-  s.max_seq_length = c.max_seq_length;
+  DecoderLmSpec s = decoder_lm_spec(llama_variant_name(c.variant), c, llama_block_spec(c), c.settings);
   s.tie_word_embeddings = c.tie_word_embeddings;
-  s.final_norm_kind = layers::NormKind::kRMSNorm;
-  s.final_norm_eps = c.rms_norm_eps;
-  s.block = llama_block_spec(c);
-  s.initializer_range = c.initializer_range;
-  s.settings = c.settings;
-  s.head_chunk_elements = c.head_chunk_elements;
   return s;
 }
 }  // namespace

@@ -29,7 +29,6 @@ class LlamaModel : public DecoderLm {
  public:
   explicit LlamaModel(const LlamaConfig& c, const ModelContext& ctx = {});
 
-  std::vector<std::pair<std::string, Shape>> parameter_shapes() const override { return llama_parameter_shapes(c_); }
   Config model_config() const override { return llama_model_config(c_); }
   std::string describe() const override { return llama_describe(c_); }
   const LlamaConfig& config() const { return c_; }

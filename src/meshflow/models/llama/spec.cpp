@@ -2,6 +2,7 @@
 
 #include "meshflow/models/llama/hf.h"
 #include "meshflow/models/llama/model.h"
+#include "meshflow/models/spec_builder.h"
 
 namespace mf::models::llama {
 
@@ -10,23 +11,10 @@ namespace {
 // The sizes of a run config's model.* keys alone (no training settings).
 LlamaConfig sizes(const Config& c) { return llama_config(c, 0); }
 
-Config checkpoint_config(const nn::NamedTensors& tensors, const Config* run, const std::string& source) {
-  MF_CHECK(run != nullptr, source, ": a Llama-family checkpoint needs the run's config.yaml (or a Hugging Face "
-           "config.json) beside it: the head counts do not show in the tensors");
-  LlamaConfig c = sizes(*run);
-  for (const auto& [name, t] : tensors)  // the tokenizer may have padded model.vocab_size
-    if (name == "model.embed_tokens.weight" && t.ndim() == 2) c.vocab_size = t.shape(0);
-  return llama_model_config(c);
-}
-
 ModelSpec spec(const char* name, const char* hf_type, const char* architecture) {
   ModelSpec s;
   s.name = name;
-  s.build = [](const Config& c, int64_t vocab, const ModelContext& ctx) -> std::shared_ptr<Model> {
-    auto m = std::make_shared<LlamaModel>(llama_config(c, vocab), ctx);
-    m->init_weights(static_cast<uint64_t>(c.get_int("train.seed")));
-    return m;
-  };
+  s.build = build_as<LlamaModel>(&llama_config);
   s.config_keys = llama_schema().config_keys();
   // What the tensors' shapes do not show.
   s.structure_keys = llama_schema().structure_keys();
@@ -38,7 +26,6 @@ ModelSpec spec(const char* name, const char* hf_type, const char* architecture) 
     return key.rfind("model.rope_scaling.", 0) != 0 || key == "model.rope_scaling.type" ||
            weights.get_string("model.rope_scaling.type") == "llama3";
   };
-  s.parameter_shapes = [](const Config& c) { return llama_parameter_shapes(sizes(c)); };
   s.describe = [](const Config& c) { return llama_describe(sizes(c)); };
   s.layer_activations = [](const Config& c) {
     // LlamaBlock::forward: the block input and the post-attention residual, and both RMSNorms'
@@ -51,7 +38,10 @@ ModelSpec spec(const char* name, const char* hf_type, const char* architecture) 
     const double heads = static_cast<double>(l.num_attention_heads);
     return LayerActivations{2 * C + 2, 2 * C, 2 * q + 2 * kv + 4 * F + heads, heads};
   };
-  s.checkpoint_config = checkpoint_config;
+  s.checkpoint_config = checkpoint_config_from_run<LlamaConfig>(
+      "Llama-family", "the head counts do", &sizes,
+      [](const LlamaConfig&) { return std::string("model.embed_tokens.weight"); },
+      &llama_model_config);
   s.hf.model_type = hf_type;
   s.hf.architecture = architecture;
   s.hf.read_config = [](const std::string& path) { return llama_model_config(llama_config_from_hf(path)); };

@@ -46,15 +46,12 @@ GlobalTensor MlpLmBlock::forward(const GlobalTensor& x) const {
 
 MlpLmModel::MlpLmModel(const MlpLmConfig& c, const ModelContext& ctx) : Model(ctx, c.num_layers), c_(c) {
   const DType dt = c.settings.dtype;
-  const layers::Place* table = embedding_place() ? embedding_place() : head_place();
-  if (table) wte_ = register_module("wte", std::make_shared<layers::Embedding>(c.vocab_size, c.hidden_size, *table, true, dt));
+  // The token embedding, also the output projection (tied).
+  wte_ = register_module("wte", std::make_shared<layers::Embedding>(c.vocab_size, c.hidden_size, shared_placement(), true, dt));
   auto group = register_module("layers", std::make_shared<nn::ModuleGroup>());
-  blocks_.resize(static_cast<size_t>(c.num_layers));
   for (int64_t l = 0; l < c.num_layers; ++l)
-    if (const layers::Place* p = layer_place(l))
-      blocks_[static_cast<size_t>(l)] = group->add(std::to_string(l), std::make_shared<MlpLmBlock>(c, *p));
-  if (const layers::Place* p = head_place())
-    norm_ = register_module("norm", std::make_shared<layers::LayerNorm>(c.hidden_size, c.layernorm_epsilon, *p, dt));
+    blocks_.push_back(group->add(std::to_string(l), std::make_shared<MlpLmBlock>(c, layer_placement(l))));
+  norm_ = register_module("norm", std::make_shared<layers::LayerNorm>(c.hidden_size, c.layernorm_epsilon, head_placement(), dt));
 }
 
 void MlpLmModel::init_weights(uint64_t seed) {
@@ -102,20 +99,6 @@ DType MlpLmModel::activation_dtype(Device device) const {
   return native_half(device, dt) ? dt : compute_dtype(dt);
 }
 
-std::vector<std::pair<std::string, Shape>> mlp_lm_parameter_shapes(const MlpLmConfig& c) {
-  const int64_t C = c.hidden_size, F = c.ffn();
-  std::vector<std::pair<std::string, Shape>> out = {{"wte.weight", {c.vocab_size, C}}};
-  for (int64_t l = 0; l < c.num_layers; ++l) {
-    const std::string p = "layers." + std::to_string(l) + ".";
-    for (auto& e : std::vector<std::pair<std::string, Shape>>{{"norm.weight", {C}}, {"norm.bias", {C}},
-                                                               {"fc1.weight", {C, F}}, {"fc1.bias", {F}},
-                                                               {"fc2.weight", {F, C}}, {"fc2.bias", {C}}})
-      out.emplace_back(p + e.first, e.second);
-  }
-  out.emplace_back("norm.weight", Shape{C});
-  out.emplace_back("norm.bias", Shape{C});
-  return out;
-}
 
 std::vector<nn::ParamUnit> MlpLmModel::parameter_units() const {
   return layered_units({"wte."}, "layers.", {"norm.", "wte."});

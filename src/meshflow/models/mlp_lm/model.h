@@ -37,8 +37,6 @@ struct MlpLmConfig {
 // The model.* keys (and the training settings) of a run config; vocabulary at least the
 // tokenizer's.
 MlpLmConfig mlp_lm_config(const Config& c, int64_t tokenizer_vocab_size);
-// The whole model's parameters: names and logical shapes, in model order.
-std::vector<std::pair<std::string, Shape>> mlp_lm_parameter_shapes(const MlpLmConfig& c);
 // "MLP LM: layers 2, hidden 32, MLP 128, vocabulary 257".
 std::string mlp_lm_describe(const MlpLmConfig& c);
 
@@ -63,7 +61,6 @@ class MlpLmModel : public Model {
 
   DType activation_dtype(Device device) const override;
   DType param_dtype() const override { return c_.settings.dtype; }
-  std::vector<std::pair<std::string, Shape>> parameter_shapes() const override { return mlp_lm_parameter_shapes(c_); }
   std::vector<std::string> tied_parameters() const override { return {"wte.weight"}; }
   std::vector<nn::ParamUnit> parameter_units() const override;
   double flops_per_token(int64_t seq_len) const override;
@@ -84,7 +81,7 @@ class MlpLmModel : public Model {
  private:
   MlpLmConfig c_;
   std::shared_ptr<layers::Embedding> wte_;
-  std::vector<std::shared_ptr<MlpLmBlock>> blocks_;  // by layer; null: held by another rank
+  std::vector<std::shared_ptr<MlpLmBlock>> blocks_;  // by layer (shape-only where another rank holds it)
   std::shared_ptr<layers::LayerNorm> norm_;
 };
 

@@ -1,22 +1,25 @@
 #include "meshflow/models/mlp_lm/spec.h"
 
 #include "meshflow/models/mlp_lm/model.h"
+#include "meshflow/models/spec_builder.h"
 
 namespace mf::models::mlp_lm {
 
 ModelSpec spec() {
   ModelSpec s;
   s.name = "mlp_lm";
-  s.build = [](const Config& c, int64_t vocab, const ModelContext& ctx) -> std::shared_ptr<Model> {
-    auto m = std::make_shared<MlpLmModel>(mlp_lm_config(c, vocab), ctx);
-    m->init_weights(static_cast<uint64_t>(c.get_int("train.seed")));
-    return m;
-  };
+  s.build = build_as<MlpLmModel>(&mlp_lm_config);
   s.config_keys = {"model.name", "model.num_layers", "model.hidden_size", "model.ffn_hidden_size", "model.vocab_size",
                    "model.embedding_dropout_prob", "model.output_dropout_prob", "model.layernorm_epsilon",
                    "model.initializer_range"};
-  s.parameter_shapes = [](const Config& c) { return mlp_lm_parameter_shapes(mlp_lm_config(c, 0)); };
   s.describe = [](const Config& c) { return mlp_lm_describe(mlp_lm_config(c, 0)); };
+  s.layer_activations = [](const Config& c) {
+    // MlpLmBlock::forward: the block input and its LayerNorm's statistics (sequence), the
+    // LayerNorm output (gathered), fc1's output and its GELU (split); no attention.
+    const MlpLmConfig m = mlp_lm_config(c, 0);
+    const double C = static_cast<double>(m.hidden_size), F = static_cast<double>(m.ffn());
+    return LayerActivations{C + 2, C, 2 * F, 0};
+  };
   s.checkpoint_config = [](const nn::NamedTensors& tensors, const Config* run, const std::string& source) {
     MF_CHECK(run != nullptr, source, ": an mlp_lm checkpoint needs the run's config.yaml beside it");
     Config c = *run;

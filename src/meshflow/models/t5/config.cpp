@@ -97,41 +97,5 @@ std::string t5_bias_table(bool decoder) {
   return std::string(decoder ? "decoder" : "encoder") + ".block.0.layer.0.SelfAttention.relative_attention_bias.weight";
 }
 
-std::vector<std::pair<std::string, Shape>> t5_parameter_shapes(const T5Config& m) {
-  const int64_t C = m.hidden_size, F = m.ffn_hidden_size, I = m.inner_dim();
-  std::vector<std::pair<std::string, Shape>> out = {{"shared.weight", {m.vocab_size, C}}};
-  auto attention = [&](const std::string& q) {
-    for (const char* proj : {"q", "k", "v"}) out.emplace_back(q + proj + ".weight", Shape{I, C});
-    out.emplace_back(q + "o.weight", Shape{C, I});
-  };
-  auto mlp = [&](const std::string& q) {
-    if (m.gated_gelu) {
-      out.emplace_back(q + "DenseReluDense.wi_0.weight", Shape{F, C});
-      out.emplace_back(q + "DenseReluDense.wi_1.weight", Shape{F, C});
-    } else {
-      out.emplace_back(q + "DenseReluDense.wi.weight", Shape{F, C});
-    }
-    out.emplace_back(q + "DenseReluDense.wo.weight", Shape{C, F});
-    out.emplace_back(q + "layer_norm.weight", Shape{C});
-  };
-  for (const bool decoder : {false, true}) {
-    const std::string stack = decoder ? "decoder." : "encoder.";
-    const int64_t n = decoder ? m.num_decoder_layers : m.num_layers;
-    for (int64_t l = 0; l < n; ++l) {
-      const std::string b = stack + "block." + std::to_string(l) + ".layer.";
-      attention(b + "0.SelfAttention.");
-      if (l == 0) out.emplace_back(t5_bias_table(decoder), Shape{m.relative_attention_num_buckets, m.num_attention_heads});
-      out.emplace_back(b + "0.layer_norm.weight", Shape{C});
-      if (decoder) {
-        attention(b + "1.EncDecAttention.");
-        out.emplace_back(b + "1.layer_norm.weight", Shape{C});
-      }
-      mlp(b + (decoder ? "2." : "1."));
-    }
-    out.emplace_back(stack + "final_layer_norm.weight", Shape{C});
-  }
-  if (!m.tie_word_embeddings) out.emplace_back("lm_head.weight", Shape{m.vocab_size, C});
-  return out;
-}
 
 }  // namespace mf::models

@@ -6,6 +6,7 @@
 #include <set>
 
 #include "meshflow/io/safetensors.h"
+#include "meshflow/models/t5/model.h"
 #include "meshflow/models/schema_hf.h"
 
 namespace mf::models {
@@ -65,7 +66,7 @@ std::string t5_config_to_hf(const T5Config& c, DType dtype) {
 
 nn::NamedTensors read_hf_t5_tensors(const io::HfModelFiles& files, const T5Config& c) {
   std::set<std::string> names;
-  for (const auto& [name, shape] : t5_parameter_shapes(c)) names.insert(name);
+  for (const auto& [name, shape] : T5Model(c, ModelContext::shape_only()).parameter_shapes()) names.insert(name);
   nn::NamedTensors out;
   std::map<std::string, std::pair<Tensor, std::string>> aliases;  // embed_tokens, a tied lm_head
   for (const std::string& file : files.weights) {

@@ -172,41 +172,27 @@ T5Model::T5Model(const T5Config& c, const ModelContext& ctx) : Model(ctx, c.tota
   c.validate();
   const DType dt = c.settings.dtype;
   const int64_t C = c.hidden_size, Le = c.num_layers;
-  // The shared embedding: on the first rank of the model (both inputs), and on the last as the
-  // tied output projection.
-  const layers::Place* table = embedding_place() ? embedding_place() : c.tie_word_embeddings ? head_place() : nullptr;
-  if (table) shared_ = register_module("shared", std::make_shared<layers::Embedding>(c.vocab_size, C, *table, true, dt));
-  blocks_.resize(static_cast<size_t>(c.total_layers()));
+  // The shared embedding (both inputs), also the output projection when tied.
+  const layers::Place& table = c.tie_word_embeddings ? shared_placement() : embedding_placement();
+  shared_ = register_module("shared", std::make_shared<layers::Embedding>(c.vocab_size, C, table, true, dt));
   for (const bool decoder : {false, true}) {
     auto stack = register_module(decoder ? "decoder" : "encoder", std::make_shared<nn::ModuleGroup>());
     auto group = stack->add("block", std::make_shared<nn::ModuleGroup>());
     const int64_t first = decoder ? Le : 0, n = decoder ? c.num_decoder_layers : Le;
-    const layers::Place* any = nullptr;
     for (int64_t j = 0; j < n; ++j)
-      if (const layers::Place* p = layer_place(first + j)) {
-        blocks_[static_cast<size_t>(first + j)] = group->add(std::to_string(j), std::make_shared<T5Block>(c, *p, decoder));
-        any = p;
-      }
-    if (any) {  // this stack's bias table: block 0's, or a copy where another part holds block 0
-      auto t = std::make_shared<layers::Embedding>(c.relative_attention_num_buckets, c.num_attention_heads, *any, false, dt);
-      if (const auto& b0 = blocks_[static_cast<size_t>(first)]) {
-        b0->self_attention().hold_table(t);
-      } else {
-        auto l = group->add("0", std::make_shared<nn::ModuleGroup>())->add("layer", std::make_shared<nn::ModuleGroup>());
-        l->add("0", std::make_shared<nn::ModuleGroup>())->add("SelfAttention", std::make_shared<nn::ModuleGroup>())
-            ->add("relative_attention_bias", t);
-      }
-      (decoder ? dec_table_ : enc_table_) = t;
-    }
+      blocks_.push_back(group->add(std::to_string(j), std::make_shared<T5Block>(c, layer_placement(first + j), decoder)));
+    // This stack's bias table, block 0's, used by every block of the stack.
+    auto t = std::make_shared<layers::Embedding>(c.relative_attention_num_buckets, c.num_attention_heads,
+                                                 layers_placement(first, first + n), false, dt);
+    blocks_[static_cast<size_t>(first)]->self_attention().hold_table(t);
+    (decoder ? dec_table_ : enc_table_) = t;
     // The encoder's final norm runs in decoder block 0, the decoder's in the head.
-    if (const layers::Place* p = decoder ? head_place() : layer_place(Le)) {
-      auto norm = stack->add("final_layer_norm", std::make_shared<layers::RMSNorm>(C, c.layernorm_epsilon, *p, dt));
-      (decoder ? dec_final_norm_ : enc_final_norm_) = norm;
-    }
+    auto norm = stack->add("final_layer_norm", std::make_shared<layers::RMSNorm>(
+                                                   C, c.layernorm_epsilon, decoder ? head_placement() : layer_placement(Le), dt));
+    (decoder ? dec_final_norm_ : enc_final_norm_) = norm;
   }
   if (!c.tie_word_embeddings)
-    if (const layers::Place* p = head_place())
-      lm_head_ = register_module("lm_head", std::make_shared<layers::Embedding>(c.vocab_size, C, *p, true, dt));
+    lm_head_ = register_module("lm_head", std::make_shared<layers::Embedding>(c.vocab_size, C, head_placement(), true, dt));
 }
 
 void T5Model::init_weights(uint64_t seed) {

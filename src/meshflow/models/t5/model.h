@@ -86,7 +86,6 @@ class T5Model : public Model {
 
   DType activation_dtype(Device device) const override { return c_.activation_dtype(device); }
   DType param_dtype() const override { return c_.settings.dtype; }
-  std::vector<std::pair<std::string, Shape>> parameter_shapes() const override { return t5_parameter_shapes(c_); }
   std::vector<std::string> tied_parameters() const override;
   std::vector<nn::ParamUnit> parameter_units() const override;
   // Per encoder token of a sample of seq_len encoder and decoder_seq_length decoder tokens: 6 x
@@ -123,7 +122,7 @@ class T5Model : public Model {
 
   T5Config c_;
   std::shared_ptr<layers::Embedding> shared_, lm_head_, enc_table_, dec_table_;
-  std::vector<std::shared_ptr<T5Block>> blocks_;  // by layer; null: held by another rank
+  std::vector<std::shared_ptr<T5Block>> blocks_;  // by layer (shape-only where another rank holds it)
   std::shared_ptr<layers::RMSNorm> enc_final_norm_, dec_final_norm_;
 };
 

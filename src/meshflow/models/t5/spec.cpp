@@ -4,6 +4,7 @@
 
 #include "meshflow/models/t5/hf.h"
 #include "meshflow/models/t5/model.h"
+#include "meshflow/models/spec_builder.h"
 
 namespace mf::models::t5 {
 
@@ -12,23 +13,10 @@ namespace {
 // The sizes of a run config's model.* keys alone (no training settings).
 T5Config sizes(const Config& c) { return t5_config(c, 0); }
 
-Config checkpoint_config(const nn::NamedTensors& tensors, const Config* run, const std::string& source) {
-  MF_CHECK(run != nullptr, source, ": a T5 checkpoint needs the run's config.yaml (or a Hugging Face config.json) beside "
-           "it: the head count and the bucket sizes do not show in the tensors");
-  T5Config c = sizes(*run);
-  for (const auto& [name, t] : tensors)  // the tokenizer may have padded model.vocab_size
-    if (name == "shared.weight" && t.ndim() == 2) c.vocab_size = t.shape(0);
-  return t5_model_config(c);
-}
-
 ModelSpec spec(const char* name, const char* architecture) {
   ModelSpec s;
   s.name = name;
-  s.build = [](const Config& c, int64_t vocab, const ModelContext& ctx) -> std::shared_ptr<Model> {
-    auto m = std::make_shared<T5Model>(t5_config(c, vocab), ctx);
-    m->init_weights(static_cast<uint64_t>(c.get_int("train.seed")));
-    return m;
-  };
+  s.build = build_as<T5Model>(&t5_config);
   s.config_keys = t5_schema().config_keys();
   // What the tensors' shapes do not show.
   s.structure_keys = t5_schema().structure_keys();
@@ -41,9 +29,28 @@ ModelSpec spec(const char* name, const char* architecture) {
              " are more layers than int64 counts");
     return enc + d;
   };
-  s.parameter_shapes = [](const Config& c) { return t5_parameter_shapes(sizes(c)); };
   s.describe = [](const Config& c) { return t5_describe(sizes(c)); };
-  s.checkpoint_config = checkpoint_config;
+  s.layer_activations = [](const Config& c) {
+    // The mean of an encoder and a decoder block per token (the planner counts each layer at
+    // the encoder's length): each keeps its input and post-attention residual with the RMSNorms'
+    // statistics (sequence), the norm outputs (gathered), q, k, v, the attention output and
+    // log-sum-exp, the MLP's hidden states — ReLU: wi's output and its activation; gated GELU:
+    // both projections, the GELU and their product (split); the decoder block adds its
+    // cross-attention: a residual, a norm output, q, the output and log-sum-exp, and k, v of the
+    // encoder's output.
+    const T5Config t = sizes(c);
+    const double C = static_cast<double>(t.hidden_size), I = static_cast<double>(t.inner_dim());
+    const double F = static_cast<double>(t.ffn_hidden_size) * (t.gated_gelu ? 4 : 2);
+    const double heads = static_cast<double>(t.num_attention_heads);
+    const LayerActivations enc{2 * C + 2, 2 * C, 4 * I + F + heads, heads};
+    const LayerActivations dec{3 * C + 3, 3 * C, 8 * I + F + 2 * heads, 2 * heads};
+    return LayerActivations{(enc.sequence + dec.sequence) / 2, (enc.gathered + dec.gathered) / 2,
+                            (enc.split + dec.split) / 2, (enc.core + dec.core) / 2};
+  };
+  s.checkpoint_config = checkpoint_config_from_run<T5Config>(
+      "T5", "the head count and the bucket sizes do", &sizes,
+      [](const T5Config&) { return std::string("shared.weight"); },
+      &t5_model_config);
   s.hf.model_type = name;
   s.hf.architecture = architecture;
   s.hf.read_config = [](const std::string& path) { return t5_model_config(t5_config_from_hf(path)); };

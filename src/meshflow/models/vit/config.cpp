@@ -62,35 +62,5 @@ std::string vit_describe(const VitConfig& m) {
                      m.ffn_hidden_size, ", labels ", m.num_labels);
 }
 
-std::vector<std::pair<std::string, Shape>> vit_parameter_shapes(const VitConfig& m) {
-  const int64_t C = m.hidden_size, F = m.ffn_hidden_size, P = m.patch_size;
-  std::vector<std::pair<std::string, Shape>> out = {
-      {"vit.embeddings.cls_token", {1, 1, C}},
-      {"vit.embeddings.position_embeddings", {1, m.sequence_length(), C}},
-      {"vit.embeddings.patch_embeddings.projection.weight", {C, m.num_channels, P, P}},
-      {"vit.embeddings.patch_embeddings.projection.bias", {C}}};
-  for (int64_t l = 0; l < m.num_layers; ++l) {
-    const std::string q = "vit.encoder.layer." + std::to_string(l) + ".";
-    for (const char* proj : {"query", "key", "value"}) {
-      out.emplace_back(q + "attention.attention." + proj + ".weight", Shape{C, C});
-      out.emplace_back(q + "attention.attention." + proj + ".bias", Shape{C});
-    }
-    out.emplace_back(q + "attention.output.dense.weight", Shape{C, C});
-    out.emplace_back(q + "attention.output.dense.bias", Shape{C});
-    out.emplace_back(q + "intermediate.dense.weight", Shape{F, C});
-    out.emplace_back(q + "intermediate.dense.bias", Shape{F});
-    out.emplace_back(q + "output.dense.weight", Shape{C, F});
-    out.emplace_back(q + "output.dense.bias", Shape{C});
-    out.emplace_back(q + "layernorm_before.weight", Shape{C});
-    out.emplace_back(q + "layernorm_before.bias", Shape{C});
-    out.emplace_back(q + "layernorm_after.weight", Shape{C});
-    out.emplace_back(q + "layernorm_after.bias", Shape{C});
-  }
-  out.emplace_back("vit.layernorm.weight", Shape{C});
-  out.emplace_back("vit.layernorm.bias", Shape{C});
-  out.emplace_back("classifier.weight", Shape{m.num_labels, C});
-  out.emplace_back("classifier.bias", Shape{m.num_labels});
-  return out;
-}
 
 }  // namespace mf::models

@@ -46,7 +46,5 @@ VitConfig vit_config(const Config& c);
 Config vit_model_config(const VitConfig& c);
 // "ViT: image 32, patch 4 (64 patches), layers 4, hidden 64, heads 4, MLP 256, labels 10".
 std::string vit_describe(const VitConfig& c);
-// The whole model's parameters, Hugging Face names and logical shapes, in model order.
-std::vector<std::pair<std::string, Shape>> vit_parameter_shapes(const VitConfig& c);
 
 }  // namespace mf::models

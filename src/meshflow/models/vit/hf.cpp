@@ -4,6 +4,7 @@
 #include <set>
 
 #include "meshflow/io/safetensors.h"
+#include "meshflow/models/vit/model.h"
 #include "meshflow/models/schema_hf.h"
 
 namespace mf::models {
@@ -49,7 +50,7 @@ std::string vit_config_to_hf(const VitConfig& c, DType dtype) {
 
 nn::NamedTensors read_hf_vit_tensors(const io::HfModelFiles& files, const VitConfig& c) {
   std::set<std::string> names;
-  for (const auto& [name, shape] : vit_parameter_shapes(c)) names.insert(name);
+  for (const auto& [name, shape] : VitModel(c, ModelContext::shape_only()).parameter_shapes()) names.insert(name);
   nn::NamedTensors out;
   for (const std::string& file : files.weights)
     for (auto& [name, t] : io::load_safetensors(file).tensors) {

@@ -66,13 +66,8 @@ Tensor vit_interpolate_positions(const Tensor& table, int64_t m) {
 
 layers::BlockSpec vit_block_spec(const VitConfig& c) {
   layers::BlockSpec s = layers::encoder_block_spec(c.hidden_size, c.num_attention_heads, c.ffn_hidden_size,
-                                                   c.layernorm_epsilon, c.attention_dropout_prob, c.output_dropout_prob);
-  s.attention.q = "attention.attention.query";
-  s.attention.k = "attention.attention.key";
-  s.attention.v = "attention.attention.value";
-  s.attention.out = "attention.output.dense";
-  s.mlp.up = "intermediate.dense";
-  s.mlp.down = "output.dense";
+                                                   c.layernorm_epsilon, c.attention_dropout_prob, c.output_dropout_prob,
+                                                   "attention.attention");
   s.residual = layers::Residual::kPreNorm;
   s.norm1 = "layernorm_before";
   s.norm2 = "layernorm_after";
@@ -85,27 +80,23 @@ VitModel::VitModel(const VitConfig& c, const ModelContext& ctx) : Model(ctx, c.n
   const DType dt = c.settings.dtype;
   const int64_t C = c.hidden_size, P = c.patch_size;
   auto root = register_module("vit", std::make_shared<nn::ModuleGroup>());
-  if (const layers::Place* p = embedding_place()) {
-    embeddings_ = root->add("embeddings", std::make_shared<layers::ParamGroup>(*p));
-    embeddings_->add_param("cls_token", {1, 1, C}, dt);
-    embeddings_->add_param("position_embeddings", {1, c.sequence_length(), C}, dt);
-    auto patches = embeddings_->add("patch_embeddings", std::make_shared<nn::ModuleGroup>());
-    projection_ = patches->add("projection", std::make_shared<layers::ParamGroup>(*p));
-    projection_->add_param("weight", {C, c.num_channels, P, P}, dt);
-    projection_->add_param("bias", {C}, dt);
-  }
+  const layers::Place& e = embedding_placement();
+  embeddings_ = root->add("embeddings", std::make_shared<layers::ParamGroup>(e));
+  embeddings_->add_param("cls_token", {1, 1, C}, dt);
+  embeddings_->add_param("position_embeddings", {1, c.sequence_length(), C}, dt);
+  auto patches = embeddings_->add("patch_embeddings", std::make_shared<nn::ModuleGroup>());
+  projection_ = patches->add("projection", std::make_shared<layers::ParamGroup>(e));
+  projection_->add_param("weight", {C, c.num_channels, P, P}, dt);
+  projection_->add_param("bias", {C}, dt);
   auto encoder = root->add("encoder", std::make_shared<nn::ModuleGroup>());
   auto group = encoder->add("layer", std::make_shared<nn::ModuleGroup>());
-  layers_.resize(static_cast<size_t>(c.num_layers));
   for (int64_t l = 0; l < c.num_layers; ++l)
-    if (const layers::Place* p = layer_place(l))
-      layers_[static_cast<size_t>(l)] =
-          group->add(std::to_string(l), std::make_shared<layers::TransformerBlock>(vit_block_spec(c), *p, dt));
-  if (const layers::Place* p = head_place()) {
-    final_norm_ = root->add("layernorm", std::make_shared<layers::LayerNorm>(C, c.layernorm_epsilon, *p, dt));
-    classifier_ = register_module("classifier", std::make_shared<layers::Linear>(C, c.num_labels, *p,
-                                                                                 layers::WeightSplit::kNone, dt, true));
-  }
+    layers_.push_back(
+        group->add(std::to_string(l), std::make_shared<layers::TransformerBlock>(vit_block_spec(c), layer_placement(l), dt)));
+  const layers::Place& h = head_placement();
+  final_norm_ = root->add("layernorm", std::make_shared<layers::LayerNorm>(C, c.layernorm_epsilon, h, dt));
+  classifier_ = register_module("classifier", std::make_shared<layers::Linear>(C, c.num_labels, h,
+                                                                               layers::WeightSplit::kNone, dt, true));
 }
 
 void VitModel::init_weights(uint64_t seed) {

@@ -46,7 +46,6 @@ class VitModel : public Model {
 
   DType activation_dtype(Device device) const override { return c_.activation_dtype(device); }
   DType param_dtype() const override { return c_.settings.dtype; }
-  std::vector<std::pair<std::string, Shape>> parameter_shapes() const override { return vit_parameter_shapes(c_); }
   std::vector<nn::ParamUnit> parameter_units() const override;
   // Per token (patches and the class token): 6 x (every parameter but the class token, the
   // position embeddings and the classifier) + 12 x layers x hidden x T (attention scores and
@@ -75,7 +74,7 @@ class VitModel : public Model {
 
   VitConfig c_;
   std::shared_ptr<layers::ParamGroup> embeddings_, projection_;
-  std::vector<std::shared_ptr<layers::TransformerBlock>> layers_;  // by layer; null: held by another rank
+  std::vector<std::shared_ptr<layers::TransformerBlock>> layers_;  // by layer (shape-only where another rank holds it)
   std::shared_ptr<layers::LayerNorm> final_norm_;
   std::shared_ptr<layers::Linear> classifier_;
 };

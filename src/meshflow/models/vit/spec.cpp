@@ -47,7 +47,16 @@ ModelSpec vit_spec() {
   s.structure_keys = vit_schema().structure_keys();
   s.head_prefixes = {"classifier."};
   s.sequence_length = [](const Config& c) { return sizes(c).sequence_length(); };
-  s.parameter_shapes = [](const Config& c) { return vit_parameter_shapes(sizes(c)); };
+  s.layer_activations = [](const Config& c) {
+    // The pre-norm block (layers/block.h), as GPT-2's: the block input and the post-attention
+    // residual with both LayerNorms' statistics (sequence); both LayerNorm outputs (gathered);
+    // q, k, v, the attention output, the MLP's input projection and its GELU, the row
+    // log-sum-exp per head (split).
+    const VitConfig v = sizes(c);
+    const double C = static_cast<double>(v.hidden_size), F = static_cast<double>(v.ffn_hidden_size);
+    const double heads = static_cast<double>(v.num_attention_heads);
+    return LayerActivations{2 * C + 4, 2 * C, 4 * C + 2 * F + heads, heads};
+  };
   s.describe = [](const Config& c) { return vit_describe(sizes(c)); };
   s.checkpoint_config = checkpoint_config;
   s.adapt_weights = adapt_weights;
