@@ -5,9 +5,12 @@
 // units chain, and a stage's activation shape is what its forward returns.
 #include <algorithm>
 #include <filesystem>
+#include <map>
 #include <set>
 
+#include "meshflow/models/decoder_lm.h"
 #include "meshflow/models/registry.h"
+#include "meshflow/ops/ops.h"
 #include "testing.h"
 
 namespace {
@@ -28,6 +31,28 @@ mf::Config small_config(const std::string& name) {
   for (const auto& [key, value] : sizes)
     if (std::find(reads.begin(), reads.end(), "model." + key) != reads.end()) yaml += ", " + key + ": " + value;
   return mf::Config::from_yaml(yaml + "}");
+}
+
+// The test model is the shared block without attention: its logits, composed here from the ops,
+// are norm(x_L) wte^T with x_0 = wte[ids] and x_l+1 = x_l + fc2(gelu_tanh(fc1(norm_l(x_l)))).
+TEST(ModelZoo, TheTestModelIsTheSharedBlockWithoutAttention) {
+  auto model = std::dynamic_pointer_cast<mf::models::DecoderLm>(mf::models::build_model(small_config("mlp_lm"), 0));
+  ASSERT_TRUE(model);
+  model->init_weights(7);
+  std::map<std::string, Tensor> p;
+  for (const auto& [name, t] : model->named_parameters()) p[name] = t;
+  ASSERT_EQ(p.size(), 1 + 4 * 6 + 2u);
+  const Tensor ids = mf::from_vector<int64_t>({3, 49, 0, 7, 7, 12}, {2, 3});
+  Tensor x = mf::embedding(p.at("wte.weight"), ids);  // (2, 3, 16)
+  for (int l = 0; l < 4; ++l) {
+    const std::string b = "layers." + std::to_string(l) + ".";
+    const Tensor n = mf::layer_norm(x, p.at(b + "norm.weight"), p.at(b + "norm.bias"));
+    const Tensor h = mf::gelu(mf::add(mf::matmul(n, p.at(b + "fc1.weight")), p.at(b + "fc1.bias")), true);
+    x = mf::add(x, mf::add(mf::matmul(h, p.at(b + "fc2.weight")), p.at(b + "fc2.bias")));
+  }
+  const Tensor want = mf::matmul(mf::layer_norm(x, p.at("norm.weight"), p.at("norm.bias")),
+                                 mf::transpose(p.at("wte.weight"), 0, 1));  // (2, 3, 50)
+  expect_rel_close(model->logits(ids), to_f64(want), 1e-5, "mlp_lm logits");
 }
 
 TEST(ModelZoo, AModelsKeysAreValidOnlyWhenItIsChosen) {

@@ -6,7 +6,7 @@ namespace mf::layers {
 
 namespace {
 std::shared_ptr<Norm> make_norm(const BlockSpec& s, const Place& place, DType dt) {
-  const int64_t C = s.attention.hidden;
+  const int64_t C = s.mlp.hidden;
   if (s.norm == NormKind::kRMSNorm) return std::make_shared<RMSNorm>(C, s.norm_eps, place, dt);
   return std::make_shared<LayerNorm>(C, s.norm_eps, place, dt);
 }
@@ -35,7 +35,8 @@ BlockSpec encoder_block_spec(int64_t hidden, int64_t heads, int64_t ffn, double 
 }
 
 TransformerBlock::TransformerBlock(const BlockSpec& spec, const Place& place, DType dt) : s_(spec), dtype_(dt) {
-  MF_CHECK(s_.order.size() == 4, "block: the order names ", s_.order.size(), " parts, not the 4 parts once each");
+  MF_CHECK(s_.order.size() == 4 || s_.order.size() == 2, "block: the order names ", s_.order.size(),
+           " parts, not the 4 parts (or norm2 and the MLP) once each");
   for (BlockPart part : s_.order) {
     switch (part) {
       case BlockPart::kNorm1:
@@ -56,6 +57,9 @@ TransformerBlock::TransformerBlock(const BlockSpec& spec, const Place& place, DT
         break;
     }
   }
+  MF_CHECK(norm2_ && mlp_ && static_cast<bool>(norm1_) == static_cast<bool>(attention_),
+           "block: the order must name norm2 and the MLP, and norm1 with the attention or neither");
+  MF_CHECK(attention_ || s_.residual == Residual::kPreNorm, "block: a block without attention must be pre-norm");
 }
 
 GlobalTensor TransformerBlock::drop(const GlobalTensor& x) const {
@@ -81,7 +85,7 @@ GlobalTensor TransformerBlock::forward(const GlobalTensor& x, bool recompute_att
     case Residual::kPreNorm:
       break;
   }
-  const GlobalTensor h = round_to(global::add(x, attend(norm1_->forward(x))), dtype_);
+  const GlobalTensor h = attention_ ? round_to(global::add(x, attend(norm1_->forward(x))), dtype_) : x;
   return round_to(global::add(h, drop(mlp_->forward(norm2_->forward(h)))), dtype_);
 }
 

@@ -4,6 +4,8 @@
 //   pre-norm:   h = x + drop(attn(norm1(x)));  y = h + drop(mlp(norm2(h)))     (GPT-2, Llama, ViT)
 //   parallel:   y = x + drop(attn(norm1(x))) + drop(mlp(norm2(x)))            (GPT-NeoX, GPT-J)
 //   post-norm:  h = norm1(x + drop(attn(x)));  y = norm2(h + drop(mlp(h)))     (BERT, RoBERTa)
+//   MLP only:   y = x + drop(mlp(norm2(x)))   (pre-norm, no attention nor norm1 in the order:
+//               a residual MLP block, the test model's)
 // x, y (B, T, C). Mixed precision: each residual sum rounded to the parameter dtype (before the
 // post-norm's norm). Dropout: the attention's (on its probabilities), then the attention
 // output's, then the MLP output's, each taking the next stream of the default generator when it
@@ -41,7 +43,8 @@ struct BlockSpec {
   // after its residual when post-norm), norm2 the MLP's.
   std::string norm1, norm2;
   // Registration order, each part once: GPT-2 and Llama norm1, attention, norm2, MLP; GPT-NeoX
-  // both norms first; BERT attention, norm1, MLP, norm2; ViT attention, MLP, norm1, norm2.
+  // both norms first; BERT attention, norm1, MLP, norm2; ViT attention, MLP, norm1, norm2. A
+  // pre-norm block may leave out the attention with norm1 (an MLP-only block: norm2, MLP).
   std::vector<BlockPart> order = {BlockPart::kNorm1, BlockPart::kAttention, BlockPart::kNorm2, BlockPart::kMlp};
 };
 

@@ -11,21 +11,23 @@ namespace mf::models {
 
 DecoderLm::DecoderLm(DecoderLmSpec spec, const ModelContext& ctx) : Model(ctx, spec.num_layers), s_(std::move(spec)) {
   const DType dt = s_.settings.dtype;
-  auto root = register_module(s_.root, std::make_shared<nn::ModuleGroup>());
+  // The parts under the root module (none: on the model itself).
+  auto root = s_.root.empty() ? nullptr : register_module(s_.root, std::make_shared<nn::ModuleGroup>());
+  auto add = [&](const std::string& name, auto module) { return root ? root->add(name, module) : register_module(name, module); };
   // The token embedding, also the output projection when the two are tied.
   const layers::Place& table = s_.tie_word_embeddings ? shared_placement() : embedding_placement();
-  embed_ = root->add(s_.embed, std::make_shared<layers::Embedding>(s_.vocab_size, s_.hidden_size, table, true, dt));
+  embed_ = add(s_.embed, std::make_shared<layers::Embedding>(s_.vocab_size, s_.hidden_size, table, true, dt));
   if (!s_.positions.empty())
-    positions_ = root->add(s_.positions, std::make_shared<layers::Embedding>(s_.max_seq_length, s_.hidden_size,
+    positions_ = add(s_.positions, std::make_shared<layers::Embedding>(s_.max_seq_length, s_.hidden_size,
                                                                             embedding_placement(), false, dt));
-  auto group = root->add(s_.layers, std::make_shared<nn::ModuleGroup>());
+  auto group = add(s_.layers, std::make_shared<nn::ModuleGroup>());
   for (int64_t l = 0; l < s_.num_layers; ++l)
     blocks_.push_back(group->add(std::to_string(l), std::make_shared<layers::TransformerBlock>(s_.block, layer_placement(l), dt)));
   const layers::Place& head = head_placement();
   if (s_.final_norm_kind == layers::NormKind::kRMSNorm)
-    norm_ = root->add(s_.final_norm, std::make_shared<layers::RMSNorm>(s_.hidden_size, s_.final_norm_eps, head, dt));
+    norm_ = add(s_.final_norm, std::make_shared<layers::RMSNorm>(s_.hidden_size, s_.final_norm_eps, head, dt));
   else
-    norm_ = root->add(s_.final_norm, std::make_shared<layers::LayerNorm>(s_.hidden_size, s_.final_norm_eps, head, dt));
+    norm_ = add(s_.final_norm, std::make_shared<layers::LayerNorm>(s_.hidden_size, s_.final_norm_eps, head, dt));
   if (!s_.tie_word_embeddings)
     head_ = register_module(s_.head, std::make_shared<layers::Embedding>(s_.vocab_size, s_.hidden_size, head, true, dt));
 }
@@ -70,22 +72,26 @@ void DecoderLm::init_weights(uint64_t seed) {
   }
 }
 
+std::string DecoderLm::rooted(const std::string& name) const { return s_.root.empty() ? name : s_.root + "." + name; }
+
 std::vector<std::string> DecoderLm::tied_parameters() const {
   if (!s_.tie_word_embeddings) return {};
-  return {s_.root + "." + s_.embed + ".weight"};
+  return {rooted(s_.embed + ".weight")};
 }
 
 GlobalTensor DecoderLm::embed(const GlobalTensor& ids, const Batch& batch) const {
   const int64_t T = ids.logical_shape[1] + (batch.decode ? batch.decode->past : 0);
-  MF_CHECK(T > 0 && T <= s_.max_seq_length, s_.family, ": sequence length ", T,
+  MF_CHECK(T > 0 && (s_.max_seq_length == 0 || T <= s_.max_seq_length), s_.family, ": sequence length ", T,
            " must be in [1, model.max_seq_length = ", s_.max_seq_length, "]");
-  if (!positions_) return embed_->forward(ids);  // (B, T, C)
-  // Learned positions: 0 .. T-1, or decoding each row's (B, T) after its cached ones.
-  const int64_t t = ids.logical_shape[1];
-  const Tensor pos = batch.decode ? batch.decode->positions(t) : arange(t, DType::kI64);
-  GlobalTensor x = layers::round_to(global::add(embed_->forward(ids), positions_->forward(host_beside(ids, pos))),
-                                    s_.settings.dtype);  // (B, T, C) + (T, C)
-  return s_.embedding_dropout > 0.0 && training() ? global::dropout(x, s_.embedding_dropout) : x;
+  GlobalTensor x = embed_->forward(ids);  // (B, T, C)
+  if (positions_) {
+    // Learned positions: 0 .. T-1, or decoding each row's (B, T) after its cached ones.
+    const int64_t t = ids.logical_shape[1];
+    const Tensor pos = batch.decode ? batch.decode->positions(t) : arange(t, DType::kI64);
+    x = layers::round_to(global::add(x, positions_->forward(host_beside(ids, pos))), s_.settings.dtype);  // + (T, C)
+  }
+  if (s_.embedding_dropout == 0.0 || !training()) return x;
+  return layers::round_to(global::dropout(x, s_.embedding_dropout), s_.settings.dtype);
 }
 
 GlobalTensor DecoderLm::run_layer(int64_t layer, const GlobalTensor& x, const Batch& batch, bool recompute_inside) const {
@@ -117,21 +123,20 @@ Tensor DecoderLm::logits(const Tensor& ids) const {
 }
 
 std::vector<nn::ParamUnit> DecoderLm::parameter_units() const {
-  const std::string root = s_.root + ".";
-  const std::string table = root + s_.embed + ".";
+  const std::string table = rooted(s_.embed + ".");
   std::vector<std::string> embedding = {table};
-  if (!s_.positions.empty()) embedding.push_back(root + s_.positions + ".");
-  return layered_units(embedding, root + s_.layers + ".",
-                       {root + s_.final_norm + ".", s_.tie_word_embeddings ? table : s_.head + "."});
+  if (!s_.positions.empty()) embedding.push_back(rooted(s_.positions + "."));
+  return layered_units(embedding, rooted(s_.layers + "."),
+                       {rooted(s_.final_norm + "."), s_.tie_word_embeddings ? table : s_.head + "."});
 }
 
 double DecoderLm::flops_per_token(int64_t seq_len) const {
-  const std::string table = s_.root + "." + s_.embed + ".weight", positions = s_.root + "." + s_.positions + ".weight";
+  const std::string table = rooted(s_.embed + ".weight"), positions = rooted(s_.positions + ".weight");
   double params = 0.0;
   for (const auto& [name, shape] : parameter_shapes())
     if ((name != table || s_.tie_word_embeddings) && name != positions) params += static_cast<double>(shape_numel(shape));
   const layers::AttentionSpec& a = s_.block.attention;
-  const double attention = 12.0 * static_cast<double>(s_.num_layers * a.heads * a.dim() * seq_len);
+  const double attention = a.heads > 0 ? 12.0 * static_cast<double>(s_.num_layers * a.heads * a.dim() * seq_len) : 0.0;
   return 6.0 * params + attention;
 }
 

@@ -21,13 +21,15 @@ namespace mf::models {
 struct DecoderLmSpec {
   std::string family;  // named in errors: "llama: sequence length ..."
   // Hugging Face's names: <root>.<embed>, <root>.<layers>.<l>., <root>.<final_norm>, and the
-  // untied output projection <head> (outside the root).
+  // untied output projection <head> (outside the root); an empty root: <embed>, <layers>.<l>., ...
   std::string root = "model", embed = "embed_tokens", layers = "layers", final_norm = "norm", head = "lm_head";
   // A learned position table <root>.<positions> added to the token embedding (GPT-2's wpe); none
   // when empty.
   std::string positions;
-  double embedding_dropout = 0.0;  // on the embedding's output, in training
+  double embedding_dropout = 0.0;  // on the embedding's output (after the positions), in training; rounded
+  // max_seq_length 0: no limit (a model without positions of any kind).
   int64_t vocab_size = 0, hidden_size = 0, num_layers = 0, max_seq_length = 0;
+  bool generates = true;  // meshflow generate / serve take it (its blocks keep a key/value cache)
   bool tie_word_embeddings = false;
   layers::NormKind final_norm_kind = layers::NormKind::kRMSNorm;
   double final_norm_eps = 1e-6;
@@ -88,7 +90,7 @@ class DecoderLm : public Model {
   // layers * heads * head_dim * seq (attention scores and values over the whole square, the
   // PaLM/Megatron count).
   double flops_per_token(int64_t seq_len) const override;
-  bool generates() const override { return true; }
+  bool generates() const override { return s_.generates; }
   int64_t max_sequence_length() const override { return s_.max_seq_length; }
   int64_t vocab_size() const override { return s_.vocab_size; }
 
@@ -105,6 +107,8 @@ class DecoderLm : public Model {
  private:
   // The output projection: the head, or the token embedding when tied.
   const layers::Embedding& output_table() const { return head_ ? *head_ : *embed_; }
+  // A part's parameter name under the root ("model.norm.weight"; "norm.weight" without a root).
+  std::string rooted(const std::string& name) const;
 
   DecoderLmSpec s_;
   std::shared_ptr<layers::Embedding> embed_, positions_, head_;

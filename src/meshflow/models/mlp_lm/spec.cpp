@@ -14,7 +14,7 @@ ModelSpec spec() {
                    "model.initializer_range"};
   s.describe = [](const Config& c) { return mlp_lm_describe(mlp_lm_config(c, 0)); };
   s.layer_activations = [](const Config& c) {
-    // MlpLmBlock::forward: the block input and its LayerNorm's statistics (sequence), the
+    // The MLP-only block (layers/block.h): the block input and its LayerNorm's statistics (sequence), the
     // LayerNorm output (gathered), fc1's output and its GELU (split); no attention.
     const MlpLmConfig m = mlp_lm_config(c, 0);
     const double C = static_cast<double>(m.hidden_size), F = static_cast<double>(m.ffn());
