@@ -4,6 +4,7 @@
 // hardware profile files, and graph.auto_parallel.enabled on one process.
 #include <unistd.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 
@@ -67,6 +68,27 @@ TEST(PlanModelCosts, UntiedHeadsAreTheirOwnParameters) {
   EXPECT_EQ(m.total_params(), mf::models::build_model(c, 0)->num_logical_parameters());
   c.set("model.tie_word_embeddings", "true");
   EXPECT_TRUE(model_costs(c).tied);
+}
+
+// Every model's tiny config plans on two ranks (pipeline layouts included) with step times that
+// are finite and positive and an MFU that can be true: a model without a token table (ViT) has its
+// classifier as the head, not an empty one whose rate of nothing made every time NaN.
+TEST(PlanTime, EveryModelsPlansAreFiniteAndBelowThePeak) {
+  for (const char* family : {"gpt2", "llama", "gpt_neox", "bert", "t5", "vit"}) {
+    SCOPED_TRACE(family);
+    const mf::Config c = mf::Config::load(std::string(MESHFLOW_SOURCE_DIR) + "/configs/" + family + "/tiny.yaml", {});
+    const PlanResult r = make_plan(c, plan_options(c, 2));
+    ASSERT_FALSE(r.ranked.empty());
+    EXPECT_GT(r.model.vocab, 0);
+    bool pipelined = false;
+    for (const Plan& p : r.ranked) {
+      pipelined = pipelined || p.layout.pp() > 1;
+      EXPECT_TRUE(std::isfinite(p.time.total()) && p.time.compute_s > 0) << p.layout.str();
+      EXPECT_GT(p.mfu, 0.0) << p.layout.str();
+      EXPECT_LE(p.mfu, 1.0) << p.layout.str();
+    }
+    EXPECT_TRUE(pipelined);
+  }
 }
 
 TEST(PlanLayouts, EveryFeasibleLayoutIsOneTheRunAccepts) {

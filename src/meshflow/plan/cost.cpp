@@ -56,7 +56,8 @@ StepTime estimate_step_time(const ModelCosts& m, const Layout& l, const Hardware
   };
   const double head_flops = 2 * tokens * V * C / tp;
   const double logits = tokens * V / tp * act;  // bytes of the rank's logits
-  const double head_forward = head_flops / h.gemm_rate(head_flops) + 3 * logits / h.memory_rate(logits);
+  // (No head matrix, no head time: the rates of nothing are 0.)
+  const double head_forward = head_flops > 0 ? head_flops / h.gemm_rate(head_flops) + 3 * logits / h.memory_rate(logits) : 0.0;
   // The embedding's backward makes a dense gradient of the rank's table piece each micro-batch
   // (zeroed, then the rows added).
   const double table_s = 2 * std::ceil(V / tp) * C * act / h.memory_bandwidth;

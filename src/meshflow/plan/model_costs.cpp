@@ -52,12 +52,13 @@ ModelCosts model_costs(const Config& c) {
     for (size_t k : u.params)
       if (unit_of.at(k) < 0) unit_of[k] = u.id;
   const int64_t head_unit = m.layers + 1;
-  // The vocabulary: the embedding's first 2-D parameter (the input embedding's rows).
-  for (size_t k = 0; k < shapes.size(); ++k)
-    if (unit_of[k] == 0 && shapes[k].second.size() == 2) {
-      m.vocab = shapes[k].second[0];
-      break;
-    }
+  // The vocabulary: the embedding's first 2-D parameter (the input embedding's rows); a model
+  // without a token table (ViT) has the head's first 2-D parameter's rows (its classes).
+  for (int64_t unit : {int64_t{0}, head_unit}) {
+    for (size_t k = 0; k < shapes.size() && m.vocab == 0; ++k)
+      if (unit_of[k] == unit && shapes[k].second.size() == 2) m.vocab = shapes[k].second[0];
+    if (m.vocab > 0) break;
+  }
   m.layer_params.assign(static_cast<size_t>(m.layers), ParamElements{});
   for (size_t k = 0; k < shapes.size(); ++k) {
     const auto& [name, shape] = shapes[k];
