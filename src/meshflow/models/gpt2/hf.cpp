@@ -36,11 +36,17 @@ bool is_gpt2_parameter_name(const std::string& name) {
   if (outer.count(name)) return true;
   const std::string rest = block_suffix(name);
   if (rest.empty()) return false;
-  Gpt2Config one;
-  one.num_layers = 1;
-  for (const auto& [n, shape] : Gpt2Model(one, ModelContext::shape_only()).parameter_shapes())
-    if (n == "transformer.h.0." + rest) return true;
-  return false;
+  // A block's parameter names (after "transformer.h.<l>."), read once off a shape-only block.
+  static const std::set<std::string> block = [] {
+    Gpt2Config one;
+    one.num_layers = 1;
+    std::set<std::string> names;
+    const std::string prefix = "transformer.h.0.";
+    for (const auto& [n, shape] : Gpt2Model(one, ModelContext::shape_only()).parameter_shapes())
+      if (n.compare(0, prefix.size(), prefix) == 0) names.insert(n.substr(prefix.size()));
+    return names;
+  }();
+  return block.count(rest) > 0;
 }
 
 Gpt2Config gpt2_config_from_hf(const std::string& path) {
