@@ -20,7 +20,7 @@ struct Measured {
   double weights_mb = 0, activations_mb = 0, peak_mb = 0;
 };
 
-Measured measure(const mf::models::Gpt2Config& c, const mf::nn::TensorParallel& tp, const mf::Tensor& x,
+Measured measure(const mf::models::Gpt2Config& c, const mf::layers::Place& tp, const mf::Tensor& x,
                  const mf::Tensor& y) {
   auto& alloc = mf::allocator_for(mf::cpu_device());
   const int64_t base = alloc.stats().current_bytes;
@@ -59,10 +59,8 @@ int main(int argc, char** argv) {
   Measured one;
   if (world->rank() == 0) one = measure(c, {}, x, y);  // the same model on one process
   world->barrier()->wait();
-  mf::nn::TensorParallel tp{world, false};
-  Measured plain = measure(c, tp, x, y);
-  tp.sequence_parallel = true;
-  Measured sp = measure(c, tp, x, y);
+  Measured plain = measure(c, mf::layers::Place({{"tp", world}}, world, false), x, y);
+  Measured sp = measure(c, mf::layers::Place({{"tp", world}}, world, true), x, y);
   if (world->rank() == 0) {
     const double a = static_cast<double>(c.num_attention_heads), s = static_cast<double>(T),
                  h = static_cast<double>(c.hidden_size);

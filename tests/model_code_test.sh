@@ -24,7 +24,7 @@ patterns=(
   '[Pp]lace[A-Za-z_]*(\(\))?(->|\.)[a-z_]+'  # a Place is passed on, never asked
 )
 examples=(
-  'nn::TensorParallel tp; parallel::ColumnConv1D c;'
+  'parallel::ParallelContext ctx; parallel::ColumnConv1D c;'
   'if (stage().first) x = embed(x); // pipeline'
   'ZeRO-3 gathers; zero_shards_.gather();'
   'comm::Communicator& c = *tp.comm;'
@@ -42,7 +42,7 @@ dirs=("$root"/src/meshflow/models/*/)
 # GPT-NeoX's "parallel residual" (attention and MLP side by side in a block) is model structure,
 # not parallelism: its names are blanked before matching (and the filter must not hide the rest).
 strip_names() { sed -E 's/(use_)?parallel[_ ]residual|Residual::kParallel//g' "$1"; }
-filtered=$(strip_names <(echo 'bool use_parallel_residual; Residual::kParallel; nn::TensorParallel tp;'))
+filtered=$(strip_names <(echo 'bool use_parallel_residual; Residual::kParallel; parallel::ParallelContext ctx;'))
 grep -qE "${patterns[0]}" <<< "$filtered" || { echo "model_code_test: the residual filter hides tensor parallelism"; exit 1; }
 bad=0 parallel=0
 while IFS= read -r -d '' f; do

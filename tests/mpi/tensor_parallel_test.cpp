@@ -7,6 +7,7 @@
 
 #include "meshflow/autograd/grad_mode.h"
 #include "meshflow/comm/mpi/mpi_communicator.h"
+#include "meshflow/global/device_mesh.h"
 #include "meshflow/global/sbp.h"
 #include "meshflow/models/gpt2/model.h"
 #include "meshflow/ops/ops.h"
@@ -42,16 +43,15 @@ std::pair<Tensor, Tensor> batch(int64_t rows, int64_t T, int64_t vocab) {
   return {mf::from_vector(ids, {rows, T}), mf::from_vector(labels, {rows, T})};
 }
 
-mf::nn::TensorParallel world_tp() {
-  mf::nn::TensorParallel tp;
-  tp.comm = mf::comm::mpi_world();
-  return tp;
+// The world as the layers' one dimension "tp".
+mf::layers::Place world_tp(bool sequence_parallel = false) {
+  return mf::layers::Place({{"tp", mf::comm::mpi_world()}}, mf::comm::mpi_world(), sequence_parallel);
 }
 
 // Loss and gradients of the tp model equal the one-process model's: split parameters' local
 // gradients are their slices of the full gradient; replicated ones are partial sums over tp.
 TEST(TensorParallel, GradientsMatchOneProcess) {
-  const mf::nn::TensorParallel tp = world_tp();
+  const mf::layers::Place tp = world_tp();
   const mf::models::Gpt2Config cfg = small_config();
   auto [ids, labels] = batch(3, 10, cfg.vocab_size);
 
@@ -74,16 +74,16 @@ TEST(TensorParallel, GradientsMatchOneProcess) {
   for (size_t i = 0; i < got.size(); ++i) {
     const auto& layout = layouts[i];
     // Values: the slice of the one-process parameter (initialisation by logical position).
-    std::vector<double> v = mft::to_f64(got[i].second), vw = mft::to_f64(mf::nn::slice_local(want[i].second, layout, tp));
+    std::vector<double> v = mft::to_f64(got[i].second), vw = mft::to_f64(mf::nn::slice_local(want[i].second, layout, tp.size(), tp.rank()));
     ASSERT_EQ(v.size(), vw.size()) << got[i].first;
     for (size_t k = 0; k < v.size(); ++k) ASSERT_EQ(v[k], vw[k]) << got[i].first << "[" << k << "]";
     Tensor g = got[i].second.grad();
     if (layout.replicated()) {
       mf::NoGradGuard ng;
       g = mf::contiguous(g);
-      tp.comm->all_reduce(g)->wait();
+      tp.comm("tp")->all_reduce(g)->wait();
     }
-    std::vector<double> gg = mft::to_f64(g), gw = mft::to_f64(mf::nn::slice_local(want[i].second.grad(), layout, tp));
+    std::vector<double> gg = mft::to_f64(g), gw = mft::to_f64(mf::nn::slice_local(want[i].second.grad(), layout, tp.size(), tp.rank()));
     int bad = 0;
     for (size_t k = 0; k < gg.size() && bad < 3; ++k)
       if (std::abs(gg[k] - gw[k]) > 1e-12 + 1e-9 * std::abs(gw[k])) {
@@ -96,7 +96,7 @@ TEST(TensorParallel, GradientsMatchOneProcess) {
 // Split weights take 1/tp of the bytes (a rank's share of an uneven vocabulary split is
 // ceil(V / tp) rows), counted by the allocator.
 TEST(TensorParallel, SplitWeightsTakeTheirShareOfTheBytes) {
-  const mf::nn::TensorParallel tp = world_tp();
+  const mf::layers::Place tp = world_tp();
   mf::models::Gpt2Config cfg = small_config();
   cfg.vocab_size = 64;  // even split: exactly 1/tp
   cfg.dtype = DType::kF32;
@@ -128,19 +128,19 @@ TEST(TensorParallel, SplitWeightsTakeTheirShareOfTheBytes) {
 // Megatron's count: per transformer layer, 2 all-reduces forward (attention and MLP outputs)
 // and 2 backward (their duals), each of the (B, T, C) activation, and nothing else.
 TEST(TensorParallel, LayerCommunicatesLikeMegatron) {
-  const mf::nn::TensorParallel tp = world_tp();
+  const mf::layers::Place tp = world_tp();
   const int n = tp.size();
   mf::models::Gpt2Config cfg = small_config();
-  const mf::layers::Place place(tp);
+  const mf::layers::Place& place = tp;
   mf::models::Gpt2Block block(cfg, place);
   Tensor x = mf::full({2, 10, cfg.hidden_size}, 0.25, DType::kF64).set_requires_grad(true);
-  tp.comm->reset_stats();
+  tp.comm("tp")->reset_stats();
   Tensor y = block.forward(place.wrap(x)).local;
-  const auto fwd = tp.comm->stats();
+  const auto fwd = tp.comm("tp")->stats();
   EXPECT_EQ(fwd.count(OpKind::kAllReduce), 2u);
   EXPECT_EQ(fwd.total_bytes(), fwd.bytes(OpKind::kAllReduce));
   mf::scale(mf::sum(y), 1.0 / n).backward();
-  const auto all = tp.comm->stats();
+  const auto all = tp.comm("tp")->stats();
   EXPECT_EQ(all.count(OpKind::kAllReduce), 4u);
   uint64_t calls = 0;
   for (uint64_t c : all.calls) calls += c;
@@ -155,15 +155,14 @@ TEST(TensorParallel, LayerCommunicatesLikeMegatron) {
 // all-gathers) — Megatron-LM's count, half the bytes of each all-reduce per collective. The
 // output equals the whole layer's slice (uneven sequence: 11 positions).
 TEST(TensorParallel, SequenceParallelLayerUsesGatherAndReduceScatter) {
-  mf::nn::TensorParallel tp = world_tp();
+  const mf::layers::Place tp = world_tp();
   const int n = tp.size();
   mf::models::Gpt2Config cfg = small_config();
   cfg.embedding_dropout_prob = cfg.attention_dropout_prob = cfg.output_dropout_prob = 0.0;
   const int64_t T = 11, C = cfg.hidden_size;
-  const mf::layers::Place whole_place(tp);
+  const mf::layers::Place& whole_place = tp;
   mf::models::Gpt2Block whole(cfg, whole_place);
-  tp.sequence_parallel = true;
-  const mf::layers::Place sp_place(tp);
+  const mf::layers::Place sp_place = world_tp(true);
   mf::models::Gpt2Block sp(cfg, sp_place);
   {  // same weights
     mf::NoGradGuard ng;
@@ -179,9 +178,9 @@ TEST(TensorParallel, SequenceParallelLayerUsesGatherAndReduceScatter) {
   Tensor y_whole = whole.forward(whole_place.wrap(x)).local;
   const int64_t t0 = mf::global::split_start(T, n, tp.rank()), tl = mf::global::split_size(T, n, tp.rank());
   Tensor x_piece = mf::contiguous(mf::narrow(x, 1, t0, tl)).set_requires_grad(true);
-  tp.comm->reset_stats();
+  tp.comm("tp")->reset_stats();
   Tensor y = sp.forward(sp_place.wrap(x_piece, sp_place.hidden_sbp(), {2, T, C})).local;
-  const auto fwd = tp.comm->stats();
+  const auto fwd = tp.comm("tp")->stats();
   EXPECT_EQ(fwd.count(OpKind::kAllGather), 2u);
   EXPECT_EQ(fwd.count(OpKind::kReduceScatter), 2u);
   EXPECT_EQ(fwd.count(OpKind::kAllReduce), 0u);
@@ -189,12 +188,74 @@ TEST(TensorParallel, SequenceParallelLayerUsesGatherAndReduceScatter) {
   ASSERT_EQ(got.size(), want.size());
   for (size_t k = 0; k < got.size(); ++k) ASSERT_NEAR(got[k], want[k], 1e-12) << k;
   mf::sum(y).backward();
-  const auto all = tp.comm->stats();
+  const auto all = tp.comm("tp")->stats();
   EXPECT_EQ(all.count(OpKind::kAllGather), 4u);
   EXPECT_EQ(all.count(OpKind::kReduceScatter), 4u);
   uint64_t calls = 0;
   for (uint64_t c : all.calls) calls += c;
   EXPECT_EQ(calls, 8u);
+}
+
+// The layers on a Place of two named dimensions (4 ranks as dp=2 x tp=2): the batch S(0) on "dp",
+// the weights split on "tp" as on one dimension. The block's output is its rows of the one-rank
+// block's; "tp" carries Megatron's two all-reduces forward and two backward, "dp" nothing until
+// the gradients (their sum over dp, and over tp for the replicated ones, is the one-rank gradient).
+TEST(TensorParallel, LayersRunOnATwoDimensionalPlace) {
+  const mf::comm::CommPtr world = mf::comm::mpi_world();
+  if (world->size() != 4) GTEST_SKIP() << "written for 4 ranks";
+  const mf::global::DeviceMesh mesh(mf::global::ParallelDims({{"dp", 2}, {"tp", 2}}), *world);
+  const mf::layers::Place place({{"dp", mesh.comm_ptr("dp")}, {"tp", mesh.comm_ptr("tp")}}, world, false);
+  ASSERT_EQ(place.placement(mf::cpu_device())->mesh_shape(), (std::vector<int64_t>{2, 2}));
+  ASSERT_EQ(place.size(), 2);
+  mf::models::Gpt2Config cfg = small_config();
+  cfg.embedding_dropout_prob = cfg.attention_dropout_prob = cfg.output_dropout_prob = 0.0;
+  const int64_t B = 4, T = 10, C = cfg.hidden_size, rows = B / 2, r0 = rows * place.rank("dp");
+  const mf::layers::Place one;
+  mf::models::Gpt2Block whole(cfg, one), split(cfg, place);
+  const auto layouts = split.parameter_layouts();
+  {
+    mf::NoGradGuard ng;
+    auto a = whole.parameters(), b = split.parameters();
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t i = 0; i < a.size(); ++i) {
+      mf::normal_(a[i], 0.0, 0.2);  // the same numbers on every rank (the default generator)
+      mf::copy_(b[i], mf::nn::slice_local(a[i], layouts[i], place.size(), place.rank()));
+    }
+  }
+  std::vector<double> xv(static_cast<size_t>(B * T * C));
+  for (size_t i = 0; i < xv.size(); ++i) xv[i] = std::cos(0.29 * static_cast<double>(i));
+  const Tensor x = mf::from_vector(xv, {B, T, C});
+  const Tensor y_whole = whole.forward(one.wrap(x)).local;
+  mf::sum(y_whole).backward();
+
+  const mf::global::NdSbp* rows_on_dp = place.sbp({{"dp", mf::global::Sbp::split(0)}});
+  ASSERT_EQ(rows_on_dp->str(), "(S(0), B)");
+  mesh.comm("dp").reset_stats();
+  mesh.comm("tp").reset_stats();
+  const mf::layers::GlobalTensor y =
+      split.forward(place.wrap(mf::contiguous(mf::narrow(x, 0, r0, rows)), rows_on_dp, {B, T, C}));
+  EXPECT_EQ(y.nd_sbp, rows_on_dp);
+  std::vector<double> got = mft::to_f64(y.local), want = mft::to_f64(mf::contiguous(mf::narrow(y_whole, 0, r0, rows)));
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t k = 0; k < got.size(); ++k) ASSERT_NEAR(got[k], want[k], 1e-12) << k;
+  EXPECT_EQ(mesh.comm("tp").stats().count(OpKind::kAllReduce), 2u);
+  mf::scale(mf::sum(y.local), 1.0 / place.size()).backward();  // a B tensor's gradient is P over tp
+  EXPECT_EQ(mesh.comm("tp").stats().count(OpKind::kAllReduce), 4u);
+  uint64_t dp_calls = 0;
+  for (uint64_t c : mesh.comm("dp").stats().calls) dp_calls += c;
+  EXPECT_EQ(dp_calls, 0u);
+
+  auto a = whole.named_parameters(), b = split.named_parameters();
+  for (size_t i = 0; i < b.size(); ++i) {
+    mf::NoGradGuard ng;
+    Tensor g = mf::contiguous(b[i].second.grad());
+    mesh.comm("dp").all_reduce(g)->wait();
+    if (layouts[i].replicated()) mesh.comm("tp").all_reduce(g)->wait();
+    std::vector<double> gg = mft::to_f64(g),
+                        gw = mft::to_f64(mf::nn::slice_local(a[i].second.grad(), layouts[i], place.size(), place.rank()));
+    ASSERT_EQ(gg.size(), gw.size()) << b[i].first;
+    for (size_t k = 0; k < gg.size(); ++k) ASSERT_NEAR(gg[k], gw[k], 1e-10 + 1e-9 * std::abs(gw[k])) << b[i].first << k;
+  }
 }
 
 }  // namespace

@@ -9,10 +9,12 @@ namespace mf::global {
 
 const std::vector<DimSpec>& dim_specs() {
   static const std::vector<DimSpec> specs = {
-      {"pp", "train.dist.pipeline_parallel_size", "pipeline stages: each holds a run of the model's layers", false, false},
-      {"dp", "train.dist.data_parallel_size", "data parallelism: each rank takes its rows of the batch", true, true},
-      {"tp", "train.dist.tensor_parallel_size", "tensor parallelism: each rank holds a slice of the split layers", false,
+      {"pp", "train.dist.pipeline_parallel_size", "pipeline stages: each holds a run of the model's layers", false, false,
        false},
+      {"dp", "train.dist.data_parallel_size", "data parallelism: each rank takes its rows of the batch", true, true,
+       false},
+      {"tp", "train.dist.tensor_parallel_size", "tensor parallelism: each rank holds a slice of the split layers", false,
+       false, true},
   };
   return specs;
 }
@@ -31,6 +33,13 @@ size_t elastic_dim() {
   for (size_t i = 0; i < specs.size(); ++i)
     if (specs[i].elastic) return i;
   MF_THROW("no parallel dimension is elastic");
+}
+
+std::vector<std::string> layer_dims() {
+  std::vector<std::string> out;
+  for (const DimSpec& s : dim_specs())
+    if (s.places_layers) out.emplace_back(s.name);
+  return out;
 }
 
 ParallelDims::ParallelDims() : sizes_(dim_specs().size(), 1) {}

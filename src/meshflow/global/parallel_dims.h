@@ -33,6 +33,9 @@ struct DimSpec {
   // A supervised restart on fewer processes (meshflow launch) may shrink it, keeping the global
   // batch through the accumulation steps; the others are kept.
   bool elastic;
+  // The model's layers are placed over it (layers::Place: one mesh axis of their tensors, named
+  // so; tp) rather than it being handled around the model (the batch rows of dp, the stages of pp).
+  bool places_layers;
 
   // The key under train.dist: "data_parallel_size".
   std::string_view key_name() const { return std::string_view(config_key).substr(std::string_view("train.dist.").size()); }
@@ -44,6 +47,8 @@ const std::vector<DimSpec>& dim_specs();
 size_t dim_index(std::string_view name);
 // The position of the one elastic dimension (dp).
 size_t elastic_dim();
+// The names of the dimensions the model's layers are placed over, outermost first ("tp").
+std::vector<std::string> layer_dims();
 
 class ParallelDims {
  public:

@@ -91,7 +91,7 @@ std::vector<GenerationResult> Engine::beam_search(const std::vector<GenerationRe
     if (r % nb != 0) beam_scores[static_cast<size_t>(r)] = -1e9;  // the beams of a row start as one
   std::vector<std::vector<int64_t>> seqs(static_cast<size_t>(R));
   std::vector<Hypotheses> hyps(static_cast<size_t>(G));
-  comm::Communicator* tp = model_->tensor_parallel().comm.get();
+  comm::Communicator* tp = model_->place().comm(layers::Place::kWeights);
   timing_ = Timing{};
   timing_.rows = R;
   timing_.prefill_positions = R * prompt_len;

@@ -109,7 +109,7 @@ std::vector<GenerationResult> Engine::generate(const std::vector<GenerationReque
   }
   std::vector<GenerationResult> results(static_cast<size_t>(B));
   std::vector<bool> done(static_cast<size_t>(B), false);
-  comm::Communicator* tp = model_->tensor_parallel().comm.get();
+  comm::Communicator* tp = model_->place().comm(layers::Place::kWeights);
   Tensor step_ids = ids;
   timing_ = Timing{};
   timing_.rows = B;

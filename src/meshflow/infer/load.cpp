@@ -29,10 +29,8 @@ LoadedModel load_for_inference(const Config& run_config, const comm::CommPtr& wo
   LoadedModel out;
   out.main_rank = !world || world->rank() == 0;
   out.tokenizer = runtime::tokenizer_from_config(c);
-  nn::TensorParallel tp = ctx.tensor_parallel();
-  tp.sequence_parallel = false;  // one new position per step: nothing to split
   const models::PipelineStage stage = runtime::pipeline_stage(c, ctx.pipeline_size(), ctx.pipeline_stage(), 1);
-  auto model = models::build_model(c, out.tokenizer->vocab_size(), {tp, stage});
+  auto model = models::build_model(c, out.tokenizer->vocab_size(), {ctx.layer_place(false), stage});  // one new position per step: no sequence to split
   // The weights: model.pretrained, else the run's latest checkpoint (read as model.pretrained
   // reads a run folder).
   const std::string pretrained = c.get_string("model.pretrained"), dir = c.get_string("train.output_dir");

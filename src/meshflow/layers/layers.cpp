@@ -106,20 +106,23 @@ GlobalTensor Conv1D::forward(const GlobalTensor& x) const {
       break;
     case WeightSplit::kColumns: {
       // x B; the local GEMM gives this rank's output features (of each group).
-      const GlobalTensor xb = global::box(x, place_.broadcast());
+      const GlobalTensor xb = global::box(x, place_.with(x.nd_sbp, Place::kWeights, global::Sbp::broadcast()));
       Tensor y = nn::round_to(mf::affine(xb.local, w, b), storage);
-      if (groups_ == 1) return place_.wrap(y, place_.split_on(static_cast<int>(out.size()) - 1), out);
+      auto split_last = [&](size_t rank) {
+        return place_.with(xb.nd_sbp, Place::kWeights, global::Sbp::split(static_cast<int>(rank) - 1));
+      };
+      if (groups_ == 1) return place_.wrap(y, split_last(out.size()), out);
       Shape grouped = out, local = y.shape();
       grouped.back() = groups_;
       grouped.push_back(out_ / groups_);
       local.back() = groups_;
       local.push_back(y.shape().back() / groups_);
-      return place_.wrap(mf::reshape(y, local), place_.split_on(static_cast<int>(grouped.size()) - 1), grouped);
+      return place_.wrap(mf::reshape(y, local), split_last(grouped.size()), grouped);
     }
     case WeightSplit::kRows: {
       // Mixed precision: the f32 partial sums are reduced, then the bias added and the sum rounded.
       const GlobalTensor partial = global::affine(x, place_.wrap(w, place_.split_on(0), {in_, out_}));  // P
-      return round_to(global::add(global::box(partial, place_.hidden_sbp()), place_.wrap(b)), storage);
+      return round_to(global::add(global::box(partial, place_.hidden_sbp(partial.nd_sbp)), place_.wrap(b)), storage);
     }
   }
   // One rank or no split, grouped output: the plain GEMM viewed as (..., groups, out / groups).
@@ -155,17 +158,18 @@ GlobalTensor Linear::forward(const GlobalTensor& x) const {
     case WeightSplit::kColumns: {  // x B; the local GEMM gives this rank's output features
       const GlobalTensor wg = place_.wrap(w, place_.split_on(0), {out_, in_});
       const GlobalTensor bg = bias.defined() ? place_.wrap(b, place_.split_on(0), {out_}) : no_bias;
-      return round_to(global::linear(global::box(x, place_.broadcast()), wg, bg), storage);
+      return round_to(global::linear(global::box(x, place_.with(x.nd_sbp, Place::kWeights, global::Sbp::broadcast())), wg, bg),
+                      storage);
     }
     case WeightSplit::kRows: {  // the partial sums reduced, then the bias added and the sum rounded
       const GlobalTensor partial = global::linear(x, place_.wrap(w, place_.split_on(1), {out_, in_}));  // P
-      const GlobalTensor y = global::box(partial, place_.hidden_sbp());
+      const GlobalTensor y = global::box(partial, place_.hidden_sbp(partial.nd_sbp));
       return round_to(bias.defined() ? global::add(y, place_.wrap(b)) : y, storage);
     }
     case WeightSplit::kNone:
       break;
   }
-  const GlobalTensor xin = whole_input_ ? global::box(x, place_.broadcast()) : x;
+  const GlobalTensor xin = whole_input_ ? global::box(x, place_.with(x.nd_sbp, Place::kWeights, global::Sbp::broadcast())) : x;
   return round_to(global::linear(xin, place_.wrap(w), bias.defined() ? place_.wrap(b) : no_bias), storage);
 }
 

@@ -1,23 +1,40 @@
 #include "meshflow/layers/place.h"
 
+#include <algorithm>
+
 #include "meshflow/core/error.h"
 
 namespace mf::layers {
 
-Place::Place(const nn::TensorParallel& split) : split_(split) {
-  std::vector<int> ranks{0};
-  if (split.comm) {
-    ranks = split.comm->world_ranks();
-    world_rank_ = ranks.at(static_cast<size_t>(split.comm->rank()));
+Place::Place(std::vector<PlaceDim> dims, comm::CommPtr all, bool sequence_parallel)
+    : dims_(std::move(dims)), sequence_parallel_(sequence_parallel) {
+  MF_CHECK(!dims_.empty(), "layers: a Place of no dimension");
+  int ranks_product = 1;
+  std::vector<int64_t> mesh_shape;
+  std::vector<comm::Communicator*> axis_comms;
+  for (size_t d = 0; d < dims_.size(); ++d) {
+    for (size_t e = 0; e < d; ++e)
+      MF_CHECK(dims_[e].name != dims_[d].name, "layers: a Place names dimension '", dims_[d].name, "' twice");
+    const int n = dims_[d].comm ? dims_[d].comm->size() : 1;
+    ranks_product *= n;
+    if (n == 1) continue;
+    mesh_dims_.push_back(static_cast<int>(d));
+    mesh_shape.push_back(n);
+    axis_comms.push_back(dims_[d].comm.get());
   }
-  cpu_ = global::placement(DeviceType::kCPU, ranks);
-  cuda_ = global::placement(DeviceType::kCUDA, ranks);
-  if (split.size() > 1) {
-    cpu_binding_ = std::make_shared<global::PlacementBinding>(cpu_, std::vector<comm::Communicator*>{split.comm.get()},
-                                                              world_rank_);
-    cuda_binding_ = std::make_shared<global::PlacementBinding>(cuda_, std::vector<comm::Communicator*>{split.comm.get()},
-                                                               world_rank_);
+  if (mesh_dims_.empty()) {  // one rank
+    cpu_ = global::placement(DeviceType::kCPU, std::vector<int>{0});
+    cuda_ = global::placement(DeviceType::kCUDA, std::vector<int>{0});
+    return;
   }
+  MF_CHECK(all && all->size() == ranks_product, "layers: a Place of ", ranks_product,
+           " ranks needs the group of all of them (got ", all ? all->size() : 0, ")");
+  const std::vector<int> ranks = all->world_ranks();
+  world_rank_ = ranks.at(static_cast<size_t>(all->rank()));
+  cpu_ = global::placement(DeviceType::kCPU, mesh_shape, ranks);
+  cuda_ = global::placement(DeviceType::kCUDA, mesh_shape, ranks);
+  cpu_binding_ = std::make_shared<global::PlacementBinding>(cpu_, axis_comms, world_rank_);
+  cuda_binding_ = std::make_shared<global::PlacementBinding>(cuda_, axis_comms, world_rank_);
 }
 
 Place Place::shape_only(int size) {
@@ -34,6 +51,22 @@ Place Place::elsewhere() const {
   return p;
 }
 
+int Place::size(std::string_view dim) const {
+  comm::Communicator* c = comm(dim);
+  return c ? c->size() : 1;
+}
+
+int Place::rank(std::string_view dim) const {
+  comm::Communicator* c = comm(dim);
+  return c ? c->rank() : 0;
+}
+
+comm::Communicator* Place::comm(std::string_view dim) const {
+  for (const PlaceDim& d : dims_)
+    if (d.name == dim) return d.comm.get();
+  return nullptr;
+}
+
 const global::Placement* Place::placement(Device device) const {
   if (!cpu_) {  // default-constructed: one rank
     static const global::Placement* one_cpu = global::placement(DeviceType::kCPU, std::vector<int>{0});
@@ -43,15 +76,34 @@ const global::Placement* Place::placement(Device device) const {
   return device.type == DeviceType::kCUDA ? cuda_ : cpu_;
 }
 
-const global::NdSbp* Place::broadcast() const {
-  static const global::NdSbp* b = global::nd_sbp({global::Sbp::broadcast()});
-  return b;
+const global::NdSbp* Place::sbp(std::initializer_list<std::pair<std::string_view, global::Sbp>> on) const {
+  std::vector<global::Sbp> axes(std::max<size_t>(mesh_dims_.size(), 1), global::Sbp::broadcast());
+  for (const auto& [name, s] : on) {  // a name the Place lacks is a dimension of one rank
+    for (size_t m = 0; m < mesh_dims_.size(); ++m)
+      if (dims_[static_cast<size_t>(mesh_dims_[m])].name == name) axes[m] = s;
+    if (mesh_dims_.empty() && name == kWeights) axes[0] = s;  // one rank: its one axis stands for the weights'
+  }
+  return global::nd_sbp(axes);
 }
 
-const global::NdSbp* Place::split_on(int axis) const { return global::nd_sbp({global::Sbp::split(axis)}); }
+const global::NdSbp* Place::with(const global::NdSbp* like, std::string_view dim, const global::Sbp& s) const {
+  const size_t axes = std::max<size_t>(mesh_dims_.size(), 1);
+  MF_CHECK(like && static_cast<size_t>(like->ndim()) == axes, "layers: an SBP ", like ? like->str() : "(none)",
+           " on a Place of ", axes, " mesh axes");
+  std::vector<global::Sbp> out = like->sbps();
+  for (size_t m = 0; m < mesh_dims_.size(); ++m)
+    if (dims_[static_cast<size_t>(mesh_dims_[m])].name == dim) out[m] = s;
+  if (mesh_dims_.empty() && dim == kWeights) out[0] = s;
+  return global::nd_sbp(out);
+}
 
 const global::NdSbp* Place::hidden_sbp() const {
-  return split_.enabled() && split_.sequence_parallel ? split_on(1) : broadcast();
+  return sequence_parallel_ && size(kWeights) > 1 ? split_on(1) : broadcast();
+}
+
+const global::NdSbp* Place::hidden_sbp(const global::NdSbp* like) const {
+  const global::Sbp s = sequence_parallel_ && size(kWeights) > 1 ? global::Sbp::split(1) : global::Sbp::broadcast();
+  return with(like, kWeights, s);
 }
 
 GlobalTensor Place::wrap(const Tensor& local, const global::NdSbp* sbp, const Shape& logical) const {

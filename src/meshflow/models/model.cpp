@@ -46,7 +46,7 @@ std::vector<std::pair<int64_t, int64_t>> PipelineStage::chunk_layers(int64_t num
 Model::Model(ModelContext ctx, int64_t num_layers)
     : ctx_(std::move(ctx)),
       num_layers_(num_layers),
-      place_(ctx_.shape_only_ranks != 0 ? layers::Place::shape_only(ctx_.shape_only_ranks) : layers::Place(ctx_.tp)),
+      place_(ctx_.shape_only_ranks != 0 ? layers::Place::shape_only(ctx_.shape_only_ranks) : ctx_.place),
       elsewhere_(place_.elsewhere()),
       chunk_layers_(ctx_.stage.chunk_layers(num_layers)) {}
 
@@ -68,7 +68,7 @@ std::vector<std::pair<std::string, Shape>> Model::parameter_shapes() const {
   return out;
 }
 
-std::vector<nn::ParamPiece> Model::parameter_pieces() const { return nn::param_pieces(*this, ctx_.tp); }
+std::vector<nn::ParamPiece> Model::parameter_pieces() const { return nn::param_pieces(*this, place_.size(), place_.rank()); }
 
 Tensor host_i64(const Tensor& t) { return contiguous(cast(to(t.detach(), cpu_device()), DType::kI64)); }
 

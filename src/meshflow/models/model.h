@@ -70,11 +70,11 @@ struct PipelineStage {
   std::vector<std::pair<int64_t, int64_t>> chunk_layers(int64_t num_layers) const;
 };
 
-// Where a model is built in the parallel layout: the ranks that split its layers (with
-// sequence splitting) and its pipeline stage. The runtime makes it; the Model base turns it into
-// the layers' Place and the set of layers this rank holds, and runs the stage.
+// Where a model is built in the parallel layout: the layers' placement (the named dimensions that
+// split them, with sequence splitting) and its pipeline stage. The runtime makes it; the Model
+// base builds this rank's layers on the Place and the others shape-only, and runs the stage.
 struct ModelContext {
-  nn::TensorParallel tp;
+  layers::Place place;
   PipelineStage stage;
   // Non-zero: build the whole model shape-only, its layers split as over this many ranks
   // (layers::Place::kAnyRanks: every split they take, for the planner): no parameter is allocated,
@@ -196,8 +196,9 @@ class Model : public nn::Module {
 
   const PipelineStage& stage() const { return ctx_.stage; }
   int64_t num_layers() const { return num_layers_; }
-  // The ranks that split the layers (the runtime's: gradient synchronisation, checkpoints).
-  const nn::TensorParallel& tensor_parallel() const { return ctx_.tp; }
+  // Where this rank's layers live (the runtime's view: gradient synchronisation, checkpoints and
+  // decoding read the ranks splitting the weights, place().comm(layers::Place::kWeights)).
+  const layers::Place& place() const { return place_; }
 
  protected:
   // ---- what a model writes, as for one device

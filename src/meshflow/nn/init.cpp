@@ -5,14 +5,14 @@
 
 namespace mf::nn {
 
-std::vector<ParamPiece> param_pieces(const Module& m, const TensorParallel& tp) {
+std::vector<ParamPiece> param_pieces(const Module& m, int ranks, int rank) {
   const std::vector<ParamLayout> layouts = m.parameter_layouts();
   std::vector<ParamPiece> out;
   size_t index = 0;
   for (auto& [name, local] : m.named_parameters()) {
     const ParamLayout& layout = layouts[index++];
-    out.push_back({name, view(local, layout.local_view_shape(tp.size(), tp.rank())),
-                   layout.replicated() ? LogicalSlice{} : layout.local_slice(tp.size(), tp.rank())});
+    out.push_back({name, view(local, layout.local_view_shape(ranks, rank)),
+                   layout.replicated() ? LogicalSlice{} : layout.local_slice(ranks, rank)});
   }
   return out;
 }

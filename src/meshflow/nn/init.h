@@ -15,8 +15,9 @@ struct ParamPiece {
   Tensor piece;        // the local tensor viewed as a box of the layout's view() (shares storage)
   LogicalSlice slice;  // where the box sits in the logical tensor (whole: replicated)
 };
-// Every parameter of `m`, in named_parameters() order, as split over `tp`.
-std::vector<ParamPiece> param_pieces(const Module& m, const TensorParallel& tp);
+// Every parameter of `m`, in named_parameters() order, as rank `rank` of the `ranks` splitting
+// the weights holds it.
+std::vector<ParamPiece> param_pieces(const Module& m, int ranks, int rank);
 
 // N(0, stddev) at the piece's logical positions, drawn from `g` (bf16/f16: drawn in f32, the
 // same numbers as an f32 parameter, then rounded). Under no-grad.

@@ -6,7 +6,7 @@
 #include <utility>
 #include <vector>
 
-#include "meshflow/nn/tensor_parallel.h"
+#include "meshflow/nn/param_layout.h"
 #include "meshflow/tensor/tensor.h"
 
 namespace mf::nn {

@@ -1,5 +1,7 @@
 #include "meshflow/parallel/context.h"
 
+#include "meshflow/core/error.h"
+
 namespace mf::parallel {
 
 ParallelContext ParallelContext::from_config(const Config& c, const comm::CommPtr& world, double timeout) {
@@ -18,14 +20,26 @@ ParallelContext ParallelContext::from_config(const Config& c, const comm::CommPt
   named.emplace_back("stage", m.size("pp") > 1 ? m.split_over(*world, stage) : world);
   named.emplace_back("world", world);
   ctx.groups = make_groups(named, timeout);
+  const std::vector<std::string> layer = global::layer_dims();
+  int64_t layer_size = 1;
+  for (const std::string& d : layer) layer_size *= m.size(d);
+  if (layer_size > 1) {
+    ctx.layer_ranks = layer.size() == 1 ? ctx.groups.ptr(layer[0]) : m.split_over(*world, layer);
+    ctx.layer_ranks->set_timeout_seconds(timeout);
+  }
   return ctx;
 }
 
-nn::TensorParallel ParallelContext::tensor_parallel() const {
-  nn::TensorParallel tp;
-  tp.comm = groups.ptr("tp");
-  tp.sequence_parallel = sequence_parallel;
-  return tp;
+layers::Place ParallelContext::layer_place(bool sp) const {
+  std::vector<layers::PlaceDim> dims;
+  for (const std::string& d : global::layer_dims()) dims.push_back({d, groups.ptr(d)});
+  return layers::Place(std::move(dims), layer_ranks, sp);
+}
+
+void check_layer_groups(const NamedGroups& groups, const layers::Place& place) {
+  for (const layers::PlaceDim& d : place.dims())
+    MF_CHECK(groups.ptr(d.name) == (d.comm && d.comm->size() > 1 ? d.comm : nullptr), "trainer: the groups' '", d.name,
+             "' group is not the one the model's layers are placed over");
 }
 
 }  // namespace mf::parallel

@@ -406,7 +406,7 @@ std::string load_model_weights(models::Model& m, const ModelWeights& w, bool new
     }
     mine.emplace_back(pname, v);
   }
-  m.load_state_dict(nn::slice_local_state(m, mine, m.tensor_parallel()), fresh.empty());
+  m.load_state_dict(nn::slice_local_state(m, mine, m.place().size(), m.place().rank()), fresh.empty());
   std::string note = w.hugging_face ? "Hugging Face " + w.spec->hf.architecture : "meshflow checkpoint";
   for (const auto& from : cast_from) note += detail::cat(", ", from, " cast to ", dtype_name(m.param_dtype()));
   if (!adapted.empty()) note += "; " + adapted;

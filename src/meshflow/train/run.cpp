@@ -75,7 +75,7 @@ runtime::RunSummary run_training(const Config& run_config, std::FILE* out, const
   const int64_t train_samples = opts.train_iter * opts.micro_batch * opts.accumulation_steps * dp;
   const models::PipelineStage stage =  // this rank's stage: its layers
       runtime::pipeline_stage(c, ctx.pipeline_size(), ctx.pipeline_stage(), opts.virtual_pipeline_size);
-  auto model = models::build_model(c, tok->vocab_size(), {ctx.tensor_parallel(), stage});
+  auto model = models::build_model(c, tok->vocab_size(), {ctx.layer_place(), stage});
   // model.pretrained replaces the random initialisation, on every rank before the trainer takes
   // the parameters (ZeRO slices them); a run resuming from its own checkpoint does not need it.
   if (!pretrained.empty() && !resuming) {

@@ -8,9 +8,9 @@ namespace mf::train {
 
 namespace {
 // This rank's tensor-parallel box of a parameter's logical tensor (all of it when not split).
-io::TensorRegion tp_box(const nn::ParamLayout& l, const nn::TensorParallel& tp) {
+io::TensorRegion tp_box(const nn::ParamLayout& l, const layers::Place& tp) {
   io::TensorRegion r = io::TensorRegion::whole(l.logical);
-  if (!tp.enabled() || l.replicated()) return r;
+  if (tp.size() == 1 || l.replicated()) return r;
   r.view = l.view();
   r.axis = l.split_axis;
   const int64_t n = r.view[static_cast<size_t>(r.axis)];
@@ -28,7 +28,7 @@ io::TensorRegion slice_of(io::TensorRegion r, const parallel::ParamShard& z) {
 
 std::vector<StateSlot> state_slots(const models::Model& model, const parallel::GradSync& sync,
                                    optim::Optimizer& optimizer) {
-  const nn::TensorParallel& tp = model.tensor_parallel();
+  const layers::Place& tp = model.place();  // its weights' split
   const int64_t dpn = sync.groups().size("dp"), dpr = sync.groups().rank("dp");
   const auto named = model.named_parameters();
   const auto layouts = model.parameter_layouts();

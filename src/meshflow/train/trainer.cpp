@@ -5,6 +5,7 @@
 
 #include "meshflow/comm/watchdog.h"
 #include "meshflow/core/trace.h"
+#include "meshflow/parallel/context.h"
 #include "meshflow/tensor/allocator.h"
 #include "meshflow/runtime/components.h"
 #include "meshflow/train/evaluation.h"
@@ -50,13 +51,8 @@ Trainer::Trainer(TrainOptions opts, std::shared_ptr<models::Model> model, std::u
   MF_CHECK(opts_.train_iter > 0 && opts_.micro_batch > 0 && opts_.accumulation_steps > 0, "trainer: train.train_iter (",
            opts_.train_iter, "), train.train_micro_batch_size (", opts_.micro_batch,
            ") and train.num_accumulation_steps (", opts_.accumulation_steps, ") must be positive");
-  check_model_groups(groups_);
+  parallel::check_layer_groups(groups_, model_->place());
   build_sync();
-}
-
-void Trainer::check_model_groups(const parallel::NamedGroups& groups) const {
-  MF_CHECK(groups.ptr("tp") == (model_->tensor_parallel().enabled() ? model_->tensor_parallel().comm : nullptr),
-           "trainer: the groups' tensor-parallel group is not the model's");
 }
 
 Trainer::~Trainer() = default;
@@ -78,14 +74,15 @@ void Trainer::build_sync() {
 
 void Trainer::set_parallel(std::shared_ptr<comm::Communicator> dp, std::shared_ptr<comm::Communicator> all,
                            std::shared_ptr<comm::Communicator> pp, std::shared_ptr<comm::Communicator> world) {
-  set_groups(parallel::make_groups({{"dp", std::move(dp)}, {"tp", model_->tensor_parallel().comm}, {"stage", std::move(all)},
-                                    {"pp", std::move(pp)}, {"world", std::move(world)}},
-                                   opts_.dist_timeout_seconds));
+  std::vector<std::pair<std::string, comm::CommPtr>> named{
+      {"dp", std::move(dp)}, {"stage", std::move(all)}, {"pp", std::move(pp)}, {"world", std::move(world)}};
+  for (const layers::PlaceDim& d : model_->place().dims()) named.emplace_back(d.name, d.comm);
+  set_groups(parallel::make_groups(named, opts_.dist_timeout_seconds));
 }
 
 void Trainer::set_groups(parallel::NamedGroups groups) {
   MF_CHECK(iter_ == 0 && !groups_.everyone(), "trainer: the parallel groups are set once, before train()");
-  check_model_groups(groups);
+  parallel::check_layer_groups(groups, model_->place());
   groups_ = std::move(groups);
   build_sync();
 }

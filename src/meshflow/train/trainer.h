@@ -55,7 +55,8 @@ class HookBase {
 class Trainer {
  public:
   // `groups`: the run's parallel groups by name (parallel::ParallelContext; none: one process, or
-  // set later by set_parallel); their tp group must be the model's.
+  // set later by set_parallel); the group of each dimension the model's layers are placed over
+  // (Model::place()) must be the model's.
   Trainer(TrainOptions opts, std::shared_ptr<models::Model> model, std::unique_ptr<BatchSource> train_data,
           std::function<std::unique_ptr<BatchSource>()> make_valid_data, parallel::NamedGroups groups = {});
   ~Trainer();
@@ -63,8 +64,8 @@ class Trainer {
   // The parallel layout (call once, before train(); groups of one rank change nothing). `dp`: the
   // data-parallel group (every rank of it runs the same Trainer on the same model and options;
   // the batch sources must already give each rank its slice of the global batch, as
-  // GptBatchSource(data, dp->rank(), dp->size()) does). The model's own tensor-parallel group
-  // (Model::tensor_parallel()) splits its layers; `all` is this stage's dp x tp ranks. Pipeline
+  // GptBatchSource(data, dp->rank(), dp->size()) does). The model's own Place (Model::place(): tp)
+  // splits its layers; `all` is this stage's dp x tp ranks. Pipeline
   // parallelism: the model is this rank's stage (Model::stage()), `pp` the ranks holding the
   // other stages (same dp and tp index, ordered by stage), `world` every rank. Gradients are
   // synchronised by parallel::GradSync (data-parallel buckets overlapped with backward, ZeRO,
@@ -73,7 +74,7 @@ class Trainer {
   // single-process run.
   void set_parallel(std::shared_ptr<comm::Communicator> dp, std::shared_ptr<comm::Communicator> all,
                     std::shared_ptr<comm::Communicator> pp = nullptr, std::shared_ptr<comm::Communicator> world = nullptr);
-  // The same from groups made once (parallel::ParallelContext); groups.ptr("tp") must be the model's.
+  // The same from groups made once (parallel::ParallelContext); the layer dimensions' groups must be the model's.
   void set_groups(parallel::NamedGroups groups);
   int64_t dp_size() const { return groups_.size("dp"); }
   bool is_main_rank() const { return groups_.main_rank(); }
@@ -127,7 +128,6 @@ class Trainer {
   double finish_grad_sync();  // seconds the gradient reductions were waited for after backward
   void update(StepStats& s);  // clip, the optimizer step (skipped on an overflow), the loss scale
   void finish_stats(StepStats& s, uint64_t comm_bytes0);  // timing, memory, traffic; every rank's at log steps
-  void check_model_groups(const parallel::NamedGroups& groups) const;  // their tp group is the model's
   // Builds the gradient synchronisation for groups_ and the optimizer over what it shards.
   void build_sync();
   TrainingStateRefs state_refs();  // what a checkpoint saves and a resume restores

@@ -1,16 +1,17 @@
-// Tensor parallelism (Megatron's tp) in SBP terms: the group a model's layers are split over,
-// and how each parameter's local tensor relates to its logical tensor.
+// How a parameter's local tensor relates to its logical tensor when the layers' weights are split
+// over the ranks of one mesh dimension (tensor parallelism, Megatron's tp), in SBP terms. The
+// ranks come from the layers' placement (layers/place.h); here they are a count and an index, and
+// a communicator where a collective is needed.
 //
 // A parameter's logical tensor keeps the checkpoint (Hugging Face) layout. Its ParamLayout views
-// the logical tensor as `grouped` (same elements, row-major) and splits that view over the tp
-// ranks along `split_axis` (S(split_axis); -1: B, every rank holds the whole). The grouping is how
+// the logical tensor as `grouped` (same elements, row-major) and splits that view over the ranks
+// along `split_axis` (S(split_axis); -1: B, every rank holds the whole). The grouping is how
 // GPT-2's fused QKV weight (C, 3C) keeps each head's q, k and v on one rank: viewed as
 // (C, 3, H, D) it is split on the head axis, so rank r holds (C, 3, H/tp, D) = the columns of its
 // heads, while gathering or slicing the checkpoint tensor stays a plain SBP conversion.
 // Splits may be uneven (sbp.h's rule: the first n % p ranks hold one more row).
 #pragma once
 #include <functional>
-#include <memory>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -24,14 +25,6 @@ namespace mf::nn {
 
 class Module;
 using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
-
-struct TensorParallel {
-  std::shared_ptr<comm::Communicator> comm;  // null: a single rank
-  bool sequence_parallel = false;
-  int size() const { return comm ? comm->size() : 1; }
-  int rank() const { return comm ? comm->rank() : 0; }
-  bool enabled() const { return size() > 1; }
-};
 
 struct ParamLayout {
   Shape logical;        // the checkpoint shape
@@ -53,17 +46,18 @@ ParamLayout replicated_layout(const Shape& shape);
 ParamLayout split_layout(const Shape& shape, int axis);
 ParamLayout grouped_split_layout(const Shape& logical, const Shape& grouped, int axis);
 
-// Collective over tp: the logical tensor (every rank gets it) from each rank's local piece.
-Tensor gather_logical(const Tensor& local, const ParamLayout& layout, const TensorParallel& tp);
-// This rank's piece of a logical tensor (contiguous copy). Local.
-Tensor slice_local(const Tensor& logical, const ParamLayout& layout, const TensorParallel& tp);
+// Collective over `ranks` (the ranks splitting the weights; null: one rank): the logical tensor
+// (every rank gets it) from each rank's local piece.
+Tensor gather_logical(const Tensor& local, const ParamLayout& layout, comm::Communicator* ranks);
+// The piece rank `rank` of `ranks` holds of a logical tensor (contiguous copy). Local.
+Tensor slice_local(const Tensor& logical, const ParamLayout& layout, int ranks, int rank);
 
 // State keyed by parameter name (a module's state dict, an optimizer's state, a checkpoint):
 // `fn(tensor, layout)` applied to every entry that belongs to a parameter of `m` — named
 // "<param>" or "<param>.<optimizer slot>" — other entries pass unchanged.
 NamedTensors map_param_state(const Module& m, const NamedTensors& state,
                              const std::function<Tensor(const Tensor&, const ParamLayout&)>& fn);
-// This rank's tensor-parallel pieces of state entries in the logical (checkpoint) layout. Local.
-NamedTensors slice_local_state(const Module& m, const NamedTensors& logical, const TensorParallel& tp);
+// The pieces rank `rank` of `ranks` holds of state entries in the logical (checkpoint) layout. Local.
+NamedTensors slice_local_state(const Module& m, const NamedTensors& logical, int ranks, int rank);
 
 }  // namespace mf::nn

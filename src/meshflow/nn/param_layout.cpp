@@ -1,4 +1,4 @@
-#include "meshflow/nn/tensor_parallel.h"
+#include "meshflow/nn/param_layout.h"
 
 #include "meshflow/autograd/grad_mode.h"
 #include "meshflow/core/error.h"
@@ -62,24 +62,24 @@ ParamLayout grouped_split_layout(const Shape& logical, const Shape& grouped, int
   return ParamLayout{logical, grouped, axis};
 }
 
-Tensor gather_logical(const Tensor& local, const ParamLayout& layout, const TensorParallel& tp) {
+Tensor gather_logical(const Tensor& local, const ParamLayout& layout, comm::Communicator* ranks) {
   NoGradGuard ng;
-  if (layout.replicated() || !tp.enabled()) return contiguous(local);
-  Tensor piece = reshape(contiguous(local), layout.local_view_shape(tp.size(), tp.rank()));
-  Tensor full = global::box_axis(piece, global::Sbp::split(layout.split_axis), global::Sbp::broadcast(), layout.view(), *tp.comm);
+  if (layout.replicated() || !ranks || ranks->size() == 1) return contiguous(local);
+  Tensor piece = reshape(contiguous(local), layout.local_view_shape(ranks->size(), ranks->rank()));
+  Tensor full = global::box_axis(piece, global::Sbp::split(layout.split_axis), global::Sbp::broadcast(), layout.view(), *ranks);
   return reshape(full, layout.logical);
 }
 
-Tensor slice_local(const Tensor& logical, const ParamLayout& layout, const TensorParallel& tp) {
+Tensor slice_local(const Tensor& logical, const ParamLayout& layout, int ranks, int rank) {
   NoGradGuard ng;
   MF_CHECK(logical.shape() == layout.logical, "slice_local: tensor ", logical.str(), " is not of the layout's logical shape ",
            shape_str(layout.logical));
-  if (layout.replicated() || !tp.enabled()) return contiguous(logical);
-  LogicalSlice sl = layout.local_slice(tp.size(), tp.rank());
-  Shape lv = layout.local_view_shape(tp.size(), tp.rank());
+  if (layout.replicated() || ranks == 1) return contiguous(logical);
+  LogicalSlice sl = layout.local_slice(ranks, rank);
+  Shape lv = layout.local_view_shape(ranks, rank);
   const int64_t k = layout.split_axis;
   Tensor piece = narrow(reshape(contiguous(logical), layout.view()), k, sl.start[static_cast<size_t>(k)], lv[static_cast<size_t>(k)]);
-  return reshape(contiguous(piece), layout.local_shape(tp.size(), tp.rank()));
+  return reshape(contiguous(piece), layout.local_shape(ranks, rank));
 }
 
 NamedTensors map_param_state(const Module& m, const NamedTensors& state,
@@ -100,9 +100,9 @@ NamedTensors map_param_state(const Module& m, const NamedTensors& state,
   return out;
 }
 
-NamedTensors slice_local_state(const Module& m, const NamedTensors& logical, const TensorParallel& tp) {
-  if (!tp.enabled()) return logical;
-  return map_param_state(m, logical, [&](const Tensor& t, const ParamLayout& l) { return slice_local(t, l, tp); });
+NamedTensors slice_local_state(const Module& m, const NamedTensors& logical, int ranks, int rank) {
+  if (ranks == 1) return logical;
+  return map_param_state(m, logical, [&](const Tensor& t, const ParamLayout& l) { return slice_local(t, l, ranks, rank); });
 }
 
 }  // namespace mf::nn
