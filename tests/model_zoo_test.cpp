@@ -9,6 +9,10 @@
 #include <set>
 
 #include "meshflow/models/decoder_lm.h"
+#include "meshflow/models/gpt2/config.h"
+#include "meshflow/models/gpt_neox/config.h"
+#include "meshflow/models/t5/config.h"
+#include "meshflow/models/vit/config.h"
 #include "meshflow/models/registry.h"
 #include "meshflow/ops/ops.h"
 #include "testing.h"
@@ -99,6 +103,36 @@ mf::models::Batch small_batch(const mf::models::Model& m) {
     b.labels = mf::from_vector(std::vector<int64_t>{2, 0}, {2});
   }
   return b;
+}
+
+// A schema field's range holds for a config built in code too (a run config's values are checked
+// on reading, config/ranges.cpp): validate() names the key, its range and the value.
+TEST(ModelZoo, SchemaRangesHoldForConfigsBuiltInCode) {
+  auto refusal = [](const auto& config) -> std::string {
+    try {
+      config.validate();
+    } catch (const mf::Error& e) {
+      return e.what();
+    }
+    return "(accepted)";
+  };
+  mf::models::Gpt2Config gpt2;
+  EXPECT_EQ(refusal(gpt2), "(accepted)");
+  gpt2.attention_dropout_prob = 1.0;
+  EXPECT_NE(refusal(gpt2).find("gpt2: model.attention_dropout_prob must be in [0, 1), got 1"), std::string::npos)
+      << refusal(gpt2);
+  mf::models::GptNeoxConfig neox;
+  EXPECT_EQ(refusal(neox), "(accepted)");
+  neox.rotary_pct = 1.5;
+  EXPECT_NE(refusal(neox).find("gpt_neox: model.rotary_pct must be in (0, 1], got 1.5"), std::string::npos) << refusal(neox);
+  mf::models::T5Config t5;
+  EXPECT_EQ(refusal(t5), "(accepted)");
+  t5.layernorm_epsilon = 0.0;
+  EXPECT_NE(refusal(t5).find("t5: model.layernorm_epsilon must be > 0, got 0"), std::string::npos) << refusal(t5);
+  mf::models::VitConfig vit;
+  EXPECT_EQ(refusal(vit), "(accepted)");
+  vit.num_labels = 1;
+  EXPECT_NE(refusal(vit).find("vit: model.num_labels must be >= 2, got 1"), std::string::npos) << refusal(vit);
 }
 
 TEST(ModelZoo, SpecsDescribeTheModelsTheyBuild) {

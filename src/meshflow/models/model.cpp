@@ -4,9 +4,18 @@
 
 #include "meshflow/autograd/grad_mode.h"
 #include "meshflow/autograd/node.h"
+#include "meshflow/ops/ops.h"
 #include "meshflow/random/generator.h"
 
 namespace mf::models {
+
+DType TrainingSettings::activation_dtype(Device device) const {
+  return native_half(device, dtype) ? dtype : compute_dtype(dtype);
+}
+
+void TrainingSettings::check(const std::string& model) const {
+  MF_CHECK(is_floating(dtype), model, ": the parameter dtype must be f32, f64, bf16 or f16, got ", dtype_name(dtype));
+}
 
 CheckpointGranularity parse_checkpoint_granularity(const std::string& name) {
   if (name == "full") return CheckpointGranularity::kFull;

@@ -47,6 +47,11 @@ struct TrainingSettings {
   CheckpointGranularity granularity = CheckpointGranularity::kFull;
   int64_t recompute_start_layer = 0;
   int64_t recompute_end_layer = -1;  // -1: every layer from the start
+  // The dtype activations take on `device`: the parameter dtype where the device computes in it
+  // natively, else the compute dtype (mixed precision, nn/mixed_precision.h).
+  DType activation_dtype(Device device) const;
+  // Throws "<model>: the parameter dtype must be ..." unless it is a floating dtype.
+  void check(const std::string& model) const;
   // Whether layer `layer` (a whole-model index) of `num_layers` is recomputed.
   bool recomputes(int64_t layer, int64_t num_layers) const {
     const int64_t end = recompute_end_layer < 0 ? num_layers : recompute_end_layer;

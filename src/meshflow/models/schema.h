@@ -3,14 +3,18 @@
 // weights' shapes show it (a size) or not (the structure: heads, norm epsilon, rotary base...).
 // From the declaration come the run config's reading and writing, the registry's key lists
 // (ModelSpec::config_keys, structure_keys, hf.key_names) and, in models/schema_hf.h, config.json's
-// reading and writing. What a field's value means (and its check) stays in the model's config.
+// reading and writing. A field may declare its range (the chained positive(), at_least(),
+// probability(), fraction()), which check() enforces on any config, read or built in code; what
+// relates several fields (heads dividing the hidden size) stays in the model's validate().
 //
 //   const Schema<GptNeoxConfig>& s = ...;
-//   s.size("model.hidden_size", &GptNeoxConfig::hidden_size, "hidden_size")
-//    .structure("model.rotary_pct", &GptNeoxConfig::rotary_pct, "rotary_pct");
+//   s.size("model.hidden_size", &GptNeoxConfig::hidden_size, "hidden_size").positive()
+//    .structure("model.rotary_pct", &GptNeoxConfig::rotary_pct, "rotary_pct").fraction();
 #pragma once
 #include <cstdint>
 #include <iomanip>
+#include <limits>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <utility>
@@ -19,6 +23,7 @@
 #include <vector>
 
 #include "meshflow/config/config.h"
+#include "meshflow/core/error.h"
 
 namespace mf::models {
 
@@ -26,11 +31,24 @@ template <class C>
 class Schema {
  public:
   using Member = std::variant<int64_t C::*, double C::*, bool C::*>;
+  // The values a field takes: from lo to hi, each end open or closed.
+  struct Range {
+    double lo, hi;
+    bool lo_open, hi_open;
+    bool holds(double v) const { return (lo_open ? v > lo : v >= lo) && (hi_open ? v < hi : v <= hi); }
+    std::string str() const {  // "in [0, 1)", "> 0", ">= 1"
+      std::ostringstream os;
+      if (hi == std::numeric_limits<double>::infinity()) os << (lo_open ? "> " : ">= ") << lo;
+      else os << "in " << (lo_open ? "(" : "[") << lo << ", " << hi << (hi_open ? ")" : "]");
+      return os.str();
+    }
+  };
   struct Field {
     std::string key;     // model.*
     Member member;
     std::string hf_key;  // config.json's ("" : none); dotted for a nested object ("rope_scaling.factor")
     bool structure;      // the weights' shapes do not show it
+    std::optional<Range> range;  // none: any value
   };
 
   explicit Schema(std::string name) : name_(std::move(name)) {}
@@ -46,6 +64,21 @@ class Schema {
     fields_.push_back({key, Member(member), hf_key, true});
     return *this;
   }
+  // The range of the field declared last.
+  Schema& positive() { return range({0, kInf, true, true}); }
+  Schema& at_least(double lo) { return range({lo, kInf, false, true}); }
+  Schema& probability() { return range({0, 1, false, true}); }  // [0, 1): a dropout
+  Schema& fraction() { return range({0, 1, true, false}); }     // (0, 1]
+
+  // Throws "<model>: <key> must be <range>, got <value>" for the first field out of its range.
+  void check(const C& c, const std::string& model) const {
+    for (const Field& f : fields_) {
+      if (!f.range) continue;
+      const double v = std::visit([&](auto m) { return static_cast<double>(c.*m); }, f.member);
+      MF_CHECK(f.range->holds(v), model, ": ", f.key, " must be ", f.range->str(), ", got ", text(c, f));
+    }
+  }
+
   // A key of the model's config section that no member holds (a dropout the family must not set:
   // read by hand), listed among config_keys().
   Schema& key(const char* key) {
@@ -112,6 +145,13 @@ class Schema {
           }
         },
         f.member);
+  }
+
+  static constexpr double kInf = std::numeric_limits<double>::infinity();
+  Schema& range(Range r) {
+    MF_CHECK(!fields_.empty(), "schema ", name_, ": a range before any field");
+    fields_.back().range = r;
+    return *this;
   }
 
   std::string name_;

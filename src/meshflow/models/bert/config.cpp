@@ -8,17 +8,9 @@ namespace mf::models {
 
 const char* bert_variant_name(BertVariant v) { return v == BertVariant::kRoberta ? "roberta" : "bert"; }
 
-DType BertConfig::activation_dtype(Device device) const {
-  return native_half(device, settings.dtype) ? settings.dtype : compute_dtype(settings.dtype);
-}
-
 void BertConfig::validate() const {
   const char* v = bert_variant_name(variant);
-  MF_CHECK(vocab_size > 0 && max_seq_length > 0 && hidden_size > 0 && num_layers > 0 && num_attention_heads > 0 &&
-               ffn_hidden_size > 0 && num_tokentypes > 0,
-           v, ": model sizes must be positive (vocab_size ", vocab_size, ", max_seq_length ", max_seq_length,
-           ", hidden_size ", hidden_size, ", num_layers ", num_layers, ", num_attention_heads ", num_attention_heads,
-           ", ffn_hidden_size ", ffn_hidden_size, ", num_tokentypes ", num_tokentypes, ")");
+  bert_schema().check(*this, v);
   MF_CHECK(hidden_size % num_attention_heads == 0, v, ": model.hidden_size ", hidden_size,
            " is not divisible by model.num_attention_heads ", num_attention_heads);
   MF_CHECK(task != BertTask::kClassification || num_labels >= 2, v, ": model.num_labels must be >= 2 for classification, got ",
@@ -30,9 +22,7 @@ void BertConfig::validate() const {
   MF_CHECK(variant == BertVariant::kBert || task == BertTask::kPretraining, v,
            ": model.task classification is BERT's (BertForSequenceClassification); RoBERTa's classification head "
            "(dense + tanh on <s>, no pooler) is not implemented");
-  for (double p : {embedding_dropout_prob, attention_dropout_prob, output_dropout_prob})
-    MF_CHECK(p >= 0.0 && p < 1.0, v, ": dropout probabilities must be in [0, 1), got ", p);
-  MF_CHECK(is_floating(settings.dtype), v, ": the parameter dtype must be f32, f64, bf16 or f16");
+  settings.check(v);
 }
 
 const Schema<BertConfig>& bert_schema() {
@@ -40,21 +30,21 @@ const Schema<BertConfig>& bert_schema() {
   // max_position_embeddings (RoBERTa's counts the padding) and hidden_dropout_prob (both
   // dropouts) are read by hand.
   static const Schema<C> s = Schema<C>("bert")
-                                 .size("model.num_layers", &C::num_layers, "num_hidden_layers")
-                                 .size("model.hidden_size", &C::hidden_size, "hidden_size")
-                                 .structure("model.num_attention_heads", &C::num_attention_heads, "num_attention_heads")
-                                 .size("model.ffn_hidden_size", &C::ffn_hidden_size, "intermediate_size")
-                                 .size("model.max_seq_length", &C::max_seq_length)
-                                 .size("model.vocab_size", &C::vocab_size, "vocab_size")
-                                 .size("model.num_tokentypes", &C::num_tokentypes, "type_vocab_size")
-                                 .structure("model.pad_token_id", &C::pad_token_id, "pad_token_id")
+                                 .size("model.num_layers", &C::num_layers, "num_hidden_layers").positive()
+                                 .size("model.hidden_size", &C::hidden_size, "hidden_size").positive()
+                                 .structure("model.num_attention_heads", &C::num_attention_heads, "num_attention_heads").positive()
+                                 .size("model.ffn_hidden_size", &C::ffn_hidden_size, "intermediate_size").positive()
+                                 .size("model.max_seq_length", &C::max_seq_length).positive()
+                                 .size("model.vocab_size", &C::vocab_size, "vocab_size").positive()
+                                 .size("model.num_tokentypes", &C::num_tokentypes, "type_vocab_size").positive()
+                                 .structure("model.pad_token_id", &C::pad_token_id, "pad_token_id").at_least(0)
                                  .size("model.add_binary_head", &C::add_binary_head)
-                                 .size("model.num_labels", &C::num_labels)
-                                 .structure("model.layernorm_epsilon", &C::layernorm_epsilon, "layer_norm_eps")
-                                 .size("model.embedding_dropout_prob", &C::embedding_dropout_prob)
-                                 .size("model.attention_dropout_prob", &C::attention_dropout_prob, "attention_probs_dropout_prob")
-                                 .size("model.output_dropout_prob", &C::output_dropout_prob, "hidden_dropout_prob")
-                                 .size("model.initializer_range", &C::initializer_range, "initializer_range")
+                                 .size("model.num_labels", &C::num_labels).at_least(1)
+                                 .structure("model.layernorm_epsilon", &C::layernorm_epsilon, "layer_norm_eps").positive()
+                                 .size("model.embedding_dropout_prob", &C::embedding_dropout_prob).probability()
+                                 .size("model.attention_dropout_prob", &C::attention_dropout_prob, "attention_probs_dropout_prob").probability()
+                                 .size("model.output_dropout_prob", &C::output_dropout_prob, "hidden_dropout_prob").probability()
+                                 .size("model.initializer_range", &C::initializer_range, "initializer_range").at_least(0)
                                  .key("model.task");
   return s;
 }

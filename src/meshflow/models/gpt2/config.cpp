@@ -14,13 +14,9 @@ bool Gpt2Config::checkpointed(int64_t layer) const {
 }
 
 void Gpt2Config::validate() const {
-  MF_CHECK(vocab_size > 0 && max_seq_length > 0 && hidden_size > 0 && num_layers > 0 && num_attention_heads > 0,
-           "gpt2: model sizes must be positive (vocab_size ", vocab_size, ", max_seq_length ", max_seq_length,
-           ", hidden_size ", hidden_size, ", num_layers ", num_layers, ", num_attention_heads ", num_attention_heads, ")");
+  gpt2_schema().check(*this, "gpt2");
   MF_CHECK(hidden_size % num_attention_heads == 0, "gpt2: model.hidden_size ", hidden_size,
            " is not divisible by model.num_attention_heads ", num_attention_heads);
-  for (double p : {embedding_dropout_prob, attention_dropout_prob, output_dropout_prob})
-    MF_CHECK(p >= 0.0 && p < 1.0, "gpt2: dropout probabilities must be in [0, 1), got ", p);
   MF_CHECK(checkpoint_start_layer >= 0 && checkpoint_start_layer < num_layers,
            "gpt2: train.activation_checkpoint.start_layer ", checkpoint_start_layer, " must be in [0, model.num_layers = ",
            num_layers, ")");
@@ -34,17 +30,17 @@ void Gpt2Config::validate() const {
 const Schema<Gpt2Config>& gpt2_schema() {
   using C = Gpt2Config;
   static const Schema<C> s = Schema<C>("gpt2")
-                                 .size("model.num_layers", &C::num_layers, "n_layer")
-                                 .size("model.hidden_size", &C::hidden_size, "n_embd")
-                                 .structure("model.num_attention_heads", &C::num_attention_heads, "n_head")
-                                 .size("model.ffn_hidden_size", &C::ffn_hidden_size, "n_inner")  // 0: 4 * hidden, as n_inner null
-                                 .size("model.max_seq_length", &C::max_seq_length, "n_positions")
-                                 .size("model.vocab_size", &C::vocab_size, "vocab_size")
-                                 .size("model.embedding_dropout_prob", &C::embedding_dropout_prob, "embd_pdrop")
-                                 .size("model.attention_dropout_prob", &C::attention_dropout_prob, "attn_pdrop")
-                                 .size("model.output_dropout_prob", &C::output_dropout_prob, "resid_pdrop")
-                                 .structure("model.layernorm_epsilon", &C::layernorm_epsilon, "layer_norm_epsilon")
-                                 .size("model.initializer_range", &C::initializer_range, "initializer_range");
+                                 .size("model.num_layers", &C::num_layers, "n_layer").positive()
+                                 .size("model.hidden_size", &C::hidden_size, "n_embd").positive()
+                                 .structure("model.num_attention_heads", &C::num_attention_heads, "n_head").positive()
+                                 .size("model.ffn_hidden_size", &C::ffn_hidden_size, "n_inner").at_least(0)  // 0: 4 * hidden, as n_inner null
+                                 .size("model.max_seq_length", &C::max_seq_length, "n_positions").positive()
+                                 .size("model.vocab_size", &C::vocab_size, "vocab_size").positive()
+                                 .size("model.embedding_dropout_prob", &C::embedding_dropout_prob, "embd_pdrop").probability()
+                                 .size("model.attention_dropout_prob", &C::attention_dropout_prob, "attn_pdrop").probability()
+                                 .size("model.output_dropout_prob", &C::output_dropout_prob, "resid_pdrop").probability()
+                                 .structure("model.layernorm_epsilon", &C::layernorm_epsilon, "layer_norm_epsilon").positive()
+                                 .size("model.initializer_range", &C::initializer_range, "initializer_range").at_least(0);
   return s;
 }
 

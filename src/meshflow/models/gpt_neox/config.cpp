@@ -9,39 +9,31 @@ int64_t GptNeoxConfig::rotary_dims() const {
 }
 
 void GptNeoxConfig::validate() const {
-  MF_CHECK(vocab_size > 0 && max_seq_length > 0 && hidden_size > 0 && num_layers > 0 && num_attention_heads > 0 &&
-               ffn_hidden_size > 0,
-           "gpt_neox: model sizes must be positive (vocab_size ", vocab_size, ", max_seq_length ", max_seq_length,
-           ", hidden_size ", hidden_size, ", num_layers ", num_layers, ", num_attention_heads ", num_attention_heads,
-           ", ffn_hidden_size ", ffn_hidden_size, ")");
+  gpt_neox_schema().check(*this, "gpt_neox");
   MF_CHECK(hidden_size % num_attention_heads == 0, "gpt_neox: model.num_attention_heads ", num_attention_heads,
            " must divide model.hidden_size ", hidden_size);
-  MF_CHECK(rotary_pct > 0.0 && rotary_pct <= 1.0, "gpt_neox: model.rotary_pct must be in (0, 1], got ", rotary_pct);
   MF_CHECK(rotary_dims() >= 2 && rotary_dims() % 2 == 0, "gpt_neox: model.rotary_pct ", rotary_pct, " rotates ",
            rotary_dims(), " of a head's ", dim(), " features (an even number, at least 2, is needed)");
-  MF_CHECK(rope_theta > 0.0, "gpt_neox: model.rope_theta must be positive, got ", rope_theta);
-  for (double p : {attention_dropout_prob, output_dropout_prob})
-    MF_CHECK(p >= 0.0 && p < 1.0, "gpt_neox: dropout probabilities must be in [0, 1), got ", p);
-  MF_CHECK(is_floating(settings.dtype), "gpt_neox: the parameter dtype must be f32, f64, bf16 or f16");
+  settings.check("gpt_neox");
 }
 
 const Schema<GptNeoxConfig>& gpt_neox_schema() {
   using C = GptNeoxConfig;
   static const Schema<C> s = Schema<C>("gpt_neox")
-                                 .size("model.num_layers", &C::num_layers, "num_hidden_layers")
-                                 .size("model.hidden_size", &C::hidden_size, "hidden_size")
-                                 .structure("model.num_attention_heads", &C::num_attention_heads, "num_attention_heads")
-                                 .size("model.ffn_hidden_size", &C::ffn_hidden_size, "intermediate_size")
-                                 .size("model.max_seq_length", &C::max_seq_length, "max_position_embeddings")
-                                 .size("model.vocab_size", &C::vocab_size, "vocab_size")
-                                 .structure("model.layernorm_epsilon", &C::layernorm_epsilon, "layer_norm_eps")
-                                 .structure("model.rotary_pct", &C::rotary_pct, "rotary_pct")
-                                 .structure("model.rope_theta", &C::rope_theta, "rotary_emb_base")
+                                 .size("model.num_layers", &C::num_layers, "num_hidden_layers").positive()
+                                 .size("model.hidden_size", &C::hidden_size, "hidden_size").positive()
+                                 .structure("model.num_attention_heads", &C::num_attention_heads, "num_attention_heads").positive()
+                                 .size("model.ffn_hidden_size", &C::ffn_hidden_size, "intermediate_size").positive()
+                                 .size("model.max_seq_length", &C::max_seq_length, "max_position_embeddings").positive()
+                                 .size("model.vocab_size", &C::vocab_size, "vocab_size").positive()
+                                 .structure("model.layernorm_epsilon", &C::layernorm_epsilon, "layer_norm_eps").positive()
+                                 .structure("model.rotary_pct", &C::rotary_pct, "rotary_pct").fraction()
+                                 .structure("model.rope_theta", &C::rope_theta, "rotary_emb_base").positive()
                                  .structure("model.use_parallel_residual", &C::use_parallel_residual, "use_parallel_residual")
                                  .structure("model.tie_word_embeddings", &C::tie_word_embeddings, "tie_word_embeddings")
-                                 .size("model.attention_dropout_prob", &C::attention_dropout_prob, "attention_dropout")
-                                 .size("model.output_dropout_prob", &C::output_dropout_prob, "hidden_dropout")
-                                 .size("model.initializer_range", &C::initializer_range, "initializer_range")
+                                 .size("model.attention_dropout_prob", &C::attention_dropout_prob, "attention_dropout").probability()
+                                 .size("model.output_dropout_prob", &C::output_dropout_prob, "hidden_dropout").probability()
+                                 .size("model.initializer_range", &C::initializer_range, "initializer_range").at_least(0)
                                  .key("model.embedding_dropout_prob");
   return s;
 }

@@ -42,26 +42,14 @@ std::vector<double> LlamaConfig::rope_inv_freq() const {
   return f;
 }
 
-DType LlamaConfig::activation_dtype(Device device) const {
-  return native_half(device, settings.dtype) ? settings.dtype : compute_dtype(settings.dtype);
-}
-
 void LlamaConfig::validate() const {
   const char* v = llama_variant_name(variant);
-  MF_CHECK(vocab_size > 0 && max_seq_length > 0 && hidden_size > 0 && num_layers > 0 && num_attention_heads > 0 &&
-               ffn_hidden_size > 0 && kv_heads() > 0,
-           v, ": model sizes must be positive (vocab_size ", vocab_size, ", max_seq_length ", max_seq_length,
-           ", hidden_size ", hidden_size, ", num_layers ", num_layers, ", num_attention_heads ", num_attention_heads,
-           ", num_key_value_heads ", kv_heads(), ", ffn_hidden_size ", ffn_hidden_size, ")");
+  llama_schema().check(*this, v);
   MF_CHECK(head_dim > 0 || hidden_size % num_attention_heads == 0, v, ": model.hidden_size ", hidden_size,
            " is not divisible by model.num_attention_heads ", num_attention_heads, " (set model.head_dim)");
   MF_CHECK(dim() % 2 == 0, v, ": the head dimension ", dim(), " must be even (rotary embeddings rotate pairs)");
   MF_CHECK(num_attention_heads % kv_heads() == 0, v, ": model.num_key_value_heads ", kv_heads(),
            " must divide model.num_attention_heads ", num_attention_heads);
-  MF_CHECK(rope_theta > 0.0, v, ": model.rope_theta must be positive, got ", rope_theta);
-  MF_CHECK(sliding_window >= 0, v, ": model.sliding_window must be >= 0 (0: none), got ", sliding_window);
-  MF_CHECK(attention_dropout_prob >= 0.0 && attention_dropout_prob < 1.0, v,
-           ": model.attention_dropout_prob must be in [0, 1), got ", attention_dropout_prob);
   if (llama3_rope) {
     const Llama3RopeScaling& s = rope_scaling;
     MF_CHECK(s.factor > 0.0 && s.low_freq_factor > 0.0 && s.high_freq_factor > s.low_freq_factor &&
@@ -69,28 +57,28 @@ void LlamaConfig::validate() const {
              v, ": model.rope_scaling needs factor > 0, 0 < low_freq_factor < high_freq_factor and "
              "original_max_position_embeddings > 0");
   }
-  MF_CHECK(is_floating(settings.dtype), v, ": the parameter dtype must be f32, f64, bf16 or f16");
+  settings.check(v);
 }
 
 const Schema<LlamaConfig>& llama_schema() {
   using C = LlamaConfig;
   // sliding_window: config.json's only under Mistral (Qwen2's files hold one they do not use).
   static const Schema<C> s = Schema<C>("llama")
-                                 .size("model.num_layers", &C::num_layers, "num_hidden_layers")
-                                 .size("model.hidden_size", &C::hidden_size, "hidden_size")
-                                 .structure("model.num_attention_heads", &C::num_attention_heads, "num_attention_heads")
-                                 .structure("model.num_key_value_heads", &C::num_key_value_heads, "num_key_value_heads")
-                                 .structure("model.head_dim", &C::head_dim, "head_dim")
-                                 .size("model.ffn_hidden_size", &C::ffn_hidden_size, "intermediate_size")
-                                 .size("model.max_seq_length", &C::max_seq_length, "max_position_embeddings")
-                                 .size("model.vocab_size", &C::vocab_size, "vocab_size")
-                                 .structure("model.layernorm_epsilon", &C::rms_norm_eps, "rms_norm_eps")
-                                 .structure("model.rope_theta", &C::rope_theta, "rope_theta")
+                                 .size("model.num_layers", &C::num_layers, "num_hidden_layers").positive()
+                                 .size("model.hidden_size", &C::hidden_size, "hidden_size").positive()
+                                 .structure("model.num_attention_heads", &C::num_attention_heads, "num_attention_heads").positive()
+                                 .structure("model.num_key_value_heads", &C::num_key_value_heads, "num_key_value_heads").at_least(0)
+                                 .structure("model.head_dim", &C::head_dim, "head_dim").at_least(0)
+                                 .size("model.ffn_hidden_size", &C::ffn_hidden_size, "intermediate_size").positive()
+                                 .size("model.max_seq_length", &C::max_seq_length, "max_position_embeddings").positive()
+                                 .size("model.vocab_size", &C::vocab_size, "vocab_size").positive()
+                                 .structure("model.layernorm_epsilon", &C::rms_norm_eps, "rms_norm_eps").positive()
+                                 .structure("model.rope_theta", &C::rope_theta, "rope_theta").positive()
                                  .structure("model.tie_word_embeddings", &C::tie_word_embeddings, "tie_word_embeddings")
                                  .structure("model.qkv_bias", &C::qkv_bias)
-                                 .structure("model.sliding_window", &C::sliding_window)
-                                 .size("model.attention_dropout_prob", &C::attention_dropout_prob, "attention_dropout")
-                                 .size("model.initializer_range", &C::initializer_range, "initializer_range")
+                                 .structure("model.sliding_window", &C::sliding_window).at_least(0)
+                                 .size("model.attention_dropout_prob", &C::attention_dropout_prob, "attention_dropout").probability()
+                                 .size("model.initializer_range", &C::initializer_range, "initializer_range").at_least(0)
                                  .key("model.rope_scaling.type")
                                  .key("model.rope_scaling.factor")
                                  .key("model.rope_scaling.low_freq_factor")

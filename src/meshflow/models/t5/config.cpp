@@ -6,53 +6,41 @@
 
 namespace mf::models {
 
-DType T5Config::activation_dtype(Device device) const {
-  return native_half(device, settings.dtype) ? settings.dtype : compute_dtype(settings.dtype);
-}
-
 void T5Config::validate() const {
-  MF_CHECK(vocab_size > 0 && hidden_size > 0 && num_layers > 0 && num_decoder_layers > 0 && num_attention_heads > 0 &&
-               head_dim > 0 && ffn_hidden_size > 0 && max_seq_length > 0 && decoder_seq_length > 0,
-           "t5: model sizes must be positive (vocab_size ", vocab_size, ", hidden_size ", hidden_size, ", num_layers ",
-           num_layers, ", num_decoder_layers ", num_decoder_layers, ", num_attention_heads ", num_attention_heads,
-           ", head_dim ", head_dim, ", ffn_hidden_size ", ffn_hidden_size, ", max_seq_length ", max_seq_length,
-           ", decoder_seq_length ", decoder_seq_length, ")");
+  t5_schema().check(*this, "t5");
   MF_CHECK(relative_attention_num_buckets >= 2 && relative_attention_max_distance > relative_attention_num_buckets / 2,
            "t5: model.relative_attention_num_buckets (", relative_attention_num_buckets,
            ") must be >= 2 and model.relative_attention_max_distance (", relative_attention_max_distance,
            ") above half of it");
   MF_CHECK(pad_token_id >= 0 && pad_token_id < vocab_size, "t5: model.pad_token_id ", pad_token_id,
            " is outside the vocabulary of ", vocab_size);
-  for (double p : {embedding_dropout_prob, attention_dropout_prob, output_dropout_prob})
-    MF_CHECK(p >= 0.0 && p < 1.0, "t5: dropout probabilities must be in [0, 1), got ", p);
-  MF_CHECK(initializer_factor > 0, "t5: model.initializer_factor must be positive, got ", initializer_factor);
-  MF_CHECK(is_floating(settings.dtype), "t5: the parameter dtype must be f32, f64, bf16 or f16");
+  settings.check("t5");
 }
 
 const Schema<T5Config>& t5_schema() {
   using C = T5Config;
   // dropout_rate (all three dropouts) is read by hand.
   static const Schema<C> s = Schema<C>("t5")
-                                 .size("model.num_layers", &C::num_layers, "num_layers")
-                                 .size("model.num_decoder_layers", &C::num_decoder_layers, "num_decoder_layers")
-                                 .size("model.hidden_size", &C::hidden_size, "d_model")
-                                 .structure("model.num_attention_heads", &C::num_attention_heads, "num_heads")
-                                 .structure("model.head_dim", &C::head_dim, "d_kv")
-                                 .size("model.ffn_hidden_size", &C::ffn_hidden_size, "d_ff")
+                                 .size("model.num_layers", &C::num_layers, "num_layers").positive()
+                                 .size("model.num_decoder_layers", &C::num_decoder_layers, "num_decoder_layers").positive()
+                                 .size("model.hidden_size", &C::hidden_size, "d_model").positive()
+                                 .structure("model.num_attention_heads", &C::num_attention_heads, "num_heads").positive()
+                                 .structure("model.head_dim", &C::head_dim, "d_kv").positive()
+                                 .size("model.ffn_hidden_size", &C::ffn_hidden_size, "d_ff").positive()
                                  .structure("model.tie_word_embeddings", &C::tie_word_embeddings, "tie_word_embeddings")
                                  .structure("model.relative_attention_num_buckets", &C::relative_attention_num_buckets,
-                                            "relative_attention_num_buckets")
+                                            "relative_attention_num_buckets").at_least(2)
                                  .structure("model.relative_attention_max_distance", &C::relative_attention_max_distance,
                                             "relative_attention_max_distance")
-                                 .size("model.max_seq_length", &C::max_seq_length)
-                                 .size("model.decoder_seq_length", &C::decoder_seq_length)
-                                 .size("model.vocab_size", &C::vocab_size, "vocab_size")
-                                 .structure("model.pad_token_id", &C::pad_token_id, "pad_token_id")  // the decoder's start
-                                 .structure("model.layernorm_epsilon", &C::layernorm_epsilon, "layer_norm_epsilon")
-                                 .size("model.embedding_dropout_prob", &C::embedding_dropout_prob)
-                                 .size("model.attention_dropout_prob", &C::attention_dropout_prob)
-                                 .size("model.output_dropout_prob", &C::output_dropout_prob, "dropout_rate")
-                                 .size("model.initializer_factor", &C::initializer_factor, "initializer_factor")
+                                 .size("model.max_seq_length", &C::max_seq_length).positive()
+                                 .size("model.decoder_seq_length", &C::decoder_seq_length).positive()
+                                 .size("model.vocab_size", &C::vocab_size, "vocab_size").positive()
+                                 .structure("model.pad_token_id", &C::pad_token_id, "pad_token_id").at_least(0)  // the decoder's start
+                                 .structure("model.layernorm_epsilon", &C::layernorm_epsilon, "layer_norm_epsilon").positive()
+                                 .size("model.embedding_dropout_prob", &C::embedding_dropout_prob).probability()
+                                 .size("model.attention_dropout_prob", &C::attention_dropout_prob).probability()
+                                 .size("model.output_dropout_prob", &C::output_dropout_prob, "dropout_rate").probability()
+                                 .size("model.initializer_factor", &C::initializer_factor, "initializer_factor").positive()
                                  .key("model.feed_forward_proj");
   return s;
 }

@@ -5,43 +5,32 @@
 
 namespace mf::models {
 
-DType VitConfig::activation_dtype(Device device) const {
-  return native_half(device, settings.dtype) ? settings.dtype : compute_dtype(settings.dtype);
-}
-
 void VitConfig::validate() const {
-  MF_CHECK(image_size > 0 && patch_size > 0 && num_channels > 0 && hidden_size > 0 && num_layers > 0 &&
-               num_attention_heads > 0 && ffn_hidden_size > 0,
-           "vit: model sizes must be positive (image_size ", image_size, ", patch_size ", patch_size, ", num_channels ",
-           num_channels, ", hidden_size ", hidden_size, ", num_layers ", num_layers, ", num_attention_heads ",
-           num_attention_heads, ", ffn_hidden_size ", ffn_hidden_size, ")");
+  vit_schema().check(*this, "vit");
   MF_CHECK(image_size % patch_size == 0, "vit: model.image_size ", image_size, " is not a multiple of model.patch_size ",
            patch_size);
   MF_CHECK(hidden_size % num_attention_heads == 0, "vit: model.hidden_size ", hidden_size,
            " is not divisible by model.num_attention_heads ", num_attention_heads);
-  MF_CHECK(num_labels >= 2, "vit: model.num_labels must be >= 2, got ", num_labels);
-  for (double p : {embedding_dropout_prob, attention_dropout_prob, output_dropout_prob})
-    MF_CHECK(p >= 0.0 && p < 1.0, "vit: dropout probabilities must be in [0, 1), got ", p);
-  MF_CHECK(is_floating(settings.dtype), "vit: the parameter dtype must be f32, f64, bf16 or f16");
+  settings.check("vit");
 }
 
 const Schema<VitConfig>& vit_schema() {
   using C = VitConfig;
   // num_labels (from id2label) and hidden_dropout_prob (both dropouts) are read by hand.
   static const Schema<C> s = Schema<C>("vit")
-                                 .size("model.image_size", &C::image_size, "image_size")
-                                 .structure("model.patch_size", &C::patch_size, "patch_size")
-                                 .size("model.num_channels", &C::num_channels, "num_channels")
-                                 .size("model.num_layers", &C::num_layers, "num_hidden_layers")
-                                 .size("model.hidden_size", &C::hidden_size, "hidden_size")
-                                 .structure("model.num_attention_heads", &C::num_attention_heads, "num_attention_heads")
-                                 .size("model.ffn_hidden_size", &C::ffn_hidden_size, "intermediate_size")
-                                 .size("model.num_labels", &C::num_labels)
-                                 .structure("model.layernorm_epsilon", &C::layernorm_epsilon, "layer_norm_eps")
-                                 .size("model.embedding_dropout_prob", &C::embedding_dropout_prob)
-                                 .size("model.attention_dropout_prob", &C::attention_dropout_prob, "attention_probs_dropout_prob")
-                                 .size("model.output_dropout_prob", &C::output_dropout_prob, "hidden_dropout_prob")
-                                 .size("model.initializer_range", &C::initializer_range, "initializer_range");
+                                 .size("model.image_size", &C::image_size, "image_size").positive()
+                                 .structure("model.patch_size", &C::patch_size, "patch_size").positive()
+                                 .size("model.num_channels", &C::num_channels, "num_channels").positive()
+                                 .size("model.num_layers", &C::num_layers, "num_hidden_layers").positive()
+                                 .size("model.hidden_size", &C::hidden_size, "hidden_size").positive()
+                                 .structure("model.num_attention_heads", &C::num_attention_heads, "num_attention_heads").positive()
+                                 .size("model.ffn_hidden_size", &C::ffn_hidden_size, "intermediate_size").positive()
+                                 .size("model.num_labels", &C::num_labels).at_least(2)
+                                 .structure("model.layernorm_epsilon", &C::layernorm_epsilon, "layer_norm_eps").positive()
+                                 .size("model.embedding_dropout_prob", &C::embedding_dropout_prob).probability()
+                                 .size("model.attention_dropout_prob", &C::attention_dropout_prob, "attention_probs_dropout_prob").probability()
+                                 .size("model.output_dropout_prob", &C::output_dropout_prob, "hidden_dropout_prob").probability()
+                                 .size("model.initializer_range", &C::initializer_range, "initializer_range").at_least(0);
   return s;
 }
 
