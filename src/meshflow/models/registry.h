@@ -74,6 +74,9 @@ struct ModelSpec {
   // What a layer keeps for backward for the model.* keys of `c` (the planner refuses a model
   // without it).
   std::function<LayerActivations(const Config& c)> layer_activations;
+  // The share of a micro-batch's tokens whose logits the loss head computes, for the run config
+  // `c` (null: every token; BERT's masked LM: data.masked_lm_prob, the positions it predicts).
+  std::function<double(const Config& c)> head_token_share;
   // One line for messages: "GPT-2: layers 4, hidden 32, ..." (Model::describe()).
   std::function<std::string(const Config& c)> describe;
   // A checkpoint's model.* keys: those of the run's config.yaml (`run`) where there is one, with

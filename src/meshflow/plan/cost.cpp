@@ -54,8 +54,9 @@ StepTime estimate_step_time(const ModelCosts& m, const Layout& l, const Hardware
     const double elementwise_s = 2 * tokens * kept * act / h.memory_rate(tensor);
     return std::make_pair(gemm_s + attention_s + elementwise_s + 15 * h.op_overhead_s, attention_s);
   };
-  const double head_flops = 2 * tokens * V * C / tp;
-  const double logits = tokens * V / tp * act;  // bytes of the rank's logits
+  const double head_tokens = tokens * m.head_token_share;  // the rows the head projects
+  const double head_flops = 2 * head_tokens * V * C / tp;
+  const double logits = head_tokens * V / tp * act;  // bytes of the rank's logits
   // (No head matrix, no head time: the rates of nothing are 0.)
   const double head_forward = head_flops > 0 ? head_flops / h.gemm_rate(head_flops) + 3 * logits / h.memory_rate(logits) : 0.0;
   // The embedding's backward makes a dense gradient of the rank's table piece each micro-batch

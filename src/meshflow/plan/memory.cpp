@@ -115,7 +115,8 @@ MemoryEstimate estimate_memory(const ModelCosts& m, const Layout& l, const std::
   const double chunk_elements = 16777216.0;
   const double vocab_local = std::ceil(V / tp);
   const double most = std::max(1.0, std::floor(chunk_elements / std::max(1.0, vocab_local)));
-  const double chunks = std::ceil(tokens / most), chunk_rows = std::ceil(tokens / chunks);
+  const double head_tokens = std::ceil(tokens * m.head_token_share);  // the rows the head projects
+  const double chunks = std::ceil(head_tokens / most), chunk_rows = std::ceil(head_tokens / chunks);
   const double chunk_bytes = chunk_rows * vocab_local * act_bytes;
   // Gradients held through a step: the data-parallel buckets (ZeRO-2/3: this rank's segment), and
   // with accumulation the parameters' own .grad summing the micro-batches (the buckets take the
@@ -165,7 +166,7 @@ MemoryEstimate estimate_memory(const ModelCosts& m, const Layout& l, const std::
     // ---- activations: what each chunk's micro-batches keep, over the schedule
     // The head keeps the last layer's output and the final norm's, and without full
     // recomputation every chunk's logits (the cross-entropy's input).
-    const double head_kept = last ? tokens * (C / seq_div + C + (full ? 0.0 : vocab_local)) * act_bytes : 0.0;
+    const double head_kept = last ? (tokens * (C / seq_div + C) + (full ? 0.0 : head_tokens * vocab_local)) * act_bytes : 0.0;
     // A layer's backward: its input's and the MLP hidden state's gradients, and for a recomputed
     // layer (full) its activations made again.
     // (An unfused attention: and two scores' gradients, the softmax's beside its input's.)

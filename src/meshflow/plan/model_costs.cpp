@@ -80,7 +80,8 @@ ModelCosts model_costs(const Config& c) {
   double layer_matrix = 0;
   for (const ParamElements& p : m.layer_params) layer_matrix = std::max(layer_matrix, p.split);
   m.layer_flops = 2.0 * layer_matrix + 4.0 * static_cast<double>(m.seq) * C;
-  m.head_flops = 2.0 * static_cast<double>(m.vocab) * C;
+  m.head_token_share = spec.head_token_share ? spec.head_token_share(c) : 1.0;
+  m.head_flops = 2.0 * static_cast<double>(m.vocab) * C * m.head_token_share;
   return m;
 }
 

@@ -50,7 +50,10 @@ struct ModelCosts {
   ParamElements embedding, head;            // the first stage's and the last stage's own parts
   ParamElements tied_copy;                  // what the last stage holds of the embedding (tied)
   LayerActivations layer_acts;
-  // Forward FLOPs per token: one layer (its GEMMs and attention at seq) and the head's logits.
+  // The share of the tokens whose logits the head computes (ModelSpec::head_token_share: BERT's
+  // masked positions), and the forward FLOPs per token: one layer (its GEMMs and attention at
+  // seq) and the head's logits (over every token: the share applied).
+  double head_token_share = 1.0;
   double layer_flops = 0, head_flops = 0;
   double total_params() const;
   // Training FLOPs per token of the whole model (forward + backward: 3 x forward).
