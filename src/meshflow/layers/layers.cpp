@@ -55,6 +55,10 @@ GlobalTensor Embedding::table() const {
 
 GlobalTensor Embedding::forward(const GlobalTensor& ids) const { return global::embedding(table(), ids); }
 
+GlobalTensor Embedding::project(const GlobalTensor& x, const GlobalTensor& bias) const {
+  return round_to(global::linear(x, table(), bias), weight.dtype());
+}
+
 int64_t Embedding::max_local_rows() const { return split_rows_ ? (num_ + place_.size() - 1) / place_.size() : num_; }
 
 RowBias::RowBias(int64_t num, const Place& place, bool split_rows, DType dt)
@@ -67,15 +71,17 @@ GlobalTensor RowBias::value() const {
   return place_.wrap(nn::compute(bias), split_rows_ ? place_.split_on(0) : place_.broadcast(), {num_});
 }
 
-LayerNorm::LayerNorm(int64_t dim, double eps, const Place& place, DType dt)
+LayerNorm::LayerNorm(int64_t dim, double eps, const Place& place, DType dt, bool rounds_input)
     : weight(register_parameter("weight", local_filled(nn::replicated_layout({dim}), place, dt, 1.0),
                                 nn::replicated_layout({dim}))),
       bias(register_parameter("bias", local_filled(nn::replicated_layout({dim}), place, dt), nn::replicated_layout({dim}))),
       eps_(eps),
+      rounds_input_(rounds_input),
       place_(place) {}
 
 GlobalTensor LayerNorm::forward(const GlobalTensor& x) const {
-  return round_to(global::layer_norm(x, place_.wrap(nn::compute(weight)), place_.wrap(nn::compute(bias)), eps_),
+  const GlobalTensor in = rounds_input_ ? round_to(x, weight.dtype()) : x;
+  return round_to(global::layer_norm(in, place_.wrap(nn::compute(weight)), place_.wrap(nn::compute(bias)), eps_),
                   weight.dtype());
 }
 
@@ -134,9 +140,9 @@ GlobalTensor Conv1D::forward(const GlobalTensor& x) const {
 }
 
 Linear::Linear(int64_t in, int64_t out, const Place& place, WeightSplit split, DType dt, bool with_bias,
-               SplitUnits units)
+               SplitUnits units, Activation activation)
     : in_(in), out_(out), place_(place), split_(resolved_split(split, in, out, 1, units, place, "Linear")),
-      whole_input_(split == WeightSplit::kColumns) {
+      whole_input_(split == WeightSplit::kColumns), activation_(activation) {
   nn::ParamLayout w = nn::replicated_layout({out, in}), b = nn::replicated_layout({out});
   if (split_ == WeightSplit::kColumns) {
     w = nn::split_layout({out, in}, 0);
@@ -148,7 +154,30 @@ Linear::Linear(int64_t in, int64_t out, const Place& place, WeightSplit split, D
   if (with_bias) bias = register_parameter("bias", local_filled(b, place, dt), b);
 }
 
+GlobalTensor activate(Activation a, const GlobalTensor& x) {
+  switch (a) {
+    case Activation::kNone:
+      return x;
+    case Activation::kGeluTanh:
+      return global::gelu(x, true);
+    case Activation::kGelu:
+      return global::gelu(x, false);
+    case Activation::kRelu:
+      return global::relu(global::context_of(x.placement), x);
+    case Activation::kSilu:
+      return global::silu(x);
+    case Activation::kTanh:
+      return global::tanh(x);
+  }
+  MF_THROW("layers: unknown activation");
+}
+
 GlobalTensor Linear::forward(const GlobalTensor& x) const {
+  const GlobalTensor y = affine(x);
+  return activation_ == Activation::kNone ? y : round_to(activate(activation_, y), weight.dtype());
+}
+
+GlobalTensor Linear::affine(const GlobalTensor& x) const {
   const DType storage = weight.dtype();
   const Tensor w = nn::compute(weight), b = nn::compute(bias);
   MF_CHECK(!x.logical_shape.empty() && x.logical_shape.back() == in_, "Linear: x ", x.str(), " for ", in_,
@@ -180,10 +209,24 @@ Tensor ParamGroup::add_param(const std::string& name, const Shape& shape, DType 
   return t;
 }
 
-GlobalTensor ParamGroup::value(const std::string& name) const {
+const Tensor& ParamGroup::param(const std::string& name) const {
   for (const auto& [n, t] : own_)
-    if (n == name) return place_.wrap(nn::compute(t));
+    if (n == name) return t;
   MF_THROW("ParamGroup: no parameter '", name, "'");
+}
+
+GlobalTensor ParamGroup::value(const std::string& name) const { return place_.wrap(nn::compute(param(name))); }
+
+GlobalTensor ParamGroup::affine(const GlobalTensor& x, const std::string& weight, const std::string& bias) const {
+  const GlobalTensor b = value(bias), w = value(weight);
+  const int64_t out = b.logical_shape.at(0), in = x.logical_shape.back();
+  MF_CHECK(shape_numel(w.logical_shape) == out * in, "ParamGroup: parameter '", weight, "' ", shape_str(w.logical_shape),
+           " is not (", out, ", ", in, ") for x ", x.str());
+  return round_to(global::linear(x, global::reshape(w, {out, in}), b), param(weight).dtype());
+}
+
+GlobalTensor ParamGroup::plus(const GlobalTensor& x, const std::string& name, const Shape& view) const {
+  return round_to(global::add(x, global::reshape(value(name), view)), param(name).dtype());
 }
 
 RMSNorm::RMSNorm(int64_t dim, double eps, const Place& place, DType dt)

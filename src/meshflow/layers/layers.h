@@ -37,6 +37,9 @@ class Embedding : public nn::Module {
   int64_t num() const { return num_; }
   // The most rows any rank holds (ceil(num / ranks) when split): chunk sizes every rank agrees on.
   int64_t max_local_rows() const;
+  // x (..., dim) against the table (a tied output projection), + `bias` (num) when given:
+  // (..., num), S(last) when the rows are split, rounded to the table's storage dtype.
+  GlobalTensor project(const GlobalTensor& x, const GlobalTensor& bias = {}) const;
   Tensor weight;  // this rank's rows
 
  private:
@@ -69,16 +72,24 @@ class Norm : public nn::Module {
 
 class LayerNorm : public Norm {
  public:
-  LayerNorm(int64_t dim, double eps, const Place& place, DType dt = DType::kF32);
+  // rounds_input: x is a sum not yet rounded (BERT's embeddings): rounded to the storage dtype
+  // first, as a model computing in that dtype holds it.
+  LayerNorm(int64_t dim, double eps, const Place& place, DType dt = DType::kF32, bool rounds_input = false);
   GlobalTensor forward(const GlobalTensor& x) const override;  // over the last axis
   Tensor weight, bias;
 
  private:
   double eps_;
+  bool rounds_input_;
   Place place_;
 };
 
 enum class WeightSplit { kNone, kColumns, kRows };
+// An elementwise activation: the tanh-approximated or exact (erf) GELU, ReLU, SiLU, tanh; kNone the
+// identity. The Mlp's (layers/mlp.h), and what a Linear may apply to its output, rounded to the
+// storage dtype again (BERT's transform and pooler).
+enum class Activation { kNone, kGeluTanh, kGelu, kRelu, kSilu, kTanh };
+GlobalTensor activate(Activation a, const GlobalTensor& x);
 
 // The output features of a kColumns layer split in whole units of `features` (attention heads of
 // head_dim features), which the model config counts as `key` (named in the error when the ranks
@@ -115,7 +126,7 @@ class Conv1D : public Projection {
 class Linear : public Projection {
  public:
   Linear(int64_t in, int64_t out, const Place& place, WeightSplit split, DType dt = DType::kF32, bool with_bias = true,
-         SplitUnits units = {});
+         SplitUnits units = {}, Activation activation = Activation::kNone);
   GlobalTensor forward(const GlobalTensor& x) const override;  // x (..., in) -> (..., out)
   Tensor weight, bias;                                // bias undefined without one
 
@@ -124,6 +135,8 @@ class Linear : public Projection {
   Place place_;
   WeightSplit split_;
   bool whole_input_;  // kColumns asked for: x is boxed to B even when the layer stays whole
+  Activation activation_;
+  GlobalTensor affine(const GlobalTensor& x) const;  // before the activation
 };
 
 // Parameters of any shape under the caller's names, B on every rank (ViT's class token and
@@ -137,10 +150,17 @@ class ParamGroup : public nn::ModuleGroup {
   // Parameter `name` as the layers compute with it (nn::compute: f32 on the CPU under mixed
   // precision), B with its own shape.
   GlobalTensor value(const std::string& name) const;
+  // x (..., in) against parameter `weight` viewed as (out, in) (a Conv2d's (out, ch, P, P) over
+  // flattened patches) + parameter `bias` (out): (..., out), rounded to the storage dtype.
+  GlobalTensor affine(const GlobalTensor& x, const std::string& weight, const std::string& bias) const;
+  // x + parameter `name` viewed as `view` (broadcast over x's leading axes), rounded to the
+  // storage dtype (ViT's position embeddings).
+  GlobalTensor plus(const GlobalTensor& x, const std::string& name, const Shape& view) const;
 
  private:
   Place place_;
   std::vector<std::pair<std::string, Tensor>> own_;
+  const Tensor& param(const std::string& name) const;  // throws naming it when absent
 };
 
 // RMSNorm over the last axis (x / sqrt(mean(x^2) + eps) * weight), weight B; keeps x's SBP.

@@ -14,19 +14,6 @@ std::shared_ptr<Projection> projection(const MlpSpec& s, int64_t in, int64_t out
   return std::make_shared<Linear>(in, out, place, split, dt, s.bias, units);
 }
 
-GlobalTensor activate(Activation a, const GlobalTensor& x) {
-  switch (a) {
-    case Activation::kGeluTanh:
-      return global::gelu(x, true);
-    case Activation::kGelu:
-      return global::gelu(x, false);
-    case Activation::kRelu:
-      return global::relu(global::context_of(x.placement), x);
-    case Activation::kSilu:
-      return global::silu(x);
-  }
-  MF_THROW("mlp: unknown activation");
-}
 }  // namespace
 
 Mlp::Mlp(const MlpSpec& spec, nn::ModuleGroup& parent, const Place& place, DType dt) : s_(spec), dtype_(dt) {

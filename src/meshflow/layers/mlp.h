@@ -13,8 +13,6 @@
 
 namespace mf::layers {
 
-enum class Activation { kGeluTanh, kGelu, kRelu, kSilu };
-
 struct MlpSpec {
   int64_t hidden = 0;  // C
   int64_t ffn = 0;     // F

@@ -101,7 +101,7 @@ GlobalTensor DecoderLm::run_layer(int64_t layer, const GlobalTensor& x, const Ba
 }
 
 GlobalTensor DecoderLm::output_logits(const GlobalTensor& hidden) const {
-  return layers::round_to(global::linear(hidden, output_table().table()), s_.settings.dtype);  // (B, T, C) -> (B, T, V)
+  return output_table().project(hidden);  // (B, T, C) -> (B, T, V)
 }
 
 std::optional<CheckpointGranularity> DecoderLm::recomputation(int64_t layer) const {

@@ -40,7 +40,7 @@ BertModel::BertModel(const BertConfig& c, const ModelContext& ctx) : Model(ctx, 
   const layers::Place& e = embedding_placement();
   position_ = emb->add("position_embeddings", std::make_shared<layers::Embedding>(c.position_rows(), C, e, false, dt));
   token_type_ = emb->add("token_type_embeddings", std::make_shared<layers::Embedding>(c.num_tokentypes, C, e, false, dt));
-  embed_norm_ = emb->add("LayerNorm", std::make_shared<layers::LayerNorm>(C, c.layernorm_epsilon, e, dt));
+  embed_norm_ = emb->add("LayerNorm", std::make_shared<layers::LayerNorm>(C, c.layernorm_epsilon, e, dt, true));
   auto encoder = root->add("encoder", std::make_shared<nn::ModuleGroup>());
   auto group = encoder->add("layer", std::make_shared<nn::ModuleGroup>());
   for (int64_t l = 0; l < c.num_layers; ++l)
@@ -49,19 +49,22 @@ BertModel::BertModel(const BertConfig& c, const ModelContext& ctx) : Model(ctx, 
   const layers::Place* p = &head_placement();
   if (c.pooler()) {
     auto pooler = root->add("pooler", std::make_shared<nn::ModuleGroup>());
-    pooler_ = pooler->add("dense", std::make_shared<layers::Linear>(C, C, *p, WeightSplit::kNone, dt, true));
+    pooler_ = pooler->add("dense", std::make_shared<layers::Linear>(C, C, *p, WeightSplit::kNone, dt, true,
+                                                                    layers::SplitUnits{}, layers::Activation::kTanh));
   }
   if (c.task == BertTask::kClassification) {
     classifier_ = register_module("classifier", std::make_shared<layers::Linear>(C, c.num_labels, *p, WeightSplit::kNone, dt, true));
   } else if (c.variant == BertVariant::kRoberta) {
     mlm_bias_ = register_module("lm_head", std::make_shared<layers::RowBias>(c.vocab_size, *p, true, dt));
-    transform_ = mlm_bias_->add("dense", std::make_shared<layers::Linear>(C, C, *p, WeightSplit::kNone, dt, true));
+    transform_ = mlm_bias_->add("dense", std::make_shared<layers::Linear>(C, C, *p, WeightSplit::kNone, dt, true,
+                                                                       layers::SplitUnits{}, layers::Activation::kGelu));
     transform_norm_ = mlm_bias_->add("layer_norm", std::make_shared<layers::LayerNorm>(C, c.layernorm_epsilon, *p, dt));
   } else {
     auto cls = register_module("cls", std::make_shared<nn::ModuleGroup>());
     mlm_bias_ = cls->add("predictions", std::make_shared<layers::RowBias>(c.vocab_size, *p, true, dt));
     auto transform = mlm_bias_->add("transform", std::make_shared<nn::ModuleGroup>());
-    transform_ = transform->add("dense", std::make_shared<layers::Linear>(C, C, *p, WeightSplit::kNone, dt, true));
+    transform_ = transform->add("dense", std::make_shared<layers::Linear>(C, C, *p, WeightSplit::kNone, dt, true,
+                                                                       layers::SplitUnits{}, layers::Activation::kGelu));
     transform_norm_ = transform->add("LayerNorm", std::make_shared<layers::LayerNorm>(C, c.layernorm_epsilon, *p, dt));
     if (c.nsp())
       seq_relationship_ = cls->add("seq_relationship", std::make_shared<layers::Linear>(C, 2, *p, WeightSplit::kNone, dt, true));
@@ -158,7 +161,7 @@ GlobalTensor BertModel::embed(const GlobalTensor& ids, const Batch& batch) const
            " must be (batch, seq) = (", B, ", ", T, ")");
   GlobalTensor x = global::add(word_->forward(ids), token_type_->forward(host_beside(ids, types)));
   x = global::add(x, position_->forward(host_beside(ids, positions)));  // (B, T, C) + (B, T, C) or (T, C)
-  x = embed_norm_->forward(layers::round_to(x, c_.settings.dtype));
+  x = embed_norm_->forward(x);
   return global::dropout(x, training() ? c_.embedding_dropout_prob : 0.0);
 }
 
@@ -188,8 +191,7 @@ GlobalTensor BertModel::mlm_loss(const GlobalTensor& hidden, const Tensor& label
   }
   const int64_t n = static_cast<int64_t>(rows.size()), C = c_.hidden_size;
   const GlobalTensor picked = global::index_select(global::reshape(hidden, {-1, C}), 0, from_vector(rows, {n}));  // (n, C)
-  const GlobalTensor t = transform_norm_->forward(
-      layers::round_to(global::gelu(transform_->forward(picked), false), c_.settings.dtype));  // (n, C)
+  const GlobalTensor t = transform_norm_->forward(transform_->forward(picked));  // (n, C)
   layers::LmLossOptions o;
   o.chunk_elements = c_.head_chunk_elements;
   o.recompute = c_.settings.recompute && c_.settings.granularity == CheckpointGranularity::kFull && training();
@@ -199,7 +201,7 @@ GlobalTensor BertModel::mlm_loss(const GlobalTensor& hidden, const Tensor& label
 }
 
 GlobalTensor BertModel::pooled(const GlobalTensor& hidden) const {
-  return layers::round_to(global::tanh(pooler_->forward(global::select(hidden, 1, 0))), c_.settings.dtype);  // (B, C)
+  return pooler_->forward(global::select(hidden, 1, 0));  // (B, C)
 }
 
 GlobalTensor BertModel::classify(const GlobalTensor& hidden) const {
@@ -246,9 +248,7 @@ Tensor BertModel::hidden_states(const Batch& batch) const {
 Tensor BertModel::mlm_logits(const Batch& batch) const {
   MF_CHECK(c_.task == BertTask::kPretraining, "bert: the masked-LM logits need model.task pretraining");
   return run_whole(batch, [this](const GlobalTensor& h) {  // (B, T, C) -> (B, T, V)
-    const GlobalTensor t = transform_norm_->forward(
-        layers::round_to(global::gelu(transform_->forward(h), false), c_.settings.dtype));
-    return layers::round_to(global::linear(t, word_->table(), mlm_bias_->value()), c_.settings.dtype);
+    return word_->project(transform_norm_->forward(transform_->forward(h)), mlm_bias_->value());
   });
 }
 

@@ -337,7 +337,7 @@ Tensor T5Model::logits(const Batch& batch) const {
   MF_CHECK(batch.decoder_input_ids.defined(), "t5: logits need decoder_input_ids");
   const int64_t td = batch.decoder_input_ids.shape(1);
   return run_whole(batch, [this, td](const GlobalTensor& h) {  // -> (B, T_dec, V)
-    return layers::round_to(global::linear(decoder_output(h, td), output_table().table()), c_.settings.dtype);
+    return output_table().project(decoder_output(h, td));
   });
 }
 

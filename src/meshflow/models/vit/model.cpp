@@ -141,12 +141,10 @@ GlobalTensor VitModel::embed(const GlobalTensor& pixels, const Batch&) const {
   // Patches (B, N, ch P P), each flattened channel-major as the Conv2d weight (C, ch, P, P) is.
   GlobalTensor x = global::reshape(pixels, {B, ch, n, P, n, P});
   x = global::reshape(global::permute(x, {0, 2, 4, 1, 3, 5}), {B, N, ch * P * P});
-  const GlobalTensor w = global::reshape(projection_->value("weight"), {C, ch * P * P});
-  x = layers::round_to(global::linear(x, w, projection_->value("bias")), c_.settings.dtype);  // (B, N, C)
+  x = projection_->affine(x, "weight", "bias");  // (B, N, C)
   const GlobalTensor cls = global::expand(embeddings_->value("cls_token"), {B, 1, C});
   x = global::cat({cls, x}, 1);  // (B, N + 1, C)
-  x = global::add(x, global::reshape(embeddings_->value("position_embeddings"), {N + 1, C}));
-  x = layers::round_to(x, c_.settings.dtype);
+  x = embeddings_->plus(x, "position_embeddings", {N + 1, C});
   return global::dropout(x, training() ? c_.embedding_dropout_prob : 0.0);
 }
 
