@@ -272,7 +272,12 @@ if [ "$model" = t5 ]; then
   run dp2tp2sp 4 4 train.dist.tensor_parallel_size=2 train.dist.sequence_parallel=true
   run rc_full 1 8 train.activation_checkpoint.enabled=true
   run rc_sel 1 8 train.activation_checkpoint.enabled=true train.activation_checkpoint.granularity=selective
-  compare one tp4 rc_full rc_sel
+  # Full recomputation under data parallelism: the bias table gets a part of its gradient in each
+  # recomputed block's own backward, and the reducers (ZeRO's too) take it at the last part (the
+  # first part alone was taken: a wrong gradient; ZeRO-3 released a block's weights in use).
+  run rc_dp2 2 4 train.activation_checkpoint.enabled=true
+  run rc_z3dp2 2 4 train.activation_checkpoint.enabled=true $(zero 3)
+  compare one tp4 rc_full rc_sel rc_dp2 rc_z3dp2
   compare one_mb2 pp4
   compare dp2_mb2 dp2tp2pp2
   compare one dp2tp2sp

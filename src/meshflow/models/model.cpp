@@ -309,7 +309,8 @@ std::vector<nn::ParamUnit> Model::layered_units(const std::vector<std::string>& 
   if (stage().first) units.push_back({0, 0, with_prefix(embedding_prefixes)});
   for (size_t k = 0; k < chunk_layers_.size(); ++k)
     for (int64_t l = chunk_layers_[k].first; l < chunk_layers_[k].second; ++l)
-      units.push_back({1 + l, static_cast<int64_t>(k), with_prefix(layer_prefixes(l))});
+      units.push_back({1 + l, static_cast<int64_t>(k), with_prefix(layer_prefixes(l)),
+                       recomputation(l) == CheckpointGranularity::kFull});
   if (stage().last) units.push_back({head_unit(), stage().num_chunks() - 1, with_prefix(head_prefixes)});
   return units;
 }

@@ -31,6 +31,7 @@ struct GradReducer::State {
   std::vector<int> bucket_of;     // parameter index -> bucket
   std::vector<int> slot_of;       // parameter index -> slot in its bucket
   std::vector<bool> filled;       // parameter index -> slot filled this step
+  std::vector<int> firings, fired;  // grad-ready firings per backward, and so far in this one
   std::vector<Bucket> buckets;
   std::shared_ptr<comm::Communicator> comm;
   double grad_scale = 1.0;
@@ -93,6 +94,8 @@ struct GradReducer::State {
   }
 
   void on_grad_ready(size_t p) {
+    if (++fired[p] < firings[p]) return;  // more of its gradient is to come in this backward
+    fired[p] = 0;
     if (!armed || filled[p]) return;
     fill(p);
     launch_ready();
@@ -101,7 +104,7 @@ struct GradReducer::State {
 };
 
 GradReducer::GradReducer(std::vector<Tensor> params, std::shared_ptr<comm::Communicator> comm, int64_t bucket_bytes,
-                         double grad_scale)
+                         double grad_scale, std::vector<int> firings)
     : state_(std::make_shared<State>()) {
   MF_CHECK(comm != nullptr, "GradReducer: no communicator");
   MF_CHECK(bucket_bytes >= 1, "GradReducer: bucket size must be >= 1 byte, got ", bucket_bytes);
@@ -113,6 +116,9 @@ GradReducer::GradReducer(std::vector<Tensor> params, std::shared_ptr<comm::Commu
   s.bucket_of.assign(n, -1);
   s.slot_of.assign(n, -1);
   s.filled.assign(n, false);
+  s.firings = firings.empty() ? std::vector<int>(n, 1) : std::move(firings);
+  MF_CHECK(s.firings.size() == n, "GradReducer: ", s.firings.size(), " hook firings for ", n, " parameters");
+  s.fired.assign(n, 0);
   int64_t open_bytes = 0;
   for (size_t k = n; k-- > 0;) {
     const Tensor& p = s.params[k];

@@ -53,9 +53,11 @@ class GradReducer {
   // and live on the communicator's device). `comm`: the group to reduce over (the data-parallel
   // group; for parameters replicated over tensor-parallel ranks, whose local gradients are
   // partial sums, the dp x tp group). bucket_bytes >= 1. The result is grad_scale x the sum over
-  // the group; grad_scale 0 means 1 / comm->size() (the mean).
+  // the group; grad_scale 0 means 1 / comm->size() (the mean). `firings`: how often each
+  // parameter's grad-ready hook fires in one backward (nn::hook_firings; empty: once each): its
+  // gradient is taken at the last.
   GradReducer(std::vector<Tensor> params, std::shared_ptr<comm::Communicator> comm, int64_t bucket_bytes,
-              double grad_scale = 0.0);
+              double grad_scale = 0.0, std::vector<int> firings = {});
   ~GradReducer();
   GradReducer(const GradReducer&) = delete;
   GradReducer& operator=(const GradReducer&) = delete;

@@ -41,6 +41,7 @@ GradSync::GradSync(nn::NamedTensors named, std::vector<bool> split, std::vector<
   MF_CHECK(!g_.get("tp") || g_.size("stage") == stage_ranks, "GradSync: the stage group's ", g_.size("stage"),
            " ranks must be every dimension's but pp (", dims.str(), ": ", stage_ranks, ")");
   const std::vector<Tensor> ps = params();
+  const std::vector<int> firings = nn::hook_firings(units_, ps.size());
   if (opts_.zero_stage >= 2 && g_.ptr("dp")) {
     parallel::ZeroShards::Options o;
     o.stage = opts_.zero_stage;
@@ -53,17 +54,23 @@ GradSync::GradSync(nn::NamedTensors named, std::vector<bool> split, std::vector<
     return;  // ZeRO 2 and 3 reduce the gradients themselves
   }
   if (!g_.ptr("tp")) {
-    if (g_.ptr("dp")) reducer_ = std::make_unique<parallel::GradReducer>(ps, g_.ptr("dp"), opts_.bucket_bytes);
+    if (g_.ptr("dp")) reducer_ = std::make_unique<parallel::GradReducer>(ps, g_.ptr("dp"), opts_.bucket_bytes, 0.0, firings);
     return;
   }
   // Split parameters: exact local gradients, averaged over dp. Replicated ones: partial sums over
   // tp (each tp rank seeds 1/tp of the loss's gradient: Model::head_loss), so summed over dp x tp
   // and divided by dp.
   std::vector<Tensor> s, r;
-  for (size_t k = 0; k < ps.size(); ++k) (split_[k] ? s : r).push_back(ps[k]);
+  std::vector<int> s_firings, r_firings;
+  for (size_t k = 0; k < ps.size(); ++k) {
+    (split_[k] ? s : r).push_back(ps[k]);
+    (split_[k] ? s_firings : r_firings).push_back(firings[k]);
+  }
   const double mean = 1.0 / static_cast<double>(g_.size("dp"));
-  if (g_.ptr("dp") && !s.empty()) reducer_ = std::make_unique<parallel::GradReducer>(s, g_.ptr("dp"), opts_.bucket_bytes, mean);
-  if (!r.empty()) replicated_reducer_ = std::make_unique<parallel::GradReducer>(r, g_.ptr("stage"), opts_.bucket_bytes, mean);
+  if (g_.ptr("dp") && !s.empty())
+    reducer_ = std::make_unique<parallel::GradReducer>(s, g_.ptr("dp"), opts_.bucket_bytes, mean, s_firings);
+  if (!r.empty())
+    replicated_reducer_ = std::make_unique<parallel::GradReducer>(r, g_.ptr("stage"), opts_.bucket_bytes, mean, r_firings);
 }
 
 GradSync::~GradSync() = default;

@@ -33,6 +33,7 @@ struct ZeroShards::State {
   std::vector<Tensor> params;
   std::vector<int> group_of, index_of;
   std::vector<bool> filled;
+  std::vector<int> firings, fired;  // grad-ready firings per backward (nn::hook_firings), and so far
   std::vector<Group> groups;
   std::vector<nn::ParamUnit> units;
   std::vector<std::vector<int>> unit_groups;  // per unit (position in `units`): the groups it uses
@@ -142,6 +143,8 @@ struct ZeroShards::State {
   }
 
   void on_grad_ready(size_t k) {
+    if (++fired[k] < firings[k]) return;  // more of its gradient is to come in this backward
+    fired[k] = 0;
     launched = false;
     if (armed && !filled[k]) fill(k);
     if (opts.stage == 3) {
@@ -239,6 +242,8 @@ ZeroShards::ZeroShards(std::vector<Tensor> params, std::vector<bool> tp_replicat
   s.params = std::move(params);
   s.units = std::move(units);
   const size_t np = s.params.size();
+  s.firings = nn::hook_firings(s.units, np);
+  s.fired.assign(np, 0);
   s.group_of.assign(np, -1);
   s.index_of.assign(np, -1);
   s.filled.assign(np, false);
