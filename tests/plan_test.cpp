@@ -367,7 +367,7 @@ TEST(PlanTime, CollectivesAndCopiesAreCountedAsTheRuntimeRunsThem) {
   // layer of each micro-batch.
   auto compute_s = [&](const Layout& x) { return estimate_step_time(m, x, h, {{0, 4}}).compute_s; };
   const double tokens = static_cast<double>(t.micro_batch * m.seq);
-  EXPECT_NEAR(compute_s(t) - compute_s(sp), 2 * 4 * 3 * 2 * tokens * m.layer_acts.sequence / 2 * 4 / h.memory_bandwidth,
+  EXPECT_NEAR(compute_s(t) - compute_s(sp), 2 * 4 * 3 * 2 * tokens * m.layer_acts[0].sequence / 2 * 4 / h.memory_bandwidth,
               1e-9 * compute_s(t));
   // Measured rates by size: a layer's elementwise ops run at the rate of a (tokens, C) tensor's
   // bytes (1/tp of it under sequence parallelism), the head's at its logits'; here every size up
@@ -390,7 +390,7 @@ TEST(PlanTime, CollectivesAndCopiesAreCountedAsTheRuntimeRunsThem) {
   // those of the plain one (twice that) do not.
   const double layers_sp = elementwise_s(h, one) - elementwise_s(rated, one);
   EXPECT_GT(layers_sp, 0);
-  const double kept_sp = m.layer_acts.sequence / 2 + m.layer_acts.gathered + m.layer_acts.split / 2;
+  const double kept_sp = m.layer_acts[0].sequence / 2 + m.layer_acts[0].gathered + m.layer_acts[0].split / 2;
   EXPECT_NEAR(layers_sp, 3 * 4 * 2 * tokens * kept_sp * 4 / h.memory_bandwidth / 2, 1e-9 * layers_sp);
   EXPECT_NEAR(elementwise_s(h, one_t), elementwise_s(rated, one_t), 1e-12);
 }

@@ -71,9 +71,10 @@ struct ModelSpec {
   // The length of its activations' sequence for the model.* keys of `c` (null: data.seq_length, 0 =
   // model.max_seq_length; ViT: its patches and class token).
   std::function<int64_t(const Config& c)> sequence_length;
-  // What a layer keeps for backward for the model.* keys of `c` (the planner refuses a model
-  // without it).
-  std::function<LayerActivations(const Config& c)> layer_activations;
+  // What layer `layer` (a whole-model index) keeps for backward per token of the run's sequence
+  // (data.seq_length) for the model.* keys of `c` (the planner refuses a model without it). Every
+  // layer alike but T5's: its encoder and decoder blocks.
+  std::function<LayerActivations(const Config& c, int64_t layer)> layer_activations;
   // The share of a micro-batch's tokens whose logits the loss head computes, for the run config
   // `c` (null: every token; BERT's masked LM: data.masked_lm_prob, the positions it predicts).
   std::function<double(const Config& c)> head_token_share;

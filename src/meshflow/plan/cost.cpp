@@ -47,7 +47,8 @@ StepTime estimate_step_time(const ModelCosts& m, const Layout& l, const Hardware
     const double scores = tokens * static_cast<double>(m.heads) / tp * T * m.score_bytes;
     const double scores_s = scores > 0 ? scores / h.memory_rate(scores) : 0.0;
     const double attention_s = 4 * tokens * T * C / tp / (h.gemm_flops * h.attention_efficiency) + scores_s;
-    const double kept = m.layer_acts.sequence / (l.sequence_parallel ? tp : 1.0) + m.layer_acts.gathered + m.layer_acts.split / tp;
+    const LayerActivations& a = m.layer_acts.at(static_cast<size_t>(layer));
+    const double kept = a.sequence / (l.sequence_parallel ? tp : 1.0) + a.gathered + a.split / tp;
     // Each op's tensors are about a (tokens, C) activation's (1/tp of it under sequence
     // parallelism): in the caches or not by that size.
     const double tensor = tokens * C * act / (l.sequence_parallel ? tp : 1.0);

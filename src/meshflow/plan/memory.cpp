@@ -20,10 +20,10 @@ Config with_layout(const Config& c, const ModelCosts& m, const Layout& l) {
 
 namespace {
 
-// Elements a layer keeps per token under the layout (ModelCosts::layer_acts).
-double layer_kept(const ModelCosts& m, const Layout& l, bool recomputed) {
+// Elements layer `layer` keeps per token under the layout (ModelCosts::layer_acts).
+double layer_kept(const ModelCosts& m, const Layout& l, int64_t layer, bool recomputed) {
   const double tp = static_cast<double>(l.tp()), seq_div = l.sequence_parallel ? tp : 1.0;
-  const LayerActivations& a = m.layer_acts;
+  const LayerActivations& a = m.layer_acts.at(static_cast<size_t>(layer));
   if (recomputed && l.recompute == Recompute::kFull) return static_cast<double>(m.hidden) / seq_div;  // its input
   double kept = a.sequence / seq_div + a.gathered + a.split / tp;
   if (recomputed && l.recompute == Recompute::kSelective) kept -= a.core / tp;
@@ -128,11 +128,12 @@ MemoryEstimate estimate_memory(const ModelCosts& m, const Layout& l, const std::
   for (int64_t s = 0; s < l.pp(); ++s) {
     const bool first = s == 0, last = s == l.pp() - 1;
     // ---- model state, and what each chunk's layers keep per micro-batch (bytes, in layer order)
-    double elems = 0, largest_layer = 0;
+    double elems = 0, largest_layer = 0, remade = 0;  // remade: the most a layer's full recomputation makes
     struct LayerBytes {
       double kept = 0;        // what backward keeps per micro-batch
       bool recomputed = false;
       double grads = 0;       // its parameters' gradients
+      double remade = 0;      // its activations made again (full recomputation)
     };
     std::vector<std::vector<LayerBytes>> chunk_layers(static_cast<size_t>(l.virtual_stages));
     for (int64_t k = 0; k < l.virtual_stages; ++k) {
@@ -142,8 +143,10 @@ MemoryEstimate estimate_memory(const ModelCosts& m, const Layout& l, const std::
         elems += p;
         largest_layer = std::max(largest_layer, p);
         const bool recomputed = l.recompute != Recompute::kNone && layer < l.recompute_layers;
-        const double kept = tokens * (layer_kept(m, l, recomputed) * act_bytes + scores_kept(m, l, recomputed));
-        chunk_layers[static_cast<size_t>(k)].push_back({kept, recomputed, p * pbytes});
+        const double kept = tokens * (layer_kept(m, l, layer, recomputed) * act_bytes + scores_kept(m, l, recomputed));
+        const double again = tokens * (layer_kept(m, l, layer, false) * act_bytes + scores_kept(m, l, false));
+        remade = std::max(remade, again);
+        chunk_layers[static_cast<size_t>(k)].push_back({kept, recomputed, p * pbytes, again});
       }
     }
     double head_unit = 0;  // the parameters the head uses (ZeRO-3 gathers them as a unit)
@@ -168,11 +171,10 @@ MemoryEstimate estimate_memory(const ModelCosts& m, const Layout& l, const std::
     // recomputation every chunk's logits (the cross-entropy's input).
     const double head_kept = last ? (tokens * (C / seq_div + C) + (full ? 0.0 : head_tokens * vocab_local)) * act_bytes : 0.0;
     // A layer's backward: its input's and the MLP hidden state's gradients, and for a recomputed
-    // layer (full) its activations made again.
+    // layer (full) its activations made again (LayerBytes::remade).
     // (An unfused attention: and two scores' gradients, the softmax's beside its input's.)
     const double score_grads = m.score_bytes > 0 ? 2 * static_cast<double>(m.heads) / tp * static_cast<double>(m.seq) * act_bytes : 0.0;
     const double grad_work = tokens * ((static_cast<double>(m.ffn) / tp + 2 * C) * act_bytes + score_grads);
-    const double remade = tokens * (layer_kept(m, l, false) * act_bytes + scores_kept(m, l, false));
     // The head's backward, chunk by chunk: the logits' gradient beside the logits (kept, or made
     // again under full recomputation), then the table's gradient (V/tp x C) beside the logits'
     // gradient once the logits are freed. Under full recomputation without accumulation the
@@ -232,7 +234,7 @@ MemoryEstimate estimate_memory(const ModelCosts& m, const Layout& l, const std::
       }
       const auto& layers = chunk_layers[static_cast<size_t>(st.chunk)];
       for (auto it = layers.rbegin(); it != layers.rend(); ++it) {
-        candidate(grad_work + (it->recomputed && full ? remade : 0.0) + packs * it->grads);
+        candidate(grad_work + (it->recomputed && full ? it->remade : 0.0) + packs * it->grads);
         held -= it->kept;
         made(it->grads);
       }

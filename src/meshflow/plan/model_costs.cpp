@@ -74,7 +74,7 @@ ModelCosts model_costs(const Config& c) {
   }
   m.tied = !model->tied_parameters().empty() && m.vocab > 0;
   if (m.tied) m.tied_copy.split = static_cast<double>(m.vocab) * static_cast<double>(m.hidden);
-  m.layer_acts = spec.layer_activations(c);  // what a layer keeps for backward
+  for (int64_t l = 0; l < m.layers; ++l) m.layer_acts.push_back(spec.layer_activations(c, l));  // kept for backward
   const double C = static_cast<double>(m.hidden);
   // FLOPs: 2 per multiply-add of every layer matrix, 4 T C for the attention scores and values.
   double layer_matrix = 0;

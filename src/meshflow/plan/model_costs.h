@@ -49,7 +49,7 @@ struct ModelCosts {
   std::vector<ParamElements> layer_params;  // by layer
   ParamElements embedding, head;            // the first stage's and the last stage's own parts
   ParamElements tied_copy;                  // what the last stage holds of the embedding (tied)
-  LayerActivations layer_acts;
+  std::vector<LayerActivations> layer_acts;  // by layer
   // The share of the tokens whose logits the head computes (ModelSpec::head_token_share: BERT's
   // masked positions), and the forward FLOPs per token: one layer (its GEMMs and attention at
   // seq) and the head's logits (over every token: the share applied).

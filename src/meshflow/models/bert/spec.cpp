@@ -26,7 +26,7 @@ ModelSpec spec(const char* name, const char* architecture) {
     const int64_t T = c.get_int("data.seq_length") > 0 ? c.get_int("data.seq_length") : c.get_int("model.max_seq_length");
     return c.get_string("model.task") == "pretraining" ? c.get_float("data.masked_lm_prob") : 1.0 / static_cast<double>(T);
   };
-  s.layer_activations = [](const Config& c) {
+  s.layer_activations = [](const Config& c, int64_t) {
     // The post-norm block (layers/block.h) keeps what a GPT-2 block keeps, in another order: the
     // block input and the post-attention residual with both LayerNorms' statistics (sequence); the
     // GEMMs' saved inputs, the input and the first LayerNorm's output (gathered); q, k, v, the

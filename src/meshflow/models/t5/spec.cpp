@@ -30,22 +30,25 @@ ModelSpec spec(const char* name, const char* architecture) {
     return enc + d;
   };
   s.describe = [](const Config& c) { return t5_describe(sizes(c)); };
-  s.layer_activations = [](const Config& c) {
-    // The mean of an encoder and a decoder block per token (the planner counts each layer at
-    // the encoder's length): each keeps its input and post-attention residual with the RMSNorms'
-    // statistics (sequence), the norm outputs (gathered), q, k, v, the attention output and
-    // log-sum-exp, the MLP's hidden states — ReLU: wi's output and its activation; gated GELU:
-    // both projections, the GELU and their product (split); the decoder block adds its
-    // cross-attention: a residual, a norm output, q, the output and log-sum-exp, and k, v of the
-    // encoder's output.
+  s.layer_activations = [](const Config& c, int64_t layer) {
+    // Per encoder token (the planner's sequence). An encoder block keeps its input and
+    // post-attention residual with the RMSNorms' statistics (sequence), the norm outputs
+    // (gathered), q, k, v, the attention output and log-sum-exp, the MLP's hidden states — ReLU:
+    // wi's output and its activation; gated GELU: both projections, the GELU and their product
+    // (split). A decoder block keeps the same at the decoder's length (decoder_seq_length per
+    // encoder position) and its cross-attention's residual, norm output, q, output and
+    // log-sum-exp there, and k, v of the encoder's output at the encoder's length.
     const T5Config t = sizes(c);
     const double C = static_cast<double>(t.hidden_size), I = static_cast<double>(t.inner_dim());
     const double F = static_cast<double>(t.ffn_hidden_size) * (t.gated_gelu ? 4 : 2);
     const double heads = static_cast<double>(t.num_attention_heads);
-    const LayerActivations enc{2 * C + 2, 2 * C, 4 * I + F + heads, heads};
-    const LayerActivations dec{3 * C + 3, 3 * C, 8 * I + F + 2 * heads, 2 * heads};
-    return LayerActivations{(enc.sequence + dec.sequence) / 2, (enc.gathered + dec.gathered) / 2,
-                            (enc.split + dec.split) / 2, (enc.core + dec.core) / 2};
+    if (layer < t.num_layers) return LayerActivations{2 * C + 2, 2 * C, 4 * I + F + heads, heads};
+    const int64_t enc_len = c.get_int("data.seq_length") > 0 ? c.get_int("data.seq_length") : t.max_seq_length;
+    const double r = static_cast<double>(t.decoder_seq_length) / static_cast<double>(enc_len);
+    // The stream between decoder blocks is the encoder's output and the decoder's hidden state
+    // side by side (T5Model::run_layer): a block's input is held whole (its encoder part is the
+    // cross-attention's k and v input), then its residuals and statistics at the decoder's length.
+    return LayerActivations{(1 + r) * C + (2 * C + 3) * r, 3 * C * r, (6 * I + F + 2 * heads) * r + 2 * I, 2 * heads * r};
   };
   s.checkpoint_config = checkpoint_config_from_run<T5Config>(
       "T5", "the head count and the bucket sizes do", &sizes,
