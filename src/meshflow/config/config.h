@@ -107,6 +107,7 @@ struct Range {
   double lo, hi;
   bool lo_open, hi_open;
   bool integer = false;  // a list of whole numbers (iterations, stage ids), each below 2^63
+  bool holds(double x) const;  // inside the bounds (NaN never is)
 };
 const Range* range_of(const std::string& key);
 std::string range_text(const Range& r);

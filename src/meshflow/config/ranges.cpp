@@ -125,14 +125,13 @@ std::string bound_text(double x) {
   return buf;
 }
 
-bool inside(const Range& r, double x) {
-  if (std::isnan(x)) return false;
-  const bool lo_ok = r.lo_open ? x > r.lo : x >= r.lo;
-  const bool hi_ok = r.hi_open ? x < r.hi : x <= r.hi;
-  return lo_ok && hi_ok;
-}
 
 }  // namespace
+
+bool Range::holds(double x) const {
+  if (std::isnan(x)) return false;
+  return (lo_open ? x > lo : x >= lo) && (hi_open ? x < hi : x <= hi);
+}
 
 const Range* range_of(const std::string& key) {
   auto it = ranges().find(key);
@@ -156,7 +155,7 @@ void check_range(const std::string& key, const ConfigValue& v, const std::string
   if (const auto* d = std::get_if<double>(&v)) xs.push_back(*d);
   if (const auto* l = std::get_if<std::vector<double>>(&v)) xs = *l;
   for (double x : xs)
-    MF_CHECK(inside(*r, x) && (!r->integer || x == std::floor(x)), key, "=", text, " is outside its range ", range_text(*r),
+    MF_CHECK(r->holds(x) && (!r->integer || x == std::floor(x)), key, "=", text, " is outside its range ", range_text(*r),
              std::holds_alternative<std::vector<double>>(v) ? " (for each element)" : "", from_text(source));
 }
 

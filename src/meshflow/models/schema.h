@@ -3,13 +3,14 @@
 // weights' shapes show it (a size) or not (the structure: heads, norm epsilon, rotary base...).
 // From the declaration come the run config's reading and writing, the registry's key lists
 // (ModelSpec::config_keys, structure_keys, hf.key_names) and, in models/schema_hf.h, config.json's
-// reading and writing. A field may declare its range (the chained positive(), at_least(),
-// probability(), fraction()), which check() enforces on any config, read or built in code; what
-// relates several fields (heads dividing the hidden size) stays in the model's validate().
+// reading and writing. check() holds every field to its key's range (config/ranges.cpp, the one
+// the run config's reading checks), or to a narrower one the model declares (the chained
+// positive(), at_least()), for configs read and built in code alike; what relates several fields
+// (heads dividing the hidden size) stays in the model's validate().
 //
 //   const Schema<GptNeoxConfig>& s = ...;
-//   s.size("model.hidden_size", &GptNeoxConfig::hidden_size, "hidden_size").positive()
-//    .structure("model.rotary_pct", &GptNeoxConfig::rotary_pct, "rotary_pct").fraction();
+//   s.size("model.hidden_size", &GptNeoxConfig::hidden_size, "hidden_size")
+//    .size("model.ffn_hidden_size", &GptNeoxConfig::ffn_hidden_size, "intermediate_size").positive();
 #pragma once
 #include <cstdint>
 #include <iomanip>
@@ -31,51 +32,39 @@ template <class C>
 class Schema {
  public:
   using Member = std::variant<int64_t C::*, double C::*, bool C::*>;
-  // The values a field takes: from lo to hi, each end open or closed.
-  struct Range {
-    double lo, hi;
-    bool lo_open, hi_open;
-    bool holds(double v) const { return (lo_open ? v > lo : v >= lo) && (hi_open ? v < hi : v <= hi); }
-    std::string str() const {  // "in [0, 1)", "> 0", ">= 1"
-      std::ostringstream os;
-      if (hi == std::numeric_limits<double>::infinity()) os << (lo_open ? "> " : ">= ") << lo;
-      else os << "in " << (lo_open ? "(" : "[") << lo << ", " << hi << (hi_open ? ")" : "]");
-      return os.str();
-    }
-  };
+  using Range = config_detail::Range;
   struct Field {
     std::string key;     // model.*
     Member member;
     std::string hf_key;  // config.json's ("" : none); dotted for a nested object ("rope_scaling.factor")
     bool structure;      // the weights' shapes do not show it
-    std::optional<Range> range;  // none: any value
+    std::optional<Range> range;  // narrower than the key's (config_detail::range_of); none: the key's
   };
 
   explicit Schema(std::string name) : name_(std::move(name)) {}
   // A field the weights' shapes show (a size).
   template <class T>
   Schema& size(const char* key, T C::*member, const char* hf_key = "") {
-    fields_.push_back({key, Member(member), hf_key, false});
+    fields_.push_back({key, Member(member), hf_key, false, std::nullopt});
     return *this;
   }
   // A field they do not show.
   template <class T>
   Schema& structure(const char* key, T C::*member, const char* hf_key = "") {
-    fields_.push_back({key, Member(member), hf_key, true});
+    fields_.push_back({key, Member(member), hf_key, true, std::nullopt});
     return *this;
   }
-  // The range of the field declared last.
+  // A narrower range than its key's for the field declared last.
   Schema& positive() { return range({0, kInf, true, true}); }
   Schema& at_least(double lo) { return range({lo, kInf, false, true}); }
-  Schema& probability() { return range({0, 1, false, true}); }  // [0, 1): a dropout
-  Schema& fraction() { return range({0, 1, true, false}); }     // (0, 1]
 
   // Throws "<model>: <key> must be <range>, got <value>" for the first field out of its range.
   void check(const C& c, const std::string& model) const {
     for (const Field& f : fields_) {
-      if (!f.range) continue;
+      const Range* r = f.range ? &*f.range : config_detail::range_of(f.key);
+      if (r == nullptr) continue;
       const double v = std::visit([&](auto m) { return static_cast<double>(c.*m); }, f.member);
-      MF_CHECK(f.range->holds(v), model, ": ", f.key, " must be ", f.range->str(), ", got ", text(c, f));
+      MF_CHECK(r->holds(v), model, ": ", f.key, " must be ", words(*r), ", got ", text(c, f));
     }
   }
 
@@ -148,6 +137,12 @@ class Schema {
   }
 
   static constexpr double kInf = std::numeric_limits<double>::infinity();
+  static std::string words(const Range& r) {  // "in [0, 1)", "> 0", ">= 1"
+    std::ostringstream os;
+    if (r.hi == kInf) os << (r.lo_open ? "> " : ">= ") << r.lo;
+    else os << "in " << (r.lo_open ? "(" : "[") << r.lo << ", " << r.hi << (r.hi_open ? ")" : "]");
+    return os.str();
+  }
   Schema& range(Range r) {
     MF_CHECK(!fields_.empty(), "schema ", name_, ": a range before any field");
     fields_.back().range = r;

@@ -30,17 +30,17 @@ void Gpt2Config::validate() const {
 const Schema<Gpt2Config>& gpt2_schema() {
   using C = Gpt2Config;
   static const Schema<C> s = Schema<C>("gpt2")
-                                 .size("model.num_layers", &C::num_layers, "n_layer").positive()
-                                 .size("model.hidden_size", &C::hidden_size, "n_embd").positive()
-                                 .structure("model.num_attention_heads", &C::num_attention_heads, "n_head").positive()
-                                 .size("model.ffn_hidden_size", &C::ffn_hidden_size, "n_inner").at_least(0)  // 0: 4 * hidden, as n_inner null
-                                 .size("model.max_seq_length", &C::max_seq_length, "n_positions").positive()
-                                 .size("model.vocab_size", &C::vocab_size, "vocab_size").positive()
-                                 .size("model.embedding_dropout_prob", &C::embedding_dropout_prob, "embd_pdrop").probability()
-                                 .size("model.attention_dropout_prob", &C::attention_dropout_prob, "attn_pdrop").probability()
-                                 .size("model.output_dropout_prob", &C::output_dropout_prob, "resid_pdrop").probability()
-                                 .structure("model.layernorm_epsilon", &C::layernorm_epsilon, "layer_norm_epsilon").positive()
-                                 .size("model.initializer_range", &C::initializer_range, "initializer_range").at_least(0);
+                                 .size("model.num_layers", &C::num_layers, "n_layer")
+                                 .size("model.hidden_size", &C::hidden_size, "n_embd")
+                                 .structure("model.num_attention_heads", &C::num_attention_heads, "n_head")
+                                 .size("model.ffn_hidden_size", &C::ffn_hidden_size, "n_inner")  // 0: 4 * hidden, as n_inner null
+                                 .size("model.max_seq_length", &C::max_seq_length, "n_positions")
+                                 .size("model.vocab_size", &C::vocab_size, "vocab_size")
+                                 .size("model.embedding_dropout_prob", &C::embedding_dropout_prob, "embd_pdrop")
+                                 .size("model.attention_dropout_prob", &C::attention_dropout_prob, "attn_pdrop")
+                                 .size("model.output_dropout_prob", &C::output_dropout_prob, "resid_pdrop")
+                                 .structure("model.layernorm_epsilon", &C::layernorm_epsilon, "layer_norm_epsilon")
+                                 .size("model.initializer_range", &C::initializer_range, "initializer_range");
   return s;
 }
 

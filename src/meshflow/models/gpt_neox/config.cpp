@@ -20,20 +20,20 @@ void GptNeoxConfig::validate() const {
 const Schema<GptNeoxConfig>& gpt_neox_schema() {
   using C = GptNeoxConfig;
   static const Schema<C> s = Schema<C>("gpt_neox")
-                                 .size("model.num_layers", &C::num_layers, "num_hidden_layers").positive()
-                                 .size("model.hidden_size", &C::hidden_size, "hidden_size").positive()
-                                 .structure("model.num_attention_heads", &C::num_attention_heads, "num_attention_heads").positive()
+                                 .size("model.num_layers", &C::num_layers, "num_hidden_layers")
+                                 .size("model.hidden_size", &C::hidden_size, "hidden_size")
+                                 .structure("model.num_attention_heads", &C::num_attention_heads, "num_attention_heads")
                                  .size("model.ffn_hidden_size", &C::ffn_hidden_size, "intermediate_size").positive()
-                                 .size("model.max_seq_length", &C::max_seq_length, "max_position_embeddings").positive()
-                                 .size("model.vocab_size", &C::vocab_size, "vocab_size").positive()
-                                 .structure("model.layernorm_epsilon", &C::layernorm_epsilon, "layer_norm_eps").positive()
-                                 .structure("model.rotary_pct", &C::rotary_pct, "rotary_pct").fraction()
-                                 .structure("model.rope_theta", &C::rope_theta, "rotary_emb_base").positive()
+                                 .size("model.max_seq_length", &C::max_seq_length, "max_position_embeddings")
+                                 .size("model.vocab_size", &C::vocab_size, "vocab_size")
+                                 .structure("model.layernorm_epsilon", &C::layernorm_epsilon, "layer_norm_eps")
+                                 .structure("model.rotary_pct", &C::rotary_pct, "rotary_pct")
+                                 .structure("model.rope_theta", &C::rope_theta, "rotary_emb_base")
                                  .structure("model.use_parallel_residual", &C::use_parallel_residual, "use_parallel_residual")
                                  .structure("model.tie_word_embeddings", &C::tie_word_embeddings, "tie_word_embeddings")
-                                 .size("model.attention_dropout_prob", &C::attention_dropout_prob, "attention_dropout").probability()
-                                 .size("model.output_dropout_prob", &C::output_dropout_prob, "hidden_dropout").probability()
-                                 .size("model.initializer_range", &C::initializer_range, "initializer_range").at_least(0)
+                                 .size("model.attention_dropout_prob", &C::attention_dropout_prob, "attention_dropout")
+                                 .size("model.output_dropout_prob", &C::output_dropout_prob, "hidden_dropout")
+                                 .size("model.initializer_range", &C::initializer_range, "initializer_range")
                                  .key("model.embedding_dropout_prob");
   return s;
 }

@@ -21,25 +21,25 @@ const Schema<T5Config>& t5_schema() {
   using C = T5Config;
   // dropout_rate (all three dropouts) is read by hand.
   static const Schema<C> s = Schema<C>("t5")
-                                 .size("model.num_layers", &C::num_layers, "num_layers").positive()
+                                 .size("model.num_layers", &C::num_layers, "num_layers")
                                  .size("model.num_decoder_layers", &C::num_decoder_layers, "num_decoder_layers").positive()
-                                 .size("model.hidden_size", &C::hidden_size, "d_model").positive()
-                                 .structure("model.num_attention_heads", &C::num_attention_heads, "num_heads").positive()
+                                 .size("model.hidden_size", &C::hidden_size, "d_model")
+                                 .structure("model.num_attention_heads", &C::num_attention_heads, "num_heads")
                                  .structure("model.head_dim", &C::head_dim, "d_kv").positive()
                                  .size("model.ffn_hidden_size", &C::ffn_hidden_size, "d_ff").positive()
                                  .structure("model.tie_word_embeddings", &C::tie_word_embeddings, "tie_word_embeddings")
                                  .structure("model.relative_attention_num_buckets", &C::relative_attention_num_buckets,
-                                            "relative_attention_num_buckets").at_least(2)
+                                            "relative_attention_num_buckets")
                                  .structure("model.relative_attention_max_distance", &C::relative_attention_max_distance,
                                             "relative_attention_max_distance")
-                                 .size("model.max_seq_length", &C::max_seq_length).positive()
-                                 .size("model.decoder_seq_length", &C::decoder_seq_length).positive()
-                                 .size("model.vocab_size", &C::vocab_size, "vocab_size").positive()
-                                 .structure("model.pad_token_id", &C::pad_token_id, "pad_token_id").at_least(0)  // the decoder's start
-                                 .structure("model.layernorm_epsilon", &C::layernorm_epsilon, "layer_norm_epsilon").positive()
-                                 .size("model.embedding_dropout_prob", &C::embedding_dropout_prob).probability()
-                                 .size("model.attention_dropout_prob", &C::attention_dropout_prob).probability()
-                                 .size("model.output_dropout_prob", &C::output_dropout_prob, "dropout_rate").probability()
+                                 .size("model.max_seq_length", &C::max_seq_length)
+                                 .size("model.decoder_seq_length", &C::decoder_seq_length)
+                                 .size("model.vocab_size", &C::vocab_size, "vocab_size")
+                                 .structure("model.pad_token_id", &C::pad_token_id, "pad_token_id")  // the decoder's start
+                                 .structure("model.layernorm_epsilon", &C::layernorm_epsilon, "layer_norm_epsilon")
+                                 .size("model.embedding_dropout_prob", &C::embedding_dropout_prob)
+                                 .size("model.attention_dropout_prob", &C::attention_dropout_prob)
+                                 .size("model.output_dropout_prob", &C::output_dropout_prob, "dropout_rate")
                                  .size("model.initializer_factor", &C::initializer_factor, "initializer_factor").positive()
                                  .key("model.feed_forward_proj");
   return s;

@@ -18,19 +18,19 @@ const Schema<VitConfig>& vit_schema() {
   using C = VitConfig;
   // num_labels (from id2label) and hidden_dropout_prob (both dropouts) are read by hand.
   static const Schema<C> s = Schema<C>("vit")
-                                 .size("model.image_size", &C::image_size, "image_size").positive()
-                                 .structure("model.patch_size", &C::patch_size, "patch_size").positive()
-                                 .size("model.num_channels", &C::num_channels, "num_channels").positive()
-                                 .size("model.num_layers", &C::num_layers, "num_hidden_layers").positive()
-                                 .size("model.hidden_size", &C::hidden_size, "hidden_size").positive()
-                                 .structure("model.num_attention_heads", &C::num_attention_heads, "num_attention_heads").positive()
+                                 .size("model.image_size", &C::image_size, "image_size")
+                                 .structure("model.patch_size", &C::patch_size, "patch_size")
+                                 .size("model.num_channels", &C::num_channels, "num_channels")
+                                 .size("model.num_layers", &C::num_layers, "num_hidden_layers")
+                                 .size("model.hidden_size", &C::hidden_size, "hidden_size")
+                                 .structure("model.num_attention_heads", &C::num_attention_heads, "num_attention_heads")
                                  .size("model.ffn_hidden_size", &C::ffn_hidden_size, "intermediate_size").positive()
                                  .size("model.num_labels", &C::num_labels).at_least(2)
-                                 .structure("model.layernorm_epsilon", &C::layernorm_epsilon, "layer_norm_eps").positive()
-                                 .size("model.embedding_dropout_prob", &C::embedding_dropout_prob).probability()
-                                 .size("model.attention_dropout_prob", &C::attention_dropout_prob, "attention_probs_dropout_prob").probability()
-                                 .size("model.output_dropout_prob", &C::output_dropout_prob, "hidden_dropout_prob").probability()
-                                 .size("model.initializer_range", &C::initializer_range, "initializer_range").at_least(0);
+                                 .structure("model.layernorm_epsilon", &C::layernorm_epsilon, "layer_norm_eps")
+                                 .size("model.embedding_dropout_prob", &C::embedding_dropout_prob)
+                                 .size("model.attention_dropout_prob", &C::attention_dropout_prob, "attention_probs_dropout_prob")
+                                 .size("model.output_dropout_prob", &C::output_dropout_prob, "hidden_dropout_prob")
+                                 .size("model.initializer_range", &C::initializer_range, "initializer_range");
   return s;
 }
 
