@@ -30,7 +30,8 @@ LoadedModel load_for_inference(const Config& run_config, const comm::CommPtr& wo
   out.main_rank = !world || world->rank() == 0;
   out.tokenizer = runtime::tokenizer_from_config(c);
   const models::PipelineStage stage = runtime::pipeline_stage(c, ctx.pipeline_size(), ctx.pipeline_stage(), 1);
-  auto model = models::build_model(c, out.tokenizer->vocab_size(), {ctx.layer_place(false), stage});  // one new position per step: no sequence to split
+  // One new position per step: no sequence to split.
+  auto model = models::build_model(c, out.tokenizer->vocab_size(), {ctx.layer_place(false), stage});
   // The weights: model.pretrained, else the run's latest checkpoint (read as model.pretrained
   // reads a run folder).
   const std::string pretrained = c.get_string("model.pretrained"), dir = c.get_string("train.output_dir");

@@ -112,7 +112,7 @@ GlobalTensor Conv1D::forward(const GlobalTensor& x) const {
       break;
     case WeightSplit::kColumns: {
       // x B; the local GEMM gives this rank's output features (of each group).
-      const GlobalTensor xb = global::box(x, place_.with(x.nd_sbp, Place::kWeights, global::Sbp::broadcast()));
+      const GlobalTensor xb = global::box(x, place_.gathered(x.nd_sbp));
       Tensor y = nn::round_to(mf::affine(xb.local, w, b), storage);
       auto split_last = [&](size_t rank) {
         return place_.with(xb.nd_sbp, Place::kWeights, global::Sbp::split(static_cast<int>(rank) - 1));
@@ -187,8 +187,7 @@ GlobalTensor Linear::affine(const GlobalTensor& x) const {
     case WeightSplit::kColumns: {  // x B; the local GEMM gives this rank's output features
       const GlobalTensor wg = place_.wrap(w, place_.split_on(0), {out_, in_});
       const GlobalTensor bg = bias.defined() ? place_.wrap(b, place_.split_on(0), {out_}) : no_bias;
-      return round_to(global::linear(global::box(x, place_.with(x.nd_sbp, Place::kWeights, global::Sbp::broadcast())), wg, bg),
-                      storage);
+      return round_to(global::linear(global::box(x, place_.gathered(x.nd_sbp)), wg, bg), storage);
     }
     case WeightSplit::kRows: {  // the partial sums reduced, then the bias added and the sum rounded
       const GlobalTensor partial = global::linear(x, place_.wrap(w, place_.split_on(1), {out_, in_}));  // P
@@ -198,7 +197,7 @@ GlobalTensor Linear::affine(const GlobalTensor& x) const {
     case WeightSplit::kNone:
       break;
   }
-  const GlobalTensor xin = whole_input_ ? global::box(x, place_.with(x.nd_sbp, Place::kWeights, global::Sbp::broadcast())) : x;
+  const GlobalTensor xin = whole_input_ ? global::box(x, place_.gathered(x.nd_sbp)) : x;
   return round_to(global::linear(xin, place_.wrap(w), bias.defined() ? place_.wrap(b) : no_bias), storage);
 }
 

@@ -22,6 +22,8 @@ Place::Place(std::vector<PlaceDim> dims, comm::CommPtr all, bool sequence_parall
     mesh_shape.push_back(n);
     axis_comms.push_back(dims_[d].comm.get());
   }
+  broadcast_ = global::nd_sbp(std::vector<global::Sbp>(std::max<size_t>(mesh_dims_.size(), 1), global::Sbp::broadcast()));
+  hidden_ = sequence_parallel_ && size(kWeights) > 1 ? split_on(1) : broadcast_;
   if (mesh_dims_.empty()) {  // one rank
     cpu_ = global::placement(DeviceType::kCPU, std::vector<int>{0});
     cuda_ = global::placement(DeviceType::kCUDA, std::vector<int>{0});
@@ -76,34 +78,32 @@ const global::Placement* Place::placement(Device device) const {
   return device.type == DeviceType::kCUDA ? cuda_ : cpu_;
 }
 
+int Place::axis_of(std::string_view dim) const {
+  for (size_t m = 0; m < mesh_dims_.size(); ++m)
+    if (dims_[static_cast<size_t>(mesh_dims_[m])].name == dim) return static_cast<int>(m);
+  return mesh_dims_.empty() && dim == kWeights ? 0 : -1;
+}
+
 const global::NdSbp* Place::sbp(std::initializer_list<std::pair<std::string_view, global::Sbp>> on) const {
-  std::vector<global::Sbp> axes(std::max<size_t>(mesh_dims_.size(), 1), global::Sbp::broadcast());
-  for (const auto& [name, s] : on) {  // a name the Place lacks is a dimension of one rank
-    for (size_t m = 0; m < mesh_dims_.size(); ++m)
-      if (dims_[static_cast<size_t>(mesh_dims_[m])].name == name) axes[m] = s;
-    if (mesh_dims_.empty() && name == kWeights) axes[0] = s;  // one rank: its one axis stands for the weights'
-  }
+  std::vector<global::Sbp> axes = broadcast_->sbps();
+  for (const auto& [name, s] : on)
+    if (const int m = axis_of(name); m >= 0) axes[static_cast<size_t>(m)] = s;
   return global::nd_sbp(axes);
 }
 
 const global::NdSbp* Place::with(const global::NdSbp* like, std::string_view dim, const global::Sbp& s) const {
-  const size_t axes = std::max<size_t>(mesh_dims_.size(), 1);
-  MF_CHECK(like && static_cast<size_t>(like->ndim()) == axes, "layers: an SBP ", like ? like->str() : "(none)",
-           " on a Place of ", axes, " mesh axes");
+  MF_CHECK(like && like->ndim() == broadcast_->ndim(), "layers: an SBP ", like ? like->str() : "(none)", " on a Place of ",
+           broadcast_->ndim(), " mesh axes");
+  const int m = axis_of(dim);
+  if (m < 0 || (*like)[m] == s) return like;
   std::vector<global::Sbp> out = like->sbps();
-  for (size_t m = 0; m < mesh_dims_.size(); ++m)
-    if (dims_[static_cast<size_t>(mesh_dims_[m])].name == dim) out[m] = s;
-  if (mesh_dims_.empty() && dim == kWeights) out[0] = s;
+  out[static_cast<size_t>(m)] = s;
   return global::nd_sbp(out);
 }
 
-const global::NdSbp* Place::hidden_sbp() const {
-  return sequence_parallel_ && size(kWeights) > 1 ? split_on(1) : broadcast();
-}
-
 const global::NdSbp* Place::hidden_sbp(const global::NdSbp* like) const {
-  const global::Sbp s = sequence_parallel_ && size(kWeights) > 1 ? global::Sbp::split(1) : global::Sbp::broadcast();
-  return with(like, kWeights, s);
+  const int m = axis_of(kWeights);
+  return m < 0 ? like : with(like, kWeights, (*hidden_)[m]);
 }
 
 GlobalTensor Place::wrap(const Tensor& local, const global::NdSbp* sbp, const Shape& logical) const {

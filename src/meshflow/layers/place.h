@@ -83,11 +83,13 @@ class Place {
   // `like` with `s` on dimension `dim`, its other dimensions kept: what a layer changes of one
   // dimension (a column-split layer gathers its input on kWeights, whatever splits the batch).
   const global::NdSbp* with(const global::NdSbp* like, std::string_view dim, const global::Sbp& s) const;
+  // `like` whole on kWeights: the input a column-split layer computes with.
+  const global::NdSbp* gathered(const global::NdSbp* like) const { return with(like, kWeights, global::Sbp::broadcast()); }
   // The SBP of the activations between layers: B, or S(1) on kWeights when the sequence is split;
   // with `like`: on kWeights so, on the other dimensions like's (a layer's output keeps them).
-  const global::NdSbp* hidden_sbp() const;
+  const global::NdSbp* hidden_sbp() const { return hidden_; }
   const global::NdSbp* hidden_sbp(const global::NdSbp* like) const;
-  const global::NdSbp* broadcast() const { return sbp({}); }
+  const global::NdSbp* broadcast() const { return broadcast_; }
   // S(axis) on kWeights, B on the others.
   const global::NdSbp* split_on(int axis) const { return sbp({{kWeights, global::Sbp::split(axis)}}); }
 
@@ -100,6 +102,12 @@ class Place {
   std::vector<PlaceDim> dims_{{kWeights, nullptr}};
   std::vector<int> mesh_dims_;  // the index in dims_ of each mesh axis
   bool sequence_parallel_ = false;
+  // B on every mesh axis, and the activations' SBP between layers (made once: layers ask per call).
+  const global::NdSbp* broadcast_ = global::nd_sbp({global::Sbp::broadcast()});
+  const global::NdSbp* hidden_ = broadcast_;
+  // The mesh axis of dimension `dim`: -1 for one of one rank or one the Place lacks (a Place of one
+  // rank has one axis, which stands for kWeights).
+  int axis_of(std::string_view dim) const;
   int world_rank_ = 0;
   bool held_ = true;
   int nominal_size_ = 0;  // a shape-only Place's weight ranks (0: the communicator's; kAnyRanks)

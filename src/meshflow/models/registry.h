@@ -72,12 +72,13 @@ struct ModelSpec {
   // model.max_seq_length; ViT: its patches and class token).
   std::function<int64_t(const Config& c)> sequence_length;
   // What layer `layer` (a whole-model index) keeps for backward per token of the run's sequence
-  // (data.seq_length) for the model.* keys of `c` (the planner refuses a model without it). Every
-  // layer alike but T5's: its encoder and decoder blocks.
-  std::function<LayerActivations(const Config& c, int64_t layer)> layer_activations;
-  // The share of a micro-batch's tokens whose logits the loss head computes, for the run config
-  // `c` (null: every token; BERT's masked LM: data.masked_lm_prob, the positions it predicts).
-  std::function<double(const Config& c)> head_token_share;
+  // of `seq_len` tokens (runtime::sequence_length) for the model.* keys of `c` (the planner
+  // refuses a model without it). Every layer alike but T5's: its encoder and decoder blocks.
+  std::function<LayerActivations(const Config& c, int64_t layer, int64_t seq_len)> layer_activations;
+  // The share of a micro-batch's tokens (sequences of `seq_len`) whose logits the loss head
+  // computes, for the run config `c` (null: every token; BERT's masked LM: data.masked_lm_prob,
+  // the positions it predicts; its classifier: one per sequence).
+  std::function<double(const Config& c, int64_t seq_len)> head_token_share;
   // One line for messages: "GPT-2: layers 4, hidden 32, ..." (Model::describe()).
   std::function<std::string(const Config& c)> describe;
   // A checkpoint's model.* keys: those of the run's config.yaml (`run`) where there is one, with

@@ -74,13 +74,13 @@ ModelCosts model_costs(const Config& c) {
   }
   m.tied = !model->tied_parameters().empty() && m.vocab > 0;
   if (m.tied) m.tied_copy.split = static_cast<double>(m.vocab) * static_cast<double>(m.hidden);
-  for (int64_t l = 0; l < m.layers; ++l) m.layer_acts.push_back(spec.layer_activations(c, l));  // kept for backward
+  for (int64_t l = 0; l < m.layers; ++l) m.layer_acts.push_back(spec.layer_activations(c, l, m.seq));  // kept for backward
   const double C = static_cast<double>(m.hidden);
   // FLOPs: 2 per multiply-add of every layer matrix, 4 T C for the attention scores and values.
   double layer_matrix = 0;
   for (const ParamElements& p : m.layer_params) layer_matrix = std::max(layer_matrix, p.split);
   m.layer_flops = 2.0 * layer_matrix + 4.0 * static_cast<double>(m.seq) * C;
-  m.head_token_share = spec.head_token_share ? spec.head_token_share(c) : 1.0;
+  m.head_token_share = spec.head_token_share ? spec.head_token_share(c, m.seq) : 1.0;
   m.head_flops = 2.0 * static_cast<double>(m.vocab) * C * m.head_token_share;
   return m;
 }

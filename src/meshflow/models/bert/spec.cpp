@@ -22,11 +22,10 @@ ModelSpec spec(const char* name, const char* architecture) {
   s.describe = [](const Config& c) { return bert_describe(sizes(c)); };
   // The masked LM projects the masked positions only (BertModel::mlm_loss); a classifier one row
   // per sequence.
-  s.head_token_share = [](const Config& c) {
-    const int64_t T = c.get_int("data.seq_length") > 0 ? c.get_int("data.seq_length") : c.get_int("model.max_seq_length");
-    return c.get_string("model.task") == "pretraining" ? c.get_float("data.masked_lm_prob") : 1.0 / static_cast<double>(T);
+  s.head_token_share = [](const Config& c, int64_t seq_len) {
+    return c.get_string("model.task") == "pretraining" ? c.get_float("data.masked_lm_prob") : 1.0 / static_cast<double>(seq_len);
   };
-  s.layer_activations = [](const Config& c, int64_t) {
+  s.layer_activations = [](const Config& c, int64_t, int64_t) {
     // The post-norm block (layers/block.h) keeps what a GPT-2 block keeps, in another order: the
     // block input and the post-attention residual with both LayerNorms' statistics (sequence); the
     // GEMMs' saved inputs, the input and the first LayerNorm's output (gathered); q, k, v, the

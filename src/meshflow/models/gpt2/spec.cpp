@@ -49,7 +49,7 @@ ModelSpec spec() {
   s.config_keys = gpt2_schema().config_keys();
   s.structure_keys = gpt2_schema().structure_keys();  // the tensors show every other size
   s.describe = [](const Config& c) { return gpt2_describe(sizes(c)); };
-  s.layer_activations = [](const Config& c, int64_t) {
+  s.layer_activations = [](const Config& c, int64_t, int64_t) {
     // Gpt2Block::forward: the block input and the post-attention residual, and both LayerNorms'
     // mean and inverse deviation (sequence); both LayerNorm outputs, the GEMMs' saved inputs
     // (gathered); q|k|v, the attention output (also c_proj's saved input), c_fc's output and its

@@ -20,7 +20,7 @@ ModelSpec spec() {
   s.config_keys = gpt_neox_schema().config_keys();
   s.structure_keys = gpt_neox_schema().structure_keys();
   s.describe = [](const Config& c) { return gpt_neox_describe(sizes(c)); };
-  s.layer_activations = [](const Config& c, int64_t) {
+  s.layer_activations = [](const Config& c, int64_t, int64_t) {
     // The block (layers/block.h): the block input (and, sequential, the post-attention residual),
     // both LayerNorms' mean and inverse deviation (sequence); both LayerNorm outputs (gathered);
     // the fused q|k|v, the rotated q and k, the attention output, row log-sum-exp per head, the

@@ -27,7 +27,7 @@ ModelSpec spec(const char* name, const char* hf_type, const char* architecture) 
            weights.get_string("model.rope_scaling.type") == "llama3";
   };
   s.describe = [](const Config& c) { return llama_describe(sizes(c)); };
-  s.layer_activations = [](const Config& c, int64_t) {
+  s.layer_activations = [](const Config& c, int64_t, int64_t) {
     // LlamaBlock::forward: the block input and the post-attention residual, and both RMSNorms'
     // inverse root mean square (sequence); both RMSNorm outputs (gathered); the rotated q, k and v
     // the attention keeps, its output and row log-sum-exp per head, and the gated MLP's gate, its

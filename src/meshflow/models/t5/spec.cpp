@@ -30,7 +30,7 @@ ModelSpec spec(const char* name, const char* architecture) {
     return enc + d;
   };
   s.describe = [](const Config& c) { return t5_describe(sizes(c)); };
-  s.layer_activations = [](const Config& c, int64_t layer) {
+  s.layer_activations = [](const Config& c, int64_t layer, int64_t seq_len) {
     // Per encoder token (the planner's sequence). An encoder block keeps its input and
     // post-attention residual with the RMSNorms' statistics (sequence), the norm outputs
     // (gathered), q, k, v, the attention output and log-sum-exp, the MLP's hidden states — ReLU:
@@ -43,8 +43,7 @@ ModelSpec spec(const char* name, const char* architecture) {
     const double F = static_cast<double>(t.ffn_hidden_size) * (t.gated_gelu ? 4 : 2);
     const double heads = static_cast<double>(t.num_attention_heads);
     if (layer < t.num_layers) return LayerActivations{2 * C + 2, 2 * C, 4 * I + F + heads, heads};
-    const int64_t enc_len = c.get_int("data.seq_length") > 0 ? c.get_int("data.seq_length") : t.max_seq_length;
-    const double r = static_cast<double>(t.decoder_seq_length) / static_cast<double>(enc_len);
+    const double r = static_cast<double>(t.decoder_seq_length) / static_cast<double>(seq_len);
     // The stream between decoder blocks is the encoder's output and the decoder's hidden state
     // side by side (T5Model::run_layer): a block's input is held whole (its encoder part is the
     // cross-attention's k and v input), then its residuals and statistics at the decoder's length.

@@ -47,7 +47,7 @@ ModelSpec vit_spec() {
   s.structure_keys = vit_schema().structure_keys();
   s.head_prefixes = {"classifier."};
   s.sequence_length = [](const Config& c) { return sizes(c).sequence_length(); };
-  s.layer_activations = [](const Config& c, int64_t) {
+  s.layer_activations = [](const Config& c, int64_t, int64_t) {
     // The pre-norm block (layers/block.h), as GPT-2's: the block input and the post-attention
     // residual with both LayerNorms' statistics (sequence); both LayerNorm outputs (gathered);
     // q, k, v, the attention output, the MLP's input projection and its GELU, the row
