@@ -3,6 +3,7 @@
 // difference gradient checks, dropout determinism, and input errors.
 #include <cmath>
 
+#include "meshflow/layers/attention.h"
 #include "meshflow/random/philox.h"
 #include "meshflow/tensor/allocator.h"
 #include "testing.h"
@@ -353,3 +354,62 @@ TEST(Attention, MatchesReferenceSlidingWindow) {
 }
 
 }  // namespace
+
+// The shared layer's unfused core (layers::Attention with eager: T5's, and any attention with a
+// bias on its scores) against the fused kernel on the same weights, in f64: scaled scores, causal
+// and padding masks, cross-attention to a padded memory, a zero bias; outputs and the gradients
+// of the input, the memory and every weight.
+TEST(Attention, LayerEagerCoreMatchesTheFusedKernel) {
+  const mf::layers::Place one;  // a single process
+  const int64_t B = 2, T = 7, Tm = 5, C = 8, H = 2;
+  for (const bool cross : {false, true}) {
+    SCOPED_TRACE(cross ? "cross-attention" : "self-attention");
+    mf::layers::AttentionSpec s;
+    s.hidden = C;
+    s.heads = H;
+    s.causal = !cross;
+    s.scale = 0.5;
+    s.q = "q";
+    s.k = "k";
+    s.v = "v";
+    s.out = "o";
+    mf::layers::AttentionSpec e = s;
+    e.eager = true;
+    mf::nn::ModuleGroup fused_group, eager_group;
+    const mf::layers::Attention fused(s, fused_group, one, DType::kF64), eager(e, eager_group, one, DType::kF64);
+    {
+      mf::NoGradGuard ng;
+      uint64_t seed = 10;
+      auto fused_params = fused_group.named_parameters(), eager_params = eager_group.named_parameters();
+      ASSERT_EQ(fused_params.size(), eager_params.size());
+      for (size_t i = 0; i < fused_params.size(); ++i) {
+        const Tensor w = randn(fused_params[i].second.shape(), ++seed);
+        mf::copy_(fused_params[i].second, w);
+        mf::copy_(eager_params[i].second, w);
+      }
+    }
+    Tensor pad = mf::zeros({B, cross ? Tm : T}, DType::kBool);  // row 1's last two keys are padding
+    pad.data<bool>()[(cross ? Tm : T) * 2 - 1] = pad.data<bool>()[(cross ? Tm : T) * 2 - 2] = true;
+    mf::layers::AttentionInputs in;
+    in.key_padding = pad;
+    std::vector<Tensor> grads[2];
+    Tensor out[2];
+    for (int k = 0; k < 2; ++k) {
+      Tensor x = randn({B, T, C}, 1), m = randn({B, Tm, C}, 2);
+      x.set_requires_grad(true);
+      m.set_requires_grad(true);
+      mf::layers::AttentionInputs ink = in;
+      if (k == 1 && !cross) ink.bias = one.wrap(mf::zeros({H, T, T}, DType::kF64));
+      const mf::layers::Attention& a = k == 0 ? fused : eager;
+      out[k] = a.forward(one.wrap(x), false, false, ink, cross ? one.wrap(m) : mf::global::GlobalTensor{}).local;
+      mf::sum(mf::mul(out[k], randn({B, T, C}, 3))).backward();
+      grads[k] = {x.grad()};
+      if (cross) grads[k].push_back(m.grad());
+      for (auto& [name, p] : (k == 0 ? fused_group : eager_group).named_parameters()) grads[k].push_back(p.grad());
+    }
+    expect_close(out[1], out[0].to_vector<double>(), 1e-12, 1e-12, "output");
+    ASSERT_EQ(grads[0].size(), grads[1].size());
+    for (size_t i = 0; i < grads[0].size(); ++i)
+      expect_close(grads[1][i], grads[0][i].to_vector<double>(), 1e-11, 1e-12, "grad");
+  }
+}

@@ -7,8 +7,7 @@
 #   - a communicator or a collective (MPI, NCCL, all-reduce, all-gather, reduce-scatter, boxing);
 #   - a parallel size or rank (tp, dp, pp, world size/rank, a Place's members): the model only
 #     passes the Place its base gives it to its layers, so it cannot branch on the layout.
-# or places pipeline stages itself, and, outside the folders still pending, rounds for mixed
-# precision or calls attention itself.
+# or places pipeline stages itself, rounds for mixed precision or calls attention itself.
 # Checks first that every pattern catches an example of what it forbids (a matcher that can't fail
 # would make the test pass vacuously).
 # Usage: bash tests/model_code_test.sh <repository root>
@@ -62,8 +61,7 @@ placement_examples=(
   'blocks_.resize(static_cast<size_t>(c.num_layers));'
 )
 # Model code built from the shared pieces: no mixed-precision rounding and no attention calls
-# (both inside the layers: layers/block.h). The folders not yet moved onto them are listed; each
-# must still need its exception, so the list only shrinks.
+# (both inside the layers: layers/block.h), in every folder.
 strict=(
   '\bround_to\('
   'global::attention\('
@@ -72,7 +70,6 @@ strict_examples=(
   'x = layers::round_to(global::add(x, y), dt);'
   'y = global::attention(q, k, v, opts);'
 )
-pending=(t5)
 for i in "${!placement[@]}"; do
   if ! grep -qE "${placement[$i]}" <<< "${placement_examples[$i]}"; then
     echo "model_code_test: pattern '${placement[$i]}' does not catch its example '${placement_examples[$i]}'"; exit 1
@@ -92,9 +89,7 @@ for d in "${dirs[@]}"; do
     bad=1
   fi
   hits=$(grep -rnE "$(IFS='|'; echo "${strict[*]}")" "$d" || true)
-  if [[ " ${pending[*]} " == *" $name "* ]]; then
-    [ -n "$hits" ] || { echo "model_code_test: $name needs no exception any more: remove it from 'pending'"; bad=1; }
-  elif [ -n "$hits" ]; then
+  if [ -n "$hits" ]; then
     echo "$hits"
     echo "model_code_test: $name rounds or calls attention itself: build it from layers/block.h and models/decoder_lm.h"
     bad=1
@@ -105,4 +100,4 @@ if [ "$parallel" -ne 0 ]; then
   exit 1
 fi
 [ "$bad" -eq 0 ] || exit 1
-echo "model_code_test: ${#dirs[@]} model folders, no parallel code; $((${#dirs[@]} - ${#pending[@]})) built from the shared block and decoder (pending: ${pending[*]})"
+echo "model_code_test: ${#dirs[@]} model folders, no parallel code, all built from the shared block"

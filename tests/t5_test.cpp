@@ -9,6 +9,7 @@
 #include "golden_testing.h"
 #include "meshflow/config/config.h"
 #include "meshflow/models/registry.h"
+#include "meshflow/layers/position_bias.h"
 #include "meshflow/models/t5/model.h"
 
 namespace {
@@ -120,7 +121,7 @@ TEST(T5, RelativeBuckets) {
   // Bidirectional: 16 per direction, exact below 8; keys before the query in buckets 0-15, after in
   // 16-31; distance 8 -> 8 + floor(log(1) ...) = 8; 12 -> 8 + floor(log(1.5)/log(16) * 8) = 9;
   // 127 -> 8 + floor(log(15.875)/log(16) * 8) = 15; beyond 128 capped at 15.
-  const Tensor b = mf::models::t5_relative_buckets(1, 300, true, 32, 128);
+  const Tensor b = mf::layers::relative_position_buckets(1, 300, true, 32, 128);
   const int64_t* p = b.data<int64_t>();
   EXPECT_EQ(p[0], 0);
   EXPECT_EQ(p[1], 17);
@@ -130,14 +131,14 @@ TEST(T5, RelativeBuckets) {
   EXPECT_EQ(p[127], 31);
   EXPECT_EQ(p[299], 31);
   // Causal: keys after the query share bucket 0; 32 buckets, exact below 16 for keys before.
-  const Tensor c = mf::models::t5_relative_buckets(300, 1, false, 32, 128);
+  const Tensor c = mf::layers::relative_position_buckets(300, 1, false, 32, 128);
   const int64_t* q = c.data<int64_t>();
   EXPECT_EQ(q[0], 0);
   EXPECT_EQ(q[15], 15);
   EXPECT_EQ(q[16], 16);   // 16 + floor(log(1)/log(8) * 16)
   EXPECT_EQ(q[32], 21);   // 16 + floor(log(2)/log(8) * 16) = 16 + 5
   EXPECT_EQ(q[299], 31);
-  const Tensor after = mf::models::t5_relative_buckets(1, 5, false, 32, 128);
+  const Tensor after = mf::layers::relative_position_buckets(1, 5, false, 32, 128);
   for (int64_t j = 0; j < 5; ++j) EXPECT_EQ(after.data<int64_t>()[j], 0);
 }
 

@@ -14,10 +14,6 @@
 namespace mf {
 namespace {
 
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 const char* file_kind(std::filesystem::file_type t) {
   switch (t) {
     case std::filesystem::file_type::directory: return "a folder";
@@ -138,7 +134,7 @@ PreprocessResult preprocess(const std::vector<std::string>& inputs, const std::s
   for (const std::string& path : inputs) {
     InputFormat fmt = options.format;
     if (fmt == InputFormat::kAuto)
-      fmt = ends_with(path, ".jsonl") || ends_with(path, ".json") ? InputFormat::kJsonl : InputFormat::kText;
+      fmt = path.ends_with(".jsonl") || path.ends_with(".json") ? InputFormat::kJsonl : InputFormat::kText;
     if (fmt == InputFormat::kJsonl) {
       read_jsonl(path, options.json_key, sink);
     } else {

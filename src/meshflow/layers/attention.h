@@ -1,14 +1,17 @@
-// Self-attention, one layer for every model family: the q/k/v projections in the layout its
-// Hugging Face model stores them, grouped-query heads, rotary embeddings on all or part of each
-// head, causal and sliding-window masks, padding, dropout, a key/value cache for decoding and
-// selective recomputation of the attention core. A model describes its attention with an
-// AttentionSpec; the layer splits whole heads over the ranks splitting it (layers/layers.h).
-// SelfAttention is not a module of its own: it registers its projections into the module that
-// holds it (the block, layers/block.h) at the dotted paths the spec names ("attn.c_attn",
+// Attention, one layer for every model family: the q/k/v projections in the layout its Hugging
+// Face model stores them, grouped-query heads, rotary embeddings on all or part of each head,
+// causal and sliding-window masks, padding, an additive bias on the scores (T5's relative
+// position bias, layers/position_bias.h), the scores' scale, dropout, a key/value cache for
+// decoding, selective recomputation of the attention core, and cross-attention (keys and values
+// from another sequence: T5's decoder reading the encoder). A model describes its attention with
+// an AttentionSpec; the layer splits whole heads over the ranks splitting it (layers/layers.h).
+// Attention is not a module of its own: it registers its projections into the module that holds
+// it (the block, layers/block.h) at the dotted paths the spec names ("attn.c_attn",
 // "attention.self.query"), so that each family keeps Hugging Face's names however they nest.
 //
-//   x (B, T, C) -> q (B, H, T, D), k, v (B, KV, T, D) -> attention (B, H, T, D) -> (B, T, H D)
-//   -> output projection (B, T, C), before the block's dropout and residual.
+//   x (B, T, C) [memory (B, Tk, C)] -> q (B, H, T, D), k, v (B, KV, Tk, D) -> attention
+//   (B, H, T, D) -> (B, T, H D) -> output projection (B, T, C), before the block's dropout and
+//   residual.
 #pragma once
 #include <memory>
 #include <string>
@@ -46,6 +49,11 @@ struct AttentionSpec {
   bool causal = true;
   int64_t window = 0;  // sliding window (causal only); 0: none
   double dropout_p = 0.0;  // on the attention probabilities, in training
+  double scale = 0.0;      // on the scores q k^T; 0: 1/sqrt(D) (T5: 1, folded into q's initialisation)
+  // The core unfused (scores, bias, masks, softmax, dropout, values: Hugging Face's eager
+  // attention) even without a bias: T5's, whose unscaled scores the fused kernel's f32 sums
+  // reproduce less closely.
+  bool eager = false;
   // Hugging Face's names of the projections: dotted paths under the module they are registered
   // into ("self_attn.q_proj", "attention.self.query"); `fused` names the one projection of a
   // fused layout. Registered in the order q, k, v (or fused), out.
@@ -58,23 +66,32 @@ struct AttentionSpec {
   int64_t kv() const { return kv_heads > 0 ? kv_heads : heads; }
 };
 
+// What an attention reads besides its input, each optional.
+struct AttentionInputs {
+  const LayerDecode* decode = nullptr;  // attend to the cached positions too, appending these
+  Tensor key_padding;                   // bool (B, Tk), true = padding
+  // (H, Tq, Tk), added to the scores with its gradient (T5's relative position bias). The core
+  // then runs unfused: scores, bias, masks, softmax, dropout, values.
+  GlobalTensor bias;
+};
+
 // Registers `m` under a dotted path of `parent` ("attention.self.query"), creating the groups
 // between (or adding to those already there); returns m.
 template <class M>
 std::shared_ptr<M> add_at(nn::ModuleGroup& parent, const std::string& path, std::shared_ptr<M> m);
 
-class SelfAttention {
+class Attention {
  public:
   // Registers the projections into `parent` at the spec's paths. Throws when C is not H whole
   // heads, H not a multiple of KV, or (the layers' check) the ranks splitting the layer do not
   // divide the heads, naming the config key.
-  SelfAttention(const AttentionSpec& spec, nn::ModuleGroup& parent, const Place& place, DType dt);
+  Attention(const AttentionSpec& spec, nn::ModuleGroup& parent, const Place& place, DType dt);
   // x (B, T, C) -> (B, T, C). training: dropout on the probabilities (the holder's mode).
   // recompute: checkpoint the attention core (from q, k, v to its output) when grad mode is on.
-  // decode: attend to the cached positions too, appending these. key_padding: bool (B, keys),
-  // true = padding.
-  GlobalTensor forward(const GlobalTensor& x, bool training, bool recompute = false,
-                       const LayerDecode* decode = nullptr, const Tensor& key_padding = Tensor()) const;
+  // memory (B, Tk, C): cross-attention, the keys and values projected from it (separate q, k, v
+  // only; no rotary, no decoding); undefined: self-attention.
+  GlobalTensor forward(const GlobalTensor& x, bool training, bool recompute = false, const AttentionInputs& in = {},
+                       const GlobalTensor& memory = {}) const;
   const AttentionSpec& spec() const { return s_; }
 
  private:

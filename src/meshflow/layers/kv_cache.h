@@ -27,7 +27,7 @@ std::pair<GlobalTensor, GlobalTensor> append_kv(KvCache& cache, const GlobalTens
 struct LayerDecode {
   KvCache* cache = nullptr;
   int64_t past = 0, capacity = 0;
-  std::vector<int64_t> row_offsets;  // (B)
+  const std::vector<int64_t>* row_offsets = nullptr;  // (B), the decode state's
   // The keys and values of every position so far, this call's k, v (B, H, T, D) appended.
   std::pair<GlobalTensor, GlobalTensor> attend(const GlobalTensor& k, const GlobalTensor& v) const {
     return append_kv(*cache, k, v, past, capacity);

@@ -23,11 +23,12 @@ Mlp::Mlp(const MlpSpec& spec, nn::ModuleGroup& parent, const Place& place, DType
   down_ = add_at(parent, s_.down, projection(s_, s_.ffn, s_.hidden, place, WeightSplit::kRows, dt, {}));
 }
 
-GlobalTensor Mlp::forward(const GlobalTensor& x) const {
-  // Mixed precision: the activation (and the gated product) rounded to the parameter dtype.
-  if (!s_.gated) return down_->forward(round_to(activate(s_.act, up_->forward(x)), dtype_));
-  const GlobalTensor act = round_to(activate(s_.act, gate_->forward(x)), dtype_);
-  return down_->forward(round_to(global::mul(act, up_->forward(x)), dtype_));
+GlobalTensor Mlp::forward(const GlobalTensor& x, bool training) const {
+  // Mixed precision: the activation (and the gated product, and the dropout) rounded to the
+  // parameter dtype.
+  GlobalTensor h = round_to(activate(s_.act, (s_.gated ? gate_ : up_)->forward(x)), dtype_);
+  if (s_.gated) h = round_to(global::mul(h, up_->forward(x)), dtype_);
+  return down_->forward(dropout(h, training ? s_.dropout_p : 0.0, dtype_));
 }
 
 }  // namespace mf::layers

@@ -122,4 +122,12 @@ GlobalTensor round_to(const GlobalTensor& x, DType storage) {
                      [storage](const Tensor& t) { return nn::round_to(t, storage); });
 }
 
+GlobalTensor dropout(const GlobalTensor& x, double p, DType storage) {
+  return p > 0.0 ? round_to(global::dropout(x, p), storage) : x;
+}
+
+GlobalTensor scale(const GlobalTensor& x, double s, DType storage) {
+  return round_to(global::scale(global::context_of(x.placement), x, s), storage);
+}
+
 }  // namespace mf::layers

@@ -119,5 +119,9 @@ class Place {
 // Mixed precision on global tensors (nn/mixed_precision.h): an activation leaving a layer rounded
 // through the storage dtype; itself for f32/f64.
 GlobalTensor round_to(const GlobalTensor& x, DType storage);
+// Elementwise steps between layers, their result rounded so: dropout with probability p (x itself,
+// no stream drawn, when p is 0) and a scale by s.
+GlobalTensor dropout(const GlobalTensor& x, double p, DType storage);
+GlobalTensor scale(const GlobalTensor& x, double s, DType storage);
 
 }  // namespace mf::layers

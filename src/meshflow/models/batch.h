@@ -25,14 +25,19 @@ struct DecodeState {
   std::vector<int64_t> row_start;             // (B) position of row b's first slot (-(its padding))
   std::vector<layers::KvCache>* caches = nullptr;  // by whole-model layer index
 
-  // Row b's first new position: row_start[b] + past (rotary embeddings' per-row offsets).
-  std::vector<int64_t> row_offsets() const;
+  // Row b's first new position: row_start[b] + past (rotary embeddings' per-row offsets), made
+  // once per value of past, every layer reading the same.
+  const std::vector<int64_t>& row_offsets() const;
   // The new positions (B, T) as an i64 host tensor, padding's clamped to 0 (a learned position
   // table's lookup; masked anyway).
   Tensor positions(int64_t new_tokens) const;
   // What layer `layer`'s attention reads of it (layers/attention.h): its cache, which the
   // attention fills with this call's keys and values.
   layers::LayerDecode layer(int64_t layer) const;
+
+ private:
+  mutable std::vector<int64_t> offsets_;
+  mutable int64_t offsets_past_ = -1;  // the past offsets_ were made for
 };
 
 struct Batch {
@@ -61,5 +66,7 @@ int64_t counted_labels(const Tensor& labels);
 // The keys padding hides from attention: attention_mask == 0, as a bool (B, T) host tensor;
 // undefined when the batch has no attention_mask.
 Tensor key_padding_mask(const Batch& batch);
+// The same of any such mask (T5's decoder_attention_mask).
+Tensor key_padding_mask(const Tensor& attention_mask);
 
 }  // namespace mf::models

@@ -58,9 +58,7 @@ void DecoderLm::init_weights(uint64_t seed) {
   }
   for (const nn::ParamPiece& p : parameter_pieces()) {
     Generator g = nn::param_generator(seed, index.at(p.name));
-    auto ends_with = [&](const std::string& suf) {
-      return p.name.size() >= suf.size() && p.name.compare(p.name.size() - suf.size(), suf.size(), suf) == 0;
-    };
+    auto ends_with = [&](const std::string& suf) { return p.name.ends_with(suf); };
     Tensor t = p.piece;
     const bool scaled = std::any_of(s_.scaled_init.begin(), s_.scaled_init.end(), ends_with);
     if (ends_with(".bias"))
@@ -90,14 +88,15 @@ GlobalTensor DecoderLm::embed(const GlobalTensor& ids, const Batch& batch) const
     const Tensor pos = batch.decode ? batch.decode->positions(t) : arange(t, DType::kI64);
     x = layers::round_to(global::add(x, positions_->forward(host_beside(ids, pos))), s_.settings.dtype);  // + (T, C)
   }
-  if (s_.embedding_dropout == 0.0 || !training()) return x;
-  return layers::round_to(global::dropout(x, s_.embedding_dropout), s_.settings.dtype);
+  return layers::dropout(x, training() ? s_.embedding_dropout : 0.0, s_.settings.dtype);
 }
 
 GlobalTensor DecoderLm::run_layer(int64_t layer, const GlobalTensor& x, const Batch& batch, bool recompute_inside) const {
   const layers::LayerDecode decode = batch.decode ? batch.decode->layer(layer) : layers::LayerDecode{};
-  return blocks_.at(static_cast<size_t>(layer))->forward(x, recompute_inside, batch.decode ? &decode : nullptr,
-                                                         key_padding_mask(batch));
+  layers::BlockInputs in;
+  in.self.decode = batch.decode ? &decode : nullptr;
+  in.self.key_padding = key_padding_mask(batch);
+  return blocks_.at(static_cast<size_t>(layer))->forward(x, recompute_inside, in);
 }
 
 GlobalTensor DecoderLm::output_logits(const GlobalTensor& hidden) const {
@@ -105,17 +104,13 @@ GlobalTensor DecoderLm::output_logits(const GlobalTensor& hidden) const {
 }
 
 std::optional<CheckpointGranularity> DecoderLm::recomputation(int64_t layer) const {
-  if (!s_.settings.recomputes(layer, s_.num_layers)) return std::nullopt;
-  return s_.settings.granularity;
+  return s_.settings.recomputation(layer, s_.num_layers);
 }
 
 GlobalTensor DecoderLm::head(const GlobalTensor& hidden, const Batch& batch, const std::vector<double>& totals) const {
-  layers::LmLossOptions o;
-  o.chunk_elements = s_.head_chunk_elements;
-  o.recompute = s_.settings.recompute && s_.settings.granularity == CheckpointGranularity::kFull && training();
-  o.storage = s_.settings.dtype;
-  return step_share(layers::lm_loss(hidden, batch.labels, output_table(), o), static_cast<double>(counted_labels(batch.labels)),
-                    totals.at(0));
+  const GlobalTensor mean =
+      layers::lm_loss(hidden, batch.labels, output_table(), s_.settings.loss_options(s_.head_chunk_elements, training()));
+  return step_share(mean, static_cast<double>(counted_labels(batch.labels)), totals.at(0));
 }
 
 Tensor DecoderLm::logits(const Tensor& ids) const {

@@ -23,6 +23,14 @@ CheckpointGranularity parse_checkpoint_granularity(const std::string& name) {
   MF_THROW("train.activation_checkpoint.granularity '", name, "' is not one of full, selective");
 }
 
+layers::LmLossOptions TrainingSettings::loss_options(int64_t chunk_elements, bool training) const {
+  layers::LmLossOptions o;
+  o.chunk_elements = chunk_elements;
+  o.recompute = recompute && granularity == CheckpointGranularity::kFull && training;
+  o.storage = dtype;
+  return o;
+}
+
 TrainingSettings training_settings(const Config& c) {
   TrainingSettings s;
   if (c.get_bool("train.amp.enabled")) {
@@ -90,9 +98,11 @@ int64_t counted_labels(const Tensor& labels) {
   return n;
 }
 
-Tensor key_padding_mask(const Batch& batch) {
-  if (!batch.attention_mask.defined()) return Tensor();
-  const Tensor m = host_i64(batch.attention_mask);
+Tensor key_padding_mask(const Batch& batch) { return key_padding_mask(batch.attention_mask); }
+
+Tensor key_padding_mask(const Tensor& attention_mask) {
+  if (!attention_mask.defined()) return Tensor();
+  const Tensor m = host_i64(attention_mask);
   Tensor out = empty(m.shape(), DType::kBool);
   const int64_t* p = m.data<int64_t>();
   bool* q = out.data<bool>();
@@ -100,10 +110,13 @@ Tensor key_padding_mask(const Batch& batch) {
   return out;
 }
 
-std::vector<int64_t> DecodeState::row_offsets() const {
-  std::vector<int64_t> o = row_start;
-  for (int64_t& x : o) x += past;
-  return o;
+const std::vector<int64_t>& DecodeState::row_offsets() const {
+  if (offsets_past_ != past || offsets_.size() != row_start.size()) {
+    offsets_ = row_start;
+    for (int64_t& x : offsets_) x += past;
+    offsets_past_ = past;
+  }
+  return offsets_;
 }
 
 Tensor DecodeState::positions(int64_t new_tokens) const {
@@ -117,7 +130,7 @@ Tensor DecodeState::positions(int64_t new_tokens) const {
 
 layers::LayerDecode DecodeState::layer(int64_t layer) const {
   MF_CHECK(caches && layer >= 0 && layer < static_cast<int64_t>(caches->size()), "decode: no cache for layer ", layer);
-  return layers::LayerDecode{&(*caches)[static_cast<size_t>(layer)], past, capacity, row_offsets()};
+  return layers::LayerDecode{&(*caches)[static_cast<size_t>(layer)], past, capacity, &row_offsets()};
 }
 
 std::pair<double, double> argmax_accuracy(const Tensor& logits_any, const Tensor& labels_any) {

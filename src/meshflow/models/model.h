@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "meshflow/config/config.h"
+#include "meshflow/layers/lm_loss.h"
 #include "meshflow/layers/place.h"
 #include "meshflow/models/batch.h"
 #include "meshflow/nn/init.h"
@@ -52,11 +53,15 @@ struct TrainingSettings {
   DType activation_dtype(Device device) const;
   // Throws "<model>: the parameter dtype must be ..." unless it is a floating dtype.
   void check(const std::string& model) const;
-  // Whether layer `layer` (a whole-model index) of `num_layers` is recomputed.
-  bool recomputes(int64_t layer, int64_t num_layers) const {
+  // How layer `layer` (a whole-model index) of `num_layers` is recomputed; none when it is not.
+  std::optional<CheckpointGranularity> recomputation(int64_t layer, int64_t num_layers) const {
     const int64_t end = recompute_end_layer < 0 ? num_layers : recompute_end_layer;
-    return recompute && layer >= recompute_start_layer && layer < end;
+    if (!recompute || layer < recompute_start_layer || layer >= end) return std::nullopt;
+    return granularity;
   }
+  // The token loss head's options: chunks of `chunk_elements` logits, recomputed under full
+  // recomputation in training, the logits rounded to the parameter dtype.
+  layers::LmLossOptions loss_options(int64_t chunk_elements, bool training) const;
 };
 TrainingSettings training_settings(const Config& c);
 

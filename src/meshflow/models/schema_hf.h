@@ -11,6 +11,17 @@
 
 namespace mf::models {
 
+// c after c.validate(), whose message names the config.json it was read from.
+template <class C>
+C validated(C c, const std::string& path) {
+  try {
+    c.validate();
+  } catch (const Error& e) {
+    MF_THROW(path, ": ", e.what());
+  }
+  return c;
+}
+
 template <class C>
 void read_hf_fields(const Schema<C>& s, const nlohmann::ordered_json& j, const std::string& path, C& out) {
   for (const auto& f : s.fields()) {

@@ -1,10 +1,12 @@
-// What every model's ModelSpec (registry.h) is built from: its build function and, for a model
-// whose checkpoint needs the run's config beside it, its checkpoint_config.
+// What every model's ModelSpec (registry.h) is built from: its build function, for a model whose
+// checkpoint needs the run's config beside it its checkpoint_config, and its Hugging Face mapping.
 #pragma once
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "meshflow/models/registry.h"
+#include "meshflow/models/schema.h"
 
 namespace mf::models {
 
@@ -35,6 +37,23 @@ auto checkpoint_config_from_run(std::string family, std::string unseen, C (*size
       if (n == name && t.ndim() == 2) c.vocab_size = t.shape(0);
     return write(c);
   };
+}
+
+// ModelSpec::hf of a family whose hf.h reads config.json (from_hf), writes it (to_hf) and reads
+// the weight files' tensors for the config beside them (read); sizes(run config) and write(C)
+// convert to and from its model.* keys, and the schema names config.json's keys.
+template <class C>
+HfMapping hf_mapping(std::string model_type, std::string architecture, C (*from_hf)(const std::string&),
+                     std::string (*to_hf)(const C&, DType), nn::NamedTensors (*read)(const io::HfModelFiles&, const C&),
+                     C (*sizes)(const Config&), Config (*write)(const C&), const Schema<C>& schema) {
+  HfMapping m;
+  m.model_type = std::move(model_type);
+  m.architecture = std::move(architecture);
+  m.read_config = [from_hf, write](const std::string& path) { return write(from_hf(path)); };
+  m.write_config = [to_hf, sizes](const Config& c, DType dtype) { return to_hf(sizes(c), dtype); };
+  m.read_tensors = [read, from_hf](const io::HfModelFiles& files) { return read(files, from_hf(files.config)); };
+  m.key_names = schema.hf_key_names();
+  return m;
 }
 
 }  // namespace mf::models

@@ -4,6 +4,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <utility>
 
 #include "meshflow/io/safetensors.h"
 #include "meshflow/models/bert/model.h"
@@ -14,11 +15,6 @@ namespace mf::models {
 using json = nlohmann::ordered_json;
 
 namespace {
-
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-bool starts_with(const std::string& s, const std::string& prefix) { return s.compare(0, prefix.size(), prefix) == 0; }
 
 bool same_bytes(const Tensor& a, const Tensor& b) {
   return a.shape() == b.shape() && a.dtype() == b.dtype() && std::memcmp(a.raw_data(), b.raw_data(), a.nbytes()) == 0;
@@ -51,7 +47,7 @@ BertConfig bert_config_from_hf(const std::string& path) {
   MF_CHECK(arch != "RobertaForSequenceClassification", path,
            ": RobertaForSequenceClassification (its dense + tanh head on <s>) is not supported; "
            "RobertaForMaskedLM is");
-  if (ends_with(arch, "ForSequenceClassification")) {
+  if (arch.ends_with("ForSequenceClassification")) {
     c.task = BertTask::kClassification;
     c.num_labels = j.contains("id2label") && j["id2label"].is_object() ? static_cast<int64_t>(j["id2label"].size())
                                                                         : io::json_get(j, path, "num_labels", 2);
@@ -68,12 +64,7 @@ BertConfig bert_config_from_hf(const std::string& path) {
   c.embedding_dropout_prob = c.output_dropout_prob;  // hidden_dropout_prob
   const int64_t positions = io::json_get(j, path, "max_position_embeddings", 512);
   c.max_seq_length = c.variant == BertVariant::kRoberta ? positions - c.pad_token_id - 1 : positions;
-  try {
-    c.validate();
-  } catch (const Error& e) {
-    MF_THROW(path, ": ", e.what());
-  }
-  return c;
+  return validated(std::move(c), path);
 }
 
 std::string bert_config_to_hf(const BertConfig& c, DType dtype) {
@@ -114,16 +105,16 @@ nn::NamedTensors read_hf_bert_tensors(const io::HfModelFiles& files, const BertC
     for (auto& [stored, t] : io::load_safetensors(file).tensors) {
       // The original checkpoints' LayerNorm names (bert-base-uncased's file), as Hugging Face reads them.
       std::string name = stored;
-      if (ends_with(name, "LayerNorm.gamma")) name = name.substr(0, name.size() - 5) + "weight";
-      if (ends_with(name, "LayerNorm.beta")) name = name.substr(0, name.size() - 4) + "bias";
-      if (ends_with(name, "embeddings.position_ids")) continue;  // a buffer
-      if (starts_with(name, decoder)) {
+      if (name.ends_with("LayerNorm.gamma")) name = name.substr(0, name.size() - 5) + "weight";
+      if (name.ends_with("LayerNorm.beta")) name = name.substr(0, name.size() - 4) + "bias";
+      if (name.ends_with("embeddings.position_ids")) continue;  // a buffer
+      if (name.starts_with(decoder)) {
         tied[name] = {t, file};
         continue;
       }
       if (!names.count(name)) {
         bool head = false;
-        for (const std::string& h : other_heads) head = head || starts_with(name, h);
+        for (const std::string& h : other_heads) head = head || name.starts_with(h);
         MF_CHECK(head, file, ": unknown tensor '", name, "' (not a parameter of ", bert_describe(c), ")");
         continue;
       }
@@ -137,7 +128,7 @@ nn::NamedTensors read_hf_bert_tensors(const io::HfModelFiles& files, const BertC
   };
   for (const auto& [name, tf] : tied) {  // tied copies: must be the tensors themselves
     if (c.task == BertTask::kClassification) continue;
-    const std::string twin = ends_with(name, ".weight") ? p + "embeddings.word_embeddings.weight" : bias;
+    const std::string twin = name.ends_with(".weight") ? p + "embeddings.word_embeddings.weight" : bias;
     const Tensor* t = find(twin);
     MF_CHECK(t == nullptr || same_bytes(*t, tf.first), tf.second, ": ", name, " ", tf.first.str(), " differs from ", twin,
              ", to which Hugging Face ties it");

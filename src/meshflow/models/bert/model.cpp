@@ -7,14 +7,6 @@
 
 namespace mf::models {
 
-namespace {
-
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
-}  // namespace
-
 layers::BlockSpec bert_block_spec(const BertConfig& c) {
   layers::BlockSpec s = layers::encoder_block_spec(c.hidden_size, c.num_attention_heads, c.ffn_hidden_size,
                                                    c.layernorm_epsilon, c.attention_dropout_prob, c.output_dropout_prob,
@@ -80,8 +72,8 @@ void BertModel::init_weights(uint64_t seed) {
     Tensor t = p.piece;
     const bool norm = p.name.find("LayerNorm.") != std::string::npos || p.name.find("layer_norm.") != std::string::npos;
     if (norm)
-      fill_(t, ends_with(p.name, ".weight") ? 1.0 : 0.0);
-    else if (ends_with(p.name, "bias"))
+      fill_(t, p.name.ends_with(".weight") ? 1.0 : 0.0);
+    else if (p.name.ends_with("bias"))
       fill_(t, 0.0);
     else
       nn::normal_piece_(p, c_.initializer_range, g);
@@ -166,12 +158,13 @@ GlobalTensor BertModel::embed(const GlobalTensor& ids, const Batch& batch) const
 }
 
 GlobalTensor BertModel::run_layer(int64_t layer, const GlobalTensor& x, const Batch& batch, bool recompute_inside) const {
-  return layers_.at(static_cast<size_t>(layer))->forward(x, recompute_inside, nullptr, key_padding_mask(batch));
+  layers::BlockInputs in;
+  in.self.key_padding = key_padding_mask(batch);
+  return layers_.at(static_cast<size_t>(layer))->forward(x, recompute_inside, in);
 }
 
 std::optional<CheckpointGranularity> BertModel::recomputation(int64_t layer) const {
-  if (!c_.settings.recomputes(layer, c_.num_layers)) return std::nullopt;
-  return c_.settings.granularity;
+  return c_.settings.recomputation(layer, c_.num_layers);
 }
 
 GlobalTensor BertModel::mlm_loss(const GlobalTensor& hidden, const Tensor& labels) const {
@@ -192,10 +185,7 @@ GlobalTensor BertModel::mlm_loss(const GlobalTensor& hidden, const Tensor& label
   const int64_t n = static_cast<int64_t>(rows.size()), C = c_.hidden_size;
   const GlobalTensor picked = global::index_select(global::reshape(hidden, {-1, C}), 0, from_vector(rows, {n}));  // (n, C)
   const GlobalTensor t = transform_norm_->forward(transform_->forward(picked));  // (n, C)
-  layers::LmLossOptions o;
-  o.chunk_elements = c_.head_chunk_elements;
-  o.recompute = c_.settings.recompute && c_.settings.granularity == CheckpointGranularity::kFull && training();
-  o.storage = c_.settings.dtype;
+  layers::LmLossOptions o = c_.settings.loss_options(c_.head_chunk_elements, training());
   o.bias = mlm_bias_.get();
   return layers::lm_loss(t, from_vector(kept, {n}), *word_, o);
 }
@@ -230,7 +220,6 @@ GlobalTensor BertModel::head(const GlobalTensor& hidden, const Batch& batch, con
       global::cross_entropy(seq_relationship_->forward(pooled(hidden)), row_labels(batch.next_sentence_label, "next_sentence_label"));
   return global::add(loss, step_share(nsp, rows, totals.at(1)));
 }
-
 
 std::vector<std::pair<double, double>> BertModel::metrics(const GlobalTensor& hidden, const Batch& batch) const {
   if (c_.task == BertTask::kClassification) return {argmax_accuracy(classify(hidden).local, batch.labels)};

@@ -41,15 +41,9 @@ ModelSpec spec(const char* name, const char* architecture) {
         return std::string(c.prefix()) + "embeddings.word_embeddings.weight";
       },
       &bert_model_config);
-  s.hf.model_type = name;
-  s.hf.architecture = architecture;
-  s.hf.read_config = [](const std::string& path) { return bert_model_config(bert_config_from_hf(path)); };
-  s.hf.write_config = [](const Config& c, DType dtype) { return bert_config_to_hf(sizes(c), dtype); };
-  s.hf.read_tensors = [](const io::HfModelFiles& files) {
-    return read_hf_bert_tensors(files, bert_config_from_hf(files.config));
-  };
+  s.hf = hf_mapping(name, architecture, &bert_config_from_hf, &bert_config_to_hf, &read_hf_bert_tensors, &sizes,
+                    &bert_model_config, bert_schema());
   s.hf.write_tensors = write_hf_bert_tensors;
-  s.hf.key_names = bert_schema().hf_key_names();
   s.hf.key_names.emplace_back("model.num_labels", "num_labels");
   return s;
 }

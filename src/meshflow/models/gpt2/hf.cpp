@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 #include <type_traits>
+#include <utility>
 
 #include "meshflow/io/safetensors.h"
 #include "meshflow/models/gpt2/model.h"
@@ -16,12 +17,10 @@ using json = nlohmann::ordered_json;
 
 namespace {
 
-bool starts_with(const std::string& s, const std::string& prefix) { return s.compare(0, prefix.size(), prefix) == 0; }
-
 // "transformer.h.<digits>.<rest>" -> <rest>; "" for other names.
 std::string block_suffix(const std::string& name) {
   const std::string h = "transformer.h.";
-  if (!starts_with(name, h)) return "";
+  if (!name.starts_with(h)) return "";
   size_t i = h.size();
   while (i < name.size() && std::isdigit(static_cast<unsigned char>(name[i]))) ++i;
   if (i == h.size() || i >= name.size() || name[i] != '.') return "";
@@ -66,15 +65,7 @@ Gpt2Config gpt2_config_from_hf(const std::string& path) {
   Gpt2Config c;
   read_hf_fields(gpt2_schema(), j, path, c);
   if (!j.contains("n_positions")) c.max_seq_length = get("n_ctx", c.max_seq_length);
-  MF_CHECK(c.vocab_size > 0 && c.max_seq_length > 0 && c.hidden_size > 0 && c.num_layers > 0 && c.num_attention_heads > 0 &&
-               c.ffn_hidden_size >= 0,
-           path, ": sizes must be positive (vocab_size ", c.vocab_size, ", n_positions ", c.max_seq_length, ", n_embd ",
-           c.hidden_size, ", n_layer ", c.num_layers, ", n_head ", c.num_attention_heads, ", n_inner ", c.ffn_hidden_size, ")");
-  MF_CHECK(c.hidden_size % c.num_attention_heads == 0, path, ": n_embd ", c.hidden_size, " is not divisible by n_head ",
-           c.num_attention_heads);
-  for (double p : {c.embedding_dropout_prob, c.attention_dropout_prob, c.output_dropout_prob})
-    MF_CHECK(p >= 0.0 && p < 1.0, path, ": dropout probabilities must be in [0, 1), got ", p);
-  return c;
+  return validated(std::move(c), path);
 }
 
 std::string gpt2_config_to_hf(const Gpt2Config& c, DType dtype) {
@@ -104,7 +95,7 @@ nn::NamedTensors read_hf_gpt2_tensors(const io::HfModelFiles& files) {
         lm_head_file = file;
         continue;
       }
-      const std::string name = starts_with(raw, "transformer.") ? raw : "transformer." + raw;
+      const std::string name = raw.starts_with("transformer.") ? raw : "transformer." + raw;
       const std::string rest = block_suffix(name);
       if (rest == "attn.bias" || rest == "attn.masked_bias") continue;  // the causal mask, not a parameter
       MF_CHECK(is_gpt2_parameter_name(name), file, ": unknown tensor '", raw, "' (not a GPT-2 parameter or buffer)");

@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 #include <set>
+#include <utility>
 
 #include "meshflow/io/safetensors.h"
 #include "meshflow/models/gpt_neox/model.h"
@@ -11,38 +12,20 @@ namespace mf::models {
 
 using json = nlohmann::ordered_json;
 
-namespace {
-
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
-template <class T>
-T get(const json& j, const std::string& path, const char* key, T fallback) {
-  return io::json_get(j, path, key, fallback);
-}
-
-}  // namespace
-
 GptNeoxConfig gpt_neox_config_from_hf(const std::string& path) {
   const json j = io::read_json_file(path);
   MF_CHECK(j.is_object(), path, ": not a JSON object");
-  const std::string type = get(j, path, "model_type", std::string("gpt_neox"));
+  const std::string type = io::json_get(j, path, "model_type", std::string("gpt_neox"));
   MF_CHECK(type == "gpt_neox", path, ": model_type '", type, "' is not gpt_neox");
-  const std::string act = get(j, path, "hidden_act", std::string("gelu"));
+  const std::string act = io::json_get(j, path, "hidden_act", std::string("gelu"));
   MF_CHECK(act == "gelu", path, ": hidden_act '", act, "' is not supported (meshflow's GPT-NeoX uses gelu)");
-  MF_CHECK(get(j, path, "attention_bias", true), path, ": attention_bias false is not supported");
+  MF_CHECK(io::json_get(j, path, "attention_bias", true), path, ": attention_bias false is not supported");
   MF_CHECK(!j.contains("rope_scaling") || j["rope_scaling"].is_null(), path, ": rope_scaling is not supported");
   GptNeoxConfig c;
   read_hf_fields(gpt_neox_schema(), j, path, c);
-  if (!j.contains("rotary_pct")) c.rotary_pct = get(j, path, "partial_rotary_factor", c.rotary_pct);  // newer files
-  if (!j.contains("rotary_emb_base")) c.rope_theta = get(j, path, "rope_theta", c.rope_theta);
-  try {
-    c.validate();
-  } catch (const Error& e) {
-    MF_THROW(path, ": ", e.what());
-  }
-  return c;
+  if (!j.contains("rotary_pct")) c.rotary_pct = io::json_get(j, path, "partial_rotary_factor", c.rotary_pct);  // newer files
+  if (!j.contains("rotary_emb_base")) c.rope_theta = io::json_get(j, path, "rope_theta", c.rope_theta);
+  return validated(std::move(c), path);
 }
 
 std::string gpt_neox_config_to_hf(const GptNeoxConfig& c, DType dtype) {
@@ -61,8 +44,8 @@ nn::NamedTensors read_hf_gpt_neox_tensors(const io::HfModelFiles& files, const G
   for (const std::string& file : files.weights) {
     for (auto& [name, t] : io::load_safetensors(file).tensors) {
       // Buffers of older files: the causal mask, its fill value, the rotary frequencies.
-      if (ends_with(name, ".attention.bias") || ends_with(name, ".attention.masked_bias") ||
-          ends_with(name, "rotary_emb.inv_freq"))
+      if (name.ends_with(".attention.bias") || name.ends_with(".attention.masked_bias") ||
+          name.ends_with("rotary_emb.inv_freq"))
         continue;
       MF_CHECK(names.count(name), file, ": unknown tensor '", name, "' (not a parameter of ", gpt_neox_describe(c), ")");
       out.emplace_back(name, t);

@@ -35,14 +35,8 @@ ModelSpec spec() {
       "GPT-NeoX", "the head count and the rotary share do", &sizes,
       [](const GptNeoxConfig&) { return std::string("gpt_neox.embed_in.weight"); },
       &gpt_neox_model_config);
-  s.hf.model_type = "gpt_neox";
-  s.hf.architecture = "GPTNeoXForCausalLM";
-  s.hf.read_config = [](const std::string& path) { return gpt_neox_model_config(gpt_neox_config_from_hf(path)); };
-  s.hf.write_config = [](const Config& c, DType dtype) { return gpt_neox_config_to_hf(sizes(c), dtype); };
-  s.hf.read_tensors = [](const io::HfModelFiles& files) {
-    return read_hf_gpt_neox_tensors(files, gpt_neox_config_from_hf(files.config));
-  };
-  s.hf.key_names = gpt_neox_schema().hf_key_names();
+  s.hf = hf_mapping("gpt_neox", "GPTNeoXForCausalLM", &gpt_neox_config_from_hf, &gpt_neox_config_to_hf,
+                    &read_hf_gpt_neox_tensors, &sizes, &gpt_neox_model_config, gpt_neox_schema());
   return s;
 }
 

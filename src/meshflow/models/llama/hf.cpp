@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 #include <type_traits>
+#include <utility>
 
 #include "meshflow/io/safetensors.h"
 #include "meshflow/models/llama/model.h"
@@ -15,41 +16,31 @@ using json = nlohmann::ordered_json;
 
 namespace {
 
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
-// j[key], `fallback` when absent or null; throws naming the file and the key for a wrong type.
-template <class T>
-T get(const json& j, const std::string& path, const char* key, T fallback) {
-  return io::json_get(j, path, key, fallback);
-}
-
 void read_rope_scaling(const json& j, const std::string& path, LlamaConfig& c) {
   if (!j.contains("rope_scaling") || j["rope_scaling"].is_null()) return;
   const json& r = j["rope_scaling"];
   MF_CHECK(r.is_object(), path, ": \"rope_scaling\" must be an object or null");
-  const std::string type = get(r, path, "rope_type", get(r, path, "type", std::string()));
+  const std::string type = io::json_get(r, path, "rope_type", io::json_get(r, path, "type", std::string()));
   MF_CHECK(type == "llama3" || type == "default", path, ": rope_scaling type '", type,
            "' is not supported (meshflow computes \"llama3\" and \"default\")");
   if (type == "default") return;
   c.llama3_rope = true;
-  c.rope_scaling.factor = get(r, path, "factor", 8.0);
-  c.rope_scaling.low_freq_factor = get(r, path, "low_freq_factor", 1.0);
-  c.rope_scaling.high_freq_factor = get(r, path, "high_freq_factor", 4.0);
-  c.rope_scaling.original_max_position_embeddings = get(r, path, "original_max_position_embeddings", int64_t{8192});
+  c.rope_scaling.factor = io::json_get(r, path, "factor", 8.0);
+  c.rope_scaling.low_freq_factor = io::json_get(r, path, "low_freq_factor", 1.0);
+  c.rope_scaling.high_freq_factor = io::json_get(r, path, "high_freq_factor", 4.0);
+  c.rope_scaling.original_max_position_embeddings = io::json_get(r, path, "original_max_position_embeddings", int64_t{8192});
 }
 
 // What meshflow's Llama does not compute, per class.
 void check_supported(const json& j, const std::string& path, LlamaVariant v) {
-  const std::string act = get(j, path, "hidden_act", std::string("silu"));
+  const std::string act = io::json_get(j, path, "hidden_act", std::string("silu"));
   MF_CHECK(act == "silu", path, ": hidden_act '", act, "' is not supported (meshflow's Llama uses silu)");
-  MF_CHECK(!get(j, path, "mlp_bias", false), path, ": mlp_bias true is not supported");
+  MF_CHECK(!io::json_get(j, path, "mlp_bias", false), path, ": mlp_bias true is not supported");
   if (v == LlamaVariant::kLlama)
-    MF_CHECK(!get(j, path, "attention_bias", false), path,
+    MF_CHECK(!io::json_get(j, path, "attention_bias", false), path,
              ": attention_bias true (biases on q, k, v and o) is not supported");
   if (v == LlamaVariant::kQwen2)
-    MF_CHECK(!get(j, path, "use_sliding_window", false), path,
+    MF_CHECK(!io::json_get(j, path, "use_sliding_window", false), path,
              ": use_sliding_window true (Qwen2's per-layer windows) is not supported");
 }
 
@@ -58,7 +49,7 @@ void check_supported(const json& j, const std::string& path, LlamaVariant v) {
 LlamaConfig llama_config_from_hf(const std::string& path) {
   const json j = io::read_json_file(path);
   MF_CHECK(j.is_object(), path, ": not a JSON object");
-  const std::string type = get(j, path, "model_type", std::string("llama"));
+  const std::string type = io::json_get(j, path, "model_type", std::string("llama"));
   LlamaConfig c;
   if (type == "qwen2") {
     c.variant = LlamaVariant::kQwen2;
@@ -72,13 +63,8 @@ LlamaConfig llama_config_from_hf(const std::string& path) {
   read_hf_fields(llama_schema(), j, path, c);
   if (c.head_dim == c.hidden_size / c.num_attention_heads) c.head_dim = 0;
   read_rope_scaling(j, path, c);
-  if (c.variant == LlamaVariant::kMistral) c.sliding_window = get(j, path, "sliding_window", int64_t{0});
-  try {
-    c.validate();
-  } catch (const Error& e) {
-    MF_THROW(path, ": ", e.what());
-  }
-  return c;
+  if (c.variant == LlamaVariant::kMistral) c.sliding_window = io::json_get(j, path, "sliding_window", int64_t{0});
+  return validated(std::move(c), path);
 }
 
 std::string llama_config_to_hf(const LlamaConfig& c, DType dtype) {
@@ -116,7 +102,7 @@ nn::NamedTensors read_hf_llama_tensors(const io::HfModelFiles& files, const Llam
   std::string lm_head_file;
   for (const std::string& file : files.weights) {
     for (auto& [name, t] : io::load_safetensors(file).tensors) {
-      if (ends_with(name, "rotary_emb.inv_freq")) continue;  // a buffer, recomputed from rope_theta
+      if (name.ends_with("rotary_emb.inv_freq")) continue;  // a buffer, recomputed from rope_theta
       if (c.tie_word_embeddings && name == "lm_head.weight") {
         lm_head = t;
         lm_head_file = file;

@@ -42,14 +42,8 @@ ModelSpec spec(const char* name, const char* hf_type, const char* architecture) 
       "Llama-family", "the head counts do", &sizes,
       [](const LlamaConfig&) { return std::string("model.embed_tokens.weight"); },
       &llama_model_config);
-  s.hf.model_type = hf_type;
-  s.hf.architecture = architecture;
-  s.hf.read_config = [](const std::string& path) { return llama_model_config(llama_config_from_hf(path)); };
-  s.hf.write_config = [](const Config& c, DType dtype) { return llama_config_to_hf(sizes(c), dtype); };
-  s.hf.read_tensors = [](const io::HfModelFiles& files) {
-    return read_hf_llama_tensors(files, llama_config_from_hf(files.config));
-  };
-  s.hf.key_names = llama_schema().hf_key_names();
+  s.hf = hf_mapping(hf_type, architecture, &llama_config_from_hf, &llama_config_to_hf, &read_hf_llama_tensors, &sizes,
+                    &llama_model_config, llama_schema());
   s.hf.key_names.insert(s.hf.key_names.end(),
                         {{"model.rope_scaling.type", "rope_scaling.rope_type"},
                          {"model.rope_scaling.factor", "rope_scaling.factor"},

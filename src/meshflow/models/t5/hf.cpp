@@ -4,6 +4,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <utility>
 
 #include "meshflow/io/safetensors.h"
 #include "meshflow/models/t5/model.h"
@@ -41,12 +42,7 @@ T5Config t5_config_from_hf(const std::string& path) {
   const int64_t start = io::json_get(j, path, "decoder_start_token_id", c.pad_token_id);
   MF_CHECK(start == c.pad_token_id, path, ": decoder_start_token_id ", start, " differs from pad_token_id ", c.pad_token_id,
            " (meshflow's T5 starts the decoder with the padding id)");
-  try {
-    c.validate();
-  } catch (const Error& e) {
-    MF_THROW(path, ": ", e.what());
-  }
-  return c;
+  return validated(std::move(c), path);
 }
 
 std::string t5_config_to_hf(const T5Config& c, DType dtype) {

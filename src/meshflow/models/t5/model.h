@@ -18,58 +18,26 @@
 //
 // Written once, on global tensors: q, k, v and the MLP's input projections split their output
 // features (whole heads), o and wo their input features; the shared embedding and lm_head split
-// the vocabulary. Attention is computed unfused (scores, bias, mask, softmax, dropout, values) so
-// the bias reaches its table's gradient.
+// the vocabulary. The blocks are the shared layers::TransformerBlock (t5_block_spec); the bias
+// tables layers/position_bias.h's.
 #pragma once
 #include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
-#include "meshflow/layers/layers.h"
+#include "meshflow/layers/block.h"
 #include "meshflow/models/model.h"
 #include "meshflow/models/t5/config.h"
 
 namespace mf::models {
 
-// T5's relative position buckets of (query, key) distances (Hugging Face's
-// _relative_position_bucket, its float32 logarithm included): (Tq, Tk) i64 on the host.
-Tensor t5_relative_buckets(int64_t tq, int64_t tk, bool bidirectional, int64_t num_buckets, int64_t max_distance);
-
-class T5Attention : public nn::Module {
- public:
-  T5Attention(const T5Config& c, const layers::Place& place);
-  // x (B, Tq, C) attends to kv (B, Tk, C); bias (H, Tq, Tk) or undefined; masked: a local bool
-  // broadcastable to (B, 1, Tq, Tk), true = hidden (undefined: none). recompute: checkpoint the
-  // core, from q, k, v to the output.
-  GlobalTensor forward(const GlobalTensor& x, const GlobalTensor& kv, const GlobalTensor& bias, const Tensor& masked,
-                       bool recompute) const;
-  // Registers its stack's bias table here (block 0 holds it as relative_attention_bias).
-  void hold_table(std::shared_ptr<layers::Embedding> table) { register_module("relative_attention_bias", std::move(table)); }
-
- private:
-  T5Config c_;
-  std::shared_ptr<layers::Linear> q_, k_, v_, o_;
-};
-
-class T5Block : public nn::Module {
- public:
-  T5Block(const T5Config& c, const layers::Place& place, bool decoder);
-  // x (B, T, C) -> (B, T, C). Encoder: self-attention (bias, masked). Decoder: also
-  // cross-attention to enc (B, T_enc, C) hiding enc_masked.
-  GlobalTensor forward(const GlobalTensor& x, const GlobalTensor& bias, const Tensor& masked, const GlobalTensor& enc,
-                       const Tensor& enc_masked, bool recompute_attention) const;
-  T5Attention& self_attention() const { return *self_; }
-
- private:
-  GlobalTensor mlp(const GlobalTensor& x) const;
-
-  T5Config c_;
-  bool decoder_;
-  std::shared_ptr<T5Attention> self_, cross_;
-  std::shared_ptr<layers::RMSNorm> self_norm_, cross_norm_, mlp_norm_;
-  std::shared_ptr<layers::Linear> wi_, wi_1_, wo_;  // wi_: wi (relu) or wi_0 (gated)
-};
+// A T5 block as the shared block's spec (layers/block.h): pre-norm with T5's RMS norm, attention
+// without 1/sqrt(d) scaling nor biases (the relative position bias comes as an input), in the
+// decoder cross-attention to the encoder's output, a ReLU or gated-GELU MLP with dropout on its
+// hidden features; Hugging Face's names (layer.0.SelfAttention.q, layer.1.EncDecAttention.q,
+// layer.{1,2}.DenseReluDense.wi, layer.{0,1,2}.layer_norm).
+layers::BlockSpec t5_block_spec(const T5Config& c, bool decoder);
 
 class T5Model : public Model {
  public:
@@ -122,7 +90,7 @@ class T5Model : public Model {
 
   T5Config c_;
   std::shared_ptr<layers::Embedding> shared_, lm_head_, enc_table_, dec_table_;
-  std::vector<std::shared_ptr<T5Block>> blocks_;  // by layer (shape-only where another rank holds it)
+  std::vector<std::shared_ptr<layers::TransformerBlock>> blocks_;  // by layer (shape-only where another rank holds it)
   std::shared_ptr<layers::RMSNorm> enc_final_norm_, dec_final_norm_;
 };
 

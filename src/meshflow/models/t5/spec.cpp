@@ -53,12 +53,8 @@ ModelSpec spec(const char* name, const char* architecture) {
       "T5", "the head count and the bucket sizes do", &sizes,
       [](const T5Config&) { return std::string("shared.weight"); },
       &t5_model_config);
-  s.hf.model_type = name;
-  s.hf.architecture = architecture;
-  s.hf.read_config = [](const std::string& path) { return t5_model_config(t5_config_from_hf(path)); };
-  s.hf.write_config = [](const Config& c, DType dtype) { return t5_config_to_hf(sizes(c), dtype); };
-  s.hf.read_tensors = [](const io::HfModelFiles& files) { return read_hf_t5_tensors(files, t5_config_from_hf(files.config)); };
-  s.hf.key_names = t5_schema().hf_key_names();
+  s.hf = hf_mapping(name, architecture, &t5_config_from_hf, &t5_config_to_hf, &read_hf_t5_tensors, &sizes,
+                    &t5_model_config, t5_schema());
   s.hf.key_names.emplace_back("model.feed_forward_proj", "feed_forward_proj");
   return s;
 }

@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 #include <set>
+#include <utility>
 
 #include "meshflow/io/safetensors.h"
 #include "meshflow/models/vit/model.h"
@@ -24,12 +25,7 @@ VitConfig vit_config_from_hf(const std::string& path) {
   c.num_labels = j.contains("id2label") && j["id2label"].is_object() ? static_cast<int64_t>(j["id2label"].size())
                                                                       : io::json_get(j, path, "num_labels", 2);
   c.embedding_dropout_prob = c.output_dropout_prob;  // hidden_dropout_prob
-  try {
-    c.validate();
-  } catch (const Error& e) {
-    MF_THROW(path, ": ", e.what());
-  }
-  return c;
+  return validated(std::move(c), path);
 }
 
 std::string vit_config_to_hf(const VitConfig& c, DType dtype) {

@@ -9,10 +9,6 @@ namespace mf::models {
 
 namespace {
 
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 // PyTorch's cubic convolution weights (A = -0.75) of the 4 taps around a source position.
 void cubic_weights(double t, double w[4]) {
   const double A = -0.75;
@@ -108,8 +104,8 @@ void VitModel::init_weights(uint64_t seed) {
     Tensor t = p.piece;
     const bool norm = p.name.find("layernorm") != std::string::npos;
     if (norm)
-      fill_(t, ends_with(p.name, ".weight") ? 1.0 : 0.0);
-    else if (ends_with(p.name, "bias"))
+      fill_(t, p.name.ends_with(".weight") ? 1.0 : 0.0);
+    else if (p.name.ends_with("bias"))
       fill_(t, 0.0);
     else
       nn::normal_piece_(p, c_.initializer_range, g);
@@ -153,8 +149,7 @@ GlobalTensor VitModel::run_layer(int64_t layer, const GlobalTensor& x, const Bat
 }
 
 std::optional<CheckpointGranularity> VitModel::recomputation(int64_t layer) const {
-  if (!c_.settings.recomputes(layer, c_.num_layers)) return std::nullopt;
-  return c_.settings.granularity;
+  return c_.settings.recomputation(layer, c_.num_layers);
 }
 
 GlobalTensor VitModel::classify(const GlobalTensor& hidden) const {

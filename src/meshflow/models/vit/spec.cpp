@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "meshflow/models/vit/hf.h"
+#include "meshflow/models/spec_builder.h"
 #include "meshflow/models/vit/model.h"
 
 namespace mf::models::vit {
@@ -60,12 +61,8 @@ ModelSpec vit_spec() {
   s.describe = [](const Config& c) { return vit_describe(sizes(c)); };
   s.checkpoint_config = checkpoint_config;
   s.adapt_weights = adapt_weights;
-  s.hf.model_type = "vit";
-  s.hf.architecture = "ViTForImageClassification";
-  s.hf.read_config = [](const std::string& path) { return vit_model_config(vit_config_from_hf(path)); };
-  s.hf.write_config = [](const Config& c, DType dtype) { return vit_config_to_hf(sizes(c), dtype); };
-  s.hf.read_tensors = [](const io::HfModelFiles& files) { return read_hf_vit_tensors(files, vit_config_from_hf(files.config)); };
-  s.hf.key_names = vit_schema().hf_key_names();
+  s.hf = hf_mapping("vit", "ViTForImageClassification", &vit_config_from_hf, &vit_config_to_hf, &read_hf_vit_tensors,
+                    &sizes, &vit_model_config, vit_schema());
   s.hf.key_names.emplace_back("model.num_labels", "num_labels");
   return s;
 }
