@@ -98,6 +98,33 @@ TEST(PlanModelCosts, BertsHeadProjectsTheMaskedPositionsOnly) {
   EXPECT_DOUBLE_EQ(model_costs(gpt2_config()).head_token_share, 1.0);
 }
 
+// T5's head projects the decoder's positions only, and its eager attention keeps its
+// probabilities: the scores (heads x keys per token, two with attention dropout) and the relative
+// position bias with its ids, which a layer's backward makes gradients of.
+TEST(PlanModelCosts, T5sHeadAndEagerAttention) {
+  const mf::Config c = mf::Config::load(std::string(MESHFLOW_SOURCE_DIR) + "/configs/t5/tiny.yaml", {});
+  const ModelCosts m = model_costs(c);
+  const double te = static_cast<double>(m.seq), td = static_cast<double>(c.get_int("model.decoder_seq_length"));
+  const double heads = static_cast<double>(c.get_int("model.num_attention_heads"));
+  EXPECT_DOUBLE_EQ(m.head_token_share, td / te);
+  const mf::models::LayerActivations& enc = m.layer_acts.front();
+  const mf::models::LayerActivations& dec = m.layer_acts.back();
+  EXPECT_DOUBLE_EQ(enc.scores, heads * te);
+  EXPECT_DOUBLE_EQ(enc.core, 2 * heads * te);  // the softmax's output and the dropout's
+  EXPECT_DOUBLE_EQ(dec.scores, heads * (td + te) * td / te);  // self- and cross-attention, per encoder token
+  EXPECT_DOUBLE_EQ(enc.bias_bytes, 4 * heads * te * te);
+  EXPECT_DOUBLE_EQ(dec.bias_ids_bytes, 8 * td * td);
+  // A layer's scores are kept (the split region, / tp) and their gradients are its backward's work.
+  ModelCosts none = m;
+  for (mf::models::LayerActivations& a : none.layer_acts) a = {a.sequence, a.gathered, a.split - a.core, 0, 0, 0, 0};
+  Layout l;
+  l.micro_batch = 2;
+  l.accumulation = 1;
+  const std::vector<std::pair<int64_t, int64_t>> one_stage{{0, m.layers}};
+  EXPECT_GT(estimate_memory(m, l, one_stage).kept, estimate_memory(none, l, one_stage).kept);
+  EXPECT_GT(estimate_memory(m, l, one_stage).peak, estimate_memory(none, l, one_stage).peak);
+}
+
 TEST(PlanTime, EveryModelsPlansAreFiniteAndBelowThePeak) {
   for (const char* family : {"gpt2", "llama", "gpt_neox", "bert", "t5", "vit"}) {
     SCOPED_TRACE(family);

@@ -129,11 +129,14 @@ MemoryEstimate estimate_memory(const ModelCosts& m, const Layout& l, const std::
     const bool first = s == 0, last = s == l.pp() - 1;
     // ---- model state, and what each chunk's layers keep per micro-batch (bytes, in layer order)
     double elems = 0, largest_layer = 0, remade = 0;  // remade: the most a layer's full recomputation makes
+    double most_work = 0;                              // the most a layer's LayerBytes::work
     struct LayerBytes {
       double kept = 0;        // what backward keeps per micro-batch
       bool recomputed = false;
       double grads = 0;       // its parameters' gradients
       double remade = 0;      // its activations made again (full recomputation)
+      double work = 0;        // its own backward's: an eager attention's score gradients, and
+                              // under selective recomputation the core made again
     };
     std::vector<std::vector<LayerBytes>> chunk_layers(static_cast<size_t>(l.virtual_stages));
     for (int64_t k = 0; k < l.virtual_stages; ++k) {
@@ -143,10 +146,19 @@ MemoryEstimate estimate_memory(const ModelCosts& m, const Layout& l, const std::
         elems += p;
         largest_layer = std::max(largest_layer, p);
         const bool recomputed = l.recompute != Recompute::kNone && layer < l.recompute_layers;
-        const double kept = tokens * (layer_kept(m, l, layer, recomputed) * act_bytes + scores_kept(m, l, recomputed));
-        const double again = tokens * (layer_kept(m, l, layer, false) * act_bytes + scores_kept(m, l, false));
+        const LayerActivations& acts = m.layer_acts.at(static_cast<size_t>(layer));
+        // An attention bias: its ids kept (and the bias itself, a selective checkpoint's input),
+        // its gradient made in backward; under full recomputation both made again there.
+        const bool selective = recomputed && l.recompute == Recompute::kSelective, whole = recomputed && full;
+        const double bias_kept = whole ? 0.0 : acts.bias_ids_bytes + (selective ? acts.bias_bytes : 0.0);
+        const double kept = tokens * (layer_kept(m, l, layer, recomputed) * act_bytes + scores_kept(m, l, recomputed)) + bias_kept;
+        const double again =
+            tokens * (layer_kept(m, l, layer, false) * act_bytes + scores_kept(m, l, false)) + acts.bias_ids_bytes + acts.bias_bytes;
         remade = std::max(remade, again);
-        chunk_layers[static_cast<size_t>(k)].push_back({kept, recomputed, p * pbytes, again});
+        double work = tokens * 2 * acts.scores / tp * act_bytes + acts.bias_bytes;
+        if (selective) work += tokens * acts.core / tp * act_bytes;
+        most_work = std::max(most_work, work);
+        chunk_layers[static_cast<size_t>(k)].push_back({kept, recomputed, p * pbytes, again, work});
       }
     }
     double head_unit = 0;  // the parameters the head uses (ZeRO-3 gathers them as a unit)
@@ -234,7 +246,7 @@ MemoryEstimate estimate_memory(const ModelCosts& m, const Layout& l, const std::
       }
       const auto& layers = chunk_layers[static_cast<size_t>(st.chunk)];
       for (auto it = layers.rbegin(); it != layers.rend(); ++it) {
-        candidate(grad_work + (it->recomputed && full ? it->remade : 0.0) + packs * it->grads);
+        candidate(grad_work + it->work + (it->recomputed && full ? it->remade : 0.0) + packs * it->grads);
         held -= it->kept;
         made(it->grads);
       }
@@ -250,7 +262,7 @@ MemoryEstimate estimate_memory(const ModelCosts& m, const Layout& l, const std::
         candidate((into_grad ? 0.0 : table_bytes) + pack + gathered);
       }
     }
-    const double layer_work = grad_work + (full ? remade : 0.0);
+    const double layer_work = grad_work + most_work + (full ? remade : 0.0);
     e.kept = kept_at;
     e.workspace = work_at;
     e.peak = held_state + dynamic;

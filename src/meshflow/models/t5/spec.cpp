@@ -33,21 +33,41 @@ ModelSpec spec(const char* name, const char* architecture) {
   s.layer_activations = [](const Config& c, int64_t layer, int64_t seq_len) {
     // Per encoder token (the planner's sequence). An encoder block keeps its input and
     // post-attention residual with the RMSNorms' statistics (sequence), the norm outputs
-    // (gathered), q, k, v, the attention output and log-sum-exp, the MLP's hidden states — ReLU:
-    // wi's output and its activation; gated GELU: both projections, the GELU and their product
-    // (split). A decoder block keeps the same at the decoder's length (decoder_seq_length per
-    // encoder position) and its cross-attention's residual, norm output, q, output and
-    // log-sum-exp there, and k, v of the encoder's output at the encoder's length.
+    // (gathered), q, k, v, the attention output, the MLP's hidden states — ReLU: wi's output and
+    // its activation; gated GELU: both projections, the GELU and their product (split) — and
+    // its eager attention's probabilities per key (softmax's output, and the dropout's when the
+    // attention has dropout: the attention core's own). A decoder block keeps the same at the
+    // decoder's length (decoder_seq_length per encoder position) and its cross-attention's
+    // residual, norm output, q, output and probabilities there, and k, v of the encoder's output
+    // at the encoder's length.
     const T5Config t = sizes(c);
     const double C = static_cast<double>(t.hidden_size), I = static_cast<double>(t.inner_dim());
     const double F = static_cast<double>(t.ffn_hidden_size) * (t.gated_gelu ? 4 : 2);
-    const double heads = static_cast<double>(t.num_attention_heads);
-    if (layer < t.num_layers) return LayerActivations{2 * C + 2, 2 * C, 4 * I + F + heads, heads};
-    const double r = static_cast<double>(t.decoder_seq_length) / static_cast<double>(seq_len);
+    const double heads = static_cast<double>(t.num_attention_heads), te = static_cast<double>(seq_len);
+    const double td = static_cast<double>(t.decoder_seq_length), r = td / te;
+    const double per_score = t.attention_dropout_prob > 0 ? 2 : 1;
+    // The relative position bias (f32: the table as computed) and its i64 bucket ids, per stack.
+    auto with_bias = [&](LayerActivations a, double t) {
+      a.bias_bytes = 4 * heads * t * t;
+      a.bias_ids_bytes = 8 * t * t;
+      return a;
+    };
+    if (layer < t.num_layers) {
+      const double scores = per_score * heads * te;
+      return with_bias({2 * C + 2, 2 * C, 4 * I + F + scores, scores, scores / per_score}, te);
+    }
+    // The decoder's self-attention over td keys and its cross-attention over te, per decoder
+    // token, r decoder tokens per encoder token.
+    const double scores = per_score * heads * (td + te) * r;
     // The stream between decoder blocks is the encoder's output and the decoder's hidden state
     // side by side (T5Model::run_layer): a block's input is held whole (its encoder part is the
     // cross-attention's k and v input), then its residuals and statistics at the decoder's length.
-    return LayerActivations{(1 + r) * C + (2 * C + 3) * r, 3 * C * r, (6 * I + F + 2 * heads) * r + 2 * I, 2 * heads * r};
+    return with_bias({(1 + r) * C + (2 * C + 3) * r, 3 * C * r, (6 * I + F) * r + 2 * I + scores, scores, scores / per_score},
+                     td);
+  };
+  // The loss head projects the decoder's positions: decoder_seq_length per encoder sequence.
+  s.head_token_share = [](const Config& c, int64_t seq_len) {
+    return static_cast<double>(sizes(c).decoder_seq_length) / static_cast<double>(seq_len);
   };
   s.checkpoint_config = checkpoint_config_from_run<T5Config>(
       "T5", "the head count and the bucket sizes do", &sizes,
