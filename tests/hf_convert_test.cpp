@@ -20,6 +20,7 @@
 #include "meshflow/models/gpt2/model.h"
 #include "meshflow/models/gpt_neox/hf.h"
 #include "meshflow/models/gpt_neox/model.h"
+#include "meshflow/models/hf_weights.h"
 #include "meshflow/models/llama/hf.h"
 #include "meshflow/models/llama/model.h"
 #include "meshflow/models/t5/hf.h"
@@ -214,6 +215,38 @@ class HfConvert : public ::testing::Test {
   }
   fs::path dir_;
 };
+
+// The weight files' reader every family shares: renamed and dropped tensors, an unknown one, a
+// tied copy equal to its parameter (dropped), differing (refused), or standing for it.
+TEST_F(HfConvert, WeightRulesRenameDropAndCheckTiedCopies) {
+  auto f32 = [](const std::string& name, float a, float b) {
+    std::string bytes(8, '\0');
+    std::memcpy(bytes.data(), &a, 4);
+    std::memcpy(bytes.data() + 4, &b, 4);
+    return RawTensor{name, "F32", {2}, bytes};
+  };
+  mf::models::HfWeightRules r;
+  r.rename = [](const std::string& n) { return n == "buffer" ? std::string() : n.starts_with("old.") ? n.substr(4) : n; };
+  r.known = [](const std::string& n) { return n == "table" || n == "norm"; };
+  r.tied["head"] = {"table", ""};
+  r.model = "a toy";
+  auto read = [&](const std::string& name, const std::vector<RawTensor>& ts) {
+    return mf::models::read_hf_weights({"", {hf_dir(name, ts, "") + "/model.safetensors"}, ""}, r);
+  };
+  const mf::nn::NamedTensors ok = read("ok", {f32("old.table", 1, 2), f32("buffer", 0, 0), f32("norm", 3, 4), f32("head", 1, 2)});
+  ASSERT_EQ(ok.size(), 2u);
+  EXPECT_EQ(ok[0].first, "table");
+  EXPECT_EQ(ok[1].first, "norm");
+  EXPECT_EQ(ok[0].second.to_vector<float>(), std::vector<float>({1, 2}));
+  MFT_EXPECT_ERROR(read("unknown", {f32("table", 1, 2), f32("other", 0, 0)}), "model.safetensors", "unknown tensor 'other'",
+                   "not a parameter of a toy");
+  MFT_EXPECT_ERROR(read("untied", {f32("table", 1, 2), f32("head", 1, 3)}), "model.safetensors", "head",
+                   "differs from table, to which Hugging Face ties it");
+  const mf::nn::NamedTensors alias = read("alias", {f32("norm", 3, 4), f32("head", 5, 6)});
+  ASSERT_EQ(alias.size(), 2u);
+  EXPECT_EQ(alias[1].first, "table");
+  EXPECT_EQ(alias[1].second.to_vector<float>(), std::vector<float>({5, 6}));
+}
 
 TEST_F(HfConvert, ParameterShapesAreTheModels) {
   for (int64_t ffn : {0, 48}) {

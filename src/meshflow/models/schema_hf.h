@@ -5,11 +5,22 @@
 #include <nlohmann/json.hpp>
 
 #include <string>
+#include <vector>
 
 #include "meshflow/io/hf_files.h"
 #include "meshflow/models/schema.h"
 
 namespace mf::models {
+
+// config.json at `path`: a JSON object whose model_type (absent: the first of `types`) is one of
+// `types`, which *type receives. Throws naming the file.
+nlohmann::ordered_json read_hf_config(const std::string& path, const std::vector<std::string>& types,
+                                      std::string* type = nullptr);
+
+// j[key] (absent: allowed[0]), a string, one of `allowed`; else throws "<path>: <key> '<value>' is
+// not supported (<why>)".
+std::string require_hf_string(const nlohmann::ordered_json& j, const std::string& path, const char* key,
+                              const std::vector<std::string>& allowed, const std::string& why);
 
 // c after c.validate(), whose message names the config.json it was read from.
 template <class C>

@@ -1,26 +1,16 @@
 #include "meshflow/models/bert/hf.h"
 
-#include <cstring>
-#include <map>
 #include <nlohmann/json.hpp>
-#include <set>
 #include <utility>
 
 #include "meshflow/io/safetensors.h"
 #include "meshflow/models/bert/model.h"
+#include "meshflow/models/hf_weights.h"
 #include "meshflow/models/schema_hf.h"
 
 namespace mf::models {
 
 using json = nlohmann::ordered_json;
-
-namespace {
-
-bool same_bytes(const Tensor& a, const Tensor& b) {
-  return a.shape() == b.shape() && a.dtype() == b.dtype() && std::memcmp(a.raw_data(), b.raw_data(), a.nbytes()) == 0;
-}
-
-}  // namespace
 
 const char* bert_architecture(const BertConfig& c) {
   if (c.variant == BertVariant::kRoberta)
@@ -30,20 +20,16 @@ const char* bert_architecture(const BertConfig& c) {
 }
 
 BertConfig bert_config_from_hf(const std::string& path) {
-  const json j = io::read_json_file(path);
-  MF_CHECK(j.is_object(), path, ": not a JSON object");
-  const std::string type = io::json_get(j, path, "model_type", std::string("bert"));
-  MF_CHECK(type == "bert" || type == "roberta", path, ": model_type '", type, "' is not one of bert, roberta");
+  std::string type;
+  const json j = read_hf_config(path, {"bert", "roberta"}, &type);
   BertConfig c;
   c.variant = type == "roberta" ? BertVariant::kRoberta : BertVariant::kBert;
   std::string arch = c.variant == BertVariant::kRoberta ? "RobertaForMaskedLM" : "BertForPreTraining";
   if (j.contains("architectures") && j["architectures"].is_array() && !j["architectures"].empty() &&
       j["architectures"][0].is_string())
     arch = j["architectures"][0].get<std::string>();
-  const std::string act = io::json_get(j, path, "hidden_act", std::string("gelu"));
-  MF_CHECK(act == "gelu", path, ": hidden_act '", act, "' is not supported (meshflow's BERT uses gelu, the erf form)");
-  const std::string pos = io::json_get(j, path, "position_embedding_type", std::string("absolute"));
-  MF_CHECK(pos == "absolute", path, ": position_embedding_type '", pos, "' is not supported (absolute)");
+  require_hf_string(j, path, "hidden_act", {"gelu"}, "meshflow's BERT uses gelu, the erf form");
+  require_hf_string(j, path, "position_embedding_type", {"absolute"}, "absolute");
   MF_CHECK(arch != "RobertaForSequenceClassification", path,
            ": RobertaForSequenceClassification (its dense + tanh head on <s>) is not supported; "
            "RobertaForMaskedLM is");
@@ -91,49 +77,33 @@ std::string bert_config_to_hf(const BertConfig& c, DType dtype) {
 }
 
 nn::NamedTensors read_hf_bert_tensors(const io::HfModelFiles& files, const BertConfig& c) {
-  std::set<std::string> names;
-  for (const auto& [name, shape] : BertModel(c, ModelContext::shape_only()).parameter_shapes()) names.insert(name);
   const std::string p = c.prefix();
-  const std::string bias = c.variant == BertVariant::kRoberta ? "lm_head.bias" : "cls.predictions.bias";
-  const std::string decoder = c.variant == BertVariant::kRoberta ? "lm_head.decoder." : "cls.predictions.decoder.";
+  const bool roberta = c.variant == BertVariant::kRoberta;
+  const std::string decoder = roberta ? "lm_head.decoder." : "cls.predictions.decoder.";
+  HfWeightRules r;
+  r.known = parameter_of(BertModel(c, ModelContext::shape_only()));
   // Heads of the family's other tasks a file may carry (bert-base-uncased's BertForMaskedLM
   // holds the pooler and next-sentence weights; roberta-base a pooler).
   const std::vector<std::string> other_heads = {p + "pooler.", "cls.", "lm_head.", "classifier."};
-  nn::NamedTensors out;
-  std::map<std::string, std::pair<Tensor, std::string>> tied;  // decoder tensors and their file
-  for (const std::string& file : files.weights) {
-    for (auto& [stored, t] : io::load_safetensors(file).tensors) {
-      // The original checkpoints' LayerNorm names (bert-base-uncased's file), as Hugging Face reads them.
-      std::string name = stored;
-      if (name.ends_with("LayerNorm.gamma")) name = name.substr(0, name.size() - 5) + "weight";
-      if (name.ends_with("LayerNorm.beta")) name = name.substr(0, name.size() - 4) + "bias";
-      if (name.ends_with("embeddings.position_ids")) continue;  // a buffer
-      if (name.starts_with(decoder)) {
-        tied[name] = {t, file};
-        continue;
-      }
-      if (!names.count(name)) {
-        bool head = false;
-        for (const std::string& h : other_heads) head = head || name.starts_with(h);
-        MF_CHECK(head, file, ": unknown tensor '", name, "' (not a parameter of ", bert_describe(c), ")");
-        continue;
-      }
-      out.emplace_back(name, t);
-    }
-  }
-  auto find = [&](const std::string& name) -> const Tensor* {
-    for (const auto& [n, t] : out)
-      if (n == name) return &t;
-    return nullptr;
+  const bool classifies = c.task == BertTask::kClassification;
+  r.rename = [known = r.known, other_heads, decoder, classifies](const std::string& stored) {
+    // The original checkpoints' LayerNorm names (bert-base-uncased's file), as Hugging Face reads them.
+    std::string name = stored;
+    if (name.ends_with("LayerNorm.gamma")) name = name.substr(0, name.size() - 5) + "weight";
+    if (name.ends_with("LayerNorm.beta")) name = name.substr(0, name.size() - 4) + "bias";
+    if (name.ends_with("embeddings.position_ids")) return std::string();  // a buffer
+    if (known(name) || (!classifies && name.starts_with(decoder))) return name;
+    for (const std::string& h : other_heads)
+      if (name.starts_with(h)) return std::string();
+    return name;  // unknown: refused
   };
-  for (const auto& [name, tf] : tied) {  // tied copies: must be the tensors themselves
-    if (c.task == BertTask::kClassification) continue;
-    const std::string twin = name.ends_with(".weight") ? p + "embeddings.word_embeddings.weight" : bias;
-    const Tensor* t = find(twin);
-    MF_CHECK(t == nullptr || same_bytes(*t, tf.first), tf.second, ": ", name, " ", tf.first.str(), " differs from ", twin,
-             ", to which Hugging Face ties it");
+  // The masked-LM decoder is tied to the word embedding, its bias to the head's.
+  if (!classifies) {
+    r.tied[decoder + "weight"] = {p + "embeddings.word_embeddings.weight", ""};
+    r.tied[decoder + "bias"] = {roberta ? "lm_head.bias" : "cls.predictions.bias", ""};
   }
-  return out;
+  r.model = bert_describe(c);
+  return read_hf_weights(files, r);
 }
 
 nn::NamedTensors write_hf_bert_tensors(const nn::NamedTensors& tensors) {

@@ -1,7 +1,6 @@
 #include "meshflow/models/gpt2/hf.h"
 
 #include <cctype>
-#include <cstring>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <type_traits>
@@ -9,6 +8,7 @@
 
 #include "meshflow/io/safetensors.h"
 #include "meshflow/models/gpt2/model.h"
+#include "meshflow/models/hf_weights.h"
 #include "meshflow/models/schema_hf.h"
 
 namespace mf::models {
@@ -49,14 +49,10 @@ bool is_gpt2_parameter_name(const std::string& name) {
 }
 
 Gpt2Config gpt2_config_from_hf(const std::string& path) {
-  const json j = io::read_json_file(path);
-  MF_CHECK(j.is_object(), path, ": not a JSON object");
+  const json j = read_hf_config(path, {"gpt2"});
   auto get = [&](const char* key, auto fallback) { return io::json_get(j, path, key, fallback); };
-  const std::string type = get("model_type", std::string("gpt2"));
-  MF_CHECK(type == "gpt2", path, ": model_type '", type, "' is not GPT-2 (meshflow reads GPT2LMHeadModel weights)");
-  const std::string act = get("activation_function", std::string("gelu_new"));
-  MF_CHECK(act == "gelu_new" || act == "gelu_pytorch_tanh", path, ": activation_function '", act,
-           "' is not supported (meshflow's GPT-2 uses the tanh GELU, gelu_new)");
+  require_hf_string(j, path, "activation_function", {"gelu_new", "gelu_pytorch_tanh"},
+                    "meshflow's GPT-2 uses the tanh GELU, gelu_new");
   MF_CHECK(get("scale_attn_weights", true), path, ": scale_attn_weights false is not supported");
   MF_CHECK(!get("scale_attn_by_inverse_layer_idx", false), path, ": scale_attn_by_inverse_layer_idx true is not supported");
   MF_CHECK(get("tie_word_embeddings", true), path,
@@ -85,34 +81,17 @@ std::string gpt2_config_to_hf(const Gpt2Config& c, DType dtype) {
 }
 
 nn::NamedTensors read_hf_gpt2_tensors(const io::HfModelFiles& files) {
-  nn::NamedTensors out;
-  Tensor lm_head;
-  std::string lm_head_file;
-  for (const std::string& file : files.weights) {
-    for (auto& [raw, t] : io::load_safetensors(file).tensors) {
-      if (raw == "lm_head.weight") {
-        lm_head = t;
-        lm_head_file = file;
-        continue;
-      }
-      const std::string name = raw.starts_with("transformer.") ? raw : "transformer." + raw;
-      const std::string rest = block_suffix(name);
-      if (rest == "attn.bias" || rest == "attn.masked_bias") continue;  // the causal mask, not a parameter
-      MF_CHECK(is_gpt2_parameter_name(name), file, ": unknown tensor '", raw, "' (not a GPT-2 parameter or buffer)");
-      out.emplace_back(name, t);
-    }
-  }
-  if (lm_head.defined()) {  // tied: must be the embedding itself
-    const Tensor* wte = nullptr;
-    for (const auto& [name, t] : out)
-      if (name == "transformer.wte.weight") wte = &t;
-    MF_CHECK(wte != nullptr && wte->shape() == lm_head.shape() && wte->dtype() == lm_head.dtype() &&
-                 std::memcmp(wte->raw_data(), lm_head.raw_data(), lm_head.nbytes()) == 0,
-             lm_head_file, ": lm_head.weight ", lm_head.str(),
-             " differs from the token embedding wte.weight (meshflow's GPT-2 ties the two; an untied head is not "
-             "supported)");
-  }
-  return out;
+  HfWeightRules r;
+  r.rename = [](const std::string& raw) {
+    const std::string name = raw.starts_with("transformer.") || raw == "lm_head.weight" ? raw : "transformer." + raw;
+    const std::string rest = block_suffix(name);
+    return rest == "attn.bias" || rest == "attn.masked_bias" ? std::string() : name;  // the causal mask, not a parameter
+  };
+  r.known = is_gpt2_parameter_name;
+  r.tied["lm_head.weight"] = {"transformer.wte.weight",
+                              "the token embedding wte.weight (meshflow's GPT-2 ties the two; an untied head is not supported)"};
+  r.model = "GPT-2";
+  return read_hf_weights(files, r);
 }
 
 }  // namespace mf::models

@@ -1,11 +1,11 @@
 #include "meshflow/models/gpt_neox/hf.h"
 
 #include <nlohmann/json.hpp>
-#include <set>
 #include <utility>
 
 #include "meshflow/io/safetensors.h"
 #include "meshflow/models/gpt_neox/model.h"
+#include "meshflow/models/hf_weights.h"
 #include "meshflow/models/schema_hf.h"
 
 namespace mf::models {
@@ -13,12 +13,8 @@ namespace mf::models {
 using json = nlohmann::ordered_json;
 
 GptNeoxConfig gpt_neox_config_from_hf(const std::string& path) {
-  const json j = io::read_json_file(path);
-  MF_CHECK(j.is_object(), path, ": not a JSON object");
-  const std::string type = io::json_get(j, path, "model_type", std::string("gpt_neox"));
-  MF_CHECK(type == "gpt_neox", path, ": model_type '", type, "' is not gpt_neox");
-  const std::string act = io::json_get(j, path, "hidden_act", std::string("gelu"));
-  MF_CHECK(act == "gelu", path, ": hidden_act '", act, "' is not supported (meshflow's GPT-NeoX uses gelu)");
+  const json j = read_hf_config(path, {"gpt_neox"});
+  require_hf_string(j, path, "hidden_act", {"gelu"}, "meshflow's GPT-NeoX uses gelu");
   MF_CHECK(io::json_get(j, path, "attention_bias", true), path, ": attention_bias false is not supported");
   MF_CHECK(!j.contains("rope_scaling") || j["rope_scaling"].is_null(), path, ": rope_scaling is not supported");
   GptNeoxConfig c;
@@ -38,20 +34,16 @@ std::string gpt_neox_config_to_hf(const GptNeoxConfig& c, DType dtype) {
 }
 
 nn::NamedTensors read_hf_gpt_neox_tensors(const io::HfModelFiles& files, const GptNeoxConfig& c) {
-  std::set<std::string> names;
-  for (const auto& [name, shape] : GptNeoxModel(c, ModelContext::shape_only()).parameter_shapes()) names.insert(name);
-  nn::NamedTensors out;
-  for (const std::string& file : files.weights) {
-    for (auto& [name, t] : io::load_safetensors(file).tensors) {
-      // Buffers of older files: the causal mask, its fill value, the rotary frequencies.
-      if (name.ends_with(".attention.bias") || name.ends_with(".attention.masked_bias") ||
-          name.ends_with("rotary_emb.inv_freq"))
-        continue;
-      MF_CHECK(names.count(name), file, ": unknown tensor '", name, "' (not a parameter of ", gpt_neox_describe(c), ")");
-      out.emplace_back(name, t);
-    }
-  }
-  return out;
+  HfWeightRules r;
+  r.rename = [](const std::string& name) {
+    // Buffers of older files: the causal mask, its fill value, the rotary frequencies.
+    const bool buffer = name.ends_with(".attention.bias") || name.ends_with(".attention.masked_bias") ||
+                        name.ends_with("rotary_emb.inv_freq");
+    return buffer ? std::string() : name;
+  };
+  r.known = parameter_of(GptNeoxModel(c, ModelContext::shape_only()));
+  r.model = gpt_neox_describe(c);
+  return read_hf_weights(files, r);
 }
 
 }  // namespace mf::models

@@ -1,13 +1,12 @@
 #include "meshflow/models/llama/hf.h"
 
-#include <cstring>
 #include <nlohmann/json.hpp>
-#include <set>
 #include <type_traits>
 #include <utility>
 
 #include "meshflow/io/safetensors.h"
 #include "meshflow/models/llama/model.h"
+#include "meshflow/models/hf_weights.h"
 #include "meshflow/models/schema_hf.h"
 
 namespace mf::models {
@@ -33,8 +32,7 @@ void read_rope_scaling(const json& j, const std::string& path, LlamaConfig& c) {
 
 // What meshflow's Llama does not compute, per class.
 void check_supported(const json& j, const std::string& path, LlamaVariant v) {
-  const std::string act = io::json_get(j, path, "hidden_act", std::string("silu"));
-  MF_CHECK(act == "silu", path, ": hidden_act '", act, "' is not supported (meshflow's Llama uses silu)");
+  require_hf_string(j, path, "hidden_act", {"silu"}, "meshflow's Llama uses silu");
   MF_CHECK(!io::json_get(j, path, "mlp_bias", false), path, ": mlp_bias true is not supported");
   if (v == LlamaVariant::kLlama)
     MF_CHECK(!io::json_get(j, path, "attention_bias", false), path,
@@ -47,17 +45,14 @@ void check_supported(const json& j, const std::string& path, LlamaVariant v) {
 }  // namespace
 
 LlamaConfig llama_config_from_hf(const std::string& path) {
-  const json j = io::read_json_file(path);
-  MF_CHECK(j.is_object(), path, ": not a JSON object");
-  const std::string type = io::json_get(j, path, "model_type", std::string("llama"));
+  std::string type;
+  const json j = read_hf_config(path, {"llama", "qwen2", "mistral"}, &type);
   LlamaConfig c;
   if (type == "qwen2") {
     c.variant = LlamaVariant::kQwen2;
     c.qkv_bias = true;
   } else if (type == "mistral") {
     c.variant = LlamaVariant::kMistral;
-  } else {
-    MF_CHECK(type == "llama", path, ": model_type '", type, "' is not one of llama, qwen2, mistral");
   }
   check_supported(j, path, c.variant);
   read_hf_fields(llama_schema(), j, path, c);
@@ -95,33 +90,15 @@ std::string llama_config_to_hf(const LlamaConfig& c, DType dtype) {
 }
 
 nn::NamedTensors read_hf_llama_tensors(const io::HfModelFiles& files, const LlamaConfig& c) {
-  std::set<std::string> names;
-  for (const auto& [name, shape] : LlamaModel(c, ModelContext::shape_only()).parameter_shapes()) names.insert(name);
-  nn::NamedTensors out;
-  Tensor lm_head;
-  std::string lm_head_file;
-  for (const std::string& file : files.weights) {
-    for (auto& [name, t] : io::load_safetensors(file).tensors) {
-      if (name.ends_with("rotary_emb.inv_freq")) continue;  // a buffer, recomputed from rope_theta
-      if (c.tie_word_embeddings && name == "lm_head.weight") {
-        lm_head = t;
-        lm_head_file = file;
-        continue;
-      }
-      MF_CHECK(names.count(name), file, ": unknown tensor '", name, "' (not a parameter of ", llama_describe(c), ")");
-      out.emplace_back(name, t);
-    }
-  }
-  if (lm_head.defined()) {  // tied: must be the embedding itself
-    const Tensor* table = nullptr;
-    for (const auto& [name, t] : out)
-      if (name == "model.embed_tokens.weight") table = &t;
-    MF_CHECK(table != nullptr && table->shape() == lm_head.shape() && table->dtype() == lm_head.dtype() &&
-                 std::memcmp(table->raw_data(), lm_head.raw_data(), lm_head.nbytes()) == 0,
-             lm_head_file, ": lm_head.weight ", lm_head.str(), " differs from model.embed_tokens.weight while "
-             "tie_word_embeddings is true");
-  }
-  return out;
+  HfWeightRules r;
+  r.rename = [](const std::string& name) {  // a buffer, recomputed from rope_theta
+    return name.ends_with("rotary_emb.inv_freq") ? std::string() : name;
+  };
+  r.known = parameter_of(LlamaModel(c, ModelContext::shape_only()));
+  if (c.tie_word_embeddings)
+    r.tied["lm_head.weight"] = {"model.embed_tokens.weight", "model.embed_tokens.weight while tie_word_embeddings is true"};
+  r.model = llama_describe(c);
+  return read_hf_weights(files, r);
 }
 
 }  // namespace mf::models

@@ -1,36 +1,24 @@
 #include "meshflow/models/t5/hf.h"
 
-#include <cstring>
-#include <map>
 #include <nlohmann/json.hpp>
-#include <set>
 #include <utility>
 
 #include "meshflow/io/safetensors.h"
 #include "meshflow/models/t5/model.h"
+#include "meshflow/models/hf_weights.h"
 #include "meshflow/models/schema_hf.h"
 
 namespace mf::models {
 
 using json = nlohmann::ordered_json;
 
-namespace {
-bool same_bytes(const Tensor& a, const Tensor& b) {
-  return a.shape() == b.shape() && a.dtype() == b.dtype() && std::memcmp(a.raw_data(), b.raw_data(), a.nbytes()) == 0;
-}
-}  // namespace
-
 T5Config t5_config_from_hf(const std::string& path) {
-  const json j = io::read_json_file(path);
-  MF_CHECK(j.is_object(), path, ": not a JSON object");
-  const std::string type = io::json_get(j, path, "model_type", std::string("t5"));
-  MF_CHECK(type == "t5" || type == "mt5", path, ": model_type '", type, "' is not one of t5, mt5");
+  std::string type;
+  const json j = read_hf_config(path, {"t5", "mt5"}, &type);
   T5Config c;
   c.mt5 = type == "mt5";
-  const std::string proj = io::json_get(j, path, "feed_forward_proj", std::string("relu"));
-  MF_CHECK(proj == "relu" || proj == "gated-gelu", path, ": feed_forward_proj '", proj,
-           "' is not supported (relu: T5 v1.0; gated-gelu: T5 v1.1, mT5)");
-  c.gated_gelu = proj == "gated-gelu";
+  c.gated_gelu = require_hf_string(j, path, "feed_forward_proj", {"relu", "gated-gelu"},
+                                   "relu: T5 v1.0; gated-gelu: T5 v1.1, mT5") == "gated-gelu";
   // T5Config's defaults where they differ from meshflow's (t5-small's sizes).
   c.hidden_size = 512;
   c.ffn_hidden_size = 2048;
@@ -61,36 +49,13 @@ std::string t5_config_to_hf(const T5Config& c, DType dtype) {
 }
 
 nn::NamedTensors read_hf_t5_tensors(const io::HfModelFiles& files, const T5Config& c) {
-  std::set<std::string> names;
-  for (const auto& [name, shape] : T5Model(c, ModelContext::shape_only()).parameter_shapes()) names.insert(name);
-  nn::NamedTensors out;
-  std::map<std::string, std::pair<Tensor, std::string>> aliases;  // embed_tokens, a tied lm_head
-  for (const std::string& file : files.weights) {
-    for (auto& [name, t] : io::load_safetensors(file).tensors) {
-      if (name == "encoder.embed_tokens.weight" || name == "decoder.embed_tokens.weight" ||
-          (name == "lm_head.weight" && c.tie_word_embeddings)) {
-        aliases[name] = {t, file};
-        continue;
-      }
-      MF_CHECK(names.count(name), file, ": unknown tensor '", name, "' (not a parameter of ", t5_describe(c), ")");
-      out.emplace_back(name, t);
-    }
-  }
-  const Tensor* shared = nullptr;
-  for (const auto& [n, t] : out)
-    if (n == "shared.weight") shared = &t;
-  if (!shared) {  // a file may hold the embedding only under an alias
-    for (const auto& [name, tf] : aliases)
-      if (name != "lm_head.weight") {
-        out.emplace_back("shared.weight", tf.first);
-        shared = &out.back().second;
-        break;
-      }
-  }
-  for (const auto& [name, tf] : aliases)
-    MF_CHECK(shared != nullptr && same_bytes(*shared, tf.first), tf.second, ": ", name, " ", tf.first.str(),
-             " differs from shared.weight, to which Hugging Face ties it");
-  return out;
+  HfWeightRules r;
+  r.known = parameter_of(T5Model(c, ModelContext::shape_only()));
+  // The stacks' embed_tokens and a tied lm_head are the shared embedding.
+  for (const char* copy : {"encoder.embed_tokens.weight", "decoder.embed_tokens.weight"}) r.tied[copy] = {"shared.weight", ""};
+  if (c.tie_word_embeddings) r.tied["lm_head.weight"] = {"shared.weight", ""};
+  r.model = t5_describe(c);
+  return read_hf_weights(files, r);
 }
 
 }  // namespace mf::models

@@ -1,11 +1,11 @@
 #include "meshflow/models/vit/hf.h"
 
 #include <nlohmann/json.hpp>
-#include <set>
 #include <utility>
 
 #include "meshflow/io/safetensors.h"
 #include "meshflow/models/vit/model.h"
+#include "meshflow/models/hf_weights.h"
 #include "meshflow/models/schema_hf.h"
 
 namespace mf::models {
@@ -13,12 +13,8 @@ namespace mf::models {
 using json = nlohmann::ordered_json;
 
 VitConfig vit_config_from_hf(const std::string& path) {
-  const json j = io::read_json_file(path);
-  MF_CHECK(j.is_object(), path, ": not a JSON object");
-  const std::string type = io::json_get(j, path, "model_type", std::string("vit"));
-  MF_CHECK(type == "vit", path, ": model_type '", type, "' is not vit");
-  const std::string act = io::json_get(j, path, "hidden_act", std::string("gelu"));
-  MF_CHECK(act == "gelu", path, ": hidden_act '", act, "' is not supported (meshflow's ViT uses gelu, the erf form)");
+  const json j = read_hf_config(path, {"vit"});
+  require_hf_string(j, path, "hidden_act", {"gelu"}, "meshflow's ViT uses gelu, the erf form");
   MF_CHECK(io::json_get(j, path, "qkv_bias", true), path, ": qkv_bias false is not supported");
   VitConfig c;
   read_hf_fields(vit_schema(), j, path, c);
@@ -45,16 +41,13 @@ std::string vit_config_to_hf(const VitConfig& c, DType dtype) {
 }
 
 nn::NamedTensors read_hf_vit_tensors(const io::HfModelFiles& files, const VitConfig& c) {
-  std::set<std::string> names;
-  for (const auto& [name, shape] : VitModel(c, ModelContext::shape_only()).parameter_shapes()) names.insert(name);
-  nn::NamedTensors out;
-  for (const std::string& file : files.weights)
-    for (auto& [name, t] : io::load_safetensors(file).tensors) {
-      if (name.compare(0, 11, "vit.pooler.") == 0) continue;  // ViTModel's pooler: not the classifier's input
-      MF_CHECK(names.count(name), file, ": unknown tensor '", name, "' (not a parameter of ", vit_describe(c), ")");
-      out.emplace_back(name, t);
-    }
-  return out;
+  HfWeightRules r;
+  r.rename = [](const std::string& name) {  // ViTModel's pooler: not the classifier's input
+    return name.starts_with("vit.pooler.") ? std::string() : name;
+  };
+  r.known = parameter_of(VitModel(c, ModelContext::shape_only()));
+  r.model = vit_describe(c);
+  return read_hf_weights(files, r);
 }
 
 }  // namespace mf::models
