@@ -99,8 +99,9 @@ TEST(PlanModelCosts, BertsHeadProjectsTheMaskedPositionsOnly) {
 }
 
 // T5's head projects the decoder's positions only, and its eager attention keeps its
-// probabilities: the scores (heads x keys per token, two with attention dropout) and the relative
-// position bias with its ids, which a layer's backward makes gradients of.
+// probabilities (heads x keys per token: the softmax's and, with attention dropout, the
+// dropout's) and the relative position bias with its ids; a layer's backward makes the scores'
+// gradients beyond them (two at once, less the dropout's output released by then).
 TEST(PlanModelCosts, T5sHeadAndEagerAttention) {
   const mf::Config c = mf::Config::load(std::string(MESHFLOW_SOURCE_DIR) + "/configs/t5/tiny.yaml", {});
   const ModelCosts m = model_costs(c);
@@ -109,9 +110,16 @@ TEST(PlanModelCosts, T5sHeadAndEagerAttention) {
   EXPECT_DOUBLE_EQ(m.head_token_share, td / te);
   const mf::models::LayerActivations& enc = m.layer_acts.front();
   const mf::models::LayerActivations& dec = m.layer_acts.back();
-  EXPECT_DOUBLE_EQ(enc.scores, heads * te);
+  ASSERT_GT(c.get_float("model.attention_dropout_prob"), 0.0);
   EXPECT_DOUBLE_EQ(enc.core, 2 * heads * te);  // the softmax's output and the dropout's
-  EXPECT_DOUBLE_EQ(dec.scores, heads * (td + te) * td / te);  // self- and cross-attention, per encoder token
+  EXPECT_DOUBLE_EQ(enc.score_work, heads * te);
+  EXPECT_DOUBLE_EQ(dec.core, 2 * heads * (td + te) * td / te);  // self- and cross-attention, per encoder token
+  const mf::models::LayerActivations no_dropout =
+      model_costs(mf::Config::load(std::string(MESHFLOW_SOURCE_DIR) + "/configs/t5/tiny.yaml",
+                                   {"model.attention_dropout_prob=0"}))
+          .layer_acts.front();
+  EXPECT_DOUBLE_EQ(no_dropout.core, heads * te);
+  EXPECT_DOUBLE_EQ(no_dropout.score_work, 2 * heads * te);
   EXPECT_DOUBLE_EQ(enc.bias_bytes, 4 * heads * te * te);
   EXPECT_DOUBLE_EQ(dec.bias_ids_bytes, 8 * td * td);
   // A layer's scores are kept (the split region, / tp) and their gradients are its backward's work.

@@ -39,9 +39,10 @@ struct LayerActivations {
   double gathered = 0;  // the inputs of column-split GEMMs: whole on every tp rank (gathered under sp)
   double split = 0;     // inside the split region (q, k, v, attention output, MLP hidden states): / tp
   double core = 0;      // of `split`, what selective recomputation does not keep (the attention core's own)
-  // Of `core`, an eager attention's scores (T5's): its backward makes two gradients of this size
-  // at once (the softmax's beside its input's).
-  double scores = 0;
+  // What the layer's backward holds beyond what it keeps, at its peak: an eager attention's score
+  // gradients (T5's: two at once, the softmax's beside its input's, less the dropout's output,
+  // released by then).
+  double score_work = 0;
   // Bytes a micro-batch makes whatever its rows: an additive bias on the attention scores (T5's
   // relative position bias, heads x Tq x Tk, whole on every rank; its gradient made in backward)
   // and the bucket ids it is looked up from (kept for the table's gradient).

@@ -155,7 +155,7 @@ MemoryEstimate estimate_memory(const ModelCosts& m, const Layout& l, const std::
         const double again =
             tokens * (layer_kept(m, l, layer, false) * act_bytes + scores_kept(m, l, false)) + acts.bias_ids_bytes + acts.bias_bytes;
         remade = std::max(remade, again);
-        double work = tokens * 2 * acts.scores / tp * act_bytes + acts.bias_bytes;
+        double work = tokens * acts.score_work / tp * act_bytes + acts.bias_bytes;
         if (selective) work += tokens * acts.core / tp * act_bytes;
         most_work = std::max(most_work, work);
         chunk_layers[static_cast<size_t>(k)].push_back({kept, recomputed, p * pbytes, again, work});

@@ -46,6 +46,9 @@ ModelSpec spec(const char* name, const char* architecture) {
     const double heads = static_cast<double>(t.num_attention_heads), te = static_cast<double>(seq_len);
     const double td = static_cast<double>(t.decoder_seq_length), r = td / te;
     const double per_score = t.attention_dropout_prob > 0 ? 2 : 1;
+    // The backward's peak beyond the probabilities kept: two score gradients, less the dropout's
+    // output (released once its matmul's backward has run).
+    auto work = [per_score](double kept_scores) { return (3 - per_score) * kept_scores / per_score; };
     // The relative position bias (f32: the table as computed) and its i64 bucket ids, per stack.
     auto with_bias = [&](LayerActivations a, double t) {
       a.bias_bytes = 4 * heads * t * t;
@@ -54,7 +57,7 @@ ModelSpec spec(const char* name, const char* architecture) {
     };
     if (layer < t.num_layers) {
       const double scores = per_score * heads * te;
-      return with_bias({2 * C + 2, 2 * C, 4 * I + F + scores, scores, scores / per_score}, te);
+      return with_bias({2 * C + 2, 2 * C, 4 * I + F + scores, scores, work(scores)}, te);
     }
     // The decoder's self-attention over td keys and its cross-attention over te, per decoder
     // token, r decoder tokens per encoder token.
@@ -62,7 +65,7 @@ ModelSpec spec(const char* name, const char* architecture) {
     // The stream between decoder blocks is the encoder's output and the decoder's hidden state
     // side by side (T5Model::run_layer): a block's input is held whole (its encoder part is the
     // cross-attention's k and v input), then its residuals and statistics at the decoder's length.
-    return with_bias({(1 + r) * C + (2 * C + 3) * r, 3 * C * r, (6 * I + F) * r + 2 * I + scores, scores, scores / per_score},
+    return with_bias({(1 + r) * C + (2 * C + 3) * r, 3 * C * r, (6 * I + F) * r + 2 * I + scores, scores, work(scores)},
                      td);
   };
   // The loss head projects the decoder's positions: decoder_seq_length per encoder sequence.
