@@ -122,9 +122,13 @@ TEST(PlanModelCosts, T5sHeadAndEagerAttention) {
   EXPECT_DOUBLE_EQ(no_dropout.score_work, 2 * heads * te);
   EXPECT_DOUBLE_EQ(enc.bias_bytes, 4 * heads * te * te);
   EXPECT_DOUBLE_EQ(dec.bias_ids_bytes, 8 * td * td);
+  // Full recomputation keeps a block's input: the joined encoder-and-decoder stream, whole.
+  const double C = static_cast<double>(m.hidden);
+  EXPECT_DOUBLE_EQ(enc.whole_input, (1 + td / te) * C);
+  EXPECT_DOUBLE_EQ(dec.whole_input, (1 + td / te) * C);
   // A layer's scores are kept (the split region, / tp) and their gradients are its backward's work.
   ModelCosts none = m;
-  for (mf::models::LayerActivations& a : none.layer_acts) a = {a.sequence, a.gathered, a.split - a.core, 0, 0, 0, 0};
+  for (mf::models::LayerActivations& a : none.layer_acts) a = {a.sequence, a.gathered, a.split - a.core, 0, 0, 0, 0, a.whole_input};
   Layout l;
   l.micro_batch = 2;
   l.accumulation = 1;

@@ -47,6 +47,10 @@ struct LayerActivations {
   // relative position bias, heads x Tq x Tk, whole on every rank; its gradient made in backward)
   // and the bucket ids it is looked up from (kept for the table's gradient).
   double bias_bytes = 0, bias_ids_bytes = 0;
+  // What full recomputation keeps of the layer, its input, per token, whole on every tp rank,
+  // where that is not the residual stream (0: the hidden size, split with sequence parallelism):
+  // T5's joined encoder-and-decoder stream.
+  double whole_input = 0;
 };
 
 struct ModelSpec {

@@ -24,7 +24,8 @@ namespace {
 double layer_kept(const ModelCosts& m, const Layout& l, int64_t layer, bool recomputed) {
   const double tp = static_cast<double>(l.tp()), seq_div = l.sequence_parallel ? tp : 1.0;
   const LayerActivations& a = m.layer_acts.at(static_cast<size_t>(layer));
-  if (recomputed && l.recompute == Recompute::kFull) return static_cast<double>(m.hidden) / seq_div;  // its input
+  if (recomputed && l.recompute == Recompute::kFull)  // its input
+    return a.whole_input > 0 ? a.whole_input : static_cast<double>(m.hidden) / seq_div;
   double kept = a.sequence / seq_div + a.gathered + a.split / tp;
   if (recomputed && l.recompute == Recompute::kSelective) kept -= a.core / tp;
   return kept;

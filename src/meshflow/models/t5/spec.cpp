@@ -31,8 +31,8 @@ ModelSpec spec(const char* name, const char* architecture) {
   };
   s.describe = [](const Config& c) { return t5_describe(sizes(c)); };
   s.layer_activations = [](const Config& c, int64_t layer, int64_t seq_len) {
-    // Per encoder token (the planner's sequence). An encoder block keeps its input and
-    // post-attention residual with the RMSNorms' statistics (sequence), the norm outputs
+    // Per encoder token (the planner's sequence). An encoder block keeps its post-attention
+    // residual with the RMSNorms' statistics (sequence), its input and the norm outputs
     // (gathered), q, k, v, the attention output, the MLP's hidden states — ReLU: wi's output and
     // its activation; gated GELU: both projections, the GELU and their product (split) — and
     // its eager attention's probabilities per key (softmax's output, and the dropout's when the
@@ -50,22 +50,26 @@ ModelSpec spec(const char* name, const char* architecture) {
     // output (released once its matmul's backward has run).
     auto work = [per_score](double kept_scores) { return (3 - per_score) * kept_scores / per_score; };
     // The relative position bias (f32: the table as computed) and its i64 bucket ids, per stack.
+    // Full recomputation keeps a block's input: the whole stream, encoder and decoder.
     auto with_bias = [&](LayerActivations a, double t) {
       a.bias_bytes = 4 * heads * t * t;
       a.bias_ids_bytes = 8 * t * t;
+      a.whole_input = (1 + r) * C;
       return a;
     };
+    // A block's input is its part of the encoder-and-decoder stream (T5Model::run_layer), which
+    // taking the part gathers under sequence parallelism: whole on every tp rank.
     if (layer < t.num_layers) {
       const double scores = per_score * heads * te;
-      return with_bias({2 * C + 2, 2 * C, 4 * I + F + scores, scores, work(scores)}, te);
+      return with_bias({C + 2, 3 * C, 4 * I + F + scores, scores, work(scores)}, te);
     }
     // The decoder's self-attention over td keys and its cross-attention over te, per decoder
     // token, r decoder tokens per encoder token.
     const double scores = per_score * heads * (td + te) * r;
     // The stream between decoder blocks is the encoder's output and the decoder's hidden state
-    // side by side (T5Model::run_layer): a block's input is held whole (its encoder part is the
-    // cross-attention's k and v input), then its residuals and statistics at the decoder's length.
-    return with_bias({(1 + r) * C + (2 * C + 3) * r, 3 * C * r, (6 * I + F) * r + 2 * I + scores, scores, work(scores)},
+    // side by side: a block's input is held whole (its encoder part is the cross-attention's k and
+    // v input), then its residuals and statistics at the decoder's length.
+    return with_bias({(2 * C + 3) * r, (1 + r) * C + 3 * C * r, (6 * I + F) * r + 2 * I + scores, scores, work(scores)},
                      td);
   };
   // The loss head projects the decoder's positions: decoder_seq_length per encoder sequence.
