@@ -57,8 +57,8 @@ ModelSpec spec(const char* name, const char* architecture) {
       a.whole_input = (1 + r) * C;
       return a;
     };
-    // A block's input is its part of the encoder-and-decoder stream (T5Model::run_layer), which
-    // taking the part gathers under sequence parallelism: whole on every tp rank.
+    // A block's input is its part of the encoder-and-decoder stream (T5Model::run_layer), whole
+    // on every rank that runs the block (taking the part gathers a split sequence).
     if (layer < t.num_layers) {
       const double scores = per_score * heads * te;
       return with_bias({C + 2, 3 * C, 4 * I + F + scores, scores, work(scores)}, te);
