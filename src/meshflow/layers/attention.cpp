@@ -160,14 +160,14 @@ GlobalTensor Attention::forward(const GlobalTensor& x, bool training, bool recom
   // and values are the cached positions' and these (B, KV, past + T, D), cached once per
   // key/value head. The dropout takes the next stream of the default generator, which
   // checkpoint() replays.
-  auto attend = [opts, groups, decode, eager = s_.eager](const std::vector<GlobalTensor>& t, size_t first) {
-    const GlobalTensor& q = t[first];
-    GlobalTensor k = t[first + 1], v = t[first + 2];
+  auto attend = [opts, groups, decode, eager = s_.eager](const std::vector<GlobalTensor>& t) {  // q, k, v[, bias]
+    const GlobalTensor& q = t[0];
+    GlobalTensor k = t[1], v = t[2];
     if (decode) std::tie(k, v) = decode->attend(k, v);
     k = repeat_kv(k, groups);
     v = repeat_kv(v, groups);
-    if (t.size() == first + 3 && !eager) return global::attention(q, k, v, opts);
-    return eager_attention(q, k, v, t.size() > first + 3 ? t[first + 3] : GlobalTensor{}, opts);
+    if (t.size() == 3 && !eager) return global::attention(q, k, v, opts);
+    return eager_attention(q, k, v, t.size() > 3 ? t[3] : GlobalTensor{}, opts);
   };
   const bool rotary = !s_.rotary_inv_freq.empty();
   global::GlobalFn core;
@@ -178,7 +178,7 @@ GlobalTensor Attention::forward(const GlobalTensor& x, bool training, bool recom
     core = [attend](const std::vector<GlobalTensor>& t) {
       std::vector<GlobalTensor> q_k_v = global::unbind(t[0], 2);  // 3 x (B, T, H, D)
       for (GlobalTensor& h : q_k_v) h = head_major(h);
-      return std::vector<GlobalTensor>{attend(q_k_v, 0)};
+      return std::vector<GlobalTensor>{attend(q_k_v)};
     };
   } else {
     GlobalTensor q, k, v;
@@ -207,7 +207,7 @@ GlobalTensor Attention::forward(const GlobalTensor& x, bool training, bool recom
     }
     inputs = {q, k, v};
     if (biased) inputs.push_back(in.bias);
-    core = [attend](const std::vector<GlobalTensor>& t) { return std::vector<GlobalTensor>{attend(t, 0)}; };
+    core = [attend](const std::vector<GlobalTensor>& t) { return std::vector<GlobalTensor>{attend(t)}; };
   }
   GlobalTensor y = recompute && inputs[0].local.requires_grad() ? global::checkpoint(core, inputs)[0] : core(inputs)[0];
   // (B, H, T, D) -> (B, T, H D): a view; the attention output is stored (B, T, H, D).
