@@ -92,6 +92,9 @@ GlobalContext context_of(const Placement* placement);
 GlobalTensor box(const GlobalTensor& x, const NdSbp* target);
 // The NdSbp of every mesh axis of `placement` set to `sbp`.
 const NdSbp* uniform_sbp(const Placement* placement, const Sbp& sbp);
+// `t`, the same on every rank (ids, positions, masks made on the host), as a B tensor on
+// `like`'s placement and device.
+GlobalTensor broadcast_beside(const GlobalTensor& like, const Tensor& t);
 
 // ---- matrix products (global_matmul.cpp)
 SignatureList matmul_signatures(const Shape& a, const Shape& b);

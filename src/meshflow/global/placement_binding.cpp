@@ -82,4 +82,8 @@ const NdSbp* uniform_sbp(const Placement* placement, const Sbp& sbp) {
   return nd_sbp(std::vector<Sbp>(static_cast<size_t>(placement->ndim()), sbp));
 }
 
+GlobalTensor broadcast_beside(const GlobalTensor& like, const Tensor& t) {
+  return GlobalTensor{like.placement, uniform_sbp(like.placement, Sbp::broadcast()), t.shape(), to(t, like.local.device())};
+}
+
 }  // namespace mf::global

@@ -36,10 +36,7 @@ Tensor relative_position_buckets(int64_t tq, int64_t tk, bool bidirectional, int
 GlobalTensor relative_position_bias(const Embedding& table, int64_t tq, int64_t tk, bool bidirectional,
                                     int64_t max_distance, const GlobalTensor& like) {
   const Tensor buckets = relative_position_buckets(tq, tk, bidirectional, table.num(), max_distance);
-  // The buckets B on like's placement, on its device.
-  const GlobalTensor ids{like.placement, global::uniform_sbp(like.placement, global::Sbp::broadcast()), buckets.shape(),
-                         to(buckets, like.local.device())};
-  const GlobalTensor b = table.forward(ids);  // (Tq, Tk, H)
+  const GlobalTensor b = table.forward(global::broadcast_beside(like, buckets));  // (Tq, Tk, H)
   return global::permute(b, {2, 0, 1});                                       // (H, Tq, Tk)
 }
 

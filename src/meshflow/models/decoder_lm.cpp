@@ -86,7 +86,7 @@ GlobalTensor DecoderLm::embed(const GlobalTensor& ids, const Batch& batch) const
     // Learned positions: 0 .. T-1, or decoding each row's (B, T) after its cached ones.
     const int64_t t = ids.logical_shape[1];
     const Tensor pos = batch.decode ? batch.decode->positions(t) : arange(t, DType::kI64);
-    x = layers::round_to(global::add(x, positions_->forward(host_beside(ids, pos))), s_.settings.dtype);  // + (T, C)
+    x = layers::round_to(global::add(x, positions_->forward(global::broadcast_beside(ids, pos))), s_.settings.dtype);  // + (T, C)
   }
   return layers::dropout(x, training() ? s_.embedding_dropout : 0.0, s_.settings.dtype);
 }

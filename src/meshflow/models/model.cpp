@@ -148,11 +148,6 @@ std::pair<double, double> argmax_accuracy(const Tensor& logits_any, const Tensor
   return {correct, static_cast<double>(B)};
 }
 
-GlobalTensor Model::host_beside(const GlobalTensor& like, const Tensor& t) {
-  return GlobalTensor{like.placement, global::uniform_sbp(like.placement, global::Sbp::broadcast()), t.shape(),
-                      to(t, like.local.device())};
-}
-
 Tensor Model::seed_share(const Tensor& loss, int ranks) {
   if (ranks == 1 || !any_requires_grad({loss})) return loss;
   // The loss is B over the ranks splitting the layers, and the gradient of a B tensor is the

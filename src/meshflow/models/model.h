@@ -236,8 +236,6 @@ class Model : public nn::Module {
   virtual uint64_t streams_per_layer() const = 0;
   // Random streams the head draws (its dropout), after the layers'.
   virtual uint64_t head_streams() const { return 0; }
-  // A host tensor (ids, labels) as a B global tensor on `like`'s placement and device.
-  static GlobalTensor host_beside(const GlobalTensor& like, const Tensor& t);
   // The loss, B over `ranks` ranks, whose backward seeds each rank with 1/ranks of the gradient
   // (the partial-sum convention of B tensors' gradients).
   static Tensor seed_share(const Tensor& loss, int ranks);

@@ -151,8 +151,8 @@ GlobalTensor BertModel::embed(const GlobalTensor& ids, const Batch& batch) const
   const Tensor types = batch.token_type_ids.defined() ? host_i64(batch.token_type_ids) : zeros({B, T}, DType::kI64);
   MF_CHECK(types.shape() == Shape({B, T}), bert_variant_name(c_.variant), ": token_type_ids ", types.str(),
            " must be (batch, seq) = (", B, ", ", T, ")");
-  GlobalTensor x = global::add(word_->forward(ids), token_type_->forward(host_beside(ids, types)));
-  x = global::add(x, position_->forward(host_beside(ids, positions)));  // (B, T, C) + (B, T, C) or (T, C)
+  GlobalTensor x = global::add(word_->forward(ids), token_type_->forward(global::broadcast_beside(ids, types)));
+  x = global::add(x, position_->forward(global::broadcast_beside(ids, positions)));  // (B, T, C) + (B, T, C) or (T, C)
   x = embed_norm_->forward(x);
   return global::dropout(x, training() ? c_.embedding_dropout_prob : 0.0);
 }
@@ -206,7 +206,7 @@ GlobalTensor BertModel::head(const GlobalTensor& hidden, const Batch& batch, con
   auto row_labels = [&](const Tensor& t, const char* what) {
     MF_CHECK(t.defined() && t.shape() == Shape{B}, v, ": ", what, " must be (batch) = (", B, "), got ",
              t.defined() ? t.str() : std::string("none"));
-    return host_beside(hidden, host_i64(t));
+    return global::broadcast_beside(hidden, host_i64(t));
   };
   if (c_.task == BertTask::kClassification) {
     const GlobalTensor loss = global::cross_entropy(classify(hidden), row_labels(batch.labels, "the class labels"));
@@ -253,7 +253,7 @@ std::pair<Tensor, Tensor> BertModel::pretraining_losses(const Batch& batch) cons
   Tensor nsp;
   const Tensor mlm = run_whole(batch, [&](const GlobalTensor& h) {
     if (c_.nsp())
-      nsp = global::cross_entropy(seq_relationship_->forward(pooled(h)), host_beside(h, host_i64(batch.next_sentence_label))).local;
+      nsp = global::cross_entropy(seq_relationship_->forward(pooled(h)), global::broadcast_beside(h, host_i64(batch.next_sentence_label))).local;
     return mlm_loss(h, batch.labels);
   });
   return {mlm, nsp};

@@ -166,7 +166,7 @@ GlobalTensor T5Model::embed(const GlobalTensor& ids, const Batch& batch) const {
            batch.decoder_input_ids.defined() ? batch.decoder_input_ids.str() : std::string("none"));
   const GlobalTensor enc = layers::dropout(shared_->forward(ids), training() ? c_.embedding_dropout_prob : 0.0,
                                            c_.settings.dtype);                              // (B, T_enc, C)
-  const GlobalTensor dec = shared_->forward(host_beside(ids, host_i64(batch.decoder_input_ids)));  // (B, T_dec, C)
+  const GlobalTensor dec = shared_->forward(global::broadcast_beside(ids, host_i64(batch.decoder_input_ids)));  // (B, T_dec, C)
   return global::cat({enc, dec}, 1);  // the decoder's dropout: decoder block 0's
 }
 

@@ -160,7 +160,7 @@ GlobalTensor VitModel::head(const GlobalTensor& hidden, const Batch& batch, cons
   const int64_t B = hidden.logical_shape[0];
   MF_CHECK(batch.labels.defined() && batch.labels.shape() == Shape{B}, "vit: labels must be (batch) = (", B, "), got ",
            batch.labels.defined() ? batch.labels.str() : std::string("none"));
-  return step_share(global::cross_entropy(classify(hidden), host_beside(hidden, host_i64(batch.labels))),
+  return step_share(global::cross_entropy(classify(hidden), global::broadcast_beside(hidden, host_i64(batch.labels))),
                     static_cast<double>(B), totals.at(0));
 }
 
