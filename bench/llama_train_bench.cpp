@@ -21,7 +21,7 @@ int main(int argc, char** argv) {
   const int64_t T = arg(6, 256), B = arg(7, 4), steps = arg(8, 6);
   c.vocab_size = 32000;
   c.max_seq_length = 4096;
-  c.rms_norm_eps = 1e-5;
+  c.layernorm_epsilon = 1e-5;
   mf::models::LlamaModel model(c);
   model.init_weights(1);
   mfb::time_training_steps(model, c.vocab_size, B, T, steps);

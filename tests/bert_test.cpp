@@ -8,7 +8,6 @@
 
 #include "golden_testing.h"
 #include "meshflow/config/config.h"
-#include "meshflow/models/bert/hf.h"
 #include "meshflow/models/bert/model.h"
 #include "meshflow/models/registry.h"
 

@@ -98,7 +98,7 @@ std::shared_ptr<mf::models::Model> golden_model(const nlohmann::json& g, DType d
     k.num_key_value_heads = c["num_key_value_heads"];
     k.ffn_hidden_size = c["ffn_hidden_size"];
     k.max_seq_length = c["max_seq_length"];
-    k.rms_norm_eps = c["rms_norm_eps"];
+    k.layernorm_epsilon = c["rms_norm_eps"];
     k.rope_theta = c["rope_theta"];
     k.tie_word_embeddings = c["tie_word_embeddings"];
     k.qkv_bias = c["qkv_bias"];

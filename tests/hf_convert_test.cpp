@@ -14,18 +14,13 @@
 
 #include "meshflow/core/atomic_file.h"
 #include "meshflow/data/preprocess.h"
-#include "meshflow/models/bert/hf.h"
 #include "meshflow/models/bert/model.h"
-#include "meshflow/models/gpt2/hf.h"
 #include "meshflow/models/gpt2/model.h"
-#include "meshflow/models/gpt_neox/hf.h"
+#include "meshflow/models/gpt2/spec.h"
 #include "meshflow/models/gpt_neox/model.h"
 #include "meshflow/models/hf_weights.h"
-#include "meshflow/models/llama/hf.h"
 #include "meshflow/models/llama/model.h"
-#include "meshflow/models/t5/hf.h"
 #include "meshflow/models/t5/model.h"
-#include "meshflow/models/vit/hf.h"
 #include "meshflow/models/vit/model.h"
 #include "meshflow/models/registry.h"
 #include "meshflow/io/safetensors.h"
@@ -40,6 +35,15 @@ namespace fs = std::filesystem;
 using json = nlohmann::ordered_json;
 using mf::models::Gpt2Config;
 using mf::models::Gpt2Model;
+
+// config.json at `path` as `meshflow convert` reads it: the model.* keys of the zoo's Hugging Face
+// mapping for its model_type.
+mf::Config hf_model_keys(const std::string& path) {
+  const json j = json::parse(mf::read_file(path));
+  const mf::models::ModelSpec* s = mf::models::model_spec_for_hf_type(j.at("model_type").get<std::string>());
+  if (s == nullptr) throw std::runtime_error(path + ": no model for its model_type");
+  return s->hf.read_config(path);
+}
 
 Gpt2Config tiny(int64_t ffn = 48) {
   Gpt2Config c;
@@ -260,12 +264,12 @@ TEST_F(HfConvert, ParameterShapesAreTheModels) {
     for (size_t i = 0; i < named.size(); ++i) {
       EXPECT_EQ(shapes[i].first, named[i].first);
       EXPECT_EQ(shapes[i].second, layouts[i].logical) << named[i].first;
-      EXPECT_TRUE(mf::models::is_gpt2_parameter_name(named[i].first)) << named[i].first;
+      EXPECT_TRUE(mf::models::gpt2::is_parameter_name(named[i].first)) << named[i].first;
     }
   }
   for (const char* bad : {"transformer.h.0.attn.bias", "transformer.h.x.ln_1.weight", "transformer.h.0.ln_3.weight",
                           "lm_head.weight", "wte.weight"})
-    EXPECT_FALSE(mf::models::is_gpt2_parameter_name(bad)) << bad;
+    EXPECT_FALSE(mf::models::gpt2::is_parameter_name(bad)) << bad;
 }
 
 // Export -> import: every tensor's name, order, dtype and bytes come back, in f32, bf16 and f16;
@@ -411,7 +415,7 @@ TEST_F(HfConvert, LlamaFamilyRoundTripIsBitIdentical) {
     for (auto& [k, val] : v.extra.items()) cfg[k] = val;
     const std::string cfg_path = path(std::string(v.type) + "_cfg.json");
     mf::write_file_atomic(cfg_path, cfg.dump(2));
-    const LlamaConfig lc = mf::models::llama_config_from_hf(cfg_path);
+    const LlamaConfig lc = mf::models::llama_config(hf_model_keys(cfg_path), 0);
     mf::models::LlamaModel model(lc);
     model.init_weights(3);
     std::vector<RawTensor> raw;
@@ -481,7 +485,7 @@ TEST_F(HfConvert, GptNeoxRoundTripIsBitIdentical) {
     const std::string tag = parallel_residual ? "neox_par" : "neox_seq";
     const std::string cfg_path = path(tag + "_cfg.json");
     mf::write_file_atomic(cfg_path, cfg.dump(2));
-    const mf::models::GptNeoxConfig nc = mf::models::gpt_neox_config_from_hf(cfg_path);
+    const mf::models::GptNeoxConfig nc = mf::models::gpt_neox_config(hf_model_keys(cfg_path), 0);
     EXPECT_EQ(nc.rotary_dims(), parallel_residual ? 2 : 8);
     mf::models::GptNeoxModel model(nc);
     model.init_weights(3);
@@ -552,7 +556,7 @@ TEST_F(HfConvert, BertFamilyRoundTripIsBitIdentical) {
     for (auto& [k, val] : common.items()) v.cfg[k] = val;
     const std::string cfg_path = path(std::string(v.name) + "_cfg.json");
     mf::write_file_atomic(cfg_path, v.cfg.dump(2));
-    const BertConfig bc = mf::models::bert_config_from_hf(cfg_path);
+    const BertConfig bc = mf::models::bert_config(hf_model_keys(cfg_path), 0);
     BertModel model(bc);
     model.init_weights(3);
     std::vector<RawTensor> raw;
@@ -608,9 +612,9 @@ TEST_F(HfConvert, BertFamilyRoundTripIsBitIdentical) {
     }
   }
   // Fine-tuning: the pretraining checkpoint into a classifier of 4 labels.
-  BertConfig cc = mf::models::bert_config_from_hf(path("bert_cls_cfg.json"));
+  BertConfig cc = mf::models::bert_config(hf_model_keys(path("bert_cls_cfg.json")), 0);
   cc.num_labels = 4;
-  BertModel cls(cc), pre(mf::models::bert_config_from_hf(path("bert_cfg.json")));
+  BertModel cls(cc), pre(mf::models::bert_config(hf_model_keys(path("bert_cfg.json")), 0));
   cls.init_weights(9);
   std::map<std::string, std::string> fresh;
   for (const auto& [name, t] : cls.named_parameters()) fresh[name] = bytes_of(t);
@@ -657,7 +661,7 @@ TEST_F(HfConvert, T5RoundTripIsBitIdentical) {
     for (auto& [k, val] : common.items()) v.cfg[k] = val;
     const std::string cfg_path = path(std::string(v.name) + "_cfg.json");
     mf::write_file_atomic(cfg_path, v.cfg.dump(2));
-    const T5Config tc = mf::models::t5_config_from_hf(cfg_path);
+    const T5Config tc = mf::models::t5_config(hf_model_keys(cfg_path), 0);
     T5Model model(tc);
     model.init_weights(5);
     std::vector<RawTensor> raw;
@@ -695,7 +699,7 @@ TEST_F(HfConvert, T5RoundTripIsBitIdentical) {
   }
   // An alias that is not the shared embedding is refused.
   json cfg = variants[0].cfg;
-  T5Model model(mf::models::t5_config_from_hf(path("t5_cfg.json")));
+  T5Model model(mf::models::t5_config(hf_model_keys(path("t5_cfg.json")), 0));
   model.init_weights(1);
   std::vector<RawTensor> raw;
   for (const auto& [name, t] : model.named_parameters())
@@ -720,7 +724,7 @@ TEST_F(HfConvert, VitRoundTripIsBitIdentical) {
               {"id2label", {{"0", "LABEL_0"}, {"1", "LABEL_1"}, {"2", "LABEL_2"}}}};
   const std::string cfg_path = path("vit_cfg.json");
   mf::write_file_atomic(cfg_path, cfg.dump(2));
-  const VitConfig vc = mf::models::vit_config_from_hf(cfg_path);
+  const VitConfig vc = mf::models::vit_config(hf_model_keys(cfg_path));
   ASSERT_EQ(vc.num_labels, 3);
   VitModel model(vc);
   model.init_weights(4);
@@ -939,7 +943,7 @@ TEST_F(HfConvert, PretrainedRopeScalingComesFromConfigJson) {
   EXPECT_EQ(lc.rope_scaling.factor, 32.0);
   EXPECT_EQ(lc.rope_scaling.original_max_position_embeddings, 8);
   EXPECT_EQ(lc.rope_theta, 500000.0);
-  EXPECT_EQ(lc.rms_norm_eps, 1e-6);
+  EXPECT_EQ(lc.layernorm_epsilon, 1e-6);
   EXPECT_EQ(lc.num_key_value_heads, 2);
   for (const char* part : {"model.rope_scaling.factor=32.0", "model.rope_theta=500000.0", "model.layernorm_epsilon=1.0e-6",
                            "config.json"})

@@ -32,7 +32,7 @@ mf::models::LlamaConfig config_of(const json& g, DType dt) {
   c.num_key_value_heads = g["num_key_value_heads"];
   c.ffn_hidden_size = g["ffn_hidden_size"];
   c.max_seq_length = g["max_seq_length"];
-  c.rms_norm_eps = g["rms_norm_eps"];
+  c.layernorm_epsilon = g["rms_norm_eps"];
   c.rope_theta = g["rope_theta"];
   if (!g["llama3"].is_null()) {
     c.llama3_rope = true;

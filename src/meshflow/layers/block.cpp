@@ -14,24 +14,11 @@ std::shared_ptr<Norm> make_norm(const BlockSpec& s, const Place& place, DType dt
 
 BlockSpec encoder_block_spec(int64_t hidden, int64_t heads, int64_t ffn, double norm_eps, double attention_dropout,
                              double output_dropout, const std::string& self_attention) {
-  BlockSpec s;
-  s.attention.q = self_attention + ".query";
-  s.attention.k = self_attention + ".key";
-  s.attention.v = self_attention + ".value";
-  s.attention.out = "attention.output.dense";
-  s.mlp.up = "intermediate.dense";
-  s.mlp.down = "output.dense";
-  s.attention.hidden = hidden;
-  s.attention.heads = heads;
-  s.attention.causal = false;
-  s.attention.dropout_p = attention_dropout;
-  s.mlp.hidden = hidden;
-  s.mlp.ffn = ffn;
-  s.mlp.act = Activation::kGelu;
-  s.norm = NormKind::kLayerNorm;
-  s.norm_eps = norm_eps;
-  s.dropout_p = output_dropout;
-  return s;
+  return {.attention = {.hidden = hidden, .heads = heads, .causal = false, .dropout_p = attention_dropout,
+                        .q = self_attention + ".query", .k = self_attention + ".key", .v = self_attention + ".value",
+                        .out = "attention.output.dense"},
+          .mlp = {.hidden = hidden, .ffn = ffn, .act = Activation::kGelu, .up = "intermediate.dense", .down = "output.dense"},
+          .norm = NormKind::kLayerNorm, .norm_eps = norm_eps, .dropout_p = output_dropout};
 }
 
 TransformerBlock::TransformerBlock(const BlockSpec& spec, const Place& place, DType dt) : s_(spec), dtype_(dt) {

@@ -48,26 +48,14 @@ TrainingSettings decoder_settings(DType dtype, bool recompute, CheckpointGranula
 }
 
 void DecoderLm::init_weights(uint64_t seed) {
-  NoGradGuard ng;
   const double std_scaled = s_.initializer_range / std::sqrt(2.0 * static_cast<double>(s_.num_layers));
-  std::unordered_map<std::string, uint64_t> index;
-  std::unordered_map<std::string, size_t> ndim;
-  for (const auto& [name, shape] : parameter_shapes()) {
-    index.emplace(name, index.size());
-    ndim.emplace(name, shape.size());
-  }
-  for (const nn::ParamPiece& p : parameter_pieces()) {
-    Generator g = nn::param_generator(seed, index.at(p.name));
-    auto ends_with = [&](const std::string& suf) { return p.name.ends_with(suf); };
-    Tensor t = p.piece;
-    const bool scaled = std::any_of(s_.scaled_init.begin(), s_.scaled_init.end(), ends_with);
-    if (ends_with(".bias"))
-      fill_(t, 0.0);
-    else if (ndim.at(p.name) == 1)  // a norm's weight
-      fill_(t, 1.0);
-    else
-      nn::normal_piece_(p, scaled ? std_scaled : s_.initializer_range, g);
-  }
+  init_normal(
+      seed, [](const std::string&, const Shape& shape) { return shape.size() == 1; },  // a norm's weight
+      [&](const std::string& name, const Shape&) {
+        const bool scaled = std::any_of(s_.scaled_init.begin(), s_.scaled_init.end(),
+                                        [&](const std::string& suffix) { return name.ends_with(suffix); });
+        return scaled ? std_scaled : s_.initializer_range;
+      });
 }
 
 std::string DecoderLm::rooted(const std::string& name) const { return s_.root.empty() ? name : s_.root + "." + name; }

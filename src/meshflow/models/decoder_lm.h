@@ -116,4 +116,23 @@ class DecoderLm : public Model {
   std::shared_ptr<layers::Norm> norm_;
 };
 
+// The decoder of config struct C: decoder_spec(C), declared beside C (argument-dependent lookup),
+// makes its spec; its model.* keys and description come from C as ConfiguredModel's do.
+template <class C>
+DecoderLmSpec decoder_spec_of(const C& c) {
+  return decoder_spec(c);
+}
+template <class C>
+class DecoderModel final : public DecoderLm {
+ public:
+  explicit DecoderModel(const C& c, const ModelContext& ctx = {}) : DecoderLm(decoder_spec_of(c), ctx), c_(c) {}
+
+  Config model_config() const override { return model_keys_of(c_); }
+  std::string describe() const override { return description_of(c_); }
+  const C& config() const { return c_; }
+
+ private:
+  C c_;
+};
+
 }  // namespace mf::models

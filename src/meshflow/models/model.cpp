@@ -1,6 +1,7 @@
 #include "meshflow/models/model.h"
 
 #include <algorithm>
+#include <unordered_map>
 
 #include "meshflow/autograd/grad_mode.h"
 #include "meshflow/autograd/node.h"
@@ -86,6 +87,25 @@ std::vector<std::pair<std::string, Shape>> Model::parameter_shapes() const {
 }
 
 std::vector<nn::ParamPiece> Model::parameter_pieces() const { return nn::param_pieces(*this, place_.size(), place_.rank()); }
+
+void Model::init_normal(uint64_t seed, const std::function<bool(const std::string&, const Shape&)>& is_norm,
+                        const std::function<double(const std::string&, const Shape&)>& std_of) {
+  NoGradGuard ng;
+  std::unordered_map<std::string, std::pair<uint64_t, Shape>> index;  // name -> (parameter id, logical shape)
+  for (const auto& [name, shape] : parameter_shapes()) index.emplace(name, std::make_pair(index.size(), shape));
+  for (const nn::ParamPiece& p : parameter_pieces()) {
+    const auto& [id, shape] = index.at(p.name);
+    Tensor t = p.piece;
+    if (p.name.ends_with("bias")) {
+      fill_(t, 0.0);
+    } else if (is_norm(p.name, shape)) {
+      fill_(t, 1.0);
+    } else {
+      Generator g = nn::param_generator(seed, id);
+      nn::normal_piece_(p, std_of(p.name, shape), g);
+    }
+  }
+}
 
 Tensor host_i64(const Tensor& t) { return contiguous(cast(to(t.detach(), cpu_device()), DType::kI64)); }
 

@@ -261,6 +261,12 @@ class Model : public nn::Module {
   const std::vector<std::pair<int64_t, int64_t>>& chunk_layers() const { return chunk_layers_; }
   // Every parameter as the piece of its logical tensor this rank holds (nn/init.h).
   std::vector<nn::ParamPiece> parameter_pieces() const;
+  // Hugging Face's initialisation of the pieces this rank holds: biases 0, norm weights
+  // (is_norm(name, logical shape)) 1, every other parameter N(0, std_of(name, logical shape)).
+  // Parameter i (of parameter_shapes()'s order) draws from a generator of its own, whatever rank
+  // holds it.
+  void init_normal(uint64_t seed, const std::function<bool(const std::string&, const Shape&)>& is_norm,
+                   const std::function<double(const std::string&, const Shape&)>& std_of);
 
   // The units (parameter_units()) of a layered model: each holds the parameters whose names start
   // with one of its prefixes.
@@ -288,6 +294,38 @@ class Model : public nn::Module {
   layers::Place place_, elsewhere_;  // this rank's; the same ranks shape-only
   std::vector<std::pair<int64_t, int64_t>> chunk_layers_;
   nn::ParamUseHooks* hooks_ = nullptr;
+};
+
+// Its model.* keys and one line describing it, for a model's config struct C: the
+// model_config(C) and describe(C) declared beside C (argument-dependent lookup), which a class
+// deriving from Model cannot call by name (its own members hide them).
+template <class C>
+Config model_keys_of(const C& c) {
+  return model_config(c);
+}
+template <class C>
+std::string description_of(const C& c) {
+  return describe(c);
+}
+
+// A Model of config struct C (BERT, T5, ViT): the config, and what follows from it alone — its
+// model.* keys, its description and its dtypes (C::settings).
+template <class C>
+class ConfiguredModel : public Model {
+ public:
+  DType activation_dtype(Device device) const override { return c_.activation_dtype(device); }
+  DType param_dtype() const override { return c_.settings.dtype; }
+  Config model_config() const override { return model_keys_of(c_); }
+  std::string describe() const override { return description_of(c_); }
+  const C& config() const { return c_; }
+
+ protected:
+  std::optional<CheckpointGranularity> recomputation(int64_t layer) const override {
+    return c_.settings.recomputation(layer, num_layers());
+  }
+  ConfiguredModel(const C& c, const ModelContext& ctx, int64_t num_layers) : Model(ctx, num_layers), c_(c) {}
+
+  C c_;
 };
 
 }  // namespace mf::models

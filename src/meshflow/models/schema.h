@@ -28,6 +28,21 @@
 
 namespace mf::models {
 
+// config.json's names of the keys every Transformer family declares alike (Schema::transformer);
+// "" : config.json holds none (the family reads it by hand, or not at all). The defaults are
+// Hugging Face's common names (BertConfig, LlamaConfig, ViTConfig, GPTNeoXConfig).
+struct TransformerHfNames {
+  const char* num_layers = "num_hidden_layers";
+  const char* hidden_size = "hidden_size";
+  const char* num_attention_heads = "num_attention_heads";
+  const char* ffn_hidden_size = "intermediate_size";
+  const char* max_seq_length = "max_position_embeddings";
+  const char* layernorm_epsilon = "layer_norm_eps";
+  const char* embedding_dropout_prob = "";
+  const char* attention_dropout_prob = "attention_probs_dropout_prob";
+  const char* output_dropout_prob = "hidden_dropout_prob";
+};
+
 template <class C>
 class Schema {
  public:
@@ -57,6 +72,32 @@ class Schema {
   // A narrower range than its key's for the field declared last.
   Schema& positive() { return range({0, kInf, true, true}); }
   Schema& at_least(double lo) { return range({lo, kInf, false, true}); }
+  // The same for the field of `key`.
+  Schema& at_least(const char* key, double lo) { return range(key, {lo, kInf, false, true}); }
+
+  // The fields every Transformer family has, of those C holds, under the same model.* keys and
+  // member names, with config.json's names `hf`: the sizes model.num_layers, hidden_size,
+  // ffn_hidden_size (> 0), max_seq_length, vocab_size ("vocab_size"), the three dropouts and
+  // initializer_range ("initializer_range"); the structure model.num_attention_heads and
+  // layernorm_epsilon.
+  Schema& transformer(const TransformerHfNames& hf = {}) {
+    size("model.num_layers", &C::num_layers, hf.num_layers);
+    size("model.hidden_size", &C::hidden_size, hf.hidden_size);
+    structure("model.num_attention_heads", &C::num_attention_heads, hf.num_attention_heads);
+    size("model.ffn_hidden_size", &C::ffn_hidden_size, hf.ffn_hidden_size).positive();
+    if constexpr (requires { &C::max_seq_length; }) size("model.max_seq_length", &C::max_seq_length, hf.max_seq_length);
+    if constexpr (requires { &C::vocab_size; }) size("model.vocab_size", &C::vocab_size, "vocab_size");
+    structure("model.layernorm_epsilon", &C::layernorm_epsilon, hf.layernorm_epsilon);
+    if constexpr (requires { &C::embedding_dropout_prob; })
+      size("model.embedding_dropout_prob", &C::embedding_dropout_prob, hf.embedding_dropout_prob);
+    if constexpr (requires { &C::attention_dropout_prob; })
+      size("model.attention_dropout_prob", &C::attention_dropout_prob, hf.attention_dropout_prob);
+    if constexpr (requires { &C::output_dropout_prob; })
+      size("model.output_dropout_prob", &C::output_dropout_prob, hf.output_dropout_prob);
+    if constexpr (requires { &C::initializer_range; })
+      size("model.initializer_range", &C::initializer_range, "initializer_range");
+    return *this;
+  }
 
   // Throws "<model>: <key> must be <range>, got <value>" for the first field out of its range.
   void check(const C& c, const std::string& model) const {
@@ -147,6 +188,14 @@ class Schema {
     MF_CHECK(!fields_.empty(), "schema ", name_, ": a range before any field");
     fields_.back().range = r;
     return *this;
+  }
+  Schema& range(const std::string& key, Range r) {
+    for (Field& f : fields_)
+      if (f.key == key) {
+        f.range = r;
+        return *this;
+      }
+    MF_THROW("schema ", name_, ": no field ", key, " to give a range");
   }
 
   std::string name_;

@@ -2,7 +2,9 @@
 // checkpoint needs the run's config beside it its checkpoint_config, and its Hugging Face mapping.
 #pragma once
 #include <memory>
+#include <functional>
 #include <string>
+#include <type_traits>
 #include <utility>
 
 #include "meshflow/models/registry.h"
@@ -24,10 +26,10 @@ auto build_as(C (*read)(const Config&, int64_t)) {
 // ModelSpec::checkpoint_config of a model whose tensors do not show every size (`unseen`, for
 // the message): the sizes of the run's config.yaml (required), the vocabulary as the rows of the
 // 2-D tensor table(sizes) (the tokenizer may have padded model.vocab_size), written back as
-// model.* keys.
+// model.* keys (model_config(C), beside C).
 template <class C>
 auto checkpoint_config_from_run(std::string family, std::string unseen, C (*sizes)(const Config&),
-                                std::string (*table)(const C&), Config (*write)(const C&)) {
+                                std::string (*table)(const C&)) {
   return [=](const nn::NamedTensors& tensors, const Config* run, const std::string& source) {
     MF_CHECK(run != nullptr, source, ": a ", family, " checkpoint needs the run's config.yaml (or a Hugging Face ",
              "config.json) beside it: ", unseen, " not show in the tensors");
@@ -35,21 +37,22 @@ auto checkpoint_config_from_run(std::string family, std::string unseen, C (*size
     const std::string name = table(c);
     for (const auto& [n, t] : tensors)
       if (n == name && t.ndim() == 2) c.vocab_size = t.shape(0);
-    return write(c);
+    return model_config(c);
   };
 }
 
-// ModelSpec::hf of a family whose hf.h reads config.json (from_hf), writes it (to_hf) and reads
-// the weight files' tensors for the config beside them (read); sizes(run config) and write(C)
-// convert to and from its model.* keys, and the schema names config.json's keys.
+// ModelSpec::hf of a family whose hf.cpp reads config.json (from_hf), writes it (to_hf) and reads
+// the weight files' tensors for the config beside them (read); sizes(run config) and
+// model_config(C) (beside C) convert to and from its model.* keys, and the schema names
+// config.json's keys.
 template <class C>
 HfMapping hf_mapping(std::string model_type, std::string architecture, C (*from_hf)(const std::string&),
                      std::string (*to_hf)(const C&, DType), nn::NamedTensors (*read)(const io::HfModelFiles&, const C&),
-                     C (*sizes)(const Config&), Config (*write)(const C&), const Schema<C>& schema) {
+                     std::type_identity_t<std::function<C(const Config&)>> sizes, const Schema<C>& schema) {
   HfMapping m;
   m.model_type = std::move(model_type);
   m.architecture = std::move(architecture);
-  m.read_config = [from_hf, write](const std::string& path) { return write(from_hf(path)); };
+  m.read_config = [from_hf](const std::string& path) { return model_config(from_hf(path)); };
   m.write_config = [to_hf, sizes](const Config& c, DType dtype) { return to_hf(sizes(c), dtype); };
   m.read_tensors = [read, from_hf](const io::HfModelFiles& files) { return read(files, from_hf(files.config)); };
   m.key_names = schema.hf_key_names();

@@ -30,21 +30,11 @@ const Schema<BertConfig>& bert_schema() {
   // max_position_embeddings (RoBERTa's counts the padding) and hidden_dropout_prob (both
   // dropouts) are read by hand.
   static const Schema<C> s = Schema<C>("bert")
-                                 .size("model.num_layers", &C::num_layers, "num_hidden_layers")
-                                 .size("model.hidden_size", &C::hidden_size, "hidden_size")
-                                 .structure("model.num_attention_heads", &C::num_attention_heads, "num_attention_heads")
-                                 .size("model.ffn_hidden_size", &C::ffn_hidden_size, "intermediate_size").positive()
-                                 .size("model.max_seq_length", &C::max_seq_length)
-                                 .size("model.vocab_size", &C::vocab_size, "vocab_size")
+                                 .transformer({.max_seq_length = ""})
                                  .size("model.num_tokentypes", &C::num_tokentypes, "type_vocab_size").positive()
                                  .structure("model.pad_token_id", &C::pad_token_id, "pad_token_id")
                                  .size("model.add_binary_head", &C::add_binary_head)
                                  .size("model.num_labels", &C::num_labels)
-                                 .structure("model.layernorm_epsilon", &C::layernorm_epsilon, "layer_norm_eps")
-                                 .size("model.embedding_dropout_prob", &C::embedding_dropout_prob)
-                                 .size("model.attention_dropout_prob", &C::attention_dropout_prob, "attention_probs_dropout_prob")
-                                 .size("model.output_dropout_prob", &C::output_dropout_prob, "hidden_dropout_prob")
-                                 .size("model.initializer_range", &C::initializer_range, "initializer_range")
                                  .key("model.task");
   return s;
 }
@@ -67,14 +57,14 @@ BertConfig bert_config(const Config& c, int64_t tokenizer_vocab_size) {
   return m;
 }
 
-Config bert_model_config(const BertConfig& m) {
+Config model_config(const BertConfig& m) {
   Config y = bert_schema().write(m);
   y.set("model.name", bert_variant_name(m.variant));
   y.set("model.task", m.task == BertTask::kClassification ? "classification" : "pretraining");
   return y;
 }
 
-std::string bert_describe(const BertConfig& m) {
+std::string describe(const BertConfig& m) {
   const char* head = m.task == BertTask::kClassification ? "classification" : m.nsp() ? "pretraining, NSP" : "masked LM";
   std::string s = detail::cat(m.variant == BertVariant::kRoberta ? "RoBERTa" : "BERT", " (", head, "): layers ",
                               m.num_layers, ", hidden ", m.hidden_size, ", heads ", m.num_attention_heads, ", MLP ",

@@ -62,8 +62,8 @@ const char* bert_variant_name(BertVariant v);  // "bert", "roberta"
 const Schema<BertConfig>& bert_schema();
 BertConfig bert_config(const Config& c, int64_t tokenizer_vocab_size);
 // Its model.* keys as a run config writes them.
-Config bert_model_config(const BertConfig& c);
+Config model_config(const BertConfig& c);
 // "BERT (pretraining, NSP): layers 2, hidden 64, heads 4, MLP 256, vocabulary 30522, positions 128".
-std::string bert_describe(const BertConfig& c);
+std::string describe(const BertConfig& c);
 
 }  // namespace mf::models

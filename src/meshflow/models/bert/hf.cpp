@@ -1,4 +1,4 @@
-#include "meshflow/models/bert/hf.h"
+#include "meshflow/models/bert/spec.h"
 
 #include <nlohmann/json.hpp>
 #include <utility>
@@ -7,8 +7,11 @@
 #include "meshflow/models/bert/model.h"
 #include "meshflow/models/hf_weights.h"
 #include "meshflow/models/schema_hf.h"
+#include "meshflow/models/spec_builder.h"
 
-namespace mf::models {
+namespace mf::models::bert {
+
+namespace {
 
 using json = nlohmann::ordered_json;
 
@@ -102,7 +105,7 @@ nn::NamedTensors read_hf_bert_tensors(const io::HfModelFiles& files, const BertC
     r.tied[decoder + "weight"] = {p + "embeddings.word_embeddings.weight", ""};
     r.tied[decoder + "bias"] = {roberta ? "lm_head.bias" : "cls.predictions.bias", ""};
   }
-  r.model = bert_describe(c);
+  r.model = describe(c);
   return read_hf_weights(files, r);
 }
 
@@ -115,4 +118,14 @@ nn::NamedTensors write_hf_bert_tensors(const nn::NamedTensors& tensors) {
   return out;
 }
 
-}  // namespace mf::models
+}  // namespace
+
+HfMapping hf(const char* name, const char* architecture) {
+  HfMapping m = hf_mapping(name, architecture, &bert_config_from_hf, &bert_config_to_hf, &read_hf_bert_tensors,
+                           [](const Config& c) { return bert_config(c, 0); }, bert_schema());
+  m.write_tensors = write_hf_bert_tensors;
+  m.key_names.emplace_back("model.num_labels", "num_labels");
+  return m;
+}
+
+}  // namespace mf::models::bert

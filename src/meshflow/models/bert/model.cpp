@@ -18,7 +18,7 @@ layers::BlockSpec bert_block_spec(const BertConfig& c) {
   return s;
 }
 
-BertModel::BertModel(const BertConfig& c, const ModelContext& ctx) : Model(ctx, c.num_layers), c_(c) {
+BertModel::BertModel(const BertConfig& c, const ModelContext& ctx) : ConfiguredModel(c, ctx, c.num_layers) {
   c.validate();
   using layers::WeightSplit;
   const DType dt = c.settings.dtype;
@@ -64,20 +64,12 @@ BertModel::BertModel(const BertConfig& c, const ModelContext& ctx) : Model(ctx, 
 }
 
 void BertModel::init_weights(uint64_t seed) {
-  NoGradGuard ng;
-  std::unordered_map<std::string, uint64_t> index;
-  for (const auto& [name, shape] : parameter_shapes()) index.emplace(name, index.size());
-  for (const nn::ParamPiece& p : parameter_pieces()) {
-    Generator g = nn::param_generator(seed, index.at(p.name));
-    Tensor t = p.piece;
-    const bool norm = p.name.find("LayerNorm.") != std::string::npos || p.name.find("layer_norm.") != std::string::npos;
-    if (norm)
-      fill_(t, p.name.ends_with(".weight") ? 1.0 : 0.0);
-    else if (p.name.ends_with("bias"))
-      fill_(t, 0.0);
-    else
-      nn::normal_piece_(p, c_.initializer_range, g);
-  }
+  init_normal(
+      seed,
+      [](const std::string& name, const Shape&) {
+        return name.find("LayerNorm.") != std::string::npos || name.find("layer_norm.") != std::string::npos;
+      },
+      [this](const std::string&, const Shape&) { return c_.initializer_range; });
 }
 
 std::vector<std::string> BertModel::tied_parameters() const {
@@ -161,10 +153,6 @@ GlobalTensor BertModel::run_layer(int64_t layer, const GlobalTensor& x, const Ba
   layers::BlockInputs in;
   in.self.key_padding = key_padding_mask(batch);
   return layers_.at(static_cast<size_t>(layer))->forward(x, recompute_inside, in);
-}
-
-std::optional<CheckpointGranularity> BertModel::recomputation(int64_t layer) const {
-  return c_.settings.recomputation(layer, c_.num_layers);
 }
 
 GlobalTensor BertModel::mlm_loss(const GlobalTensor& hidden, const Tensor& labels) const {

@@ -29,7 +29,7 @@ namespace mf::models {
 // output.LayerNorm; registered in that order.
 layers::BlockSpec bert_block_spec(const BertConfig& c);
 
-class BertModel : public Model {
+class BertModel : public ConfiguredModel<BertConfig> {
  public:
   explicit BertModel(const BertConfig& c, const ModelContext& ctx = {});
   // Hugging Face's initialisation: projections and embeddings N(0, initializer_range), biases 0,
@@ -44,8 +44,6 @@ class BertModel : public Model {
   // Whole model: the masked-LM and next-sentence losses of `batch` (its own means), for tests.
   std::pair<Tensor, Tensor> pretraining_losses(const Batch& batch) const;
 
-  DType activation_dtype(Device device) const override { return c_.activation_dtype(device); }
-  DType param_dtype() const override { return c_.settings.dtype; }
   std::vector<std::string> tied_parameters() const override;
   std::vector<nn::ParamUnit> parameter_units() const override;
   // 6 * (every parameter but the embedding lookups and the masked-LM head's) + 6 *
@@ -56,9 +54,6 @@ class BertModel : public Model {
   BatchKind batch_kind() const override {
     return c_.task == BertTask::kClassification ? BatchKind::kSequenceClassification : BatchKind::kMaskedLM;
   }
-  Config model_config() const override { return bert_model_config(c_); }
-  std::string describe() const override { return bert_describe(c_); }
-  const BertConfig& config() const { return c_; }
   // Pretraining: {masked tokens, rows with a next-sentence label (with NSP)}; classification: {rows}.
   std::vector<double> loss_counts(const Batch& batch) const override;
   std::vector<std::string> eval_metric_names() const override;
@@ -72,7 +67,6 @@ class BertModel : public Model {
   uint64_t streams_per_layer() const override { return 3; }  // attention, attention output, MLP output dropout
   uint64_t head_streams() const override { return c_.task == BertTask::kClassification ? 1 : 0; }
   Shape hidden_shape(int64_t rows, int64_t seq_len) const override { return {rows, seq_len, c_.hidden_size}; }
-  std::optional<CheckpointGranularity> recomputation(int64_t layer) const override;
 
  private:
   // hidden (B, T, C) B -> the masked-LM head's mean loss over the counted labels.
@@ -81,7 +75,6 @@ class BertModel : public Model {
   GlobalTensor pooled(const GlobalTensor& hidden) const;
   GlobalTensor classify(const GlobalTensor& hidden) const;
 
-  BertConfig c_;
   std::shared_ptr<layers::Embedding> word_, position_, token_type_;
   std::shared_ptr<layers::LayerNorm> embed_norm_;
   std::vector<std::shared_ptr<layers::TransformerBlock>> layers_;  // by layer (shape-only where another rank holds it)

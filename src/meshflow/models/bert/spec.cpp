@@ -1,6 +1,5 @@
 #include "meshflow/models/bert/spec.h"
 
-#include "meshflow/models/bert/hf.h"
 #include "meshflow/models/bert/model.h"
 #include "meshflow/models/spec_builder.h"
 
@@ -19,7 +18,7 @@ ModelSpec spec(const char* name, const char* architecture) {
   // What the tensors' shapes do not show (the task's heads do, and may be replaced).
   s.structure_keys = bert_schema().structure_keys();
   s.head_prefixes = {"bert.pooler.", "roberta.pooler.", "cls.", "lm_head.", "classifier."};
-  s.describe = [](const Config& c) { return bert_describe(sizes(c)); };
+  s.describe = [](const Config& c) { return describe(sizes(c)); };
   // The masked LM projects the masked positions only (BertModel::mlm_loss); a classifier one row
   // per sequence.
   s.head_token_share = [](const Config& c, int64_t seq_len) {
@@ -39,12 +38,8 @@ ModelSpec spec(const char* name, const char* architecture) {
       "BERT", "the head count and the task do", &sizes,
       [](const BertConfig& c) {
         return std::string(c.prefix()) + "embeddings.word_embeddings.weight";
-      },
-      &bert_model_config);
-  s.hf = hf_mapping(name, architecture, &bert_config_from_hf, &bert_config_to_hf, &read_hf_bert_tensors, &sizes,
-                    &bert_model_config, bert_schema());
-  s.hf.write_tensors = write_hf_bert_tensors;
-  s.hf.key_names.emplace_back("model.num_labels", "num_labels");
+      });
+  s.hf = hf(name, architecture);
   return s;
 }
 

@@ -7,4 +7,7 @@ namespace mf::models::bert {
 ModelSpec bert_spec();
 ModelSpec roberta_spec();
 
+// Its Hugging Face mapping (hf.cpp): config.json and the weight files <-> its model.* keys and parameters.
+HfMapping hf(const char* name, const char* architecture);
+
 }  // namespace mf::models::bert

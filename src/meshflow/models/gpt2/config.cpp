@@ -30,17 +30,16 @@ void Gpt2Config::validate() const {
 const Schema<Gpt2Config>& gpt2_schema() {
   using C = Gpt2Config;
   static const Schema<C> s = Schema<C>("gpt2")
-                                 .size("model.num_layers", &C::num_layers, "n_layer")
-                                 .size("model.hidden_size", &C::hidden_size, "n_embd")
-                                 .structure("model.num_attention_heads", &C::num_attention_heads, "n_head")
-                                 .size("model.ffn_hidden_size", &C::ffn_hidden_size, "n_inner")  // 0: 4 * hidden, as n_inner null
-                                 .size("model.max_seq_length", &C::max_seq_length, "n_positions")
-                                 .size("model.vocab_size", &C::vocab_size, "vocab_size")
-                                 .size("model.embedding_dropout_prob", &C::embedding_dropout_prob, "embd_pdrop")
-                                 .size("model.attention_dropout_prob", &C::attention_dropout_prob, "attn_pdrop")
-                                 .size("model.output_dropout_prob", &C::output_dropout_prob, "resid_pdrop")
-                                 .structure("model.layernorm_epsilon", &C::layernorm_epsilon, "layer_norm_epsilon")
-                                 .size("model.initializer_range", &C::initializer_range, "initializer_range");
+                                 .transformer({.num_layers = "n_layer",
+                                               .hidden_size = "n_embd",
+                                               .num_attention_heads = "n_head",
+                                               .ffn_hidden_size = "n_inner",
+                                               .max_seq_length = "n_positions",
+                                               .layernorm_epsilon = "layer_norm_epsilon",
+                                               .embedding_dropout_prob = "embd_pdrop",
+                                               .attention_dropout_prob = "attn_pdrop",
+                                               .output_dropout_prob = "resid_pdrop"})
+                                 .at_least("model.ffn_hidden_size", 0);  // 0: 4 * hidden, as n_inner null
   return s;
 }
 
@@ -58,9 +57,9 @@ Gpt2Config gpt2_config(const Config& c, int64_t tokenizer_vocab_size) {
   return g;
 }
 
-Config gpt2_model_config(const Gpt2Config& g) { return gpt2_schema().write(g); }
+Config model_config(const Gpt2Config& g) { return gpt2_schema().write(g); }
 
-std::string gpt2_describe(const Gpt2Config& g) {
+std::string describe(const Gpt2Config& g) {
   return detail::cat("GPT-2: layers ", g.num_layers, ", hidden ", g.hidden_size, ", heads ", g.num_attention_heads,
                      ", MLP ", g.ffn(), ", vocabulary ", g.vocab_size, ", positions ", g.max_seq_length);
 }

@@ -57,9 +57,9 @@ struct Gpt2Config {
 const Schema<Gpt2Config>& gpt2_schema();
 Gpt2Config gpt2_config(const Config& c, int64_t tokenizer_vocab_size);
 // The model.* keys of `g` (model.name gpt2).
-Config gpt2_model_config(const Gpt2Config& g);
+Config model_config(const Gpt2Config& g);
 // "GPT-2: layers 12, hidden 768, heads 12, MLP 3072, vocabulary 50257, positions 1024".
-std::string gpt2_describe(const Gpt2Config& g);
+std::string describe(const Gpt2Config& g);
 
 
 }  // namespace mf::models

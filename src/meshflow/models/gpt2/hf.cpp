@@ -1,4 +1,4 @@
-#include "meshflow/models/gpt2/hf.h"
+#include "meshflow/models/gpt2/spec.h"
 
 #include <cctype>
 #include <nlohmann/json.hpp>
@@ -11,7 +11,7 @@
 #include "meshflow/models/hf_weights.h"
 #include "meshflow/models/schema_hf.h"
 
-namespace mf::models {
+namespace mf::models::gpt2 {
 
 using json = nlohmann::ordered_json;
 
@@ -29,7 +29,7 @@ std::string block_suffix(const std::string& name) {
 
 }  // namespace
 
-bool is_gpt2_parameter_name(const std::string& name) {
+bool is_parameter_name(const std::string& name) {
   static const std::set<std::string> outer = {"transformer.wte.weight", "transformer.wpe.weight",
                                               "transformer.ln_f.weight", "transformer.ln_f.bias"};
   if (outer.count(name)) return true;
@@ -47,6 +47,8 @@ bool is_gpt2_parameter_name(const std::string& name) {
   }();
   return block.count(rest) > 0;
 }
+
+namespace {
 
 Gpt2Config gpt2_config_from_hf(const std::string& path) {
   const json j = read_hf_config(path, {"gpt2"});
@@ -87,11 +89,24 @@ nn::NamedTensors read_hf_gpt2_tensors(const io::HfModelFiles& files) {
     const std::string rest = block_suffix(name);
     return rest == "attn.bias" || rest == "attn.masked_bias" ? std::string() : name;  // the causal mask, not a parameter
   };
-  r.known = is_gpt2_parameter_name;
+  r.known = is_parameter_name;
   r.tied["lm_head.weight"] = {"transformer.wte.weight",
                               "the token embedding wte.weight (meshflow's GPT-2 ties the two; an untied head is not supported)"};
   r.model = "GPT-2";
   return read_hf_weights(files, r);
 }
 
-}  // namespace mf::models
+}  // namespace
+
+HfMapping hf() {
+  HfMapping m;
+  m.model_type = "gpt2";
+  m.architecture = "GPT2LMHeadModel";
+  m.read_config = [](const std::string& path) { return model_config(gpt2_config_from_hf(path)); };
+  m.write_config = [](const Config& c, DType dtype) { return gpt2_config_to_hf(gpt2_config(c, 0), dtype); };
+  m.read_tensors = read_hf_gpt2_tensors;
+  m.key_names = gpt2_schema().hf_key_names();
+  return m;
+}
+
+}  // namespace mf::models::gpt2

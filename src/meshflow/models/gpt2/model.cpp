@@ -3,31 +3,17 @@
 namespace mf::models {
 
 layers::BlockSpec gpt2_block_spec(const Gpt2Config& c) {
-  layers::BlockSpec s;
-  layers::AttentionSpec& a = s.attention;
-  a.hidden = c.hidden_size;
-  a.heads = c.num_attention_heads;
-  a.qkv = layers::QkvLayout::kFusedBlocks;
-  a.weights = layers::WeightLayout::kConv1D;
-  a.dropout_p = c.attention_dropout_prob;
-  a.fused = "attn.c_attn";
-  a.out = "attn.c_proj";
-  layers::MlpSpec& m = s.mlp;
-  m.hidden = c.hidden_size;
-  m.ffn = c.ffn();
-  m.act = layers::Activation::kGeluTanh;
-  m.weights = layers::WeightLayout::kConv1D;
-  m.up = "mlp.c_fc";
-  m.down = "mlp.c_proj";
-  s.norm = layers::NormKind::kLayerNorm;
-  s.norm_eps = c.layernorm_epsilon;
-  s.dropout_p = c.output_dropout_prob;
-  s.norm1 = "ln_1";
-  s.norm2 = "ln_2";
+  using layers::WeightLayout;
+  layers::BlockSpec s{.norm = layers::NormKind::kLayerNorm, .norm_eps = c.layernorm_epsilon,
+                      .dropout_p = c.output_dropout_prob, .norm1 = "ln_1", .norm2 = "ln_2"};
+  s.attention = {.hidden = c.hidden_size, .heads = c.num_attention_heads, .qkv = layers::QkvLayout::kFusedBlocks,
+                 .weights = WeightLayout::kConv1D, .dropout_p = c.attention_dropout_prob, .fused = "attn.c_attn",
+                 .out = "attn.c_proj"};
+  s.mlp = {.hidden = c.hidden_size, .ffn = c.ffn(), .act = layers::Activation::kGeluTanh, .weights = WeightLayout::kConv1D,
+           .up = "mlp.c_fc", .down = "mlp.c_proj"};
   return s;
 }
 
-namespace {
 DecoderLmSpec decoder_spec(const Gpt2Config& c) {
   c.validate();
   DecoderLmSpec s = decoder_lm_spec("gpt2", c, gpt2_block_spec(c),
@@ -44,10 +30,5 @@ DecoderLmSpec decoder_spec(const Gpt2Config& c) {
   s.streams_per_layer = 3;  // attention, attention output and MLP output dropout
   return s;
 }
-}  // namespace
-
-Gpt2Model::Gpt2Model(const Gpt2Config& c, const ModelContext& ctx) : DecoderLm(decoder_spec(c), ctx), c_(c) {}
-
-std::string Gpt2Model::describe() const { return gpt2_describe(c_); }
 
 }  // namespace mf::models

@@ -32,18 +32,9 @@ class Gpt2Block : public layers::TransformerBlock {
 // tied_parameters()). Initialisation: N(0, initializer_range), output projections (c_proj)
 // scaled by 1/sqrt(2 * num_layers), biases 0, LayerNorm 1/0. Random streams: stream 0 for the
 // embedding dropout, 1 + 3 l onwards for block l (attention, attention output, MLP output).
-class Gpt2Model : public DecoderLm {
- public:
-  // Throws when the ranks splitting the layers do not divide the heads or the MLP width, naming
-  // the config keys.
-  explicit Gpt2Model(const Gpt2Config& c, const ModelContext& ctx = {});
-
-  Config model_config() const override { return gpt2_model_config(c_); }
-  std::string describe() const override;
-  const Gpt2Config& config() const { return c_; }
-
- private:
-  Gpt2Config c_;
-};
+// Building it throws when the ranks splitting the layers do not divide the heads or the MLP
+// width, naming the config keys.
+DecoderLmSpec decoder_spec(const Gpt2Config& c);
+using Gpt2Model = DecoderModel<Gpt2Config>;
 
 }  // namespace mf::models

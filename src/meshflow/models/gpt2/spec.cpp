@@ -1,6 +1,5 @@
 #include "meshflow/models/gpt2/spec.h"
 
-#include "meshflow/models/gpt2/hf.h"
 #include "meshflow/models/gpt2/model.h"
 #include "meshflow/models/spec_builder.h"
 
@@ -37,7 +36,7 @@ Config checkpoint_config(const nn::NamedTensors& tensors, const Config* run, con
     g.num_attention_heads = 1;
   }
   g.vocab_size = wte->shape(0);  // the tokenizer may have padded model.vocab_size
-  return gpt2_model_config(g);
+  return model_config(g);
 }
 
 }  // namespace
@@ -48,7 +47,7 @@ ModelSpec spec() {
   s.build = build_as<Gpt2Model>(&gpt2_config);
   s.config_keys = gpt2_schema().config_keys();
   s.structure_keys = gpt2_schema().structure_keys();  // the tensors show every other size
-  s.describe = [](const Config& c) { return gpt2_describe(sizes(c)); };
+  s.describe = [](const Config& c) { return describe(sizes(c)); };
   s.layer_activations = [](const Config& c, int64_t, int64_t) {
     // Gpt2Block::forward: the block input and the post-attention residual, and both LayerNorms'
     // mean and inverse deviation (sequence); both LayerNorm outputs, the GEMMs' saved inputs
@@ -61,12 +60,7 @@ ModelSpec spec() {
     return LayerActivations{2 * C + 4, 2 * C, 4 * C + 2 * F + heads, heads};
   };
   s.checkpoint_config = checkpoint_config;
-  s.hf.model_type = "gpt2";
-  s.hf.architecture = "GPT2LMHeadModel";
-  s.hf.read_config = [](const std::string& path) { return gpt2_model_config(gpt2_config_from_hf(path)); };
-  s.hf.write_config = [](const Config& c, DType dtype) { return gpt2_config_to_hf(sizes(c), dtype); };
-  s.hf.read_tensors = read_hf_gpt2_tensors;
-  s.hf.key_names = gpt2_schema().hf_key_names();
+  s.hf = hf();
   return s;
 }
 

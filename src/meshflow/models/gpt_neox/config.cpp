@@ -20,20 +20,11 @@ void GptNeoxConfig::validate() const {
 const Schema<GptNeoxConfig>& gpt_neox_schema() {
   using C = GptNeoxConfig;
   static const Schema<C> s = Schema<C>("gpt_neox")
-                                 .size("model.num_layers", &C::num_layers, "num_hidden_layers")
-                                 .size("model.hidden_size", &C::hidden_size, "hidden_size")
-                                 .structure("model.num_attention_heads", &C::num_attention_heads, "num_attention_heads")
-                                 .size("model.ffn_hidden_size", &C::ffn_hidden_size, "intermediate_size").positive()
-                                 .size("model.max_seq_length", &C::max_seq_length, "max_position_embeddings")
-                                 .size("model.vocab_size", &C::vocab_size, "vocab_size")
-                                 .structure("model.layernorm_epsilon", &C::layernorm_epsilon, "layer_norm_eps")
+                                 .transformer({.attention_dropout_prob = "attention_dropout", .output_dropout_prob = "hidden_dropout"})
                                  .structure("model.rotary_pct", &C::rotary_pct, "rotary_pct")
                                  .structure("model.rope_theta", &C::rope_theta, "rotary_emb_base")
                                  .structure("model.use_parallel_residual", &C::use_parallel_residual, "use_parallel_residual")
                                  .structure("model.tie_word_embeddings", &C::tie_word_embeddings, "tie_word_embeddings")
-                                 .size("model.attention_dropout_prob", &C::attention_dropout_prob, "attention_dropout")
-                                 .size("model.output_dropout_prob", &C::output_dropout_prob, "hidden_dropout")
-                                 .size("model.initializer_range", &C::initializer_range, "initializer_range")
                                  .key("model.embedding_dropout_prob");
   return s;
 }
@@ -50,13 +41,13 @@ GptNeoxConfig gpt_neox_config(const Config& c, int64_t tokenizer_vocab_size) {
   return m;
 }
 
-Config gpt_neox_model_config(const GptNeoxConfig& m) {
+Config model_config(const GptNeoxConfig& m) {
   Config y = gpt_neox_schema().write(m);
   y.set("model.embedding_dropout_prob", "0.0");
   return y;
 }
 
-std::string gpt_neox_describe(const GptNeoxConfig& m) {
+std::string describe(const GptNeoxConfig& m) {
   return detail::cat("GPT-NeoX: layers ", m.num_layers, ", hidden ", m.hidden_size, ", heads ", m.num_attention_heads,
                      ", MLP ", m.ffn_hidden_size, ", rotary ", m.rotary_dims(), " of ", m.dim(), ", ",
                      m.use_parallel_residual ? "parallel residual" : "sequential residual", ", vocabulary ", m.vocab_size,

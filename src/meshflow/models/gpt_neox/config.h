@@ -41,8 +41,8 @@ const Schema<GptNeoxConfig>& gpt_neox_schema();
 // The model.* keys (and training settings) of a run config; vocabulary at least the tokenizer's.
 GptNeoxConfig gpt_neox_config(const Config& c, int64_t tokenizer_vocab_size);
 // Its model.* keys as a run config writes them (model.name gpt_neox).
-Config gpt_neox_model_config(const GptNeoxConfig& c);
+Config model_config(const GptNeoxConfig& c);
 // "GPT-NeoX: layers 2, hidden 32, heads 4, MLP 48, rotary 2 of 8, parallel residual, ...".
-std::string gpt_neox_describe(const GptNeoxConfig& c);
+std::string describe(const GptNeoxConfig& c);
 
 }  // namespace mf::models

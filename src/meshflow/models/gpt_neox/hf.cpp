@@ -1,4 +1,4 @@
-#include "meshflow/models/gpt_neox/hf.h"
+#include "meshflow/models/gpt_neox/spec.h"
 
 #include <nlohmann/json.hpp>
 #include <utility>
@@ -7,8 +7,11 @@
 #include "meshflow/models/gpt_neox/model.h"
 #include "meshflow/models/hf_weights.h"
 #include "meshflow/models/schema_hf.h"
+#include "meshflow/models/spec_builder.h"
 
-namespace mf::models {
+namespace mf::models::gpt_neox {
+
+namespace {
 
 using json = nlohmann::ordered_json;
 
@@ -42,8 +45,16 @@ nn::NamedTensors read_hf_gpt_neox_tensors(const io::HfModelFiles& files, const G
     return buffer ? std::string() : name;
   };
   r.known = parameter_of(GptNeoxModel(c, ModelContext::shape_only()));
-  r.model = gpt_neox_describe(c);
+  r.model = describe(c);
   return read_hf_weights(files, r);
 }
 
-}  // namespace mf::models
+}  // namespace
+
+HfMapping hf() {
+  return hf_mapping("gpt_neox", "GPTNeoXForCausalLM", &gpt_neox_config_from_hf, &gpt_neox_config_to_hf,
+                    &read_hf_gpt_neox_tensors, [](const Config& c) { return gpt_neox_config(c, 0); },
+                    gpt_neox_schema());
+}
+
+}  // namespace mf::models::gpt_neox

@@ -5,33 +5,19 @@
 namespace mf::models {
 
 layers::BlockSpec gpt_neox_block_spec(const GptNeoxConfig& c) {
-  layers::BlockSpec s;
-  layers::AttentionSpec& a = s.attention;
-  a.hidden = c.hidden_size;
-  a.heads = c.num_attention_heads;
-  a.qkv = layers::QkvLayout::kFusedPerHead;
-  a.rotary_dims = c.rotary_dims();
-  a.rotary_inv_freq = rope_inv_freq(a.rotary_dims, c.rope_theta);
-  a.dropout_p = c.attention_dropout_prob;
-  a.fused = "attention.query_key_value";
-  a.out = "attention.dense";
-  layers::MlpSpec& m = s.mlp;
-  m.hidden = c.hidden_size;
-  m.ffn = c.ffn_hidden_size;
-  m.act = layers::Activation::kGelu;
-  m.up = "mlp.dense_h_to_4h";
-  m.down = "mlp.dense_4h_to_h";
-  s.norm = layers::NormKind::kLayerNorm;
-  s.norm_eps = c.layernorm_epsilon;
-  s.residual = c.use_parallel_residual ? layers::Residual::kParallel : layers::Residual::kPreNorm;
-  s.dropout_p = c.output_dropout_prob;
-  s.norm1 = "input_layernorm";
-  s.norm2 = "post_attention_layernorm";
-  s.order = {layers::BlockPart::kNorm1, layers::BlockPart::kNorm2, layers::BlockPart::kAttention, layers::BlockPart::kMlp};
+  using layers::BlockPart;
+  layers::BlockSpec s{.norm = layers::NormKind::kLayerNorm, .norm_eps = c.layernorm_epsilon,
+                      .residual = c.use_parallel_residual ? layers::Residual::kParallel : layers::Residual::kPreNorm,
+                      .dropout_p = c.output_dropout_prob, .norm1 = "input_layernorm", .norm2 = "post_attention_layernorm",
+                      .order = {BlockPart::kNorm1, BlockPart::kNorm2, BlockPart::kAttention, BlockPart::kMlp}};
+  s.attention = {.hidden = c.hidden_size, .heads = c.num_attention_heads, .qkv = layers::QkvLayout::kFusedPerHead,
+                 .rotary_inv_freq = rope_inv_freq(c.rotary_dims(), c.rope_theta), .rotary_dims = c.rotary_dims(),
+                 .dropout_p = c.attention_dropout_prob, .fused = "attention.query_key_value", .out = "attention.dense"};
+  s.mlp = {.hidden = c.hidden_size, .ffn = c.ffn_hidden_size, .act = layers::Activation::kGelu,
+           .up = "mlp.dense_h_to_4h", .down = "mlp.dense_4h_to_h"};
   return s;
 }
 
-namespace {
 DecoderLmSpec decoder_spec(const GptNeoxConfig& c) {
   c.validate();
   DecoderLmSpec s = decoder_lm_spec("gpt_neox", c, gpt_neox_block_spec(c), c.settings);
@@ -43,8 +29,5 @@ DecoderLmSpec decoder_spec(const GptNeoxConfig& c) {
   s.streams_per_layer = 3;  // attention, attention output and MLP output dropout
   return s;
 }
-}  // namespace
-
-GptNeoxModel::GptNeoxModel(const GptNeoxConfig& c, const ModelContext& ctx) : DecoderLm(decoder_spec(c), ctx), c_(c) {}
 
 }  // namespace mf::models

@@ -19,16 +19,8 @@ namespace mf::models {
 // (per-head q, k, v) and attention.dense, mlp.dense_h_to_4h and mlp.dense_4h_to_h.
 layers::BlockSpec gpt_neox_block_spec(const GptNeoxConfig& c);
 
-class GptNeoxModel : public DecoderLm {
- public:
-  explicit GptNeoxModel(const GptNeoxConfig& c, const ModelContext& ctx = {});
-
-  Config model_config() const override { return gpt_neox_model_config(c_); }
-  std::string describe() const override { return gpt_neox_describe(c_); }
-  const GptNeoxConfig& config() const { return c_; }
-
- private:
-  GptNeoxConfig c_;
-};
+// The decoder's spec: embed_in, the blocks, final_layer_norm and an untied embed_out.
+DecoderLmSpec decoder_spec(const GptNeoxConfig& c);
+using GptNeoxModel = DecoderModel<GptNeoxConfig>;
 
 }  // namespace mf::models

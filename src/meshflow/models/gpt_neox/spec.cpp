@@ -1,6 +1,5 @@
 #include "meshflow/models/gpt_neox/spec.h"
 
-#include "meshflow/models/gpt_neox/hf.h"
 #include "meshflow/models/gpt_neox/model.h"
 #include "meshflow/models/spec_builder.h"
 
@@ -19,7 +18,7 @@ ModelSpec spec() {
   s.build = build_as<GptNeoxModel>(&gpt_neox_config);
   s.config_keys = gpt_neox_schema().config_keys();
   s.structure_keys = gpt_neox_schema().structure_keys();
-  s.describe = [](const Config& c) { return gpt_neox_describe(sizes(c)); };
+  s.describe = [](const Config& c) { return describe(sizes(c)); };
   s.layer_activations = [](const Config& c, int64_t, int64_t) {
     // The block (layers/block.h): the block input (and, sequential, the post-attention residual),
     // both LayerNorms' mean and inverse deviation (sequence); both LayerNorm outputs (gathered);
@@ -33,10 +32,8 @@ ModelSpec spec() {
   };
   s.checkpoint_config = checkpoint_config_from_run<GptNeoxConfig>(
       "GPT-NeoX", "the head count and the rotary share do", &sizes,
-      [](const GptNeoxConfig&) { return std::string("gpt_neox.embed_in.weight"); },
-      &gpt_neox_model_config);
-  s.hf = hf_mapping("gpt_neox", "GPTNeoXForCausalLM", &gpt_neox_config_from_hf, &gpt_neox_config_to_hf,
-                    &read_hf_gpt_neox_tensors, &sizes, &gpt_neox_model_config, gpt_neox_schema());
+      [](const GptNeoxConfig&) { return std::string("gpt_neox.embed_in.weight"); });
+  s.hf = hf();
   return s;
 }
 

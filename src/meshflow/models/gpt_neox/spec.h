@@ -6,4 +6,7 @@ namespace mf::models::gpt_neox {
 
 ModelSpec spec();
 
+// Its Hugging Face mapping (hf.cpp): config.json and the weight files <-> its model.* keys and parameters.
+HfMapping hf();
+
 }  // namespace mf::models::gpt_neox

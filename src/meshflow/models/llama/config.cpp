@@ -64,21 +64,13 @@ const Schema<LlamaConfig>& llama_schema() {
   using C = LlamaConfig;
   // sliding_window: config.json's only under Mistral (Qwen2's files hold one they do not use).
   static const Schema<C> s = Schema<C>("llama")
-                                 .size("model.num_layers", &C::num_layers, "num_hidden_layers")
-                                 .size("model.hidden_size", &C::hidden_size, "hidden_size")
-                                 .structure("model.num_attention_heads", &C::num_attention_heads, "num_attention_heads")
+                                 .transformer({.layernorm_epsilon = "rms_norm_eps", .attention_dropout_prob = "attention_dropout"})
                                  .structure("model.num_key_value_heads", &C::num_key_value_heads, "num_key_value_heads")
                                  .structure("model.head_dim", &C::head_dim, "head_dim")
-                                 .size("model.ffn_hidden_size", &C::ffn_hidden_size, "intermediate_size").positive()
-                                 .size("model.max_seq_length", &C::max_seq_length, "max_position_embeddings")
-                                 .size("model.vocab_size", &C::vocab_size, "vocab_size")
-                                 .structure("model.layernorm_epsilon", &C::rms_norm_eps, "rms_norm_eps")
                                  .structure("model.rope_theta", &C::rope_theta, "rope_theta")
                                  .structure("model.tie_word_embeddings", &C::tie_word_embeddings, "tie_word_embeddings")
                                  .structure("model.qkv_bias", &C::qkv_bias)
                                  .structure("model.sliding_window", &C::sliding_window)
-                                 .size("model.attention_dropout_prob", &C::attention_dropout_prob, "attention_dropout")
-                                 .size("model.initializer_range", &C::initializer_range, "initializer_range")
                                  .key("model.rope_scaling.type")
                                  .key("model.rope_scaling.factor")
                                  .key("model.rope_scaling.low_freq_factor")
@@ -112,7 +104,7 @@ LlamaConfig llama_config(const Config& c, int64_t tokenizer_vocab_size) {
   return m;
 }
 
-Config llama_model_config(const LlamaConfig& m) {
+Config model_config(const LlamaConfig& m) {
   Config y = llama_schema().write(m);
   auto num = [](double v) {
     std::ostringstream os;
@@ -131,7 +123,7 @@ Config llama_model_config(const LlamaConfig& m) {
   return y;
 }
 
-std::string llama_describe(const LlamaConfig& m) {
+std::string describe(const LlamaConfig& m) {
   static const char* names[] = {"Llama", "Qwen2", "Mistral"};
   std::string s = detail::cat(names[static_cast<int>(m.variant)], ": layers ", m.num_layers, ", hidden ", m.hidden_size,
                               ", heads ", m.num_attention_heads, " (kv ", m.kv_heads(), "), MLP ", m.ffn_hidden_size,

@@ -37,7 +37,7 @@ struct LlamaConfig {
   int64_t num_key_value_heads = 0;   // 0: num_attention_heads
   int64_t head_dim = 0;              // 0: hidden_size / num_attention_heads
   int64_t ffn_hidden_size = 11008;   // intermediate_size
-  double rms_norm_eps = 1e-6;
+  double layernorm_epsilon = 1e-6;  // rms_norm_eps
   double rope_theta = 10000.0;
   bool llama3_rope = false;          // rope_scaling {rope_type: llama3}
   Llama3RopeScaling rope_scaling;
@@ -63,8 +63,8 @@ const Schema<LlamaConfig>& llama_schema();
 // The model.* keys (and training settings) of a run config; vocabulary at least the tokenizer's.
 LlamaConfig llama_config(const Config& c, int64_t tokenizer_vocab_size);
 // Its model.* keys as a run config writes them (model.name = the variant's name).
-Config llama_model_config(const LlamaConfig& c);
+Config model_config(const LlamaConfig& c);
 // "Llama: layers 2, hidden 64, heads 4 (kv 2), MLP 172, vocabulary 256, positions 128".
-std::string llama_describe(const LlamaConfig& c);
+std::string describe(const LlamaConfig& c);
 
 }  // namespace mf::models

@@ -1,4 +1,4 @@
-#include "meshflow/models/llama/hf.h"
+#include "meshflow/models/llama/spec.h"
 
 #include <nlohmann/json.hpp>
 #include <type_traits>
@@ -8,8 +8,11 @@
 #include "meshflow/models/llama/model.h"
 #include "meshflow/models/hf_weights.h"
 #include "meshflow/models/schema_hf.h"
+#include "meshflow/models/spec_builder.h"
 
-namespace mf::models {
+namespace mf::models::llama {
+
+namespace {
 
 using json = nlohmann::ordered_json;
 
@@ -97,8 +100,23 @@ nn::NamedTensors read_hf_llama_tensors(const io::HfModelFiles& files, const Llam
   r.known = parameter_of(LlamaModel(c, ModelContext::shape_only()));
   if (c.tie_word_embeddings)
     r.tied["lm_head.weight"] = {"model.embed_tokens.weight", "model.embed_tokens.weight while tie_word_embeddings is true"};
-  r.model = llama_describe(c);
+  r.model = describe(c);
   return read_hf_weights(files, r);
 }
 
-}  // namespace mf::models
+}  // namespace
+
+HfMapping hf(const char* model_type, const char* architecture) {
+  HfMapping m = hf_mapping(model_type, architecture, &llama_config_from_hf, &llama_config_to_hf, &read_hf_llama_tensors,
+                           [](const Config& c) { return llama_config(c, 0); }, llama_schema());
+  m.key_names.insert(m.key_names.end(),
+                     {{"model.rope_scaling.type", "rope_scaling.rope_type"},
+                      {"model.rope_scaling.factor", "rope_scaling.factor"},
+                      {"model.rope_scaling.low_freq_factor", "rope_scaling.low_freq_factor"},
+                      {"model.rope_scaling.high_freq_factor", "rope_scaling.high_freq_factor"},
+                      {"model.rope_scaling.original_max_position_embeddings", "rope_scaling.original_max_position_embeddings"},
+                      {"model.sliding_window", "sliding_window"}});
+  return m;
+}
+
+}  // namespace mf::models::llama

@@ -25,16 +25,8 @@ namespace mf::models {
 // rotary embeddings and the sliding window, a SwiGLU MLP (mlp.{gate,up,down}_proj).
 layers::BlockSpec llama_block_spec(const LlamaConfig& c);
 
-class LlamaModel : public DecoderLm {
- public:
-  explicit LlamaModel(const LlamaConfig& c, const ModelContext& ctx = {});
-
-  Config model_config() const override { return llama_model_config(c_); }
-  std::string describe() const override { return llama_describe(c_); }
-  const LlamaConfig& config() const { return c_; }
-
- private:
-  LlamaConfig c_;
-};
+// The decoder's spec: model.embed_tokens, the blocks, model.norm and lm_head (or the embedding, tied).
+DecoderLmSpec decoder_spec(const LlamaConfig& c);
+using LlamaModel = DecoderModel<LlamaConfig>;
 
 }  // namespace mf::models

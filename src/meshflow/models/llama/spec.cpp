@@ -1,6 +1,5 @@
 #include "meshflow/models/llama/spec.h"
 
-#include "meshflow/models/llama/hf.h"
 #include "meshflow/models/llama/model.h"
 #include "meshflow/models/spec_builder.h"
 
@@ -26,7 +25,7 @@ ModelSpec spec(const char* name, const char* hf_type, const char* architecture) 
     return key.rfind("model.rope_scaling.", 0) != 0 || key == "model.rope_scaling.type" ||
            weights.get_string("model.rope_scaling.type") == "llama3";
   };
-  s.describe = [](const Config& c) { return llama_describe(sizes(c)); };
+  s.describe = [](const Config& c) { return describe(sizes(c)); };
   s.layer_activations = [](const Config& c, int64_t, int64_t) {
     // LlamaBlock::forward: the block input and the post-attention residual, and both RMSNorms'
     // inverse root mean square (sequence); both RMSNorm outputs (gathered); the rotated q, k and v
@@ -40,17 +39,8 @@ ModelSpec spec(const char* name, const char* hf_type, const char* architecture) 
   };
   s.checkpoint_config = checkpoint_config_from_run<LlamaConfig>(
       "Llama-family", "the head counts do", &sizes,
-      [](const LlamaConfig&) { return std::string("model.embed_tokens.weight"); },
-      &llama_model_config);
-  s.hf = hf_mapping(hf_type, architecture, &llama_config_from_hf, &llama_config_to_hf, &read_hf_llama_tensors, &sizes,
-                    &llama_model_config, llama_schema());
-  s.hf.key_names.insert(s.hf.key_names.end(),
-                        {{"model.rope_scaling.type", "rope_scaling.rope_type"},
-                         {"model.rope_scaling.factor", "rope_scaling.factor"},
-                         {"model.rope_scaling.low_freq_factor", "rope_scaling.low_freq_factor"},
-                         {"model.rope_scaling.high_freq_factor", "rope_scaling.high_freq_factor"},
-                         {"model.rope_scaling.original_max_position_embeddings", "rope_scaling.original_max_position_embeddings"},
-                         {"model.sliding_window", "sliding_window"}});
+      [](const LlamaConfig&) { return std::string("model.embed_tokens.weight"); });
+  s.hf = hf(hf_type, architecture);
   return s;
 }
 

@@ -9,4 +9,7 @@ ModelSpec llama_spec();
 ModelSpec qwen2_spec();
 ModelSpec mistral_spec();
 
+// Its Hugging Face mapping (hf.cpp): config.json and the weight files <-> its model.* keys and parameters.
+HfMapping hf(const char* model_type, const char* architecture);
+
 }  // namespace mf::models::llama

@@ -23,20 +23,12 @@ MlpLmConfig mlp_lm_config(const Config& c, int64_t tokenizer_vocab_size) {
   return m;
 }
 
-namespace {
 DecoderLmSpec decoder_spec(const MlpLmConfig& c) {
-  layers::BlockSpec b;
-  b.mlp.hidden = c.hidden_size;
-  b.mlp.ffn = c.ffn();
-  b.mlp.act = layers::Activation::kGeluTanh;
-  b.mlp.weights = layers::WeightLayout::kConv1D;
-  b.mlp.up = "fc1";
-  b.mlp.down = "fc2";
-  b.norm = layers::NormKind::kLayerNorm;
-  b.norm_eps = c.layernorm_epsilon;
-  b.norm2 = "norm";
-  b.order = {layers::BlockPart::kNorm2, layers::BlockPart::kMlp};
-  b.dropout_p = c.output_dropout_prob;
+  layers::BlockSpec b{.mlp = {.hidden = c.hidden_size, .ffn = c.ffn(), .act = layers::Activation::kGeluTanh,
+                              .weights = layers::WeightLayout::kConv1D, .up = "fc1", .down = "fc2"},
+                      .norm = layers::NormKind::kLayerNorm, .norm_eps = c.layernorm_epsilon,
+                      .dropout_p = c.output_dropout_prob, .norm2 = "norm",
+                      .order = {layers::BlockPart::kNorm2, layers::BlockPart::kMlp}};
   DecoderLmSpec s;
   s.family = "mlp_lm";
   s.root = "";
@@ -59,21 +51,18 @@ DecoderLmSpec decoder_spec(const MlpLmConfig& c) {
   s.streams_per_layer = 1;                                 // the block's output dropout
   return s;
 }
-}  // namespace
 
-MlpLmModel::MlpLmModel(const MlpLmConfig& c, const ModelContext& ctx) : DecoderLm(decoder_spec(c), ctx), c_(c) {}
-
-Config MlpLmModel::model_config() const {
+Config model_config(const MlpLmConfig& c) {
   Config y;
   y.set("model.name", "mlp_lm");
-  y.set("model.num_layers", std::to_string(c_.num_layers));
-  y.set("model.hidden_size", std::to_string(c_.hidden_size));
-  y.set("model.ffn_hidden_size", std::to_string(c_.ffn_hidden_size));
-  y.set("model.vocab_size", std::to_string(c_.vocab_size));
+  y.set("model.num_layers", std::to_string(c.num_layers));
+  y.set("model.hidden_size", std::to_string(c.hidden_size));
+  y.set("model.ffn_hidden_size", std::to_string(c.ffn_hidden_size));
+  y.set("model.vocab_size", std::to_string(c.vocab_size));
   return y;
 }
 
-std::string mlp_lm_describe(const MlpLmConfig& c) {
+std::string describe(const MlpLmConfig& c) {
   return detail::cat("MLP LM: layers ", c.num_layers, ", hidden ", c.hidden_size, ", MLP ", c.ffn(), ", vocabulary ",
                      c.vocab_size);
 }

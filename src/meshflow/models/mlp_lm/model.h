@@ -36,19 +36,13 @@ struct MlpLmConfig {
 // tokenizer's.
 MlpLmConfig mlp_lm_config(const Config& c, int64_t tokenizer_vocab_size);
 // "MLP LM: layers 2, hidden 32, MLP 128, vocabulary 257".
-std::string mlp_lm_describe(const MlpLmConfig& c);
+std::string describe(const MlpLmConfig& c);
 
-class MlpLmModel : public DecoderLm {
- public:
-  // Initialisation (DecoderLm::init_weights): N(0, initializer_range), fc2 scaled by 1/sqrt(2 L),
-  // biases 0, norms 1.
-  MlpLmModel(const MlpLmConfig& c, const ModelContext& ctx);
-
-  Config model_config() const override;
-  std::string describe() const override { return mlp_lm_describe(c_); }
-
- private:
-  MlpLmConfig c_;
-};
+// Its model.* keys as a run config writes them.
+Config model_config(const MlpLmConfig& c);
+// The decoder's spec. Initialisation (DecoderLm::init_weights): N(0, initializer_range), fc2
+// scaled by 1/sqrt(2 L), biases 0, norms 1.
+DecoderLmSpec decoder_spec(const MlpLmConfig& c);
+using MlpLmModel = DecoderModel<MlpLmConfig>;
 
 }  // namespace mf::models

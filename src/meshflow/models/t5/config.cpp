@@ -21,25 +21,23 @@ const Schema<T5Config>& t5_schema() {
   using C = T5Config;
   // dropout_rate (all three dropouts) is read by hand.
   static const Schema<C> s = Schema<C>("t5")
-                                 .size("model.num_layers", &C::num_layers, "num_layers")
+                                 .transformer({.num_layers = "num_layers",
+                                               .hidden_size = "d_model",
+                                               .num_attention_heads = "num_heads",
+                                               .ffn_hidden_size = "d_ff",
+                                               .max_seq_length = "",
+                                               .layernorm_epsilon = "layer_norm_epsilon",
+                                               .attention_dropout_prob = "",
+                                               .output_dropout_prob = "dropout_rate"})
                                  .size("model.num_decoder_layers", &C::num_decoder_layers, "num_decoder_layers").positive()
-                                 .size("model.hidden_size", &C::hidden_size, "d_model")
-                                 .structure("model.num_attention_heads", &C::num_attention_heads, "num_heads")
                                  .structure("model.head_dim", &C::head_dim, "d_kv").positive()
-                                 .size("model.ffn_hidden_size", &C::ffn_hidden_size, "d_ff").positive()
                                  .structure("model.tie_word_embeddings", &C::tie_word_embeddings, "tie_word_embeddings")
                                  .structure("model.relative_attention_num_buckets", &C::relative_attention_num_buckets,
                                             "relative_attention_num_buckets")
                                  .structure("model.relative_attention_max_distance", &C::relative_attention_max_distance,
                                             "relative_attention_max_distance")
-                                 .size("model.max_seq_length", &C::max_seq_length)
                                  .size("model.decoder_seq_length", &C::decoder_seq_length)
-                                 .size("model.vocab_size", &C::vocab_size, "vocab_size")
                                  .structure("model.pad_token_id", &C::pad_token_id, "pad_token_id")  // the decoder's start
-                                 .structure("model.layernorm_epsilon", &C::layernorm_epsilon, "layer_norm_epsilon")
-                                 .size("model.embedding_dropout_prob", &C::embedding_dropout_prob)
-                                 .size("model.attention_dropout_prob", &C::attention_dropout_prob)
-                                 .size("model.output_dropout_prob", &C::output_dropout_prob, "dropout_rate")
                                  .size("model.initializer_factor", &C::initializer_factor, "initializer_factor").positive()
                                  .key("model.feed_forward_proj");
   return s;
@@ -67,14 +65,14 @@ T5Config t5_config(const Config& c, int64_t tokenizer_vocab_size) {
   return m;
 }
 
-Config t5_model_config(const T5Config& m) {
+Config model_config(const T5Config& m) {
   Config y = t5_schema().write(m);
   y.set("model.name", m.mt5 ? "mt5" : "t5");
   y.set("model.feed_forward_proj", m.gated_gelu ? "gated-gelu" : "relu");
   return y;
 }
 
-std::string t5_describe(const T5Config& m) {
+std::string describe(const T5Config& m) {
   return detail::cat(m.mt5 ? "mT5 " : "T5 ", m.gated_gelu ? "v1.1 (gated-gelu" : "v1.0 (relu", m.tie_word_embeddings ? ", tied" : ", untied",
                      "): layers ", m.num_layers, "+", m.num_decoder_layers, ", hidden ", m.hidden_size, ", heads ",
                      m.num_attention_heads, " x ", m.head_dim, ", MLP ", m.ffn_hidden_size, ", vocabulary ", m.vocab_size,

@@ -51,9 +51,9 @@ struct T5Config {
 const Schema<T5Config>& t5_schema();
 T5Config t5_config(const Config& c, int64_t tokenizer_vocab_size);
 // Its model.* keys as a run config writes them.
-Config t5_model_config(const T5Config& c);
+Config model_config(const T5Config& c);
 // "T5 v1.1 (gated-gelu, untied): layers 2+2, hidden 64, heads 4 x 16, MLP 128, vocabulary 2100".
-std::string t5_describe(const T5Config& c);
+std::string describe(const T5Config& c);
 // The relative position bias tables' names (block 0 of each stack holds one).
 std::string t5_bias_table(bool decoder);
 

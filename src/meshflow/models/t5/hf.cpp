@@ -1,4 +1,4 @@
-#include "meshflow/models/t5/hf.h"
+#include "meshflow/models/t5/spec.h"
 
 #include <nlohmann/json.hpp>
 #include <utility>
@@ -7,8 +7,11 @@
 #include "meshflow/models/t5/model.h"
 #include "meshflow/models/hf_weights.h"
 #include "meshflow/models/schema_hf.h"
+#include "meshflow/models/spec_builder.h"
 
-namespace mf::models {
+namespace mf::models::t5 {
+
+namespace {
 
 using json = nlohmann::ordered_json;
 
@@ -54,8 +57,17 @@ nn::NamedTensors read_hf_t5_tensors(const io::HfModelFiles& files, const T5Confi
   // The stacks' embed_tokens and a tied lm_head are the shared embedding.
   for (const char* copy : {"encoder.embed_tokens.weight", "decoder.embed_tokens.weight"}) r.tied[copy] = {"shared.weight", ""};
   if (c.tie_word_embeddings) r.tied["lm_head.weight"] = {"shared.weight", ""};
-  r.model = t5_describe(c);
+  r.model = describe(c);
   return read_hf_weights(files, r);
 }
 
-}  // namespace mf::models
+}  // namespace
+
+HfMapping hf(const char* name, const char* architecture) {
+  HfMapping m = hf_mapping(name, architecture, &t5_config_from_hf, &t5_config_to_hf, &read_hf_t5_tensors,
+                           [](const Config& c) { return t5_config(c, 0); }, t5_schema());
+  m.key_names.emplace_back("model.feed_forward_proj", "feed_forward_proj");
+  return m;
+}
+
+}  // namespace mf::models::t5

@@ -14,44 +14,28 @@ namespace {
 // T5's attention under `path` ("layer.0.SelfAttention"): q, k, v, o without biases, no scaling,
 // computed as Hugging Face's eager attention.
 layers::AttentionSpec t5_attention_spec(const T5Config& c, const std::string& path, bool causal) {
-  layers::AttentionSpec a;
-  a.hidden = c.hidden_size;
-  a.heads = c.num_attention_heads;
-  a.head_dim = c.head_dim;
-  a.qkv_bias = a.out_bias = false;
-  a.causal = causal;
-  a.scale = 1.0;
-  a.eager = true;
-  a.dropout_p = c.attention_dropout_prob;
-  a.q = path + ".q";
-  a.k = path + ".k";
-  a.v = path + ".v";
-  a.out = path + ".o";
-  return a;
+  return {.hidden = c.hidden_size, .heads = c.num_attention_heads, .head_dim = c.head_dim, .qkv_bias = false,
+          .out_bias = false, .causal = causal, .dropout_p = c.attention_dropout_prob, .scale = 1.0, .eager = true,
+          .q = path + ".q", .k = path + ".k", .v = path + ".v", .out = path + ".o"};
 }
 
 }  // namespace
 
 layers::BlockSpec t5_block_spec(const T5Config& c, bool decoder) {
   using layers::BlockPart;
-  layers::BlockSpec s;
-  s.attention = t5_attention_spec(c, "layer.0.SelfAttention", decoder);
-  s.norm1 = "layer.0.layer_norm";
-  const std::string mlp = decoder ? "layer.2" : "layer.1";
-  s.mlp.hidden = c.hidden_size;
-  s.mlp.ffn = c.ffn_hidden_size;
-  s.mlp.bias = false;
-  s.mlp.gated = c.gated_gelu;
-  s.mlp.act = c.gated_gelu ? layers::Activation::kGeluTanh : layers::Activation::kRelu;  // gelu_new: the tanh form
-  s.mlp.gate = mlp + ".DenseReluDense.wi_0";
-  s.mlp.up = mlp + (c.gated_gelu ? ".DenseReluDense.wi_1" : ".DenseReluDense.wi");
-  s.mlp.down = mlp + ".DenseReluDense.wo";
-  s.mlp.dropout_p = c.output_dropout_prob;
-  s.norm2 = mlp + ".layer_norm";
-  s.norm = layers::NormKind::kRMSNorm;
-  s.norm_eps = c.layernorm_epsilon;
-  s.dropout_p = c.output_dropout_prob;
-  s.order = {BlockPart::kAttention, BlockPart::kNorm1, BlockPart::kMlp, BlockPart::kNorm2};
+  const std::string mlp = decoder ? "layer.2." : "layer.1.";  // the MLP's sublayer
+  layers::BlockSpec s{.attention = t5_attention_spec(c, "layer.0.SelfAttention", decoder),
+                      // gelu_new: the tanh form
+                      .mlp = {.hidden = c.hidden_size, .ffn = c.ffn_hidden_size,
+                              .act = c.gated_gelu ? layers::Activation::kGeluTanh : layers::Activation::kRelu,
+                              .gated = c.gated_gelu, .bias = false, .dropout_p = c.output_dropout_prob,
+                              .gate = mlp + "DenseReluDense.wi_0",
+                              .up = mlp + (c.gated_gelu ? "DenseReluDense.wi_1" : "DenseReluDense.wi"),
+                              .down = mlp + "DenseReluDense.wo"},
+                      .norm = layers::NormKind::kRMSNorm, .norm_eps = c.layernorm_epsilon,
+                      .dropout_p = c.output_dropout_prob, .norm1 = "layer.0.layer_norm",
+                      .norm2 = mlp + "layer_norm",
+                      .order = {BlockPart::kAttention, BlockPart::kNorm1, BlockPart::kMlp, BlockPart::kNorm2}};
   if (decoder) {
     s.cross_attention = t5_attention_spec(c, "layer.1.EncDecAttention", false);
     s.norm_cross = "layer.1.layer_norm";
@@ -62,7 +46,7 @@ layers::BlockSpec t5_block_spec(const T5Config& c, bool decoder) {
 
 // ---- the model
 
-T5Model::T5Model(const T5Config& c, const ModelContext& ctx) : Model(ctx, c.total_layers()), c_(c) {
+T5Model::T5Model(const T5Config& c, const ModelContext& ctx) : ConfiguredModel(c, ctx, c.total_layers()) {
   c.validate();
   const DType dt = c.settings.dtype;
   const int64_t C = c.hidden_size, Le = c.num_layers;
@@ -93,30 +77,16 @@ T5Model::T5Model(const T5Config& c, const ModelContext& ctx) : Model(ctx, c.tota
 }
 
 void T5Model::init_weights(uint64_t seed) {
-  NoGradGuard ng;
-  std::unordered_map<std::string, uint64_t> index;
-  for (const auto& [name, shape] : parameter_shapes()) index.emplace(name, index.size());
   const double f = c_.initializer_factor, C = static_cast<double>(c_.hidden_size);
-  for (const nn::ParamPiece& p : parameter_pieces()) {
-    Generator g = nn::param_generator(seed, index.at(p.name));
-    double std = 0.0;
-    if (p.name.ends_with("layer_norm.weight")) {
-      Tensor t = p.piece;
-      fill_(t, 1.0);
-      continue;
-    }
-    if (p.name == "shared.weight" || p.name == "lm_head.weight")
-      std = f;
-    else if (p.name.ends_with(".q.weight"))
-      std = f / std::sqrt(C * static_cast<double>(c_.head_dim));
-    else if (p.name.ends_with(".o.weight"))
-      std = f / std::sqrt(static_cast<double>(c_.inner_dim()));
-    else if (p.name.ends_with(".wo.weight"))
-      std = f / std::sqrt(static_cast<double>(c_.ffn_hidden_size));
-    else  // k, v, wi, wi_0, wi_1, the bias tables
-      std = f / std::sqrt(C);
-    nn::normal_piece_(p, std, g);
-  }
+  init_normal(
+      seed, [](const std::string& name, const Shape&) { return name.ends_with("layer_norm.weight"); },
+      [&](const std::string& name, const Shape&) {
+        if (name == "shared.weight" || name == "lm_head.weight") return f;
+        if (name.ends_with(".q.weight")) return f / std::sqrt(C * static_cast<double>(c_.head_dim));
+        if (name.ends_with(".o.weight")) return f / std::sqrt(static_cast<double>(c_.inner_dim()));
+        if (name.ends_with(".wo.weight")) return f / std::sqrt(static_cast<double>(c_.ffn_hidden_size));
+        return f / std::sqrt(C);  // k, v, wi, wi_0, wi_1, the bias tables
+      });
 }
 
 std::vector<std::string> T5Model::tied_parameters() const {
@@ -200,10 +170,6 @@ GlobalTensor T5Model::run_layer(int64_t layer, const GlobalTensor& x, const Batc
     dec = block.forward(dec, recompute_inside, in);
   }
   return global::cat({enc, dec}, 1);
-}
-
-std::optional<CheckpointGranularity> T5Model::recomputation(int64_t layer) const {
-  return c_.settings.recomputation(layer, c_.total_layers());
 }
 
 GlobalTensor T5Model::decoder_output(const GlobalTensor& hidden, int64_t t_dec) const {

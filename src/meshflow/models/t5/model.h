@@ -39,7 +39,7 @@ namespace mf::models {
 // layer.{1,2}.DenseReluDense.wi, layer.{0,1,2}.layer_norm).
 layers::BlockSpec t5_block_spec(const T5Config& c, bool decoder);
 
-class T5Model : public Model {
+class T5Model : public ConfiguredModel<T5Config> {
  public:
   explicit T5Model(const T5Config& c, const ModelContext& ctx = {});
   // Hugging Face's initialisation (scaled by initializer_factor f): the shared embedding and
@@ -52,8 +52,6 @@ class T5Model : public Model {
   Tensor logits(const Batch& batch) const;
   Tensor encoder_hidden_states(const Batch& batch) const;
 
-  DType activation_dtype(Device device) const override { return c_.activation_dtype(device); }
-  DType param_dtype() const override { return c_.settings.dtype; }
   std::vector<std::string> tied_parameters() const override;
   std::vector<nn::ParamUnit> parameter_units() const override;
   // Per encoder token of a sample of seq_len encoder and decoder_seq_length decoder tokens: 6 x
@@ -62,9 +60,6 @@ class T5Model : public Model {
   // divided by T_enc. The embedding lookups and the bias tables are not counted.
   double flops_per_token(int64_t seq_len) const override;
   BatchKind batch_kind() const override { return BatchKind::kSpanCorruption; }
-  Config model_config() const override { return t5_model_config(c_); }
-  std::string describe() const override { return t5_describe(c_); }
-  const T5Config& config() const { return c_; }
 
  protected:
   GlobalTensor embed(const GlobalTensor& ids, const Batch& batch) const override;
@@ -78,7 +73,6 @@ class T5Model : public Model {
   Shape hidden_shape(int64_t rows, int64_t seq_len) const override {
     return {rows, seq_len + c_.decoder_seq_length, c_.hidden_size};
   }
-  std::optional<CheckpointGranularity> recomputation(int64_t layer) const override;
 
  private:
   // The relative position bias (H, Tq, Tk) of a stack, from its table.
@@ -88,7 +82,6 @@ class T5Model : public Model {
   GlobalTensor decoder_output(const GlobalTensor& hidden, int64_t t_dec) const;
   const layers::Embedding& output_table() const { return c_.tie_word_embeddings ? *shared_ : *lm_head_; }
 
-  T5Config c_;
   std::shared_ptr<layers::Embedding> shared_, lm_head_, enc_table_, dec_table_;
   std::vector<std::shared_ptr<layers::TransformerBlock>> blocks_;  // by layer (shape-only where another rank holds it)
   std::shared_ptr<layers::RMSNorm> enc_final_norm_, dec_final_norm_;

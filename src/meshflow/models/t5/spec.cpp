@@ -2,7 +2,6 @@
 
 #include <limits>
 
-#include "meshflow/models/t5/hf.h"
 #include "meshflow/models/t5/model.h"
 #include "meshflow/models/spec_builder.h"
 
@@ -29,7 +28,7 @@ ModelSpec spec(const char* name, const char* architecture) {
              " are more layers than int64 counts");
     return enc + d;
   };
-  s.describe = [](const Config& c) { return t5_describe(sizes(c)); };
+  s.describe = [](const Config& c) { return describe(sizes(c)); };
   s.layer_activations = [](const Config& c, int64_t layer, int64_t seq_len) {
     // Per encoder token (the planner's sequence). An encoder block keeps its post-attention
     // residual with the RMSNorms' statistics (sequence), its input and the norm outputs
@@ -78,11 +77,8 @@ ModelSpec spec(const char* name, const char* architecture) {
   };
   s.checkpoint_config = checkpoint_config_from_run<T5Config>(
       "T5", "the head count and the bucket sizes do", &sizes,
-      [](const T5Config&) { return std::string("shared.weight"); },
-      &t5_model_config);
-  s.hf = hf_mapping(name, architecture, &t5_config_from_hf, &t5_config_to_hf, &read_hf_t5_tensors, &sizes,
-                    &t5_model_config, t5_schema());
-  s.hf.key_names.emplace_back("model.feed_forward_proj", "feed_forward_proj");
+      [](const T5Config&) { return std::string("shared.weight"); });
+  s.hf = hf(name, architecture);
   return s;
 }
 

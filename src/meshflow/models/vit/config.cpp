@@ -18,19 +18,11 @@ const Schema<VitConfig>& vit_schema() {
   using C = VitConfig;
   // num_labels (from id2label) and hidden_dropout_prob (both dropouts) are read by hand.
   static const Schema<C> s = Schema<C>("vit")
+                                 .transformer()
                                  .size("model.image_size", &C::image_size, "image_size")
                                  .structure("model.patch_size", &C::patch_size, "patch_size")
                                  .size("model.num_channels", &C::num_channels, "num_channels")
-                                 .size("model.num_layers", &C::num_layers, "num_hidden_layers")
-                                 .size("model.hidden_size", &C::hidden_size, "hidden_size")
-                                 .structure("model.num_attention_heads", &C::num_attention_heads, "num_attention_heads")
-                                 .size("model.ffn_hidden_size", &C::ffn_hidden_size, "intermediate_size").positive()
-                                 .size("model.num_labels", &C::num_labels).at_least(2)
-                                 .structure("model.layernorm_epsilon", &C::layernorm_epsilon, "layer_norm_eps")
-                                 .size("model.embedding_dropout_prob", &C::embedding_dropout_prob)
-                                 .size("model.attention_dropout_prob", &C::attention_dropout_prob, "attention_probs_dropout_prob")
-                                 .size("model.output_dropout_prob", &C::output_dropout_prob, "hidden_dropout_prob")
-                                 .size("model.initializer_range", &C::initializer_range, "initializer_range");
+                                 .size("model.num_labels", &C::num_labels).at_least(2);
   return s;
 }
 
@@ -43,9 +35,9 @@ VitConfig vit_config(const Config& c) {
   return m;
 }
 
-Config vit_model_config(const VitConfig& m) { return vit_schema().write(m); }
+Config model_config(const VitConfig& m) { return vit_schema().write(m); }
 
-std::string vit_describe(const VitConfig& m) {
+std::string describe(const VitConfig& m) {
   return detail::cat("ViT: image ", m.image_size, ", patch ", m.patch_size, " (", m.num_patches(), " patches), layers ",
                      m.num_layers, ", hidden ", m.hidden_size, ", heads ", m.num_attention_heads, ", MLP ",
                      m.ffn_hidden_size, ", labels ", m.num_labels);

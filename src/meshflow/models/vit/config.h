@@ -43,8 +43,8 @@ struct VitConfig {
 const Schema<VitConfig>& vit_schema();
 VitConfig vit_config(const Config& c);
 // Its model.* keys as a run config writes them.
-Config vit_model_config(const VitConfig& c);
+Config model_config(const VitConfig& c);
 // "ViT: image 32, patch 4 (64 patches), layers 4, hidden 64, heads 4, MLP 256, labels 10".
-std::string vit_describe(const VitConfig& c);
+std::string describe(const VitConfig& c);
 
 }  // namespace mf::models

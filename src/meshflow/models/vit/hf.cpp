@@ -1,4 +1,4 @@
-#include "meshflow/models/vit/hf.h"
+#include "meshflow/models/vit/spec.h"
 
 #include <nlohmann/json.hpp>
 #include <utility>
@@ -7,8 +7,11 @@
 #include "meshflow/models/vit/model.h"
 #include "meshflow/models/hf_weights.h"
 #include "meshflow/models/schema_hf.h"
+#include "meshflow/models/spec_builder.h"
 
-namespace mf::models {
+namespace mf::models::vit {
+
+namespace {
 
 using json = nlohmann::ordered_json;
 
@@ -46,8 +49,17 @@ nn::NamedTensors read_hf_vit_tensors(const io::HfModelFiles& files, const VitCon
     return name.starts_with("vit.pooler.") ? std::string() : name;
   };
   r.known = parameter_of(VitModel(c, ModelContext::shape_only()));
-  r.model = vit_describe(c);
+  r.model = describe(c);
   return read_hf_weights(files, r);
 }
 
-}  // namespace mf::models
+}  // namespace
+
+HfMapping hf() {
+  HfMapping m = hf_mapping("vit", "ViTForImageClassification", &vit_config_from_hf, &vit_config_to_hf,
+                           &read_hf_vit_tensors, &vit_config, vit_schema());
+  m.key_names.emplace_back("model.num_labels", "num_labels");
+  return m;
+}
+
+}  // namespace mf::models::vit

@@ -64,14 +64,13 @@ layers::BlockSpec vit_block_spec(const VitConfig& c) {
   layers::BlockSpec s = layers::encoder_block_spec(c.hidden_size, c.num_attention_heads, c.ffn_hidden_size,
                                                    c.layernorm_epsilon, c.attention_dropout_prob, c.output_dropout_prob,
                                                    "attention.attention");
-  s.residual = layers::Residual::kPreNorm;
   s.norm1 = "layernorm_before";
   s.norm2 = "layernorm_after";
   s.order = {layers::BlockPart::kAttention, layers::BlockPart::kMlp, layers::BlockPart::kNorm1, layers::BlockPart::kNorm2};
   return s;
 }
 
-VitModel::VitModel(const VitConfig& c, const ModelContext& ctx) : Model(ctx, c.num_layers), c_(c) {
+VitModel::VitModel(const VitConfig& c, const ModelContext& ctx) : ConfiguredModel(c, ctx, c.num_layers) {
   c.validate();
   const DType dt = c.settings.dtype;
   const int64_t C = c.hidden_size, P = c.patch_size;
@@ -96,20 +95,9 @@ VitModel::VitModel(const VitConfig& c, const ModelContext& ctx) : Model(ctx, c.n
 }
 
 void VitModel::init_weights(uint64_t seed) {
-  NoGradGuard ng;
-  std::unordered_map<std::string, uint64_t> index;
-  for (const auto& [name, shape] : parameter_shapes()) index.emplace(name, index.size());
-  for (const nn::ParamPiece& p : parameter_pieces()) {
-    Generator g = nn::param_generator(seed, index.at(p.name));
-    Tensor t = p.piece;
-    const bool norm = p.name.find("layernorm") != std::string::npos;
-    if (norm)
-      fill_(t, p.name.ends_with(".weight") ? 1.0 : 0.0);
-    else if (p.name.ends_with("bias"))
-      fill_(t, 0.0);
-    else
-      nn::normal_piece_(p, c_.initializer_range, g);
-  }
+  init_normal(
+      seed, [](const std::string& name, const Shape&) { return name.find("layernorm") != std::string::npos; },
+      [this](const std::string&, const Shape&) { return c_.initializer_range; });
 }
 
 std::vector<nn::ParamUnit> VitModel::parameter_units() const {
@@ -146,10 +134,6 @@ GlobalTensor VitModel::embed(const GlobalTensor& pixels, const Batch&) const {
 
 GlobalTensor VitModel::run_layer(int64_t layer, const GlobalTensor& x, const Batch&, bool recompute_inside) const {
   return layers_.at(static_cast<size_t>(layer))->forward(x, recompute_inside);
-}
-
-std::optional<CheckpointGranularity> VitModel::recomputation(int64_t layer) const {
-  return c_.settings.recomputation(layer, c_.num_layers);
 }
 
 GlobalTensor VitModel::classify(const GlobalTensor& hidden) const {

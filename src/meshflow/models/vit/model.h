@@ -33,7 +33,7 @@ Tensor vit_interpolate_positions(const Tensor& table, int64_t m);
 // attention's) and layernorm_after (the MLP's); registered in that order.
 layers::BlockSpec vit_block_spec(const VitConfig& c);
 
-class VitModel : public Model {
+class VitModel : public ConfiguredModel<VitConfig> {
  public:
   explicit VitModel(const VitConfig& c, const ModelContext& ctx = {});
   // Hugging Face's initialisation, with normal draws where it truncates at 2 std: projections,
@@ -44,17 +44,12 @@ class VitModel : public Model {
   Tensor hidden_states(const Batch& batch) const;
   Tensor logits(const Batch& batch) const;
 
-  DType activation_dtype(Device device) const override { return c_.activation_dtype(device); }
-  DType param_dtype() const override { return c_.settings.dtype; }
   std::vector<nn::ParamUnit> parameter_units() const override;
   // Per token (patches and the class token): 6 x (every parameter but the class token, the
   // position embeddings and the classifier) + 12 x layers x hidden x T (attention scores and
   // values), plus the classifier's 6 x hidden x labels per image spread over its T tokens.
   double flops_per_token(int64_t seq_len) const override;
   BatchKind batch_kind() const override { return BatchKind::kImageClassification; }
-  Config model_config() const override { return vit_model_config(c_); }
-  std::string describe() const override { return vit_describe(c_); }
-  const VitConfig& config() const { return c_; }
   std::vector<double> loss_counts(const Batch& batch) const override { return {static_cast<double>(batch.rows())}; }
   std::vector<std::string> eval_metric_names() const override { return {"accuracy"}; }
   int64_t sequence_length(const Batch&) const override { return c_.sequence_length(); }
@@ -67,12 +62,10 @@ class VitModel : public Model {
   std::vector<std::pair<double, double>> metrics(const GlobalTensor& hidden, const Batch& batch) const override;
   uint64_t streams_per_layer() const override { return 3; }  // attention, attention output, MLP output dropout
   Shape hidden_shape(int64_t rows, int64_t) const override { return {rows, c_.sequence_length(), c_.hidden_size}; }
-  std::optional<CheckpointGranularity> recomputation(int64_t layer) const override;
 
  private:
   GlobalTensor classify(const GlobalTensor& hidden) const;  // (B, T, C) -> (B, num_labels)
 
-  VitConfig c_;
   std::shared_ptr<layers::ParamGroup> embeddings_, projection_;
   std::vector<std::shared_ptr<layers::TransformerBlock>> layers_;  // by layer (shape-only where another rank holds it)
   std::shared_ptr<layers::LayerNorm> final_norm_;

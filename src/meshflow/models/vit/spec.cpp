@@ -2,7 +2,6 @@
 
 #include <cmath>
 
-#include "meshflow/models/vit/hf.h"
 #include "meshflow/models/spec_builder.h"
 #include "meshflow/models/vit/model.h"
 
@@ -17,7 +16,7 @@ Config checkpoint_config(const nn::NamedTensors& tensors, const Config* run, con
   MF_CHECK(run != nullptr, source, ": a ViT checkpoint needs the run's config.yaml (or a Hugging Face config.json) "
            "beside it: the head count does not show in the tensors");
   (void)tensors;
-  return vit_model_config(sizes(*run));
+  return model_config(sizes(*run));
 }
 
 // Weights of another image size: their position embeddings interpolated to the model's grid.
@@ -58,12 +57,10 @@ ModelSpec vit_spec() {
     const double heads = static_cast<double>(v.num_attention_heads);
     return LayerActivations{2 * C + 4, 2 * C, 4 * C + 2 * F + heads, heads};
   };
-  s.describe = [](const Config& c) { return vit_describe(sizes(c)); };
+  s.describe = [](const Config& c) { return describe(sizes(c)); };
   s.checkpoint_config = checkpoint_config;
   s.adapt_weights = adapt_weights;
-  s.hf = hf_mapping("vit", "ViTForImageClassification", &vit_config_from_hf, &vit_config_to_hf, &read_hf_vit_tensors,
-                    &sizes, &vit_model_config, vit_schema());
-  s.hf.key_names.emplace_back("model.num_labels", "num_labels");
+  s.hf = hf();
   return s;
 }
 
