@@ -313,7 +313,7 @@ std::string description_of(const C& c) {
 template <class C>
 class ConfiguredModel : public Model {
  public:
-  DType activation_dtype(Device device) const override { return c_.activation_dtype(device); }
+  DType activation_dtype(Device device) const override { return c_.settings.activation_dtype(device); }
   DType param_dtype() const override { return c_.settings.dtype; }
   Config model_config() const override { return model_keys_of(c_); }
   std::string describe() const override { return description_of(c_); }

@@ -83,7 +83,8 @@ class Schema {
   Schema& transformer(const TransformerHfNames& hf = {}) {
     size("model.num_layers", &C::num_layers, hf.num_layers);
     size("model.hidden_size", &C::hidden_size, hf.hidden_size);
-    structure("model.num_attention_heads", &C::num_attention_heads, hf.num_attention_heads);
+    if constexpr (requires { &C::num_attention_heads; })
+      structure("model.num_attention_heads", &C::num_attention_heads, hf.num_attention_heads);
     size("model.ffn_hidden_size", &C::ffn_hidden_size, hf.ffn_hidden_size).positive();
     if constexpr (requires { &C::max_seq_length; }) size("model.max_seq_length", &C::max_seq_length, hf.max_seq_length);
     if constexpr (requires { &C::vocab_size; }) size("model.vocab_size", &C::vocab_size, "vocab_size");

@@ -12,15 +12,26 @@
 
 namespace mf::models {
 
-// ModelSpec::build of model class M, made from its config C = read(run config, tokenizer
-// vocabulary size) and initialised from train.seed.
-template <class M, class C>
-auto build_as(C (*read)(const Config&, int64_t)) {
-  return [read](const Config& c, int64_t vocab, const ModelContext& ctx) -> std::shared_ptr<Model> {
-    auto m = std::make_shared<M>(read(c, vocab), ctx);
+// The entries every family fills alike: model.name, build (model class M of its config
+// read(run config, tokenizer vocabulary size), or read(run config) for a model without a
+// vocabulary), the schema's config and structure keys, and describe (describe(C), beside C).
+template <class M, class Read, class C>
+ModelSpec family_spec(std::string name, Read read, const Schema<C>& schema) {
+  auto config_of = [read](const Config& c, int64_t vocab) -> C {
+    if constexpr (std::is_invocable_v<Read, const Config&, int64_t>) return read(c, vocab);
+    else return read(c);
+  };
+  ModelSpec s;
+  s.name = std::move(name);
+  s.build = [config_of](const Config& c, int64_t vocab, const ModelContext& ctx) -> std::shared_ptr<Model> {
+    auto m = std::make_shared<M>(config_of(c, vocab), ctx);
     m->init_weights(static_cast<uint64_t>(c.get_int("train.seed")));
     return m;
   };
+  s.config_keys = schema.config_keys();
+  s.structure_keys = schema.structure_keys();
+  s.describe = [config_of](const Config& c) { return describe(config_of(c, 0)); };
+  return s;
 }
 
 // ModelSpec::checkpoint_config of a model whose tensors do not show every size (`unseen`, for

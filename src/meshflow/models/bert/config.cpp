@@ -30,12 +30,12 @@ const Schema<BertConfig>& bert_schema() {
   // max_position_embeddings (RoBERTa's counts the padding) and hidden_dropout_prob (both
   // dropouts) are read by hand.
   static const Schema<C> s = Schema<C>("bert")
-                                 .transformer({.max_seq_length = ""})
-                                 .size("model.num_tokentypes", &C::num_tokentypes, "type_vocab_size").positive()
-                                 .structure("model.pad_token_id", &C::pad_token_id, "pad_token_id")
-                                 .size("model.add_binary_head", &C::add_binary_head)
-                                 .size("model.num_labels", &C::num_labels)
-                                 .key("model.task");
+      .transformer({.max_seq_length = ""})
+      .size("model.num_tokentypes", &C::num_tokentypes, "type_vocab_size").positive()
+      .structure("model.pad_token_id", &C::pad_token_id, "pad_token_id")
+      .size("model.add_binary_head", &C::add_binary_head)
+      .size("model.num_labels", &C::num_labels)
+      .key("model.task");
   return s;
 }
 

@@ -51,7 +51,6 @@ struct BertConfig {
   }
   bool nsp() const { return task == BertTask::kPretraining && add_binary_head; }
   bool pooler() const { return nsp() || task == BertTask::kClassification; }
-  DType activation_dtype(Device device) const { return settings.activation_dtype(device); }
   void validate() const;  // throws naming the bad key
 };
 

@@ -7,6 +7,12 @@
 
 namespace mf::models {
 
+namespace {
+
+// BERT's (and RoBERTa's) layer as a spec of the shared block (layers/block.h): post-LayerNorm,
+// bidirectional attention with biases (attention.self.{query,key,value}, attention.output.dense),
+// an exact-GELU MLP (intermediate.dense, output.dense), the norms attention.output.LayerNorm and
+// output.LayerNorm; registered in that order.
 layers::BlockSpec bert_block_spec(const BertConfig& c) {
   layers::BlockSpec s = layers::encoder_block_spec(c.hidden_size, c.num_attention_heads, c.ffn_hidden_size,
                                                    c.layernorm_epsilon, c.attention_dropout_prob, c.output_dropout_prob,
@@ -17,6 +23,8 @@ layers::BlockSpec bert_block_spec(const BertConfig& c) {
   s.order = {layers::BlockPart::kAttention, layers::BlockPart::kNorm1, layers::BlockPart::kMlp, layers::BlockPart::kNorm2};
   return s;
 }
+
+}  // namespace
 
 BertModel::BertModel(const BertConfig& c, const ModelContext& ctx) : ConfiguredModel(c, ctx, c.num_layers) {
   c.validate();

@@ -23,12 +23,6 @@
 
 namespace mf::models {
 
-// BERT's (and RoBERTa's) layer as a spec of the shared block (layers/block.h): post-LayerNorm,
-// bidirectional attention with biases (attention.self.{query,key,value}, attention.output.dense),
-// an exact-GELU MLP (intermediate.dense, output.dense), the norms attention.output.LayerNorm and
-// output.LayerNorm; registered in that order.
-layers::BlockSpec bert_block_spec(const BertConfig& c);
-
 class BertModel : public ConfiguredModel<BertConfig> {
  public:
   explicit BertModel(const BertConfig& c, const ModelContext& ctx = {});

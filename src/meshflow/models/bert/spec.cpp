@@ -10,15 +10,11 @@ namespace {
 // The sizes of a run config's model.* keys alone (no training settings).
 BertConfig sizes(const Config& c) { return bert_config(c, 0); }
 
-ModelSpec spec(const char* name, const char* architecture) {
-  ModelSpec s;
-  s.name = name;
-  s.build = build_as<BertModel>(&bert_config);
-  s.config_keys = bert_schema().config_keys();
-  // What the tensors' shapes do not show (the task's heads do, and may be replaced).
-  s.structure_keys = bert_schema().structure_keys();
+ModelSpec spec(BertVariant variant) {
+  ModelSpec s = family_spec<BertModel>(bert_variant_name(variant), &bert_config, bert_schema());
+  // The task heads: weights of another task load without them (the schema's structure keys do
+  // not name model.task: the heads' tensors show it, and may be replaced).
   s.head_prefixes = {"bert.pooler.", "roberta.pooler.", "cls.", "lm_head.", "classifier."};
-  s.describe = [](const Config& c) { return describe(sizes(c)); };
   // The masked LM projects the masked positions only (BertModel::mlm_loss); a classifier one row
   // per sequence.
   s.head_token_share = [](const Config& c, int64_t seq_len) {
@@ -39,13 +35,13 @@ ModelSpec spec(const char* name, const char* architecture) {
       [](const BertConfig& c) {
         return std::string(c.prefix()) + "embeddings.word_embeddings.weight";
       });
-  s.hf = hf(name, architecture);
+  s.hf = hf(variant);
   return s;
 }
 
 }  // namespace
 
-ModelSpec bert_spec() { return spec("bert", "BertForPreTraining"); }
-ModelSpec roberta_spec() { return spec("roberta", "RobertaForMaskedLM"); }
+ModelSpec bert_spec() { return spec(BertVariant::kBert); }
+ModelSpec roberta_spec() { return spec(BertVariant::kRoberta); }
 
 }  // namespace mf::models::bert

@@ -30,16 +30,11 @@ void Gpt2Config::validate() const {
 const Schema<Gpt2Config>& gpt2_schema() {
   using C = Gpt2Config;
   static const Schema<C> s = Schema<C>("gpt2")
-                                 .transformer({.num_layers = "n_layer",
-                                               .hidden_size = "n_embd",
-                                               .num_attention_heads = "n_head",
-                                               .ffn_hidden_size = "n_inner",
-                                               .max_seq_length = "n_positions",
-                                               .layernorm_epsilon = "layer_norm_epsilon",
-                                               .embedding_dropout_prob = "embd_pdrop",
-                                               .attention_dropout_prob = "attn_pdrop",
-                                               .output_dropout_prob = "resid_pdrop"})
-                                 .at_least("model.ffn_hidden_size", 0);  // 0: 4 * hidden, as n_inner null
+      .transformer({.num_layers = "n_layer", .hidden_size = "n_embd", .num_attention_heads = "n_head",
+                    .ffn_hidden_size = "n_inner", .max_seq_length = "n_positions",
+                    .layernorm_epsilon = "layer_norm_epsilon", .embedding_dropout_prob = "embd_pdrop",
+                    .attention_dropout_prob = "attn_pdrop", .output_dropout_prob = "resid_pdrop"})
+      .at_least("model.ffn_hidden_size", 0);  // 0: 4 * hidden, as n_inner null
   return s;
 }
 

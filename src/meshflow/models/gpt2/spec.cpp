@@ -42,12 +42,7 @@ Config checkpoint_config(const nn::NamedTensors& tensors, const Config* run, con
 }  // namespace
 
 ModelSpec spec() {
-  ModelSpec s;
-  s.name = "gpt2";
-  s.build = build_as<Gpt2Model>(&gpt2_config);
-  s.config_keys = gpt2_schema().config_keys();
-  s.structure_keys = gpt2_schema().structure_keys();  // the tensors show every other size
-  s.describe = [](const Config& c) { return describe(sizes(c)); };
+  ModelSpec s = family_spec<Gpt2Model>("gpt2", &gpt2_config, gpt2_schema());
   s.layer_activations = [](const Config& c, int64_t, int64_t) {
     // Gpt2Block::forward: the block input and the post-attention residual, and both LayerNorms'
     // mean and inverse deviation (sequence); both LayerNorm outputs, the GEMMs' saved inputs

@@ -20,12 +20,12 @@ void GptNeoxConfig::validate() const {
 const Schema<GptNeoxConfig>& gpt_neox_schema() {
   using C = GptNeoxConfig;
   static const Schema<C> s = Schema<C>("gpt_neox")
-                                 .transformer({.attention_dropout_prob = "attention_dropout", .output_dropout_prob = "hidden_dropout"})
-                                 .structure("model.rotary_pct", &C::rotary_pct, "rotary_pct")
-                                 .structure("model.rope_theta", &C::rope_theta, "rotary_emb_base")
-                                 .structure("model.use_parallel_residual", &C::use_parallel_residual, "use_parallel_residual")
-                                 .structure("model.tie_word_embeddings", &C::tie_word_embeddings, "tie_word_embeddings")
-                                 .key("model.embedding_dropout_prob");
+      .transformer({.attention_dropout_prob = "attention_dropout", .output_dropout_prob = "hidden_dropout"})
+      .structure("model.rotary_pct", &C::rotary_pct, "rotary_pct")
+      .structure("model.rope_theta", &C::rope_theta, "rotary_emb_base")
+      .structure("model.use_parallel_residual", &C::use_parallel_residual, "use_parallel_residual")
+      .structure("model.tie_word_embeddings", &C::tie_word_embeddings, "tie_word_embeddings")
+      .key("model.embedding_dropout_prob");
   return s;
 }
 

@@ -4,6 +4,10 @@
 
 namespace mf::models {
 
+namespace {
+
+// GPT-NeoX's block: input_layernorm and post_attention_layernorm, attention.query_key_value
+// (per-head q, k, v) and attention.dense, mlp.dense_h_to_4h and mlp.dense_4h_to_h.
 layers::BlockSpec gpt_neox_block_spec(const GptNeoxConfig& c) {
   using layers::BlockPart;
   layers::BlockSpec s{.norm = layers::NormKind::kLayerNorm, .norm_eps = c.layernorm_epsilon,
@@ -17,6 +21,8 @@ layers::BlockSpec gpt_neox_block_spec(const GptNeoxConfig& c) {
            .up = "mlp.dense_h_to_4h", .down = "mlp.dense_4h_to_h"};
   return s;
 }
+
+}  // namespace
 
 DecoderLmSpec decoder_spec(const GptNeoxConfig& c) {
   c.validate();

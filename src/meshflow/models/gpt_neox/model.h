@@ -6,18 +6,10 @@
 //
 // A spec of the shared decoder (models/decoder_lm.h): the family is its block spec and its names.
 #pragma once
-#include <string>
-#include <utility>
-#include <vector>
-
 #include "meshflow/models/decoder_lm.h"
 #include "meshflow/models/gpt_neox/config.h"
 
 namespace mf::models {
-
-// GPT-NeoX's block: input_layernorm and post_attention_layernorm, attention.query_key_value
-// (per-head q, k, v) and attention.dense, mlp.dense_h_to_4h and mlp.dense_4h_to_h.
-layers::BlockSpec gpt_neox_block_spec(const GptNeoxConfig& c);
 
 // The decoder's spec: embed_in, the blocks, final_layer_norm and an untied embed_out.
 DecoderLmSpec decoder_spec(const GptNeoxConfig& c);

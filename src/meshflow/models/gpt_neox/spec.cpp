@@ -13,12 +13,7 @@ GptNeoxConfig sizes(const Config& c) { return gpt_neox_config(c, 0); }
 }  // namespace
 
 ModelSpec spec() {
-  ModelSpec s;
-  s.name = "gpt_neox";
-  s.build = build_as<GptNeoxModel>(&gpt_neox_config);
-  s.config_keys = gpt_neox_schema().config_keys();
-  s.structure_keys = gpt_neox_schema().structure_keys();
-  s.describe = [](const Config& c) { return describe(sizes(c)); };
+  ModelSpec s = family_spec<GptNeoxModel>("gpt_neox", &gpt_neox_config, gpt_neox_schema());
   s.layer_activations = [](const Config& c, int64_t, int64_t) {
     // The block (layers/block.h): the block input (and, sequential, the post-attention residual),
     // both LayerNorms' mean and inverse deviation (sequence); both LayerNorm outputs (gathered);

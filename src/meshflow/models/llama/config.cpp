@@ -64,20 +64,20 @@ const Schema<LlamaConfig>& llama_schema() {
   using C = LlamaConfig;
   // sliding_window: config.json's only under Mistral (Qwen2's files hold one they do not use).
   static const Schema<C> s = Schema<C>("llama")
-                                 .transformer({.layernorm_epsilon = "rms_norm_eps", .attention_dropout_prob = "attention_dropout"})
-                                 .structure("model.num_key_value_heads", &C::num_key_value_heads, "num_key_value_heads")
-                                 .structure("model.head_dim", &C::head_dim, "head_dim")
-                                 .structure("model.rope_theta", &C::rope_theta, "rope_theta")
-                                 .structure("model.tie_word_embeddings", &C::tie_word_embeddings, "tie_word_embeddings")
-                                 .structure("model.qkv_bias", &C::qkv_bias)
-                                 .structure("model.sliding_window", &C::sliding_window)
-                                 .key("model.rope_scaling.type")
-                                 .key("model.rope_scaling.factor")
-                                 .key("model.rope_scaling.low_freq_factor")
-                                 .key("model.rope_scaling.high_freq_factor")
-                                 .key("model.rope_scaling.original_max_position_embeddings")
-                                 .key("model.embedding_dropout_prob")
-                                 .key("model.output_dropout_prob");
+      .transformer({.layernorm_epsilon = "rms_norm_eps", .attention_dropout_prob = "attention_dropout"})
+      .structure("model.num_key_value_heads", &C::num_key_value_heads, "num_key_value_heads")
+      .structure("model.head_dim", &C::head_dim, "head_dim")
+      .structure("model.rope_theta", &C::rope_theta, "rope_theta")
+      .structure("model.tie_word_embeddings", &C::tie_word_embeddings, "tie_word_embeddings")
+      .structure("model.qkv_bias", &C::qkv_bias)
+      .structure("model.sliding_window", &C::sliding_window)
+      .key("model.rope_scaling.type")
+      .key("model.rope_scaling.factor")
+      .key("model.rope_scaling.low_freq_factor")
+      .key("model.rope_scaling.high_freq_factor")
+      .key("model.rope_scaling.original_max_position_embeddings")
+      .key("model.embedding_dropout_prob")
+      .key("model.output_dropout_prob");
   return s;
 }
 

@@ -53,7 +53,6 @@ struct LlamaConfig {
   int64_t dim() const { return head_dim > 0 ? head_dim : hidden_size / num_attention_heads; }
   // The rotary inverse frequencies of one head (dim() / 2 of them), scaled as rope_scaling says.
   std::vector<double> rope_inv_freq() const;
-  DType activation_dtype(Device device) const { return settings.activation_dtype(device); }
   void validate() const;  // throws naming the bad key
 };
 

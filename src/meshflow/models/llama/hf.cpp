@@ -18,6 +18,11 @@ using json = nlohmann::ordered_json;
 
 namespace {
 
+const char* architecture(LlamaVariant v) {
+  static const char* architectures[] = {"LlamaForCausalLM", "Qwen2ForCausalLM", "MistralForCausalLM"};
+  return architectures[static_cast<int>(v)];
+}
+
 void read_rope_scaling(const json& j, const std::string& path, LlamaConfig& c) {
   if (!j.contains("rope_scaling") || j["rope_scaling"].is_null()) return;
   const json& r = j["rope_scaling"];
@@ -67,8 +72,7 @@ LlamaConfig llama_config_from_hf(const std::string& path) {
 
 std::string llama_config_to_hf(const LlamaConfig& c, DType dtype) {
   const char* torch_dtype = io::torch_dtype_name(dtype);
-  static const char* architectures[] = {"LlamaForCausalLM", "Qwen2ForCausalLM", "MistralForCausalLM"};
-  json j = {{"architectures", {architectures[static_cast<int>(c.variant)]}},
+  json j = {{"architectures", {architecture(c.variant)}},
             {"model_type", llama_variant_name(c.variant)},
             {"hidden_act", "silu"}};
   write_hf_fields(llama_schema(), c, j);
@@ -106,9 +110,10 @@ nn::NamedTensors read_hf_llama_tensors(const io::HfModelFiles& files, const Llam
 
 }  // namespace
 
-HfMapping hf(const char* model_type, const char* architecture) {
-  HfMapping m = hf_mapping(model_type, architecture, &llama_config_from_hf, &llama_config_to_hf, &read_hf_llama_tensors,
-                           [](const Config& c) { return llama_config(c, 0); }, llama_schema());
+HfMapping hf(LlamaVariant variant) {
+  HfMapping m = hf_mapping(llama_variant_name(variant), architecture(variant), &llama_config_from_hf,
+                           &llama_config_to_hf, &read_hf_llama_tensors, [](const Config& c) { return llama_config(c, 0); },
+                           llama_schema());
   m.key_names.insert(m.key_names.end(),
                      {{"model.rope_scaling.type", "rope_scaling.rope_type"},
                       {"model.rope_scaling.factor", "rope_scaling.factor"},

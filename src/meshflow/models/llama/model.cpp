@@ -2,6 +2,11 @@
 
 namespace mf::models {
 
+namespace {
+
+// The Llama family's block as a spec of the shared one (layers/block.h): pre-RMSNorm
+// (input_layernorm, post_attention_layernorm), self_attn.{q,k,v,o}_proj with grouped-query heads,
+// rotary embeddings and the sliding window, a SwiGLU MLP (mlp.{gate,up,down}_proj).
 layers::BlockSpec llama_block_spec(const LlamaConfig& c) {
   layers::BlockSpec s{.norm = layers::NormKind::kRMSNorm, .norm_eps = c.layernorm_epsilon, .norm1 = "input_layernorm",
                       .norm2 = "post_attention_layernorm"};
@@ -13,6 +18,8 @@ layers::BlockSpec llama_block_spec(const LlamaConfig& c) {
            .bias = false, .gate = "mlp.gate_proj", .up = "mlp.up_proj", .down = "mlp.down_proj"};
   return s;
 }
+
+}  // namespace
 
 DecoderLmSpec decoder_spec(const LlamaConfig& c) {
   c.validate();

@@ -10,20 +10,10 @@
 // ranks do not divide the key/value heads), o and down their input features; the embedding and an
 // untied output projection split the vocabulary.
 #pragma once
-#include <memory>
-#include <string>
-#include <utility>
-#include <vector>
-
 #include "meshflow/models/llama/config.h"
 #include "meshflow/models/decoder_lm.h"
 
 namespace mf::models {
-
-// The Llama family's block as a spec of the shared one (layers/block.h): pre-RMSNorm
-// (input_layernorm, post_attention_layernorm), self_attn.{q,k,v,o}_proj with grouped-query heads,
-// rotary embeddings and the sliding window, a SwiGLU MLP (mlp.{gate,up,down}_proj).
-layers::BlockSpec llama_block_spec(const LlamaConfig& c);
 
 // The decoder's spec: model.embed_tokens, the blocks, model.norm and lm_head (or the embedding, tied).
 DecoderLmSpec decoder_spec(const LlamaConfig& c);

@@ -10,13 +10,9 @@ namespace {
 // The sizes of a run config's model.* keys alone (no training settings).
 LlamaConfig sizes(const Config& c) { return llama_config(c, 0); }
 
-ModelSpec spec(const char* name, const char* hf_type, const char* architecture) {
-  ModelSpec s;
-  s.name = name;
-  s.build = build_as<LlamaModel>(&llama_config);
-  s.config_keys = llama_schema().config_keys();
-  // What the tensors' shapes do not show.
-  s.structure_keys = llama_schema().structure_keys();
+ModelSpec spec(LlamaVariant variant) {
+  ModelSpec s = family_spec<LlamaModel>(llama_variant_name(variant), &llama_config, llama_schema());
+  // What the tensors' shapes do not show, beyond the schema's: rope_scaling (read by hand).
   for (const char* k : {"model.rope_scaling.type", "model.rope_scaling.factor", "model.rope_scaling.low_freq_factor",
                         "model.rope_scaling.high_freq_factor", "model.rope_scaling.original_max_position_embeddings"})
     s.structure_keys.emplace_back(k);
@@ -25,7 +21,6 @@ ModelSpec spec(const char* name, const char* hf_type, const char* architecture) 
     return key.rfind("model.rope_scaling.", 0) != 0 || key == "model.rope_scaling.type" ||
            weights.get_string("model.rope_scaling.type") == "llama3";
   };
-  s.describe = [](const Config& c) { return describe(sizes(c)); };
   s.layer_activations = [](const Config& c, int64_t, int64_t) {
     // LlamaBlock::forward: the block input and the post-attention residual, and both RMSNorms'
     // inverse root mean square (sequence); both RMSNorm outputs (gathered); the rotated q, k and v
@@ -40,14 +35,14 @@ ModelSpec spec(const char* name, const char* hf_type, const char* architecture) 
   s.checkpoint_config = checkpoint_config_from_run<LlamaConfig>(
       "Llama-family", "the head counts do", &sizes,
       [](const LlamaConfig&) { return std::string("model.embed_tokens.weight"); });
-  s.hf = hf(hf_type, architecture);
+  s.hf = hf(variant);
   return s;
 }
 
 }  // namespace
 
-ModelSpec llama_spec() { return spec("llama", "llama", "LlamaForCausalLM"); }
-ModelSpec qwen2_spec() { return spec("qwen2", "qwen2", "Qwen2ForCausalLM"); }
-ModelSpec mistral_spec() { return spec("mistral", "mistral", "MistralForCausalLM"); }
+ModelSpec llama_spec() { return spec(LlamaVariant::kLlama); }
+ModelSpec qwen2_spec() { return spec(LlamaVariant::kQwen2); }
+ModelSpec mistral_spec() { return spec(LlamaVariant::kMistral); }
 
 }  // namespace mf::models::llama

@@ -4,22 +4,17 @@
 
 namespace mf::models {
 
+const Schema<MlpLmConfig>& mlp_lm_schema() {
+  static const Schema<MlpLmConfig> s = Schema<MlpLmConfig>("mlp_lm").transformer().at_least("model.ffn_hidden_size", 0);
+  return s;
+}
+
 MlpLmConfig mlp_lm_config(const Config& c, int64_t tokenizer_vocab_size) {
   MlpLmConfig m;
-  m.vocab_size = std::max(c.get_int("model.vocab_size"), tokenizer_vocab_size);
-  m.hidden_size = c.get_int("model.hidden_size");
-  m.ffn_hidden_size = c.get_int("model.ffn_hidden_size");
-  m.num_layers = c.get_int("model.num_layers");
-  m.embedding_dropout_prob = c.get_float("model.embedding_dropout_prob");
-  m.output_dropout_prob = c.get_float("model.output_dropout_prob");
-  m.layernorm_epsilon = c.get_float("model.layernorm_epsilon");
-  m.initializer_range = c.get_float("model.initializer_range");
+  mlp_lm_schema().read(c, m);
+  m.vocab_size = std::max(m.vocab_size, tokenizer_vocab_size);
   m.settings = training_settings(c);
-  MF_CHECK(m.vocab_size > 0 && m.hidden_size > 0 && m.ffn() > 0 && m.num_layers > 0, "mlp_lm: model sizes must be "
-           "positive (vocab_size ", m.vocab_size, ", hidden_size ", m.hidden_size, ", ffn_hidden_size ", m.ffn(),
-           ", num_layers ", m.num_layers, ")");
-  for (double p : {m.embedding_dropout_prob, m.output_dropout_prob})
-    MF_CHECK(p >= 0.0 && p < 1.0, "mlp_lm: dropout probabilities must be in [0, 1), got ", p);
+  mlp_lm_schema().check(m, "mlp_lm");  // sizes >= 1 (ffn_hidden_size 0: 4 * hidden), dropouts in [0, 1)
   return m;
 }
 
@@ -52,15 +47,7 @@ DecoderLmSpec decoder_spec(const MlpLmConfig& c) {
   return s;
 }
 
-Config model_config(const MlpLmConfig& c) {
-  Config y;
-  y.set("model.name", "mlp_lm");
-  y.set("model.num_layers", std::to_string(c.num_layers));
-  y.set("model.hidden_size", std::to_string(c.hidden_size));
-  y.set("model.ffn_hidden_size", std::to_string(c.ffn_hidden_size));
-  y.set("model.vocab_size", std::to_string(c.vocab_size));
-  return y;
-}
+Config model_config(const MlpLmConfig& c) { return mlp_lm_schema().write(c); }
 
 std::string describe(const MlpLmConfig& c) {
   return detail::cat("MLP LM: layers ", c.num_layers, ", hidden ", c.hidden_size, ", MLP ", c.ffn(), ", vocabulary ",

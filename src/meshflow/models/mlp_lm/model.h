@@ -16,6 +16,7 @@
 #include <string>
 
 #include "meshflow/models/decoder_lm.h"
+#include "meshflow/models/schema.h"
 
 namespace mf::models {
 
@@ -32,6 +33,8 @@ struct MlpLmConfig {
   int64_t ffn() const { return ffn_hidden_size > 0 ? ffn_hidden_size : 4 * hidden_size; }
 };
 
+// Its hyperparameters: model.* keys, sizes and structure.
+const Schema<MlpLmConfig>& mlp_lm_schema();
 // The model.* keys (and the training settings) of a run config; vocabulary at least the
 // tokenizer's.
 MlpLmConfig mlp_lm_config(const Config& c, int64_t tokenizer_vocab_size);

@@ -6,13 +6,7 @@
 namespace mf::models::mlp_lm {
 
 ModelSpec spec() {
-  ModelSpec s;
-  s.name = "mlp_lm";
-  s.build = build_as<MlpLmModel>(&mlp_lm_config);
-  s.config_keys = {"model.name", "model.num_layers", "model.hidden_size", "model.ffn_hidden_size", "model.vocab_size",
-                   "model.embedding_dropout_prob", "model.output_dropout_prob", "model.layernorm_epsilon",
-                   "model.initializer_range"};
-  s.describe = [](const Config& c) { return describe(mlp_lm_config(c, 0)); };
+  ModelSpec s = family_spec<MlpLmModel>("mlp_lm", &mlp_lm_config, mlp_lm_schema());
   s.layer_activations = [](const Config& c, int64_t, int64_t) {
     // The MLP-only block (layers/block.h): the block input and its LayerNorm's statistics (sequence), the
     // LayerNorm output (gathered), fc1's output and its GELU (split); no attention.

@@ -21,25 +21,18 @@ const Schema<T5Config>& t5_schema() {
   using C = T5Config;
   // dropout_rate (all three dropouts) is read by hand.
   static const Schema<C> s = Schema<C>("t5")
-                                 .transformer({.num_layers = "num_layers",
-                                               .hidden_size = "d_model",
-                                               .num_attention_heads = "num_heads",
-                                               .ffn_hidden_size = "d_ff",
-                                               .max_seq_length = "",
-                                               .layernorm_epsilon = "layer_norm_epsilon",
-                                               .attention_dropout_prob = "",
-                                               .output_dropout_prob = "dropout_rate"})
-                                 .size("model.num_decoder_layers", &C::num_decoder_layers, "num_decoder_layers").positive()
-                                 .structure("model.head_dim", &C::head_dim, "d_kv").positive()
-                                 .structure("model.tie_word_embeddings", &C::tie_word_embeddings, "tie_word_embeddings")
-                                 .structure("model.relative_attention_num_buckets", &C::relative_attention_num_buckets,
-                                            "relative_attention_num_buckets")
-                                 .structure("model.relative_attention_max_distance", &C::relative_attention_max_distance,
-                                            "relative_attention_max_distance")
-                                 .size("model.decoder_seq_length", &C::decoder_seq_length)
-                                 .structure("model.pad_token_id", &C::pad_token_id, "pad_token_id")  // the decoder's start
-                                 .size("model.initializer_factor", &C::initializer_factor, "initializer_factor").positive()
-                                 .key("model.feed_forward_proj");
+      .transformer({.num_layers = "num_layers", .hidden_size = "d_model", .num_attention_heads = "num_heads",
+                    .ffn_hidden_size = "d_ff", .max_seq_length = "", .layernorm_epsilon = "layer_norm_epsilon",
+                    .attention_dropout_prob = "", .output_dropout_prob = "dropout_rate"})
+      .size("model.num_decoder_layers", &C::num_decoder_layers, "num_decoder_layers").positive()
+      .structure("model.head_dim", &C::head_dim, "d_kv").positive()
+      .structure("model.tie_word_embeddings", &C::tie_word_embeddings, "tie_word_embeddings")
+      .structure("model.relative_attention_num_buckets", &C::relative_attention_num_buckets, "relative_attention_num_buckets")
+      .structure("model.relative_attention_max_distance", &C::relative_attention_max_distance, "relative_attention_max_distance")
+      .size("model.decoder_seq_length", &C::decoder_seq_length)
+      .structure("model.pad_token_id", &C::pad_token_id, "pad_token_id")  // the decoder's start
+      .size("model.initializer_factor", &C::initializer_factor, "initializer_factor").positive()
+      .key("model.feed_forward_proj");
   return s;
 }
 

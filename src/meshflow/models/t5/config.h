@@ -41,7 +41,6 @@ struct T5Config {
 
   int64_t inner_dim() const { return num_attention_heads * head_dim; }
   int64_t total_layers() const { return num_layers + num_decoder_layers; }
-  DType activation_dtype(Device device) const { return settings.activation_dtype(device); }
   void validate() const;  // throws naming the bad key
 };
 

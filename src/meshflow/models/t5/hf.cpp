@@ -37,9 +37,8 @@ T5Config t5_config_from_hf(const std::string& path) {
 }
 
 std::string t5_config_to_hf(const T5Config& c, DType dtype) {
-  const bool mt5 = c.mt5;
-  json j = {{"architectures", {mt5 ? "MT5ForConditionalGeneration" : "T5ForConditionalGeneration"}},
-            {"model_type", mt5 ? "mt5" : "t5"}};
+  json j = {{"architectures", {c.mt5 ? "MT5ForConditionalGeneration" : "T5ForConditionalGeneration"}},
+            {"model_type", c.mt5 ? "mt5" : "t5"}};
   write_hf_fields(t5_schema(), c, j);
   j["feed_forward_proj"] = c.gated_gelu ? "gated-gelu" : "relu";
   j["dense_act_fn"] = c.gated_gelu ? "gelu_new" : "relu";
@@ -63,8 +62,9 @@ nn::NamedTensors read_hf_t5_tensors(const io::HfModelFiles& files, const T5Confi
 
 }  // namespace
 
-HfMapping hf(const char* name, const char* architecture) {
-  HfMapping m = hf_mapping(name, architecture, &t5_config_from_hf, &t5_config_to_hf, &read_hf_t5_tensors,
+HfMapping hf(bool mt5) {
+  HfMapping m = hf_mapping(mt5 ? "mt5" : "t5", mt5 ? "MT5ForConditionalGeneration" : "T5ForConditionalGeneration",
+                           &t5_config_from_hf, &t5_config_to_hf, &read_hf_t5_tensors,
                            [](const Config& c) { return t5_config(c, 0); }, t5_schema());
   m.key_names.emplace_back("model.feed_forward_proj", "feed_forward_proj");
   return m;

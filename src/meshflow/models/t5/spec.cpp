@@ -12,13 +12,9 @@ namespace {
 // The sizes of a run config's model.* keys alone (no training settings).
 T5Config sizes(const Config& c) { return t5_config(c, 0); }
 
-ModelSpec spec(const char* name, const char* architecture) {
-  ModelSpec s;
-  s.name = name;
-  s.build = build_as<T5Model>(&t5_config);
-  s.config_keys = t5_schema().config_keys();
-  // What the tensors' shapes do not show.
-  s.structure_keys = t5_schema().structure_keys();
+ModelSpec spec(bool mt5) {
+  ModelSpec s = family_spec<T5Model>(mt5 ? "mt5" : "t5", &t5_config, t5_schema());
+  // What the tensors' shapes do not show, beyond the schema's: the MLP's kind.
   s.structure_keys.emplace_back("model.feed_forward_proj");
   s.num_layers = [](const Config& c) {  // the encoder's and the decoder's blocks (0 decoder layers: as many)
     const int64_t enc = c.get_int("model.num_layers"), dec = c.get_int("model.num_decoder_layers");
@@ -28,7 +24,6 @@ ModelSpec spec(const char* name, const char* architecture) {
              " are more layers than int64 counts");
     return enc + d;
   };
-  s.describe = [](const Config& c) { return describe(sizes(c)); };
   s.layer_activations = [](const Config& c, int64_t layer, int64_t seq_len) {
     // Per encoder token (the planner's sequence). An encoder block keeps its post-attention
     // residual with the RMSNorms' statistics (sequence), its input and the norm outputs
@@ -78,13 +73,13 @@ ModelSpec spec(const char* name, const char* architecture) {
   s.checkpoint_config = checkpoint_config_from_run<T5Config>(
       "T5", "the head count and the bucket sizes do", &sizes,
       [](const T5Config&) { return std::string("shared.weight"); });
-  s.hf = hf(name, architecture);
+  s.hf = hf(mt5);
   return s;
 }
 
 }  // namespace
 
-ModelSpec t5_spec() { return spec("t5", "T5ForConditionalGeneration"); }
-ModelSpec mt5_spec() { return spec("mt5", "MT5ForConditionalGeneration"); }
+ModelSpec t5_spec() { return spec(false); }
+ModelSpec mt5_spec() { return spec(true); }
 
 }  // namespace mf::models::t5

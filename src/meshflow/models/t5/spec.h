@@ -8,6 +8,6 @@ ModelSpec t5_spec();
 ModelSpec mt5_spec();
 
 // Its Hugging Face mapping (hf.cpp): config.json and the weight files <-> its model.* keys and parameters.
-HfMapping hf(const char* name, const char* architecture);
+HfMapping hf(bool mt5);
 
 }  // namespace mf::models::t5

@@ -18,11 +18,11 @@ const Schema<VitConfig>& vit_schema() {
   using C = VitConfig;
   // num_labels (from id2label) and hidden_dropout_prob (both dropouts) are read by hand.
   static const Schema<C> s = Schema<C>("vit")
-                                 .transformer()
-                                 .size("model.image_size", &C::image_size, "image_size")
-                                 .structure("model.patch_size", &C::patch_size, "patch_size")
-                                 .size("model.num_channels", &C::num_channels, "num_channels")
-                                 .size("model.num_labels", &C::num_labels).at_least(2);
+      .transformer()
+      .size("model.image_size", &C::image_size, "image_size")
+      .structure("model.patch_size", &C::patch_size, "patch_size")
+      .size("model.num_channels", &C::num_channels, "num_channels")
+      .size("model.num_labels", &C::num_labels).at_least(2);
   return s;
 }
 

@@ -34,7 +34,6 @@ struct VitConfig {
   int64_t num_patches() const { return grid() * grid(); }
   int64_t sequence_length() const { return num_patches() + 1; }         // the class token first
   int64_t patch_features() const { return num_channels * patch_size * patch_size; }
-  DType activation_dtype(Device device) const { return settings.activation_dtype(device); }
   void validate() const;  // throws naming the bad key
 };
 

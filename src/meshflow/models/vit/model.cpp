@@ -9,6 +9,20 @@ namespace mf::models {
 
 namespace {
 
+// ViT's layer as a spec of the shared block (layers/block.h): pre-LayerNorm, bidirectional
+// attention with biases (attention.attention.{query,key,value}, attention.output.dense), an
+// exact-GELU MLP (intermediate.dense, output.dense), then the norms layernorm_before (the
+// attention's) and layernorm_after (the MLP's); registered in that order.
+layers::BlockSpec vit_block_spec(const VitConfig& c) {
+  layers::BlockSpec s = layers::encoder_block_spec(c.hidden_size, c.num_attention_heads, c.ffn_hidden_size,
+                                                   c.layernorm_epsilon, c.attention_dropout_prob, c.output_dropout_prob,
+                                                   "attention.attention");
+  s.norm1 = "layernorm_before";
+  s.norm2 = "layernorm_after";
+  s.order = {layers::BlockPart::kAttention, layers::BlockPart::kMlp, layers::BlockPart::kNorm1, layers::BlockPart::kNorm2};
+  return s;
+}
+
 // PyTorch's cubic convolution weights (A = -0.75) of the 4 taps around a source position.
 void cubic_weights(double t, double w[4]) {
   const double A = -0.75;
@@ -60,15 +74,6 @@ Tensor vit_interpolate_positions(const Tensor& table, int64_t m) {
   return cast(out, table.dtype());
 }
 
-layers::BlockSpec vit_block_spec(const VitConfig& c) {
-  layers::BlockSpec s = layers::encoder_block_spec(c.hidden_size, c.num_attention_heads, c.ffn_hidden_size,
-                                                   c.layernorm_epsilon, c.attention_dropout_prob, c.output_dropout_prob,
-                                                   "attention.attention");
-  s.norm1 = "layernorm_before";
-  s.norm2 = "layernorm_after";
-  s.order = {layers::BlockPart::kAttention, layers::BlockPart::kMlp, layers::BlockPart::kNorm1, layers::BlockPart::kNorm2};
-  return s;
-}
 
 VitModel::VitModel(const VitConfig& c, const ModelContext& ctx) : ConfiguredModel(c, ctx, c.num_layers) {
   c.validate();

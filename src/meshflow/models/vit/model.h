@@ -27,12 +27,6 @@ namespace mf::models {
 // any float dtype (computed in f64, returned in the table's dtype).
 Tensor vit_interpolate_positions(const Tensor& table, int64_t m);
 
-// ViT's layer as a spec of the shared block (layers/block.h): pre-LayerNorm, bidirectional
-// attention with biases (attention.attention.{query,key,value}, attention.output.dense), an
-// exact-GELU MLP (intermediate.dense, output.dense), then the norms layernorm_before (the
-// attention's) and layernorm_after (the MLP's); registered in that order.
-layers::BlockSpec vit_block_spec(const VitConfig& c);
-
 class VitModel : public ConfiguredModel<VitConfig> {
  public:
   explicit VitModel(const VitConfig& c, const ModelContext& ctx = {});

@@ -36,15 +36,7 @@ std::string adapt_weights(const Config& model, nn::NamedTensors& tensors) {
 }  // namespace
 
 ModelSpec vit_spec() {
-  ModelSpec s;
-  s.name = "vit";
-  s.build = [](const Config& c, int64_t, const ModelContext& ctx) -> std::shared_ptr<Model> {
-    auto m = std::make_shared<VitModel>(vit_config(c), ctx);
-    m->init_weights(static_cast<uint64_t>(c.get_int("train.seed")));
-    return m;
-  };
-  s.config_keys = vit_schema().config_keys();
-  s.structure_keys = vit_schema().structure_keys();
+  ModelSpec s = family_spec<VitModel>("vit", &vit_config, vit_schema());
   s.head_prefixes = {"classifier."};
   s.sequence_length = [](const Config& c) { return sizes(c).sequence_length(); };
   s.layer_activations = [](const Config& c, int64_t, int64_t) {
@@ -57,7 +49,6 @@ ModelSpec vit_spec() {
     const double heads = static_cast<double>(v.num_attention_heads);
     return LayerActivations{2 * C + 4, 2 * C, 4 * C + 2 * F + heads, heads};
   };
-  s.describe = [](const Config& c) { return describe(sizes(c)); };
   s.checkpoint_config = checkpoint_config;
   s.adapt_weights = adapt_weights;
   s.hf = hf();
