@@ -124,8 +124,7 @@ HfMapping hf(BertVariant variant) {
   BertConfig pretraining;  // the variant's masked-LM class: what a pretraining run exports
   pretraining.variant = variant;
   HfMapping m = hf_mapping(bert_variant_name(variant), bert_architecture(pretraining), &bert_config_from_hf,
-                           &bert_config_to_hf, &read_hf_bert_tensors, [](const Config& c) { return bert_config(c, 0); },
-                           bert_schema());
+                           &bert_config_to_hf, &read_hf_bert_tensors, &bert_config, bert_schema());
   m.write_tensors = write_hf_bert_tensors;
   m.key_names.emplace_back("model.num_labels", "num_labels");
   return m;

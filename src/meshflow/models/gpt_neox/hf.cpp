@@ -53,8 +53,7 @@ nn::NamedTensors read_hf_gpt_neox_tensors(const io::HfModelFiles& files, const G
 
 HfMapping hf() {
   return hf_mapping("gpt_neox", "GPTNeoXForCausalLM", &gpt_neox_config_from_hf, &gpt_neox_config_to_hf,
-                    &read_hf_gpt_neox_tensors, [](const Config& c) { return gpt_neox_config(c, 0); },
-                    gpt_neox_schema());
+                    &read_hf_gpt_neox_tensors, &gpt_neox_config, gpt_neox_schema());
 }
 
 }  // namespace mf::models::gpt_neox

@@ -112,8 +112,7 @@ nn::NamedTensors read_hf_llama_tensors(const io::HfModelFiles& files, const Llam
 
 HfMapping hf(LlamaVariant variant) {
   HfMapping m = hf_mapping(llama_variant_name(variant), architecture(variant), &llama_config_from_hf,
-                           &llama_config_to_hf, &read_hf_llama_tensors, [](const Config& c) { return llama_config(c, 0); },
-                           llama_schema());
+                           &llama_config_to_hf, &read_hf_llama_tensors, &llama_config, llama_schema());
   m.key_names.insert(m.key_names.end(),
                      {{"model.rope_scaling.type", "rope_scaling.rope_type"},
                       {"model.rope_scaling.factor", "rope_scaling.factor"},

@@ -64,8 +64,7 @@ nn::NamedTensors read_hf_t5_tensors(const io::HfModelFiles& files, const T5Confi
 
 HfMapping hf(bool mt5) {
   HfMapping m = hf_mapping(mt5 ? "mt5" : "t5", mt5 ? "MT5ForConditionalGeneration" : "T5ForConditionalGeneration",
-                           &t5_config_from_hf, &t5_config_to_hf, &read_hf_t5_tensors,
-                           [](const Config& c) { return t5_config(c, 0); }, t5_schema());
+                           &t5_config_from_hf, &t5_config_to_hf, &read_hf_t5_tensors, &t5_config, t5_schema());
   m.key_names.emplace_back("model.feed_forward_proj", "feed_forward_proj");
   return m;
 }
