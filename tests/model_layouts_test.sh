@@ -14,7 +14,11 @@
 #          key/value heads then stay whole on every rank), pp=4 under 1F1B, GPipe and interleaved
 #          1F1B (8 layers, 2 chunks per rank), dp=2 x tp=2 x pp=2 on 8 ranks, bf16 and fp16,
 #          full and selective recomputation (bit for bit), and a Mistral (sliding window 8 over 31
-#          positions) and a Qwen2 (q/k/v biases, tied head) under tp=2 with sequence parallelism.
+#          positions) and a Qwen2 (q/k/v biases, tied head) under tp=2 with sequence parallelism;
+#          context parallelism (a sequence of 32): cp=2 and cp=4 in each mode (ring, causal chunks
+#          load-balanced; all_to_all), cp=2 x tp=2 with sequence parallelism, cp=2 x dp=2 with ZeRO-1
+#          and ZeRO-3, dp=2 x cp=2 x tp=2 on 8 ranks, cp=2 with selective
+#          recomputation, cp=2 x pp=2, and the Mistral under cp=4 (the window across chunks).
 #  gpt_neox (Pythia's parallel residual and a quarter of each head rotated, dropout on, byte
 #          vocabulary) the runs of bert, plus tp=4 (one head per rank), recomputation, bf16
 #          dp=2 x tp=2, and the sequential residual with every feature rotated under tp=2 with
@@ -24,7 +28,8 @@
 #          GPipe and ZeRO 1 and 2, plus tp=4,
 #          full and selective recomputation, bf16 dp=2 x tp=2, a RoBERTa (masked LM over single segments) under tp=2
 #          with sequence parallelism, and the sequence classifier under dp=2 x tp=2 and pp=2: the
-#          masked positions and the padding are the same under every layout, and each micro-batch's
+#          masked positions and the padding are the same under every layout (cp=2 too: the padded
+#          keys of each chunk around the ring), and each micro-batch's
 #          loss is its share of the global batch's masked tokens and rows; evaluation under ZeRO-3
 #          prints dp=2's metrics.
 #  t5      (T5 v1.1 span corruption on sentence-split text, a SentencePiece model trained on the
@@ -111,7 +116,7 @@ esac
 # MESHFLOW_TEST_QUICK=1 (the sanitizer build) runs one run of each kind and its reference (the
 # Llama family: what the test model does not cover).
 quick_set=" one dp2tp2 tp2sp one_mb2 pp2il z3dp2tp2 "
-[ "$model" = llama ] && quick_set=" one tp4 rc_sel one_mb2 pp2il "
+[ "$model" = llama ] && quick_set=" one tp4 rc_sel one_mb2 pp2il s32_one cp2 cp2tp2sp "
 [ "$model" = gpt_neox ] && quick_set=" one tp2sp one_mb2 pp2il "
 [ "$model" = bert ] && quick_set=" one dp2tp2 one_mb2 pp2il cls_one cls_dp2tp2 "
 [ "$model" = t5 ] && quick_set=" one dp2tp2 one_mb2 pp4 "
@@ -316,6 +321,38 @@ if [ "$model" = vit ]; then
     echo "FAIL: evaluation under ZeRO-3 differs from dp=2:"; grep -h 'val_' "$work/log_ev_dp2" "$work/log_ev_z3dp2"; fail=1
   fi
   grep -qs val_accuracy "$work/log_ev_dp2" || skipped ev_dp2 || { echo "FAIL: no val_accuracy in the log"; fail=1; }
+fi
+
+# Context parallelism (ring attention over the sequence split): the sequence of 32 positions split
+# over cp ranks, against one process on the same sequence — with dropout on the attention
+# probabilities (each score's draw by its logical position), GQA's repeated key/value heads under
+# tp (Llama), a sliding window that reaches over chunk borders (Mistral, window 8 over chunks of 8
+# at cp=4), padded keys (BERT), and recomputation.
+cp_runs=" llama bert "
+if [[ "$cp_runs" == *" $model "* ]]; then
+  s32=(data.seq_length=32)
+  cp() { echo "train.dist.context_parallel_size=$1"; }
+  run s32_one 1 8 "${s32[@]}"
+  run cp2 2 8 "${s32[@]}" $(cp 2)
+  if [ "$model" = llama ]; then
+    run cp4 4 8 "${s32[@]}" $(cp 4)
+    run a2a2 2 8 "${s32[@]}" $(cp 2) train.dist.context_parallel_mode=all_to_all
+    run a2a4 4 8 "${s32[@]}" $(cp 4) train.dist.context_parallel_mode=all_to_all
+    run cp2dp2z3 4 4 "${s32[@]}" $(cp 2) $(zero 3)
+    run cp2tp2sp 4 8 "${s32[@]}" $(cp 2) train.dist.tensor_parallel_size=2 train.dist.sequence_parallel=true
+    run cp2dp2z1 4 4 "${s32[@]}" $(cp 2) $(zero 1)
+    run dp2cp2tp2 8 4 "${s32[@]}" $(cp 2) train.dist.tensor_parallel_size=2
+    run cp2rc_sel 2 8 "${s32[@]}" $(cp 2) train.activation_checkpoint.enabled=true train.activation_checkpoint.granularity=selective
+    run s32_one_mb2 1 2 "${s32[@]}"
+    run cp2pp2 4 2 "${s32[@]}" $(cp 2) train.dist.pipeline_parallel_size=2
+    run s32_mistral_one 1 8 "${s32[@]}" model.name=mistral model.sliding_window=8
+    run mistral_cp4 4 8 "${s32[@]}" model.name=mistral model.sliding_window=8 $(cp 4)
+    compare s32_one cp2 cp4 a2a2 a2a4 cp2tp2sp cp2dp2z1 cp2dp2z3 dp2cp2tp2 cp2rc_sel
+    compare s32_one_mb2 cp2pp2
+    compare s32_mistral_one mistral_cp4
+  else
+    compare s32_one cp2
+  fi
 fi
 
 [ "${MESHFLOW_TEST_QUICK:-0}" = 1 ] && { [ "$fail" -eq 0 ] && echo "$model quick subset passed"; exit "$fail"; }

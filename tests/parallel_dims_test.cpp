@@ -35,19 +35,24 @@ TEST(ParallelDims, NamedSizesInMeshOrder) {
   EXPECT_EQ(d.size("tp"), 2);
   EXPECT_EQ(d.product(), 6);
   EXPECT_EQ(d.batch_ranks(), 1);
-  EXPECT_EQ(d.str(), "pp=3, dp=1, tp=2");
-  EXPECT_EQ(d.keys_str(), "pipeline_parallel_size=3, data_parallel_size=1, tensor_parallel_size=2");
-  EXPECT_EQ(d.named(), (std::map<std::string, int64_t>{{"dp", 1}, {"pp", 3}, {"tp", 2}}));
+  EXPECT_EQ(d.size("cp"), 1);
+  EXPECT_EQ(d.str(), "pp=3, dp=1, cp=1, tp=2");
+  EXPECT_EQ(d.keys_str(),
+            "pipeline_parallel_size=3, data_parallel_size=1, context_parallel_size=1, tensor_parallel_size=2");
+  EXPECT_EQ(d.named(), (std::map<std::string, int64_t>{{"cp", 1}, {"dp", 1}, {"pp", 3}, {"tp", 2}}));
   EXPECT_EQ(d.overrides().front(), "train.dist.pipeline_parallel_size=3");
-  const std::string e = error_of([&] { (void)d.size("cp"); });
-  EXPECT_NE(e.find("no parallel dimension named 'cp' (the dimensions: pp, dp, tp)"), std::string::npos) << e;
+  const std::string e = error_of([&] { (void)d.size("ep"); });
+  EXPECT_NE(e.find("no parallel dimension named 'ep' (the dimensions: pp, dp, cp, tp)"), std::string::npos) << e;
+  // Context parallelism places the layers (its sequence slices) and takes no rows of the batch.
+  EXPECT_EQ(mf::global::layer_dims(), (std::vector<std::string>{"cp", "tp"}));
+  EXPECT_EQ(ParallelDims({{"dp", 2}, {"cp", 2}}).batch_ranks(), 2);
 }
 
 TEST(ParallelDims, CoordinatesAreRowMajor) {
   const ParallelDims d{{"pp", 2}, {"dp", 3}, {"tp", 2}};
   for (int64_t i = 0; i < d.product(); ++i) {
     const std::vector<int64_t> c = d.coordinate_of(i);
-    EXPECT_EQ(c, (std::vector<int64_t>{i / 6, (i / 2) % 3, i % 2})) << i;
+    EXPECT_EQ(c, (std::vector<int64_t>{i / 6, (i / 2) % 3, 0, i % 2})) << i;
     EXPECT_EQ(d.index_of(c), i);
   }
   EXPECT_THROW(d.coordinate_of(12), mf::Error);
@@ -65,7 +70,7 @@ TEST(ParallelDims, ResolvedFromTheWorldSize) {
   EXPECT_NE(e.find("world of 7 ranks"), std::string::npos) << e;
   EXPECT_NE(e.find("cannot be derived"), std::string::npos) << e;
   e = error_of([&] { (void)ParallelDims({{"tp", 3}}).resolved(4); });
-  EXPECT_NE(e.find("pp x dp x tp = 1 x 1 x 3 = 3 does not equal the world size 4"), std::string::npos) << e;
+  EXPECT_NE(e.find("pp x dp x cp x tp = 1 x 1 x 1 x 3 = 3 does not equal the world size 4"), std::string::npos) << e;
   e = error_of([&] { (void)ParallelDims({{"pp", 0}, {"dp", 0}}).resolved(4); });
   EXPECT_NE(e.find("at most one size may be 0"), std::string::npos) << e;
 }
@@ -73,7 +78,7 @@ TEST(ParallelDims, ResolvedFromTheWorldSize) {
 // One process: every group null, every size 1, every index 0; a group is asked for by name.
 TEST(NamedGroups, OneProcessAndUnknownNames) {
   const mf::parallel::NamedGroups g;
-  for (const char* name : {"pp", "dp", "tp", "stage", "tied", "world"}) {
+  for (const char* name : {"pp", "dp", "cp", "tp", "stage", "dp_cp", "tied", "world"}) {
     EXPECT_EQ(g.get(name), nullptr) << name;
     EXPECT_EQ(g.size(name), 1) << name;
     EXPECT_EQ(g.rank(name), 0) << name;
@@ -83,7 +88,7 @@ TEST(NamedGroups, OneProcessAndUnknownNames) {
   EXPECT_TRUE(g.main_rank());
   EXPECT_TRUE(g.last_stage());
   const std::string e = error_of([&] { (void)g.size("all"); });
-  EXPECT_NE(e.find("no group named 'all' (the groups: pp, dp, tp, stage, tied, world)"), std::string::npos) << e;
+  EXPECT_NE(e.find("no group named 'all' (the groups: pp, dp, cp, tp, stage, dp_cp, tied, world)"), std::string::npos) << e;
 }
 
 }  // namespace

@@ -18,6 +18,9 @@
 #  2. every step's comm_bytes_est (ring-accounted bytes, mostly the gradient all-reduce) scales as
 #     2(N-1)/N: dp=4 sends 1.5x what dp=2 sends, within 1% (the exact byte count is checked in
 #     meshflow_mpi_tests);
+#  1b. context parallelism (a sequence of 32): cp=2 and cp=4 in each mode (ring, all_to_all), cp=2 x
+#     tp=2 with sequence parallelism, cp=2 x dp=2 with ZeRO-1 and ZeRO-3, dp=2 x cp=2 x tp=2 on 8
+#     ranks and cp=2 x pp=2 log one process's losses and norms to 1e-5;
 #  2b. ZeRO 1, 2 and 3 with dp=4, dp=2 x tp=2 and dp=2 x pp=2 log the unsharded runs' losses
 #     to 1e-6 (model-state bytes per stage: tests/mpi/zero_memory_test.cpp);
 #  2c. bf16 mixed precision on dp=2 x tp=2 logs the one-process bf16 losses to 2e-4 relative
@@ -49,7 +52,7 @@ args=(configs/gpt2/tiny.yaml tokenization.tokenizer=byte model.vocab_size=257 "d
 
 # MESHFLOW_TEST_QUICK=1 (the sanitizer build) runs a representative subset: one or two runs of
 # each kind of parallelism, their references, and one stop/resume.
-quick_set=" dp1 dp2 tp2sp dp2tp2 z3dp2tp2 one_mb2 pp2il z3r "
+quick_set=" dp1 dp2 tp2sp dp2tp2 z3dp2tp2 one_mb2 pp2il z3r s32 cp2 "
 skipped() { [ "${MESHFLOW_TEST_QUICK:-0}" = 1 ] && [[ "$quick_set" != *" $1 "* ]]; }
 
 run() {  # name, ranks, micro batch, tp[, sequence parallel[, pp[, schedule[, virtual stages[, layers[, zero stage]]]]]]
@@ -151,6 +154,33 @@ compare one_mb4 dp2pp2
 skipped dp4 || paste <(field "$work/dp2/metrics.jsonl" comm_bytes_est) <(field "$work/dp4/metrics.jsonl" comm_bytes_est) |
   awk '{ r = $2 / $1; if (r < 1.5 * 0.99 || r > 1.5 * 1.01) { printf "FAIL: step %d: dp=4 sent %s bytes, dp=2 %s: ratio %.4f, want 1.5\n", NR, $2, $1, r; bad = 1 } }
        END { if (NR != 20) { print "FAIL: comm_bytes_est missing"; bad = 1 } exit bad }' || fail=1
+
+# Context parallelism (32 positions, learned positions and dropout on): cp=2 and cp=4 in each
+# mode, cp=2 x tp=2 with sequence parallelism, cp=2 x dp=2 with ZeRO-1 and ZeRO-3, dp=2 x cp=2 x
+# tp=2 and cp=2 x pp=2 against one process on the same sequence.
+args+=(data.seq_length=32)
+run s32 1 8 1
+run s32_mb2 1 2 1
+args+=(train.dist.context_parallel_size=2)
+run cp2 2 8 1
+run cp2tp2sp 4 8 2 true
+run cp2dp2z1 4 4 1 false 1 1f1b 1 4 1
+run cp2dp2z3 4 4 1 false 1 1f1b 1 4 3
+run dp2cp2tp2 8 4 2
+run cp2pp2 4 2 1 false 2 1f1b
+args+=(train.dist.context_parallel_mode=all_to_all)
+run a2a2 2 8 1
+unset 'args[${#args[@]}-1]'
+unset 'args[${#args[@]}-1]'
+args+=(train.dist.context_parallel_size=4)
+run cp4 4 8 1
+args+=(train.dist.context_parallel_mode=all_to_all)
+run a2a4 4 8 1
+unset 'args[${#args[@]}-1]'
+unset 'args[${#args[@]}-1]'
+unset 'args[${#args[@]}-1]'
+compare s32 cp2 cp4 a2a2 a2a4 cp2tp2sp cp2dp2z1 cp2dp2z3 dp2cp2tp2
+compare s32_mb2 cp2pp2
 
 # The infinity norm, clipping every step (the norms are ~0.1-1): dp=2 x tp=2 with ZeRO-2 (slices
 # over dp, pieces over tp) and pp=2 (stages) against one process.

@@ -202,6 +202,36 @@ TEST(PlanLayouts, TheUsersLayoutKeysAreKept) {
   }
 }
 
+// Context parallelism: each rank keeps its slice of every sequence (the kept activations halve at
+// cp=2) and pays the ring's messages; a cp that does not divide the sequence, all_to_all with tp,
+// and an unfused attention (T5) are rejected with their reasons.
+TEST(PlanLayouts, ContextParallelismSplitsTheSequence) {
+  const mf::Config c = gpt2_config({"train.global_batch_size=2", "data.seq_length=16"});
+  const ModelCosts m = model_costs(c);
+  const std::vector<std::pair<int64_t, int64_t>> one_stage{{0, m.layers}};
+  Layout one, cp2;
+  one.micro_batch = cp2.micro_batch = 2;
+  cp2.dims.set("cp", 2);
+  const MemoryEstimate m1 = estimate_memory(m, one, one_stage), m2 = estimate_memory(m, cp2, one_stage);
+  EXPECT_NEAR(m2.kept, m1.kept / 2, 1e-9 * m1.kept);
+  const HardwareProfile h = hardware_profile("a100-80gb", 4);
+  EXPECT_EQ(estimate_step_time(m, one, h, one_stage).cp_comm_s, 0.0);
+  EXPECT_GT(estimate_step_time(m, cp2, h, one_stage).cp_comm_s, 0.0);
+  bool listed = false;
+  for (const Layout& l : enumerate_layouts(c, m, 2).feasible) listed = listed || l.cp() == 2;
+  EXPECT_TRUE(listed);
+  auto reasons = [](const mf::Config& config, int64_t ranks) {
+    std::string all;
+    for (const Rejected& r : enumerate_layouts(config, model_costs(config), ranks).rejected)
+      if (r.layout.cp() > 1) all += r.reason + "\n";
+    return all;
+  };
+  const mf::Config odd = gpt2_config({"train.global_batch_size=2", "data.seq_length=15"});
+  EXPECT_NE(reasons(odd, 2).find("cp 2 does not divide the sequence 15"), std::string::npos) << reasons(odd, 2);
+  const mf::Config a2a = gpt2_config({"train.global_batch_size=2", "data.seq_length=16", "train.dist.context_parallel_mode=all_to_all"});
+  EXPECT_NE(reasons(a2a, 4).find("all_to_all with tp 2"), std::string::npos) << reasons(a2a, 4);
+}
+
 TEST(PlanPipelineSim, ActionByActionAsTheSchedulesRun) {
   using mf::parallel::PipelineSchedule;
   auto run = [](PipelineSchedule schedule, std::vector<double> forward, int64_t m, int64_t v = 1) {

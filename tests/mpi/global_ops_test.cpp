@@ -309,7 +309,9 @@ TEST_F(GlobalOpsTest, EverySignatureOneAxis) {
 TEST_F(GlobalOpsTest, EverySignatureTwoByTwoMesh) {
   if (world->size() != 4) GTEST_SKIP() << "a 2x2 mesh needs 4 ranks";
   DeviceMesh dm(mf::global::ParallelDims{{"dp", 2}, {"tp", 2}}, *world);
-  const Mesh mesh = bound(Mesh{dm.stage_placement(0), {&dm.comm("dp"), &dm.comm("tp")}, world->rank()});
+  // The (dp, tp) square of the mesh (its pp and cp axes have one rank).
+  const Placement* square = placement(mf::DeviceType::kCPU, std::vector<int64_t>{2, 2}, std::vector<int>{0, 1, 2, 3});
+  const Mesh mesh = bound(Mesh{square, {&dm.comm("dp"), &dm.comm("tp")}, world->rank()});
   int combos = 0;
   for (const OpCase& op : all_ops()) {
     const int n = check_all(mesh, op);
@@ -392,38 +394,78 @@ TEST_F(GlobalOpsTest, DropoutPiecesAreTheWholeTensorsSlices) {
   }
 }
 
-// Attention with its heads split (S(1)) computes and drops out exactly the whole's heads.
-TEST_F(GlobalOpsTest, AttentionWithSplitHeadsIsTheWholesSlice) {
-  const Mesh mesh = world_mesh();
-  const std::vector<int64_t> coord = mesh.coord(), shape = mesh.placement->mesh_shape();
-  const int64_t H = 2 * world->size();
-  Tensor Q = mft::formula({2, H, 5, 3}, 0.1, 0.2, 7), K = mft::formula({2, H, 5, 3}, -0.2, 0.1, 5);
-  Tensor V = mft::formula({2, H, 5, 3}, 0.3, -0.1, 9);
-  mf::AttentionOptions o;
-  o.causal = true;
-  o.dropout_p = 0.3;
+// Global attention of q, k, v (B, H, T, D) split by `sbp` on the world against the whole's, both
+// seeded alike: the output and every input's gradient (of sum(y * q)) are the whole's slices, and
+// the bytes moved are `sent(stats)`'s.
+void expect_attention_is_the_wholes(const Mesh& mesh, Communicator& world, const NdSbp* sbp, const Shape& shape,
+                                    const mf::AttentionOptions& o, const std::string& what,
+                                    const std::function<bool(const mf::comm::CommStats&)>& sent) {
+  const std::vector<int64_t> coord = mesh.coord(), mesh_shape = mesh.placement->mesh_shape();
+  Tensor Q = mft::formula(shape, 0.1, 0.2, 7), K = mft::formula(shape, -0.2, 0.1, 5), V = mft::formula(shape, 0.3, -0.1, 9);
   mf::manual_seed(4);
   std::vector<Tensor> whole{mf::clone(Q).set_requires_grad(true), mf::clone(K).set_requires_grad(true),
                             mf::clone(V).set_requires_grad(true)};
   Tensor Y = mf::scaled_dot_product_attention(whole[0], whole[1], whole[2], o);
   mf::sum(mf::mul(Y, Q)).backward();
-  const NdSbp* S1 = nd_sbp({Sbp::split(1)});
   std::vector<Tensor> loc;
   std::vector<GlobalTensor> g;
   for (const Tensor& t : {Q, K, V}) {
-    loc.push_back(mf::contiguous(mft::piece(t, *S1, shape, coord)).set_requires_grad(true));
-    g.push_back(to_global(loc.back(), mesh.placement, S1, t.shape(), mesh.world_rank));
+    loc.push_back(mf::contiguous(mft::piece(t, *sbp, mesh_shape, coord)).set_requires_grad(true));
+    g.push_back(to_global(loc.back(), mesh.placement, sbp, t.shape(), mesh.world_rank));
   }
   mf::manual_seed(4);
-  world->reset_stats();
+  world.reset_stats();
   GlobalTensor y = attention(g[0], g[1], g[2], o);
-  EXPECT_EQ(y.nd_sbp, S1);
-  EXPECT_EQ(world->stats().total_bytes(), 0u);
-  mft::expect_tensor_close(y.local, mft::piece(Y.detach(), *S1, shape, coord), "attention heads", 1e-12);
-  mf::sum(mf::mul(y.local, mft::piece(Q, *S1, shape, coord))).backward();
+  EXPECT_EQ(y.nd_sbp, sbp) << what;
+  mft::expect_tensor_close(y.local, mft::piece(Y.detach(), *sbp, mesh_shape, coord), what, 1e-12);
+  mf::sum(mf::mul(y.local, mft::piece(Q, *sbp, mesh_shape, coord))).backward();
+  EXPECT_TRUE(sent(world.stats())) << what << ": " << world.stats().total_bytes() << " bytes";
   for (size_t i = 0; i < 3; ++i)
-    mft::expect_tensor_close(loc[i].grad(), mft::piece(whole[i].grad(), *S1, shape, coord),
-                             "attention grad " + std::to_string(i), 1e-12);
+    mft::expect_tensor_close(loc[i].grad(), mft::piece(whole[i].grad(), *sbp, mesh_shape, coord),
+                             what + " grad " + std::to_string(i), 1e-12);
+}
+
+// Attention with its heads split (S(1)) computes and drops out exactly the whole's heads, moving
+// nothing.
+TEST_F(GlobalOpsTest, AttentionWithSplitHeadsIsTheWholesSlice) {
+  mf::AttentionOptions o;
+  o.causal = true;
+  o.dropout_p = 0.3;
+  expect_attention_is_the_wholes(world_mesh(), *world, nd_sbp({Sbp::split(1)}), {2, 2 * world->size(), 5, 3}, o,
+                                 "attention heads", [](const mf::comm::CommStats& s) { return s.total_bytes() == 0; });
+}
+
+// The sequence split (context parallelism): attention of S(2) q, k, v runs around the ring and
+// equals the whole's slice, forward and backward — causal (load-balanced when the chunks halve,
+// and not), non-causal, with a sliding window that reaches back over chunk borders, with dropout on
+// the probabilities (each score's draw by its logical position) and with padded keys. Nothing but
+// the ring's point-to-point messages moves: no gathered keys.
+TEST_F(GlobalOpsTest, AttentionWithSplitSequenceIsTheWholesSlice) {
+  const int64_t n = world->size(), B = 2, H = 2, D = 4;
+  struct Case {
+    const char* name;
+    int64_t chunk;  // positions per rank: even chunks of causal attention are load-balanced
+    bool causal;
+    int64_t window;
+    double dropout;
+    bool padded;
+  };
+  for (const Case& c : {Case{"causal, balanced", 4, true, 0, 0.0, false}, Case{"causal, odd chunks", 3, true, 0, 0.0, false},
+                        Case{"full", 3, false, 0, 0.0, false}, Case{"window", 4, true, 5, 0.0, false},
+                        Case{"dropout, balanced", 4, true, 0, 0.3, false}, Case{"padded", 3, false, 0, 0.2, true}}) {
+    const int64_t T = c.chunk * n;
+    Tensor pad = mf::zeros({B, T}, mf::DType::kBool);
+    pad.data<bool>()[T - 1] = pad.data<bool>()[T + 1] = true;  // a last key of row 0, a key of row 1
+    mf::AttentionOptions o;
+    o.causal = c.causal;
+    o.window = c.window;
+    o.dropout_p = c.dropout;
+    if (c.padded) o.key_padding_mask = pad;
+    expect_attention_is_the_wholes(world_mesh(), *world, nd_sbp({Sbp::split(2)}), {B, H, T, D}, o,
+                                   std::string("ring attention (") + c.name + ")", [](const mf::comm::CommStats& s) {
+                                     return s.total_bytes() == s.bytes(mf::comm::OpKind::kSend);
+                                   });
+  }
 }
 
 // The embedding of a vocabulary-split table and the cross-entropy of vocabulary-split logits

@@ -183,8 +183,8 @@ TEST_F(GlobalTensorTest, MeshTwoByTwo) {
     for (const Sbp& a1 : all)
       for (const Sbp& b0 : all)
         for (const Sbp& b1 : all) {
-          const NdSbp* src = nd_sbp({Sbp::broadcast(), a0, a1});
-          const NdSbp* dst = nd_sbp({Sbp::broadcast(), b0, b1});
+          const NdSbp* src = nd_sbp({Sbp::broadcast(), a0, Sbp::broadcast(), a1});  // (pp, dp, cp, tp)
+          const NdSbp* dst = nd_sbp({Sbp::broadcast(), b0, Sbp::broadcast(), b1});
           try {
             check_box(mesh.placement(), comms, shape, src, dst, world->rank());
             ++done;
@@ -197,14 +197,14 @@ TEST_F(GlobalTensorTest, MeshTwoByTwo) {
   EXPECT_EQ(unsupported, 24) << done << " supported";
   // The ones the plan order exists for.
   const Sbp s0 = Sbp::split(0), s1 = Sbp::split(1), B = Sbp::broadcast(), P = Sbp::partial_sum();
-  check_box(mesh.placement(), comms, shape, nd_sbp({B, s0, s0}), nd_sbp({B, B, B}), world->rank());
-  check_box(mesh.placement(), comms, shape, nd_sbp({B, B, B}), nd_sbp({B, s0, s0}), world->rank());
-  check_box(mesh.placement(), comms, shape, nd_sbp({B, P, P}), nd_sbp({B, s0, s0}), world->rank());
-  check_box(mesh.placement(), comms, shape, nd_sbp({B, s0, P}), nd_sbp({B, B, s1}), world->rank());
-  MFT_EXPECT_ERROR(box_to(to_global(mft::piece(mft::formula(shape, 1, 1, 3), *nd_sbp({B, s0, s0}), mesh.placement()->mesh_shape(),
+  check_box(mesh.placement(), comms, shape, nd_sbp({B, s0, B, s0}), nd_sbp({B, B, B, B}), world->rank());
+  check_box(mesh.placement(), comms, shape, nd_sbp({B, B, B, B}), nd_sbp({B, s0, B, s0}), world->rank());
+  check_box(mesh.placement(), comms, shape, nd_sbp({B, P, B, P}), nd_sbp({B, s0, B, s0}), world->rank());
+  check_box(mesh.placement(), comms, shape, nd_sbp({B, s0, B, P}), nd_sbp({B, B, B, s1}), world->rank());
+  MFT_EXPECT_ERROR(box_to(to_global(mft::piece(mft::formula(shape, 1, 1, 3), *nd_sbp({B, s0, B, s0}), mesh.placement()->mesh_shape(),
                                           mesh.coordinate()),
-                                    mesh.placement(), nd_sbp({B, s0, s0}), shape, world->rank()),
-                          nd_sbp({B, s1, s0}), comms),
+                                    mesh.placement(), nd_sbp({B, s0, B, s0}), shape, world->rank()),
+                          nd_sbp({B, s1, B, s0}), comms),
                    "not yet supported", "nested splits");
 }
 

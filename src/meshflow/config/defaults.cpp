@@ -106,8 +106,13 @@ train:
   dist:
     device_type: cpu            # cpu | cuda: where tensors live (cuda: GPU = the local rank, from LOCAL_RANK,
                                 #   OMPI_COMM_WORLD_LOCAL_RANK, MPI_LOCALRANKID or SLURM_LOCALID; NCCL between GPUs)
-    data_parallel_size: 0       # 0 = derived: world size / (tensor x pipeline)
+    data_parallel_size: 0       # 0 = derived: world size / (tensor x pipeline x context)
     tensor_parallel_size: 1
+    context_parallel_size: 1    # ranks splitting each sequence (its activations between layers S(seq) on cp); the
+                                #   sequence a multiple of it. Not with generate/serve (decoding: 1)
+    context_parallel_mode: ring # ring: keys/values passed around the cp ranks, causal chunks load-balanced |
+                                #   all_to_all: the sequence traded for the heads around the attention core
+                                #   (DeepSpeed-Ulysses; heads divisible by cp; tensor_parallel_size 1)
     pipeline_parallel_size: 1
     sequence_parallel: false
     pipeline_num_layers: 0      # LiBai's: the layers placed over the stages — always all of them here, so only

@@ -82,6 +82,7 @@ const std::map<std::string, Range>& ranges() {
       {"train.zero_optimization.stage", closed(1, 3)},
       {"train.dist.data_parallel_size", at_least(0)},
       {"train.dist.tensor_parallel_size", at_least(1)},
+      {"train.dist.context_parallel_size", at_least(1)},
       {"train.dist.pipeline_parallel_size", at_least(1)},
       {"train.dist.pipeline_num_layers", at_least(0)},
       {"train.dist.custom_pipeline_stage_id", integers_from(0)},

@@ -49,9 +49,16 @@ GlobalTensor reshape(const GlobalTensor& x, const Shape& shape) {
   const Shape out = resolved(shape, shape_numel(in), in);
   // S(k) -> S(j) where axis j of the output starts at the same element stride as axis k and one
   // of the two holds the other whole (k split in the outer part of j, or j in the outer of k),
-  // both divisible by the placement's ranks (even pieces on any of its mesh axes) unless the two
-  // axes are the same length.
-  const int64_t ranks = x.placement->size();
+  // both divisible by the ranks splitting axis k (the product of the mesh axes that split it in
+  // x's SBP; when none does, the placement's ranks: even pieces on any of its mesh axes) unless
+  // the two axes are the same length.
+  const Placement* pl = x.placement;
+  auto ranks_splitting = [&](size_t k) {
+    int64_t r = 1;
+    for (int m = 0; m < x.nd_sbp->ndim(); ++m)
+      if ((*x.nd_sbp)[m].is_split() && (*x.nd_sbp)[m].axis == static_cast<int>(k)) r *= pl->mesh_size(m);
+    return r > 1 ? r : pl->size();
+  };
   auto candidates = [&] {
     SignatureList l;
     int64_t pre_in = 1;
@@ -59,6 +66,7 @@ GlobalTensor reshape(const GlobalTensor& x, const Shape& shape) {
       int64_t pre_out = 1;
       for (size_t j = 0; j < out.size(); ++j) {
         const bool nests = in[k] > 0 && out[j] > 0 && (in[k] % out[j] == 0 || out[j] % in[k] == 0);
+        const int64_t ranks = ranks_splitting(k);
         if (pre_out == pre_in && (in[k] == out[j] || (nests && in[k] % ranks == 0 && out[j] % ranks == 0))) {
           l.push_back({{S(static_cast<int64_t>(k))}, {S(static_cast<int64_t>(j))}});
           break;
@@ -71,7 +79,6 @@ GlobalTensor reshape(const GlobalTensor& x, const Shape& shape) {
     l.push_back({{kB}, {kB}});
     return l;
   };
-  const Placement* pl = x.placement;
   return apply_global(context_of(pl), "reshape" + shape_str(in) + "->" + shape_str(out), {x}, {out}, candidates,
                       [&](const std::vector<Tensor>& t, const LocalCall& c) -> std::vector<Tensor> {
                         return {reshape_local(t[0], out, c, *pl, "reshape")};

@@ -7,6 +7,7 @@
 #include "meshflow/autograd/checkpoint.h"
 #include "meshflow/core/error.h"
 #include "meshflow/global/global_ops.h"
+#include "meshflow/global/ring_attention.h"
 #include "meshflow/global/vocab_parallel.h"
 #include "meshflow/ops/ops.h"
 #include "meshflow/random/batch_slice.h"
@@ -28,6 +29,13 @@ int splitting_mesh_axis(const NdSbp& sbp, int64_t axis, const char* op) {
       found = m;
     }
   return found;
+}
+
+// Whether any mesh axis of `sbp` splits tensor axis `axis` (several may: nested pieces).
+bool splits(const NdSbp& sbp, int64_t axis) {
+  for (const Sbp& s : sbp.sbps())
+    if (s.is_split() && s.axis == axis) return true;
+  return false;
 }
 
 bool any_split(const NdSbp& sbp) {
@@ -104,7 +112,9 @@ GlobalTensor attention(const GlobalTensor& q, const GlobalTensor& k, const Globa
     mask = m.device() == q.local.device() ? m : to(m, q.local.device());
   }
   auto candidates = [] {
-    return SignatureList{{{S(0), S(0), S(0)}, {S(0)}}, {{S(1), S(1), S(1)}, {S(1)}}, {{kB, kB, kB}, {kB}}};
+    // S(2): the sequence split (context parallelism), attended around the ring of its mesh axis.
+    return SignatureList{{{S(0), S(0), S(0)}, {S(0)}}, {{S(1), S(1), S(1)}, {S(1)}}, {{kB, kB, kB}, {kB}},
+                         {{S(2), S(2), S(2)}, {S(2)}}};
   };
   const Placement* pl = q.placement;
   return apply_global(context_of(pl), "attention", {q, k, v}, {qs}, candidates,
@@ -116,13 +126,21 @@ GlobalTensor attention(const GlobalTensor& q, const GlobalTensor& k, const Globa
                           o.key_padding_mask = s.start[0] == 0 && t[0].shape(0) == qs[0] ? mask
                                                    : contiguous(narrow(mask, 0, s.start[0], t[0].shape(0)));
                         }
-                        if (splitting_mesh_axis(sbp, 1, "attention") >= 0) {  // this rank's heads
+                        if (splits(sbp, 1)) {  // this rank's heads (over tp, and over cp trading the sequence)
                           o.logical_heads = qs[1];
                           o.head_offset = local_slice(qs, sbp, pl->mesh_shape(), c.coord).start[1];
                         }
                         MF_CHECK(o.dropout_p == 0.0 || splitting_mesh_axis(sbp, 0, "attention") < 0,
                                  "global attention: dropout with the batch axis split is not supported (",
                                  sbp.str(), ")");
+                        const int ring = splitting_mesh_axis(sbp, 2, "attention");
+                        if (ring >= 0) {  // the mask: this piece's batch rows, every key
+                          const int64_t ranks = pl->mesh_shape()[static_cast<size_t>(ring)];
+                          MF_CHECK(qs[2] % ranks == 0, "global attention: the sequence of ", qs[2],
+                                   " positions does not split evenly over the ", ranks,
+                                   " ranks of context parallelism (", sbp.str(), "); make it a multiple of ", ranks);
+                          return {ring_attention(t[0], t[1], t[2], o, *c.ctx.axis_comms[static_cast<size_t>(ring)])};
+                        }
                         return {mf::scaled_dot_product_attention(t[0], t[1], t[2], o)};
                       })[0];
 }
@@ -144,9 +162,17 @@ GlobalTensor cross_entropy(const GlobalTensor& logits, const GlobalTensor& label
 GlobalTensor rope(const GlobalTensor& x, const std::vector<double>& inv_freq) {
   const Shape& xs = x.logical_shape;
   MF_CHECK(xs.size() == 4, "global rope: x ", shape_str(xs), " must be (batch, heads, seq, head_dim)");
-  auto candidates = [] { return SignatureList{{{S(0)}, {S(0)}}, {{S(1)}, {S(1)}}, {{kB}, {kB}}}; };
-  return apply_global(context_of(x.placement), "rope", {x}, {xs}, candidates,
-                      [&inv_freq](const std::vector<Tensor>& t) -> std::vector<Tensor> { return {mf::rope(t[0], inv_freq)}; })[0];
+  // S(2): a piece of the sequence (context parallelism) rotated by its logical positions.
+  auto candidates = [] { return SignatureList{{{S(0)}, {S(0)}}, {{S(1)}, {S(1)}}, {{kB}, {kB}}, {{S(2)}, {S(2)}}}; };
+  const Placement* pl = x.placement;
+  return apply_global(context_of(pl), "rope", {x}, {xs}, candidates,
+                      [&](const std::vector<Tensor>& t, const LocalCall& c) -> std::vector<Tensor> {
+                        const NdSbp& sbp = *c.signature.outputs[0];
+                        const int64_t start = splitting_mesh_axis(sbp, 2, "rope") >= 0
+                                                  ? local_slice(xs, sbp, pl->mesh_shape(), c.coord).start[2]
+                                                  : 0;
+                        return {mf::rope(t[0], inv_freq, start)};
+                      })[0];
 }
 
 GlobalTensor rope(const GlobalTensor& x, const std::vector<double>& inv_freq, const std::vector<int64_t>& row_offsets) {

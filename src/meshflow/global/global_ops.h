@@ -159,12 +159,14 @@ GlobalTensor permute(const GlobalTensor& x, const std::vector<int64_t>& dims);
 //            masked lookup and one all-reduce); (B, S(k)) -> S(k); (B, B) -> B
 //   dropout  (S(k)) -> S(k); (B) -> B — every piece draws the numbers of its logical positions
 //   attention q, k, v (B, H, T, D): (S(0) x3) -> S(0); (S(1) x3) -> S(1) heads; (B x3) -> B;
+//            (S(2) x3) -> S(2) the sequence split: ring attention (global/ring_attention.h);
 //            opts.key_padding_mask: a local bool (B, Tk) of the logical batch rows (on any
 //            device), sliced with the batch axis when that is split
 //   cross_entropy logits (N, V), labels (N) -> the mean loss ()
 //            (S(1), B) -> B  the vocabulary-split cross-entropy (global/vocab_parallel.h);
 //            (B, B) -> B
-//   rope     x (B, H, T, D) rotated by position along T: (S(0)) -> S(0); (S(1)) -> S(1); (B) -> B
+//   rope     x (B, H, T, D) rotated by position along T: (S(0)) -> S(0); (S(1)) -> S(1); (B) -> B;
+//            (S(2)) -> S(2), each piece by its logical positions
 //   rms_norm over the last axis, weight B: (S(i), B) -> S(i) for i < last; (B, B) -> B
 //   map      an elementwise unary function (casts, rounding): (S(k)) -> S(k); (B) -> B
 GlobalTensor embedding(const GlobalTensor& table, const GlobalTensor& ids);

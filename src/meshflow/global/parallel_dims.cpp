@@ -13,6 +13,9 @@ const std::vector<DimSpec>& dim_specs() {
        false},
       {"dp", "train.dist.data_parallel_size", "data parallelism: each rank takes its rows of the batch", true, true,
        false},
+      {"cp", "train.dist.context_parallel_size",
+       "context parallelism: each rank holds a slice of every sequence, attention passes keys and values around a ring",
+       false, false, true},
       {"tp", "train.dist.tensor_parallel_size", "tensor parallelism: each rank holds a slice of the split layers", false,
        false, true},
   };

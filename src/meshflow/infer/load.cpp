@@ -20,6 +20,10 @@ LoadedModel load_for_inference(const Config& run_config, const comm::CommPtr& wo
   const int world_size = world ? world->size() : 1;
   MF_CHECK(c.get_int("train.dist.virtual_pipeline_size") <= 1,
            "generate: train.dist.virtual_pipeline_size must be 1 (decoding runs whole pipeline stages)");
+  MF_CHECK(c.get_int("train.dist.context_parallel_size") <= 1, "generate: train.dist.context_parallel_size ",
+           c.get_int("train.dist.context_parallel_size"),
+           ": context parallelism splits training sequences; decoding runs with context_parallel_size=1 (split the "
+           "model with tensor_parallel_size or pipeline_parallel_size instead)");
   const parallel::ParallelContext ctx = parallel::ParallelContext::from_config(c, world, c.get_float("train.dist.timeout"));
   const global::ParallelDims dims = ctx.groups.dims();
   MF_CHECK(dims.batch_ranks() == 1, "generate: ", world_size, " processes make data-parallel replicas (", dims.str(),

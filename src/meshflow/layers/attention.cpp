@@ -65,6 +65,10 @@ Tensor hidden_scores(const Tensor& key_padding, int64_t tq, int64_t tk, bool cau
 GlobalTensor eager_attention(const GlobalTensor& q, const GlobalTensor& k, const GlobalTensor& v,
                               const GlobalTensor& bias, const AttentionOptions& o) {
   MF_CHECK(o.window == 0, "attention: the unfused core (a bias on the scores, or eager) has no sliding window");
+  for (int m = 0; m < q.nd_sbp->ndim(); ++m)
+    MF_CHECK(!((*q.nd_sbp)[m].is_split() && (*q.nd_sbp)[m].axis == 2),
+             "attention: the unfused core (a bias on the scores such as T5's relative positions, or eager) does not run "
+             "with the sequence split (train.dist.context_parallel_size > 1); use context_parallel_size=1 for this model");
   const int64_t Tq = q.logical_shape[2], Tk = k.logical_shape[2], D = q.logical_shape[3];
   const global::GlobalContext ctx = global::context_of(q.placement);
   GlobalTensor s = global::matmul(ctx, q, global::transpose(ctx, k, 2, 3));  // (B, H, Tq, Tk)
@@ -98,7 +102,7 @@ std::shared_ptr<nn::ModuleGroup> group_at(nn::ModuleGroup& parent, const std::st
 }
 
 Attention::Attention(const AttentionSpec& spec, nn::ModuleGroup& parent, const Place& place, DType dt)
-    : s_(spec), dtype_(dt) {
+    : s_(spec), dtype_(dt), place_(place) {
   const int64_t C = s_.hidden, H = s_.heads, KV = s_.kv(), D = s_.dim();
   MF_CHECK(H > 0 && D > 0 && (s_.head_dim > 0 || C % H == 0), s_.heads_key, " ", H, " must divide model.hidden_size ", C);
   MF_CHECK(KV > 0 && H % KV == 0, s_.kv_heads_key, " ", KV, " must divide ", s_.heads_key, " ", H);
@@ -160,13 +164,21 @@ GlobalTensor Attention::forward(const GlobalTensor& x, bool training, bool recom
   // and values are the cached positions' and these (B, KV, past + T, D), cached once per
   // key/value head. The dropout takes the next stream of the default generator, which
   // checkpoint() replays.
-  auto attend = [opts, groups, decode, eager = s_.eager](const std::vector<GlobalTensor>& t) {  // q, k, v[, bias]
-    const GlobalTensor& q = t[0];
-    GlobalTensor k = t[1], v = t[2];
+  const Place* place = &place_;
+  auto attend = [opts, groups, decode, eager = s_.eager, place](const std::vector<GlobalTensor>& t) {  // q, k, v[, bias]
+    GlobalTensor q = t[0], k = t[1], v = t[2];
     if (decode) std::tie(k, v) = decode->attend(k, v);
     k = repeat_kv(k, groups);
     v = repeat_kv(v, groups);
-    if (t.size() == 3 && !eager) return global::attention(q, k, v, opts);
+    if (t.size() == 3 && !eager) {
+      // The sequence traded for the heads around the core (all-to-alls), or the ring.
+      const global::NdSbp* core = place->attention_sbp(q.nd_sbp);
+      if (core == q.nd_sbp) return global::attention(q, k, v, opts);
+      const global::NdSbp* back = q.nd_sbp;
+      return global::box(global::attention(global::box(q, core), global::box(k, place->attention_sbp(k.nd_sbp)),
+                                           global::box(v, place->attention_sbp(v.nd_sbp)), opts),
+                         back);
+    }
     return eager_attention(q, k, v, t.size() > 3 ? t[3] : GlobalTensor{}, opts);
   };
   const bool rotary = !s_.rotary_inv_freq.empty();

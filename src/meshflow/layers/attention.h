@@ -100,6 +100,7 @@ class Attention {
 
   AttentionSpec s_;
   DType dtype_;
+  Place place_;  // where the core runs (layers/place.h: attention_sbp)
   std::shared_ptr<Projection> q_, k_, v_, fused_, out_;
 };
 

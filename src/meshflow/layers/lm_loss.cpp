@@ -19,21 +19,66 @@ GlobalTensor piece_loss(const GlobalTensor& h, const GlobalTensor& w, const Glob
 }
 }  // namespace
 
+namespace {
+// The mesh axes that split axis 1 of a rank-3 hidden state (the sequence) while the others are B;
+// empty when none does (or the SBP is anything else).
+std::vector<int> sequence_axes(const GlobalTensor& hidden) {
+  std::vector<int> axes;
+  if (hidden.logical_shape.size() != 3) return axes;
+  const global::NdSbp& sbp = *hidden.nd_sbp;
+  for (int m = 0; m < sbp.ndim(); ++m) {
+    if (sbp[m].is_broadcast()) continue;
+    if (!sbp[m].is_split() || sbp[m].axis != 1) return {};
+    axes.push_back(m);
+  }
+  return axes;
+}
+}  // namespace
+
 GlobalTensor lm_loss(const GlobalTensor& hidden, const Tensor& labels, const Embedding& table, const LmLossOptions& o) {
+  if (const std::vector<int> axes = sequence_axes(hidden); !axes.empty()) {
+    // This rank's tokens (B, t, C) and their labels, as a whole tensor of their own: the loss of
+    // these rows touches no other rank (the table is B or split over other axes).
+    const Shape& hs = hidden.logical_shape;
+    MF_CHECK(labels.numel() == hs[0] * hs[1], "lm_loss: labels ", labels.str(), " must label every row of the hidden state ",
+             hidden.str());
+    const global::Placement& pl = *hidden.placement;
+    const LogicalSlice piece = global::local_slice(hs, *hidden.nd_sbp, pl.mesh_shape(),
+                                                   global::coordinate_in(pl, global::context_of(&pl).world_rank, "lm_loss"));
+    const int64_t t = hidden.local.shape(1);
+    Tensor all = contiguous(cast(to(reshape(labels, {hs[0], hs[1]}).detach(), cpu_device()), DType::kI64));  // (B, T)
+    Tensor mine = contiguous(narrow(all, 1, piece.start[1], t));                                            // (B, t)
+    int64_t valid = 0, mine_valid = 0;
+    for (int64_t i = 0; i < all.numel(); ++i) valid += all.data<int64_t>()[i] != -100;
+    for (int64_t i = 0; i < mine.numel(); ++i) mine_valid += mine.data<int64_t>()[i] != -100;
+    double share = valid > 0 ? static_cast<double>(mine_valid) / static_cast<double>(valid) : 0.0;
+    if (mine_valid == 0) {  // no label here: a row's loss times 0 (the head's parameters still in the graph)
+      mine.data<int64_t>()[0] = 0;
+      share = 0.0;
+    }
+    const global::NdSbp* whole = global::uniform_sbp(&pl, global::Sbp::broadcast());
+    const GlobalTensor rows{&pl, whole, hidden.local.shape(), hidden.local};
+    GlobalTensor part = lm_loss(rows, mine, table, o);
+    part.local = scale(part.local, share);
+    std::vector<global::Sbp> partial = whole->sbps();
+    for (int m : axes) partial[static_cast<size_t>(m)] = global::Sbp::partial_sum();
+    part.nd_sbp = global::nd_sbp(partial);
+    return global::box(part, whole);
+  }
   const Shape& hs = hidden.logical_shape;
   MF_CHECK(hs.size() >= 2 && shape_numel(hs) / hs.back() == labels.numel(), "lm_loss: labels ", labels.str(),
            " must label every row of the hidden state ", hidden.str());
   const int64_t C = hs.back();
-  const GlobalTensor flat = global::reshape(hidden, {-1, C});  // (N, C)
-  MF_CHECK(hidden.nd_sbp == global::uniform_sbp(hidden.placement, global::Sbp::broadcast()),
-           "lm_loss: the hidden state ", hidden.str(), " must be B");
+  // (N, C) B: rows split any other way (a head's picked rows of a split sequence) are gathered.
+  const GlobalTensor flat =
+      global::box(global::reshape(hidden, {-1, C}), global::uniform_sbp(hidden.placement, global::Sbp::broadcast()));
   const GlobalTensor w = table.stored_table();  // (V, C)
   // The labels on the host (copied there when on a GPU: one synchronisation per step): the chunk
   // counts below read them, and the loss range-checks each chunk's labels on the host and
   // uploads them itself (asynchronously), with no further synchronisation.
   Tensor tgt = contiguous(cast(to(reshape(labels, {-1}).detach(), cpu_device()), DType::kI64));  // (N) i64, host
-  auto wrap_labels = [&hidden](const Tensor& t) {
-    return GlobalTensor{hidden.placement, hidden.nd_sbp, t.shape(), t};
+  auto wrap_labels = [&flat](const Tensor& t) {
+    return GlobalTensor{flat.placement, flat.nd_sbp, t.shape(), t};
   };
   // Every rank must cut the same chunks (each chunk's loss may be a collective): rows from the
   // largest piece of the table, not this rank's.
@@ -82,7 +127,7 @@ GlobalTensor lm_loss(const GlobalTensor& hidden, const Tensor& labels, const Emb
     total = total.defined() ? add(total, l) : l;
   }
   if (!total.defined()) total = scale(loss_of(rows_of(0, 1), narrow(tgt, 0, 0, 1)).local, 0.0);
-  return GlobalTensor{hidden.placement, hidden.nd_sbp, Shape{}, total};
+  return GlobalTensor{flat.placement, flat.nd_sbp, Shape{}, total};
 }
 
 }  // namespace mf::layers

@@ -21,9 +21,13 @@ struct LmLossOptions {
   const RowBias* bias = nullptr;
 };
 
-// hidden (B, T, C) or (N, C) B, labels (B, T) or (N) of the same rows (-100: ignored; a local
+// hidden (B, T, C) or (N, C) B (another split is gathered first), labels (B, T) or (N) of the same rows (-100: ignored; a local
 // tensor, anywhere) -> the mean cross-entropy () B of logits = hidden · table^T over the labels
-// that count (an f32 scalar under mixed precision).
+// that count (an f32 scalar under mixed precision). hidden (B, T, C) may also be S(1) on mesh
+// axes where it is B on the others (the sequence split: context parallelism; labels whole): each
+// rank then computes its own tokens' share of the mean (its tokens' mean x their share of the
+// labels that count), a P that one all-reduce of the scalar makes B — no rank projects another's
+// tokens.
 GlobalTensor lm_loss(const GlobalTensor& hidden, const Tensor& labels, const Embedding& table, const LmLossOptions& o);
 
 }  // namespace mf::layers

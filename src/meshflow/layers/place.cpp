@@ -23,7 +23,8 @@ Place::Place(std::vector<PlaceDim> dims, comm::CommPtr all, bool sequence_parall
     axis_comms.push_back(dims_[d].comm.get());
   }
   broadcast_ = global::nd_sbp(std::vector<global::Sbp>(std::max<size_t>(mesh_dims_.size(), 1), global::Sbp::broadcast()));
-  hidden_ = sequence_parallel_ && size(kWeights) > 1 ? split_on(1) : broadcast_;
+  hidden_ = sbp({{kSequence, global::Sbp::split(1)}});
+  if (sequence_parallel_ && size(kWeights) > 1) hidden_ = with(hidden_, kWeights, global::Sbp::split(1));
   if (mesh_dims_.empty()) {  // one rank
     cpu_ = global::placement(DeviceType::kCPU, std::vector<int>{0});
     cuda_ = global::placement(DeviceType::kCUDA, std::vector<int>{0});
@@ -56,6 +57,13 @@ Place Place::elsewhere() const {
 int Place::size(std::string_view dim) const {
   comm::Communicator* c = comm(dim);
   return c ? c->size() : 1;
+}
+
+int Place::ranks() const {
+  if (nominal_size_ != 0) return std::max(nominal_size_, 1);
+  int n = 1;
+  for (const PlaceDim& d : dims_) n *= d.comm ? d.comm->size() : 1;
+  return n;
 }
 
 int Place::rank(std::string_view dim) const {
@@ -99,6 +107,10 @@ const global::NdSbp* Place::with(const global::NdSbp* like, std::string_view dim
   std::vector<global::Sbp> out = like->sbps();
   out[static_cast<size_t>(m)] = s;
   return global::nd_sbp(out);
+}
+
+const global::NdSbp* Place::attention_sbp(const global::NdSbp* like) const {
+  return sequence_to_heads_ && size(kSequence) > 1 ? with(like, kSequence, global::Sbp::split(1)) : like;
 }
 
 const global::NdSbp* Place::hidden_sbp(const global::NdSbp* like) const {

@@ -42,6 +42,9 @@ class Place {
  public:
   // The dimension the layers' weights are split over (Megatron's tensor parallelism).
   static constexpr const char* kWeights = "tp";
+  // The dimension that splits every sequence (context parallelism): the activations between
+  // layers are S(1) on it, attention runs around its ring (global/ring_attention.h).
+  static constexpr const char* kSequence = "cp";
 
   Place() = default;  // one rank
   // The ranks along `dims` (outermost first), bound for global ops on the CPU and on CUDA. `all`:
@@ -58,6 +61,12 @@ class Place {
   Place elsewhere() const;
   // Whether this rank holds the layers built on it (false: shape-only).
   bool held() const { return held_; }
+  // How attention runs over kSequence's ranks: around the ring (false), or with the sequence
+  // traded for the heads by all-to-alls around the attention core (true: DeepSpeed-Ulysses).
+  void set_sequence_to_heads(bool on) { sequence_to_heads_ = on; }
+  // The SBP attention's q, k, v take for its core: `like` with the heads (axis 1) split on
+  // kSequence instead of the sequence when the sequence is traded for the heads; else `like`.
+  const global::NdSbp* attention_sbp(const global::NdSbp* like) const;
 
   // The named dimensions, outermost first (those of one rank included).
   const std::vector<PlaceDim>& dims() const { return dims_; }
@@ -75,6 +84,9 @@ class Place {
   int rank() const { return rank(kWeights); }
   // Whether the layers split their parameters here: more than one rank, or any number.
   bool splits() const { return size() > 1 || nominal_size_ == kAnyRanks; }
+  // Every rank of the Place (the product of its dimensions' sizes): the ranks a B tensor's
+  // gradient is a partial sum over.
+  int ranks() const;
   bool any_ranks() const { return nominal_size_ == kAnyRanks; }
 
   // The SBP with `on`'s Sbp on each named dimension and B on the others (a dimension of one rank,
@@ -85,11 +97,15 @@ class Place {
   const global::NdSbp* with(const global::NdSbp* like, std::string_view dim, const global::Sbp& s) const;
   // `like` whole on kWeights: the input a column-split layer computes with.
   const global::NdSbp* gathered(const global::NdSbp* like) const { return with(like, kWeights, global::Sbp::broadcast()); }
-  // The SBP of the activations between layers: B, or S(1) on kWeights when the sequence is split;
+  // The SBP of the activations between layers: S(1) on kSequence (when it has several ranks), and
+  // on kWeights S(1) when sequence parallelism splits the sequence there, else B;
   // with `like`: on kWeights so, on the other dimensions like's (a layer's output keeps them).
   const global::NdSbp* hidden_sbp() const { return hidden_; }
   const global::NdSbp* hidden_sbp(const global::NdSbp* like) const;
   const global::NdSbp* broadcast() const { return broadcast_; }
+  // The loss head's input: S(1) on kSequence (each rank's own tokens: layers/lm_loss.h), B on the
+  // others.
+  const global::NdSbp* head_sbp() const { return sbp({{kSequence, global::Sbp::split(1)}}); }
   // S(axis) on kWeights, B on the others.
   const global::NdSbp* split_on(int axis) const { return sbp({{kWeights, global::Sbp::split(axis)}}); }
 
@@ -102,6 +118,7 @@ class Place {
   std::vector<PlaceDim> dims_{{kWeights, nullptr}};
   std::vector<int> mesh_dims_;  // the index in dims_ of each mesh axis
   bool sequence_parallel_ = false;
+  bool sequence_to_heads_ = false;
   // B on every mesh axis, and the activations' SBP between layers (made once: layers ask per call).
   const global::NdSbp* broadcast_ = global::nd_sbp({global::Sbp::broadcast()});
   const global::NdSbp* hidden_ = broadcast_;

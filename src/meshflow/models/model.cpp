@@ -241,7 +241,9 @@ Tensor Model::head_loss(const Tensor& hidden, const Batch& batch, const std::vec
   MF_CHECK(hidden.ndim() == 3 && batch.labels.defined() && batch.labels.shape(0) == hidden.shape(0), "model: labels ",
            batch.labels.defined() ? batch.labels.str() : std::string("none"), " must label the rows of the hidden state ",
            hidden.str());
-  return leave(head_unit(), seed_share(head(place_.wrap(hidden), batch, totals).local, place_.size()));
+  // The head takes each rank's own tokens where the sequence is split (a slice of the B state).
+  const GlobalTensor h = global::box(place_.wrap(hidden), place_.head_sbp());
+  return leave(head_unit(), seed_share(head(h, batch, totals).local, place_.ranks()));
 }
 
 Tensor Model::head_loss(const Tensor& hidden, const Tensor& labels) const {

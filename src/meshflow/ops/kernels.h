@@ -85,6 +85,13 @@ struct AttentionParams {
   int64_t logical_heads = 0;  // 0: H
   int64_t head_offset = 0;
   int64_t window = 0;  // > 0 (causal): query i sees keys (i - window, i]
+  // Blocks of a longer sequence (context parallelism: global/ring_attention.h). Causal: query row
+  // i sits at key position i + diagonal (kAligned: Tk - Tq, the queries are the last Tq
+  // positions). Dropout: the block's queries and keys start at q_start and k_start of a logical
+  // sequence of logical_q queries and logical_k keys (0: Tq and Tk). CPU kernels only.
+  static constexpr int64_t kAligned = INT64_MIN;
+  int64_t diagonal = kAligned;
+  int64_t q_start = 0, k_start = 0, logical_q = 0, logical_k = 0;
 };
 // q (B,H,Tq,D), k/v (B,H,Tk,D), out (B,H,Tq,D): last axis contiguous, other strides free.
 // mask (B,Tk) bool or undefined; lse (B,H,Tq) f32/f64 contiguous: row log-sum-exp.

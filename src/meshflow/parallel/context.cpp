@@ -7,6 +7,15 @@ namespace mf::parallel {
 ParallelContext ParallelContext::from_config(const Config& c, const comm::CommPtr& world, double timeout) {
   ParallelContext ctx;
   ctx.sequence_parallel = c.get_bool("train.dist.sequence_parallel");
+  const std::string mode = c.get_string("train.dist.context_parallel_mode");
+  MF_CHECK(mode == "ring" || mode == "all_to_all", "train.dist.context_parallel_mode: '", mode,
+           "' is not one of ring, all_to_all");
+  ctx.context_all_to_all = mode == "all_to_all";
+  MF_CHECK(!ctx.context_all_to_all || c.get_int("train.dist.context_parallel_size") == 1 ||
+               c.get_int("train.dist.tensor_parallel_size") == 1,
+           "train.dist.context_parallel_mode=all_to_all with train.dist.tensor_parallel_size ",
+           c.get_int("train.dist.tensor_parallel_size"),
+           ": the heads would be split over both (nested splits are not boxed yet); use context_parallel_mode=ring");
   if (!world || world->size() == 1) return ctx;
   world->set_timeout_seconds(timeout);
   ctx.mesh = std::make_shared<global::DeviceMesh>(global::DeviceMesh::from_config(c, *world));
@@ -18,6 +27,9 @@ ParallelContext ParallelContext::from_config(const Config& c, const comm::CommPt
   for (size_t d = 0; d < m.dims().count(); ++d)
     if (std::string(m.dims().name(d)) != "pp") stage.emplace_back(m.dims().name(d));
   named.emplace_back("stage", m.size("pp") > 1 ? m.split_over(*world, stage) : world);
+  // The ranks holding the same piece of every parameter: their gradients are partial sums over cp
+  // (each cp rank computes the loss's gradient for its slice of the sequences), averaged over dp.
+  named.emplace_back("dp_cp", m.size("cp") > 1 ? m.split_over(*world, {"dp", "cp"}) : m.comm_ptr("dp"));
   named.emplace_back("world", world);
   ctx.groups = make_groups(named, timeout);
   const std::vector<std::string> layer = global::layer_dims();
@@ -33,7 +45,9 @@ ParallelContext ParallelContext::from_config(const Config& c, const comm::CommPt
 layers::Place ParallelContext::layer_place(bool sp) const {
   std::vector<layers::PlaceDim> dims;
   for (const std::string& d : global::layer_dims()) dims.push_back({d, groups.ptr(d)});
-  return layers::Place(std::move(dims), layer_ranks, sp);
+  layers::Place place(std::move(dims), layer_ranks, sp);
+  place.set_sequence_to_heads(context_all_to_all);
+  return place;
 }
 
 void check_layer_groups(const NamedGroups& groups, const layers::Place& place) {

@@ -16,6 +16,7 @@ struct ParallelContext {
   std::shared_ptr<global::DeviceMesh> mesh;  // null: one process
   NamedGroups groups;
   bool sequence_parallel = false;  // train.dist.sequence_parallel
+  bool context_all_to_all = false; // train.dist.context_parallel_mode == all_to_all
   comm::CommPtr layer_ranks;       // the ranks of every layer dimension (null: one)
 
   // Collective over `world` (null or one rank: a single process). The train.dist sizes must

@@ -47,28 +47,32 @@ GradSync::GradSync(nn::NamedTensors named, std::vector<bool> split, std::vector<
     o.stage = opts_.zero_stage;
     o.dp = g_.ptr("dp");
     o.tp = g_.ptr("tp");
+    o.cp = g_.ptr("cp");
     o.grad_scale = 1.0 / static_cast<double>(g_.size("dp"));  // the mean over dp (replicated ones: then summed over tp)
     std::vector<bool> replicated(ps.size());
     for (size_t k = 0; k < ps.size(); ++k) replicated[k] = g_.ptr("tp") && !split_[k];
     zero_shards_ = std::make_unique<parallel::ZeroShards>(ps, replicated, units_, o);
     return;  // ZeRO 2 and 3 reduce the gradients themselves
   }
+  // The mean over dp; with cp, the sum over dp x cp of the cp ranks' partial sums divided by dp.
+  const double mean = 1.0 / static_cast<double>(g_.size("dp"));
   if (!g_.ptr("tp")) {
-    if (g_.ptr("dp")) reducer_ = std::make_unique<parallel::GradReducer>(ps, g_.ptr("dp"), opts_.bucket_bytes, 0.0, firings);
+    if (g_.ptr("dp_cp"))
+      reducer_ = std::make_unique<parallel::GradReducer>(ps, g_.ptr("dp_cp"), opts_.bucket_bytes, g_.ptr("cp") ? mean : 0.0,
+                                                         firings);
     return;
   }
-  // Split parameters: exact local gradients, averaged over dp. Replicated ones: partial sums over
-  // tp (each tp rank seeds 1/tp of the loss's gradient: Model::head_loss), so summed over dp x tp
-  // and divided by dp.
+  // Split parameters: exact local gradients (partial sums over cp), summed over dp x cp and divided
+  // by dp. Replicated ones: partial sums over tp and cp (each rank of the layers seeds 1/(tp cp) of
+  // the loss's gradient: Model::head_loss), so summed over the stage (dp x cp x tp), divided by dp.
   std::vector<Tensor> s, r;
   std::vector<int> s_firings, r_firings;
   for (size_t k = 0; k < ps.size(); ++k) {
     (split_[k] ? s : r).push_back(ps[k]);
     (split_[k] ? s_firings : r_firings).push_back(firings[k]);
   }
-  const double mean = 1.0 / static_cast<double>(g_.size("dp"));
-  if (g_.ptr("dp") && !s.empty())
-    reducer_ = std::make_unique<parallel::GradReducer>(s, g_.ptr("dp"), opts_.bucket_bytes, mean, s_firings);
+  if (g_.ptr("dp_cp") && !s.empty())
+    reducer_ = std::make_unique<parallel::GradReducer>(s, g_.ptr("dp_cp"), opts_.bucket_bytes, mean, s_firings);
   if (!r.empty())
     replicated_reducer_ = std::make_unique<parallel::GradReducer>(r, g_.ptr("stage"), opts_.bucket_bytes, mean, r_firings);
 }
@@ -282,7 +286,7 @@ void GradSync::reset_buffer_peak() {
 uint64_t GradSync::comm_bytes() const {
   // Every group this rank communicates on, each once: gradients (dp, dp x tp), the layers' tp
   // collectives, pipeline sends, the tied parameters' stages, the run-wide checks.
-  std::vector<const comm::Communicator*> groups = {g_.get("dp"), g_.get("stage"), g_.get("tp"),
+  std::vector<const comm::Communicator*> groups = {g_.get("dp"), g_.get("dp_cp"), g_.get("cp"), g_.get("stage"), g_.get("tp"),
                                                    g_.get("pp"), g_.get("tied"), g_.get("world")};
   for (const auto& [k, group] : tied_sums_) groups.push_back(group.get());
   uint64_t n = 0;

@@ -7,7 +7,7 @@ namespace mf::parallel {
 
 NamedGroups::NamedGroups() {
   for (const global::DimSpec& d : global::dim_specs()) groups_.emplace_back(d.name, nullptr);
-  for (const char* name : {"stage", "tied", "world"}) groups_.emplace_back(name, nullptr);
+  for (const char* name : {"stage", "dp_cp", "tied", "world"}) groups_.emplace_back(name, nullptr);
 }
 
 const comm::CommPtr& NamedGroups::slot(std::string_view name) const {
@@ -61,6 +61,9 @@ NamedGroups make_groups(const std::vector<std::pair<std::string, comm::CommPtr>>
     if (c) c->set_timeout_seconds(timeout_seconds);
     g.set(name, c);
   }
+  // Without context parallelism the ranks holding the same parameter pieces are dp's.
+  if (!g.get("dp_cp") && !g.get("cp")) g.set("dp_cp", g.ptr("dp"));
+  MF_CHECK(!g.get("cp") || g.get("dp_cp"), "parallel groups: context parallelism needs the dp_cp group");
   if (comm::Communicator* pp = g.get("pp")) {
     MF_CHECK(g.get("world") != nullptr, "parallel groups: pipeline parallelism needs the world group");
     g.set("tied", pp->sub_group({0, pp->size() - 1}));

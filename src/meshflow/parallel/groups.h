@@ -1,7 +1,8 @@
 // The communicators of one rank in a parallel run, by name, and the scalar reductions the
 // training loop makes over them. The names: each parallel dimension (global/parallel_dims.h:
 // "pp", "dp", "tp" — the ranks that differ from this one only along it, ordered by it), "stage"
-// (every dimension but pp: the ranks of this rank's pipeline stage), "tied" (the first and the
+// (every dimension but pp: the ranks of this rank's pipeline stage), "dp_cp" (dp x cp: the ranks
+// holding the same piece of every parameter, whose gradients are reduced together), "tied" (the first and the
 // last pipeline stage: the tied parameters' copies) and "world" (every rank). A group of one rank
 // is null: every helper is then the identity.
 #pragma once
@@ -44,8 +45,9 @@ class NamedGroups {
 };
 
 // The groups from each dimension's, the stage's and the world's communicator (`named`: by name,
-// missing ones null): sets every group's collective timeout, drops groups of one rank and makes
-// `tied` over the first and the last stage when there are stages.
+// missing ones null): sets every group's collective timeout, drops groups of one rank, makes
+// `tied` over the first and the last stage when there are stages, and `dp_cp` dp's group when
+// there is no cp.
 NamedGroups make_groups(const std::vector<std::pair<std::string, comm::CommPtr>>& named, double timeout_seconds);
 
 double sum_over(comm::Communicator* group, double local);   // identity without a group

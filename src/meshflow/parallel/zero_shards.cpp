@@ -312,6 +312,7 @@ void ZeroShards::finish() {
     G.reduce_work->wait();
     G.reduce_work.reset();
     s.drop(G.pack_buf);
+    if (s.opts.cp && s.opts.cp->size() > 1 && G.grad_seg.numel() > 0) s.opts.cp->all_reduce(G.grad_seg)->wait();
     if (s.opts.tp && s.opts.tp->size() > 1 && G.rep_end > G.rep_begin) {
       Tensor tail = narrow(G.grad_seg, 0, G.rep_begin, G.rep_end - G.rep_begin);
       s.opts.tp->all_reduce(tail)->wait();

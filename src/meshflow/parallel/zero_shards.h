@@ -44,6 +44,9 @@ class ZeroShards final : public nn::ParamUseHooks {
     int stage = 2;                               // 2 or 3
     std::shared_ptr<comm::Communicator> dp;      // the group the shards are over (size N > 1)
     std::shared_ptr<comm::Communicator> tp;      // sums the replicated parameters' gradients; may be null
+    // Sums every gradient slice (the ranks splitting the sequence hold partial sums of all of
+    // them: context parallelism); may be null.
+    std::shared_ptr<comm::Communicator> cp;
     double grad_scale = 1.0;                     // applied to the gradients before the reduction
   };
   // `params`: the model's parameters (contiguous leaves that require grad); `tp_replicated[k]`:

@@ -32,7 +32,10 @@ double spread_over_cores(std::vector<double> stage_s, double per_stage, double s
 
 StepTime estimate_step_time(const ModelCosts& m, const Layout& l, const HardwareProfile& h,
                             const std::vector<std::pair<int64_t, int64_t>>& ranges) {
-  const double tokens = static_cast<double>(l.micro_batch * m.seq);
+  // This rank's tokens of a micro-batch (its slice of each sequence under context parallelism);
+  // its queries still attend to every key (T).
+  const double cp = static_cast<double>(l.cp());
+  const double tokens = static_cast<double>(l.micro_batch * m.seq) / cp;
   const double tp = static_cast<double>(l.tp()), C = static_cast<double>(m.hidden), T = static_cast<double>(m.seq);
   const double V = static_cast<double>(m.vocab), act = static_cast<double>(m.act_bytes), pbytes = static_cast<double>(m.param_bytes);
   const bool full = l.recompute == Recompute::kFull, selective = l.recompute == Recompute::kSelective;
@@ -114,7 +117,7 @@ StepTime estimate_step_time(const ModelCosts& m, const Layout& l, const Hardware
   const double m_micro = static_cast<double>(l.accumulation);
   StepTime st;
   st.compute_s = m_micro * slowest;
-  const double per_stage = static_cast<double>(l.dp() * l.tp());
+  const double per_stage = static_cast<double>(l.dp() * l.cp() * l.tp());
   const double slots = h.core_share * per_stage * static_cast<double>(l.pp());
   if (l.pp() > 1) {
     // The schedule run action by action (plan/pipeline_sim.h): the fill and drain, a stage slower
@@ -151,6 +154,27 @@ StepTime estimate_step_time(const ModelCosts& m, const Layout& l, const Hardware
                                             : h.collective_seconds("all_reduce", l.tp(), act_bytes, tp_crosses);
   const double tp_calls = 4 * static_cast<double>(layers_slowest) + 2 * static_cast<double>(remade_slowest) + 2;
   st.tp_comm_s = l.tp() > 1 ? m_micro * tp_calls * tp_one : 0.0;
+  // Context parallelism, per layer and micro-batch (global/ring_attention.h): the keys and values
+  // (this rank's tokens x C / tp each, the key/value heads repeated) passed cp - 1 times forward
+  // and again backward, where their gradients' accumulators pass cp times; causal chunks
+  // load-balanced move half of q, k, v and the output forward and of the output's gradient, dq,
+  // dk and dv backward. all_to_all instead: four all-to-alls (q, k, v, out) each way. The
+  // runtime waits for them (MPI progresses inside its calls): counted whole.
+  if (l.cp() > 1) {
+    const bool cp_crosses = l.cp() * l.tp() > h.ranks_per_node;
+    const double piece = tokens * C / tp * act;  // a (tokens, C / tp) activation of this rank
+    double per_layer = 0;
+    if (l.context_all_to_all) {
+      per_layer = 8 * h.collective_seconds("all_to_all", l.cp(), piece, cp_crosses);
+    } else {
+      const double send = h.collective_seconds("send_recv", 2, 2 * piece, cp_crosses);  // keys and values
+      per_layer = (cp - 1) * send + (cp - 1) * send + cp * send;
+      // (Counted for every model: an encoder's chunks are not moved, a small overestimate there.)
+      per_layer += 8 * h.collective_seconds("send_recv", 2, piece / 2, cp_crosses);
+    }
+    const double layers = static_cast<double>(layers_slowest) + static_cast<double>(remade_slowest);
+    st.cp_comm_s = m_micro * layers * per_layer;
+  }
   // Pipeline: each micro-batch's activation forward and its gradient back, per chunk.
   const bool pp_crosses = l.tp() * l.dp() * 2 > h.ranks_per_node;
   const double message = act_bytes / (l.sequence_parallel ? tp : 1.0);
@@ -176,13 +200,20 @@ StepTime estimate_step_time(const ModelCosts& m, const Layout& l, const Hardware
     units += 1;
   }
   const double grad_bytes = rank_params * pbytes;
-  if (l.dp() > 1) {
-    const bool dp_crosses = l.dp() * l.tp() > h.ranks_per_node;
+  // (Under context parallelism the gradients are reduced over dp x cp: ZeRO-2/3 reduce-scatter
+  // over dp, then sum their slices over cp.)
+  const int64_t grad_ranks = l.dp() * l.cp();
+  if (grad_ranks > 1) {
+    const bool dp_crosses = grad_ranks * l.tp() > h.ranks_per_node;
     const double hidden = 1 - h.dp_overlap;
     // Calls: one per unit (ZeRO-2/3), else one per gradient bucket.
     const double calls = l.zero_stage >= 2 ? units : std::max(1.0, std::ceil(grad_bytes / (m.grad_bucket_mb * 1048576.0)));
-    const double reduce = calls * h.collective_seconds(l.zero_stage >= 2 ? "reduce_scatter" : "all_reduce", l.dp(),
-                                                       grad_bytes / calls, dp_crosses);
+    const double reduce =
+        calls * h.collective_seconds(l.zero_stage >= 2 ? "reduce_scatter" : "all_reduce",
+                                     l.zero_stage >= 2 ? l.dp() : grad_ranks, grad_bytes / calls, dp_crosses) +
+        (l.zero_stage >= 2 ? calls * h.collective_seconds("all_reduce", l.cp(), grad_bytes / calls / static_cast<double>(l.dp()),
+                                                          dp_crosses)
+                           : 0.0);
     // ZeRO-1/2 gather the updated parameters after the step one tensor at a time (ZeRO-3's
     // slices are the parameters: nothing to gather then).
     const double gather = tensors * h.collective_seconds("all_gather", l.dp(), grad_bytes / tensors, dp_crosses);

@@ -20,9 +20,10 @@ struct StepTime {
   double bubble_s = 0;    // the pipeline's idle share
   double tp_comm_s = 0;   // tensor-parallel collectives (exposed)
   double pp_comm_s = 0;   // activations sent between stages
+  double cp_comm_s = 0;   // context parallelism's keys and values around the ring (or all-to-alls)
   double dp_comm_s = 0;   // the gradient reduction and ZeRO's collectives, exposed
   double optimizer_s = 0; // clipping + AdamW over this rank's parameters
-  double total() const { return compute_s + bubble_s + tp_comm_s + pp_comm_s + dp_comm_s + optimizer_s; }
+  double total() const { return compute_s + bubble_s + tp_comm_s + pp_comm_s + cp_comm_s + dp_comm_s + optimizer_s; }
 };
 
 // `ranges`: the layers of every virtual stage (virtual stage k·pp + s is chunk k of rank s).

@@ -40,7 +40,8 @@ double HardwareProfile::collective_seconds(const std::string& op, int64_t group,
   const AlphaBeta& link = crosses_nodes ? inter : intra;
   const double n = static_cast<double>(group);
   if (op == "all_reduce") return 2 * (n - 1) * link.alpha_s + 2 * (n - 1) / n * bytes * link.beta_s_per_b;
-  if (op == "reduce_scatter" || op == "all_gather") return (n - 1) * link.alpha_s + (n - 1) / n * bytes * link.beta_s_per_b;
+  if (op == "reduce_scatter" || op == "all_gather" || op == "all_to_all")
+    return (n - 1) * link.alpha_s + (n - 1) / n * bytes * link.beta_s_per_b;
   MF_CHECK(op == "send_recv", "plan: unknown collective ", op);
   return link.seconds(bytes);
 }

@@ -24,6 +24,7 @@ std::vector<std::pair<std::string, std::string>> Layout::config_keys(int64_t num
   for (size_t d = 0; d < dims.count(); ++d) keys.emplace_back(global::dim_specs()[d].config_key, i(dims.size(d)));
   const std::vector<std::pair<std::string, std::string>> rest = {
           {"train.dist.sequence_parallel", b(sequence_parallel)},
+          {"train.dist.context_parallel_mode", context_all_to_all ? "all_to_all" : "ring"},
           {"train.dist.pipeline_schedule", schedule},
           {"train.dist.virtual_pipeline_size", i(virtual_stages)},
           {"train.zero_optimization.enabled", b(zero_stage > 0)},
@@ -46,8 +47,10 @@ std::string Layout::str() const {
   for (const bool batch : {true, false})
     for (size_t d = dims.count(); d-- > 0;) {
       if (global::dim_specs()[d].splits_batch != batch) continue;
+      if (std::string(dims.name(d)) == "cp" && dims.size(d) == 1) continue;  // named only when the sequence is split
       s += detail::cat(s.empty() ? "" : " ", dims.name(d), dims.size(d), std::string(dims.name(d)) == "tp" && sequence_parallel ? "+sp" : "");
     }
+  if (cp() > 1 && context_all_to_all) s += " all_to_all";
   if (pp() > 1) s += detail::cat(" ", schedule, virtual_stages > 1 ? detail::cat("x", virtual_stages) : std::string());
   s += detail::cat(" mb", micro_batch, "x", accumulation);
   if (zero_stage > 0) s += detail::cat(" zero", zero_stage);
@@ -96,6 +99,15 @@ struct Fixed {
 // Why `l` cannot run the model, or "" — the checks the model and the trainer make before any work.
 std::string infeasible(const Layout& l, const ModelCosts& m) {
   auto cat = [](auto&&... a) { return detail::cat(a...); };
+  if (const int64_t cp = l.dims.size("cp"); cp > 1) {
+    if (m.seq % cp != 0) return cat("cp ", cp, " does not divide the sequence ", m.seq);
+    if (l.context_all_to_all && l.tp() > 1)
+      return cat("cp ", cp, " all_to_all with tp ", l.tp(), ": the heads would be split over both");
+    if (l.context_all_to_all && m.heads % cp != 0)
+      return cat("cp ", cp, " all_to_all does not divide model.num_attention_heads ", m.heads);
+    if (m.score_bytes > 0)
+      return cat("cp ", cp, ": the model's attention is unfused (a bias on the scores), which the sequence split does not run");
+  }
   if (m.heads % l.tp() != 0) return cat("tp ", l.tp(), " does not divide model.num_attention_heads ", m.heads);
   if (m.kv_heads % l.tp() != 0) return cat("tp ", l.tp(), " does not divide model.num_key_value_heads ", m.kv_heads);
   if (m.ffn % l.tp() != 0) return cat("tp ", l.tp(), " does not divide the MLP width ", m.ffn);
@@ -149,6 +161,7 @@ Candidates enumerate_layouts(const Config& c, const ModelCosts& m, int64_t ranks
       const int64_t dp = dims.batch_ranks(), tp = dims.size("tp"), pp = dims.size("pp");
       Layout base;
       base.dims = dims;
+      base.context_all_to_all = c.get_string("train.dist.context_parallel_mode") == "all_to_all";
       if (global % dp != 0) {
         base.micro_batch = 1;
         base.accumulation = 1;

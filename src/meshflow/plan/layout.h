@@ -21,9 +21,11 @@ struct Layout {
   int64_t dp() const { return dims.size("dp"); }
   int64_t tp() const { return dims.size("tp"); }
   int64_t pp() const { return dims.size("pp"); }
+  int64_t cp() const { return dims.size("cp"); }
   std::string schedule = "1f1b";  // train.dist.pipeline_schedule (1f1b without pipelining)
   int64_t virtual_stages = 1;     // train.dist.virtual_pipeline_size
   bool sequence_parallel = false;
+  bool context_all_to_all = false;  // train.dist.context_parallel_mode: all_to_all (else ring)
   int64_t zero_stage = 0;  // 0: off
   int64_t micro_batch = 1, accumulation = 1;
   Recompute recompute = Recompute::kNone;

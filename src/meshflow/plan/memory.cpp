@@ -105,7 +105,9 @@ const std::vector<BackwardState>& backward_states(parallel::PipelineSchedule sch
 
 MemoryEstimate estimate_memory(const ModelCosts& m, const Layout& l, const std::vector<std::pair<int64_t, int64_t>>& ranges) {
   const auto schedule = l.pp() > 1 ? parallel::parse_pipeline_schedule(l.schedule) : parallel::PipelineSchedule::k1F1B;
-  const double tokens = static_cast<double>(l.micro_batch * m.seq);
+  // This rank's tokens of a micro-batch: its slice of each sequence under context parallelism
+  // (its layers and its loss head see only those).
+  const double tokens = static_cast<double>(l.micro_batch * m.seq) / static_cast<double>(l.cp());
   const double act_bytes = static_cast<double>(m.act_bytes);
   const double pbytes = static_cast<double>(m.param_bytes), dp = static_cast<double>(l.dp());
   const double tp = static_cast<double>(l.tp()), seq_div = l.sequence_parallel ? tp : 1.0;

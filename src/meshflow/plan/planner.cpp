@@ -80,17 +80,17 @@ std::string plan_report(const PlanResult& r, int64_t top, bool rejected) {
   out += detail::cat(r.ranked.size(), " feasible layouts, ", r.rejected.size(), " rejected\n");
   char line[512];
   std::snprintf(line, sizeof line, "%4s  %-46s %9s %10s %6s %8s  %s\n", "rank", "layout", "step s", "tokens/s", "MFU",
-                "peak GB", "params/grads/optim/activations GB; compute/bubble/tp/pp/dp/optim s");
+                "peak GB", "params/grads/optim/activations GB; compute/bubble/tp/pp/cp/dp/optim s");
   out += line;
   const size_t n = top > 0 ? std::min(r.ranked.size(), static_cast<size_t>(top)) : r.ranked.size();
   for (size_t i = 0; i < n; ++i) {
     const Plan& p = r.ranked[i];
     const MemoryEstimate& m = p.memory;
     const StepTime& t = p.time;
-    std::snprintf(line, sizeof line, "%4zu  %-46s %9.4f %10.1f %5.1f%% %8.3f  %.3f/%.3f/%.3f/%.3f; %.3f/%.3f/%.3f/%.3f/%.3f/%.3f\n",
+    std::snprintf(line, sizeof line, "%4zu  %-46s %9.4f %10.1f %5.1f%% %8.3f  %.3f/%.3f/%.3f/%.3f; %.3f/%.3f/%.3f/%.3f/%.3f/%.3f/%.3f\n",
                   i + 1, p.layout.str().c_str(), t.total(), p.tokens_per_s, 100 * p.mfu, m.peak / 1e9, m.parameters / 1e9,
                   m.gradients / 1e9, m.optimizer_state / 1e9, m.activations / 1e9, t.compute_s, t.bubble_s, t.tp_comm_s,
-                  t.pp_comm_s, t.dp_comm_s, t.optimizer_s);
+                  t.pp_comm_s, t.cp_comm_s, t.dp_comm_s, t.optimizer_s);
     out += line;
   }
   if (n < r.ranked.size()) out += detail::cat("... ", r.ranked.size() - n, " more (--top 0: all)\n");

@@ -34,6 +34,7 @@ nlohmann::ordered_json plan_json(const Plan& p, int64_t rank, int64_t num_layers
             {"bubble_s", p.time.bubble_s},
             {"tp_comm_s", p.time.tp_comm_s},
             {"pp_comm_s", p.time.pp_comm_s},
+            {"cp_comm_s", p.time.cp_comm_s},
             {"dp_comm_s", p.time.dp_comm_s},
             {"optimizer_s", p.time.optimizer_s}}}};
 }

@@ -7,6 +7,7 @@
 #include <cblas.h>
 #include <dnnl.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -55,25 +56,31 @@ Geom geom(const Tensor& t) { return {t.stride(0), t.stride(1), t.stride(2)}; }
 // top 24 bits of its Philox word), that is when u >= ceil(p 2^24), exactly.
 inline uint32_t keep_threshold(double p) { return static_cast<uint32_t>(std::ceil(p * 16777216.0)); }
 
-// Philox index of score (bh, i, 0): its position in the logical (B', H', Tq, Tk) scores.
+// Philox index of score (bh, i, 0): its position in the logical (B', H', Tq', Tk') scores (a
+// block of a longer sequence: its rows and keys start at q_start and k_start there).
 inline uint64_t rng_base(const AttentionParams& p, int64_t bh, int64_t H, int64_t Tq, int64_t Tk, int64_t i) {
   const int64_t b = bh / H, h = bh % H, lh = p.logical_heads > 0 ? p.logical_heads : H;
-  return p.dropout_offset + static_cast<uint64_t>(((b * lh + p.head_offset + h) * Tq + i) * Tk);
+  const int64_t lq = p.logical_q > 0 ? p.logical_q : Tq, lk = p.logical_k > 0 ? p.logical_k : Tk;
+  return p.dropout_offset + static_cast<uint64_t>(((b * lh + p.head_offset + h) * lq + p.q_start + i) * lk + p.k_start);
 }
 
-// Causal attention is aligned at the end: query row i sits at key position i + (Tk - Tq) (Tq < Tk:
-// the queries are the last Tq positions, keys before them cached) and sees keys j <= that.
+// Causal attention: query row i sits at key position i + diagonal — by default Tk - Tq, aligned at
+// the end (Tq < Tk: the queries are the last Tq positions, keys before them cached); a block of a
+// longer sequence gives its own — and sees keys j <= that.
+inline int64_t diagonal(const AttentionParams& p, int64_t tq, int64_t tk) {
+  return p.diagonal == AttentionParams::kAligned ? tk - tq : p.diagonal;
+}
 // Number of unmasked-by-causality keys of query row i.
 inline int64_t row_keys(const AttentionParams& p, int64_t i, int64_t tq, int64_t tk) {
-  return p.causal ? i + 1 + (tk - tq) : tk;
+  return p.causal ? std::clamp<int64_t>(i + 1 + diagonal(p, tq, tk), 0, tk) : tk;
 }
 // The keys a causal block of query rows [i0, i1) reads: [0, kend).
 inline int64_t block_keys(const AttentionParams& p, int64_t i1, int64_t tq, int64_t tk) {
-  return p.causal ? i1 + (tk - tq) : tk;
+  return p.causal ? std::clamp<int64_t>(i1 + diagonal(p, tq, tk), 0, tk) : tk;
 }
 // The first key query row i sees: its position - window + 1 under a sliding window, else 0.
 inline int64_t row_first(const AttentionParams& p, int64_t i, int64_t tq, int64_t tk) {
-  return p.window > 0 ? std::max<int64_t>(0, i + (tk - tq) - p.window + 1) : 0;
+  return p.window > 0 ? std::max<int64_t>(0, i + diagonal(p, tq, tk) - p.window + 1) : 0;
 }
 
 // In-place masked softmax of one row of scores s[0, kend) with `n` causally visible keys, those
@@ -134,6 +141,13 @@ void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const 
       const T* vb = vp + b * gv.sb + h * gv.sh;
       T* ob = op + b * go.sb + h * go.sh + i0 * go.st;
       const bool* pad = mp ? mp + b * Tk : nullptr;
+      if (kend == 0) {  // a block of queries before every key (a block of a longer sequence)
+        for (int64_t r = 0; r < m; ++r) {
+          std::fill(ob + r * go.st, ob + r * go.st + D, T(0));
+          lp[bh * Tq + i0 + r] = -std::numeric_limits<T>::infinity();
+        }
+        continue;
+      }
       // S (m, kend) = scale * Qblk (m, D) K[0:kend]^T (D, kend)
       gemm(false, true, m, kend, D, static_cast<T>(p.scale), qb, gq.st, kb, gk.st, T(0), s.data(), lds);
       for (int64_t r = 0; r < m; ++r) {
