@@ -65,10 +65,6 @@ Tensor hidden_scores(const Tensor& key_padding, int64_t tq, int64_t tk, bool cau
 GlobalTensor eager_attention(const GlobalTensor& q, const GlobalTensor& k, const GlobalTensor& v,
                               const GlobalTensor& bias, const AttentionOptions& o) {
   MF_CHECK(o.window == 0, "attention: the unfused core (a bias on the scores, or eager) has no sliding window");
-  for (int m = 0; m < q.nd_sbp->ndim(); ++m)
-    MF_CHECK(!((*q.nd_sbp)[m].is_split() && (*q.nd_sbp)[m].axis == 2),
-             "attention: the unfused core (a bias on the scores such as T5's relative positions, or eager) does not run "
-             "with the sequence split (train.dist.context_parallel_size > 1); use context_parallel_size=1 for this model");
   const int64_t Tq = q.logical_shape[2], Tk = k.logical_shape[2], D = q.logical_shape[3];
   const global::GlobalContext ctx = global::context_of(q.placement);
   GlobalTensor s = global::matmul(ctx, q, global::transpose(ctx, k, 2, 3));  // (B, H, Tq, Tk)
@@ -160,6 +156,10 @@ GlobalTensor Attention::forward(const GlobalTensor& x, bool training, bool recom
   opts.key_padding_mask = in.key_padding;
   const int64_t groups = H / KV;
   const bool biased = in.bias.placement != nullptr;
+  MF_CHECK(place_.size(Place::kSequence) == 1 || (!biased && !s_.eager),
+           "attention: the unfused core (a bias on the scores such as T5's relative positions, or eager) does not run "
+           "with the sequence split (train.dist.context_parallel_size ", place_.size(Place::kSequence),
+           "); use context_parallel_size=1 for this model");
   // q (B, H, T, D), k and v (B, KV, Tk, D)[, bias (H, T, Tk)] -> (B, H, T, D). Decoding: the keys
   // and values are the cached positions' and these (B, KV, past + T, D), cached once per
   // key/value head. The dropout takes the next stream of the default generator, which
