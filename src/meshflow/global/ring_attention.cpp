@@ -168,8 +168,8 @@ Tensor move_pieces(const Tensor& t, const Ring& ring, bool to_balanced) {
   keep.reserve(4);
   const std::vector<int64_t> mine_from = halves(from), mine_to = halves(to);
   for (int64_t slot = 0; slot < 2; ++slot) {  // receive the half each slot of `to` holds
-    if (holder(from, mine_to[static_cast<size_t>(slot)]).first == ring.rank) continue;
     const int rank = holder(from, mine_to[static_cast<size_t>(slot)]).first;
+    if (rank == ring.rank) continue;
     Tensor buf = contiguous(slot_of(out, slot, h));  // a fresh buffer, copied into place below
     keep.push_back(buf);
     works.push_back(ring.comm->recv(keep.back(), rank, kMoveTag + static_cast<int>(slot)));

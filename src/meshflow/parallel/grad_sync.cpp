@@ -58,8 +58,7 @@ GradSync::GradSync(nn::NamedTensors named, std::vector<bool> split, std::vector<
   const double mean = 1.0 / static_cast<double>(g_.size("dp"));
   if (!g_.ptr("tp")) {
     if (g_.ptr("dp_cp"))
-      reducer_ = std::make_unique<parallel::GradReducer>(ps, g_.ptr("dp_cp"), opts_.bucket_bytes, g_.ptr("cp") ? mean : 0.0,
-                                                         firings);
+      reducer_ = std::make_unique<parallel::GradReducer>(ps, g_.ptr("dp_cp"), opts_.bucket_bytes, mean, firings);
     return;
   }
   // Split parameters: exact local gradients (partial sums over cp), summed over dp x cp and divided
