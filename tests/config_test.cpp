@@ -1,5 +1,6 @@
 // Config system: defaults schema, typed getters, overrides, `_base_` chains, validation
-// messages with suggestions, dump → load round trip, the shipped configs/ and Registry.
+// messages with suggestions, dump → load round trip, the shipped configs/, Registry, and the key
+// reference (every key has a meaning; docs/guides/config-reference.md is up to date).
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -7,9 +8,12 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <memory>
+#include <sstream>
 
 #include "meshflow/config/config.h"
+#include "meshflow/config/reference.h"
 #include "meshflow/config/registry.h"
 #include "meshflow/core/atomic_file.h"
 #include "testing.h"
@@ -380,6 +384,141 @@ TEST(Config, DuplicateKeysAndFoldersAreRefused) {
   MFT_EXPECT_ERROR(Config::load(d.path, {}), "is a folder; give a YAML file");
   d.write("run/config.yaml", "model:\n  num_layers: 2\n");
   MFT_EXPECT_ERROR(Config::load(d.path + "/run", {}), "is a folder; a run's config is ", "run/config.yaml");
+}
+
+}  // namespace
+
+namespace {
+
+// The reader of the defaults document's comments: a key's trailing comment joined with the
+// comment-only lines below it, sections by indentation, '#' inside quotes not a comment, a blank
+// line ending a comment; a line it cannot read is refused naming it.
+TEST(ConfigReference, ParsesMeaningsFromComments) {
+  const std::vector<mf::ConfigKeyDoc> docs = mf::parse_config_key_docs(
+      "\n"
+      "train:\n"
+      "  seed: 1234                # the seed\n"
+      "  amp:                      # mixed precision\n"
+      "    dtype: bf16             # bf16 | fp16: the\n"
+      "                            #   storage type\n"
+      "    hysteresis: 2\n"
+      "  tag: \"a # b\"              # quoted: '#' inside is text\n"
+      "\n"
+      "# a free comment, of no key\n"
+      "data:\n"
+      "  splits: []\n");
+  const std::vector<std::pair<std::string, std::string>> want = {{"train", ""},
+                                                                 {"train.seed", "the seed"},
+                                                                 {"train.amp", "mixed precision"},
+                                                                 {"train.amp.dtype", "bf16 | fp16: the storage type"},
+                                                                 {"train.amp.hysteresis", ""},
+                                                                 {"train.tag", "quoted: '#' inside is text"},
+                                                                 {"data", ""},
+                                                                 {"data.splits", ""}};
+  ASSERT_EQ(docs.size(), want.size());
+  for (size_t i = 0; i < docs.size(); ++i) {
+    EXPECT_EQ(docs[i].key, want[i].first);
+    EXPECT_EQ(docs[i].meaning, want[i].second) << docs[i].key;
+  }
+  EXPECT_TRUE(docs[0].section && docs[2].section && docs[6].section);
+  EXPECT_FALSE(docs[1].section || docs[3].section || docs[7].section);
+  MFT_EXPECT_ERROR(mf::parse_config_key_docs("train:\n  - 1\n"), "line 2", "cannot read `- 1`");
+}
+
+// Every key the code reads (the schema) says what it means: a key added to the defaults document
+// without a trailing comment fails here.
+TEST(ConfigReference, EveryKeyHasAMeaning) {
+  std::map<std::string, std::string> meaning;
+  for (const mf::ConfigKeyDoc& d : mf::config_key_docs()) {
+    if (!d.section) {
+      EXPECT_TRUE(meaning.emplace(d.key, d.meaning).second) << d.key << " is in the document twice";
+    }
+  }
+  std::string missing;
+  for (const std::string& key : Config::keys()) {
+    auto it = meaning.find(key);
+    if (it == meaning.end() || it->second.empty()) missing += " " + key;
+  }
+  EXPECT_EQ(meaning.size(), Config::keys().size());
+  EXPECT_TRUE(missing.empty()) << "keys without a meaning (add a trailing `# ...` comment on their line in "
+                                  "src/meshflow/config/defaults.cpp):"
+                               << missing;
+}
+
+// The key of a reference table row ("| `train.seed` | ..." -> "train.seed"), or "" for other lines.
+std::string row_key(const std::string& line) {
+  if (line.rfind("| `", 0) != 0) return "";
+  const size_t end = line.find('`', 3);
+  return end == std::string::npos ? "" : line.substr(3, end - 3);
+}
+
+std::map<std::string, std::string> rows_by_key(const std::string& markdown, std::vector<std::string>* twice) {
+  std::map<std::string, std::string> rows;
+  std::istringstream in(markdown);
+  for (std::string line; std::getline(in, line);) {
+    const std::string key = row_key(line);
+    if (!key.empty() && !rows.emplace(key, line).second) twice->push_back(key);
+  }
+  return rows;
+}
+
+// The reference lists every key once, with its type, default and range.
+TEST(ConfigReference, MarkdownListsEveryKeyOnce) {
+  const std::string md = mf::config_reference_markdown();
+  std::vector<std::string> twice;
+  const std::map<std::string, std::string> rows = rows_by_key(md, &twice);
+  EXPECT_TRUE(twice.empty()) << "rows listed twice: " << ::testing::PrintToString(twice);
+  for (const std::string& key : Config::keys()) EXPECT_EQ(rows.count(key), 1u) << key;
+  size_t commented_sections = 0;  // nested sections with a comment have a row "prefix.*" too
+  for (const mf::ConfigKeyDoc& d : mf::config_key_docs())
+    commented_sections += d.section && d.key.find('.') != std::string::npos && !d.meaning.empty();
+  EXPECT_EQ(rows.size(), Config::keys().size() + commented_sections);
+  EXPECT_EQ(md.find("# Configuration keys\n\nGenerated by `meshflow config reference --output "
+                    "docs/guides/config-reference.md`"),
+            0u);
+  for (const char* section : {"\n## model\n", "\n## train\n", "\n## optim\n", "\n## data\n", "\n## tokenization\n"})
+    EXPECT_NE(md.find(section), std::string::npos) << section;
+  EXPECT_EQ(
+      rows.at("train.zero_optimization.stage"),
+      "| `train.zero_optimization.stage` | an integer | `1` | [1, 3] | sharded over data parallelism: 1 optimizer "
+      "state, 2 + gradients, 3 + parameters |");
+  EXPECT_NE(rows.at("optim.betas").find("| a list of numbers | `[0.9, 0.95]` | [0, 1) (each element) | adamw: "),
+            std::string::npos);
+  EXPECT_NE(rows.at("train.amp.dtype").find("| a string | `bf16` |  | bf16 \\| fp16 |"), std::string::npos);
+  EXPECT_NE(rows.at("data.data_prefix").find("| `\"\"` |  | the tokenized dataset \\<prefix>.bin"), std::string::npos);
+  EXPECT_NE(rows.at("model.rope_scaling.*").find("| | | | Llama family: rotary frequency scaling |"),
+            std::string::npos);
+}
+
+// The committed reference is what the code makes of its schema today: a key added, removed or
+// changed in defaults.cpp or ranges.cpp without regenerating it fails here, naming the keys.
+TEST(ConfigReference, CommittedReferenceIsUpToDate) {
+  const std::string path = repo_root() + "/" + mf::kConfigReferencePath;
+  const std::string regenerate = std::string("regenerate it: `") + mf::kConfigReferenceCommand +
+                                 "`, run in the source tree (the binary: build/meshflow)";
+  ASSERT_TRUE(fs::exists(path)) << path << " is missing; " << regenerate;
+  const std::string committed = mf::read_file(path), generated = mf::config_reference_markdown();
+  if (committed == generated) return;
+  std::vector<std::string> twice;
+  const std::map<std::string, std::string> have = rows_by_key(committed, &twice), want = rows_by_key(generated, &twice);
+  std::string missing, stale, changed;
+  for (const auto& [key, row] : want) {
+    auto it = have.find(key);
+    if (it == have.end())
+      missing += " " + key;
+    else if (it->second != row)
+      changed += " " + key;
+  }
+  for (const auto& [key, row] : have)
+    if (want.count(key) == 0) stale += " " + key;
+  std::string what;
+  if (!missing.empty()) what += "\n  keys missing from it:" + missing;
+  if (!stale.empty()) what += "\n  keys no longer in the code:" + stale;
+  if (!changed.empty()) what += "\n  keys whose row differs:" + changed;
+  if (what.empty()) what = "\n  its text outside the key rows differs";
+  ADD_FAILURE() << mf::kConfigReferencePath
+                << " is out of date with src/meshflow/config/defaults.cpp and ranges.cpp:" << what << "\n"
+                << regenerate;
 }
 
 }  // namespace

@@ -36,5 +36,6 @@ std::unique_ptr<Command> launch_command();
 std::unique_ptr<Command> plan_command();
 std::unique_ptr<Command> profile_command();
 std::unique_ptr<Command> devices_command();
+std::unique_ptr<Command> config_command();
 
 }  // namespace mf::cli

@@ -1,5 +1,6 @@
-// The meshflow command line: `meshflow train|eval|preprocess|convert|generate|serve|report|plan|profile ...`. Every failure prints one
-// line "meshflow: error: ..." and exits non-zero.
+// The meshflow command line: `meshflow COMMAND ...`, the commands train, eval, preprocess, convert,
+// generate, serve, report, launch, plan, profile, devices and config. Every failure prints one line
+// "meshflow: error: ..." and exits non-zero.
 //
 // Started by a launcher (`mpirun -np N meshflow train ...`, or `srun` with PMIx), it joins the
 // job's MPI world and trains on all its ranks; a failing rank prints its line prefixed with its
@@ -38,6 +39,7 @@ std::vector<std::unique_ptr<mf::cli::Command>> all_commands() {
   c.push_back(mf::cli::plan_command());
   c.push_back(mf::cli::profile_command());
   c.push_back(mf::cli::devices_command());
+  c.push_back(mf::cli::config_command());
   return c;
 }
 

@@ -2,6 +2,9 @@
 // LiBai's key names. It is the schema: a key's type is the type of its default — a plain
 // integer is an int, a number with '.' or an exponent a float, true/false a bool, a sequence a
 // list of numbers, anything else (or anything quoted) a string. Add a key here and it exists.
+// Every key says what it means in a trailing `# ...` comment, continued on comment-only lines
+// below it; a section's comment introduces its keys. reference.h makes the key reference of
+// docs/guides/config-reference.md from them (tests/config_test.cpp: none is missing).
 #include <yaml-cpp/yaml.h>
 
 #include <unordered_map>
@@ -15,17 +18,17 @@ const char* defaults_yaml() {
   return R"YAML(
 model:
   name: gpt2                    # registry name (model zoo)
-  num_layers: 12
-  hidden_size: 768
-  num_attention_heads: 12
-  ffn_hidden_size: 0            # 0 = 4 * hidden_size
-  max_seq_length: 1024          # learned position embeddings
-  vocab_size: 50257
-  embedding_dropout_prob: 0.1
-  attention_dropout_prob: 0.1
-  output_dropout_prob: 0.1
+  num_layers: 12                # Transformer blocks (T5: the encoder's)
+  hidden_size: 768              # the model width: the embeddings and every block's input and output
+  num_attention_heads: 12       # attention heads per block (Llama family: the query heads)
+  ffn_hidden_size: 0            # the MLP's hidden width; 0 = 4 * hidden_size
+  max_seq_length: 1024          # the longest sequence (GPT-2, BERT family: the learned position embeddings')
+  vocab_size: 50257             # the token embedding's rows; raised to the tokenizer's vocabulary size when smaller
+  embedding_dropout_prob: 0.1   # dropout on the embeddings' output, in training
+  attention_dropout_prob: 0.1   # dropout on the attention probabilities, in training
+  output_dropout_prob: 0.1      # dropout on the attention's and the MLP's outputs, in training (BERT: and the pooler's)
   layernorm_epsilon: 1.0e-5      # LayerNorm eps (GPT-2); RMSNorm eps, rms_norm_eps (Llama family)
-  initializer_range: 0.02
+  initializer_range: 0.02       # std of the normal random initialisation of weights and embeddings (biases 0, norms 1)
   num_key_value_heads: 0        # Llama family: grouped-query attention's key/value heads; 0 = num_attention_heads
   head_dim: 0                   # Llama family, T5 (d_kv): a head's width; 0 = hidden_size / num_attention_heads
   rope_theta: 10000.0           # Llama family, GPT-NeoX (rotary_emb_base): the rotary embeddings' base
@@ -34,10 +37,12 @@ model:
                                 #   (false: the MLP reads the post-attention residual, as GPT-2)
   rope_scaling:                 # Llama family: rotary frequency scaling
     type: ""                    #   "" = none; llama3 = Llama 3.1's (the four keys below)
-    factor: 8.0
-    low_freq_factor: 1.0
-    high_freq_factor: 4.0
-    original_max_position_embeddings: 8192
+    factor: 8.0                 #   llama3: how much the long wavelengths slow down (their frequencies divided by it)
+    low_freq_factor: 1.0        #   llama3: wavelengths longer than original_max_position_embeddings /
+                                #     low_freq_factor are slowed down by factor
+    high_freq_factor: 4.0       #   llama3: wavelengths shorter than original_max_position_embeddings /
+                                #     high_freq_factor are kept; those between interpolated
+    original_max_position_embeddings: 8192 #   llama3: the context length the model was pretrained with
   tie_word_embeddings: false    # Llama family, GPT-NeoX, T5: the output projection is the token embedding (GPT-2: always;
                                 #   T5 v1.0: true, the decoder's output scaled by hidden_size^-0.5 first)
   qkv_bias: false               # Llama family: biases on the q, k, v projections (Qwen2)
@@ -67,28 +72,28 @@ model:
                                 #   structure keys a config leaves out (eps, rope_*) come from its config.json
 
 train:
-  output_dir: output/gpt2
-  train_iter: 10000
+  output_dir: output/gpt2       # the run's folder: config.yaml, metrics.jsonl, checkpoints/ (one run per folder)
+  train_iter: 10000             # training iterations (optimizer steps) of the whole run
   exit_iter: 0                  # > 0: checkpoint and stop after this iteration (resume continues)
-  train_micro_batch_size: 8
-  global_batch_size: 0          # 0 = micro * accumulation * data_parallel_size
-  num_accumulation_steps: 0     # 0 = derive from global_batch_size (1 if both are 0)
-  test_micro_batch_size: 8
-  log_period: 20
+  train_micro_batch_size: 8     # samples per micro-batch on each data-parallel rank
+  global_batch_size: 0          # samples per iteration; 0 = micro * accumulation * data_parallel_size
+  num_accumulation_steps: 0     # micro-batches per iteration; 0 = derive from global_batch_size (1 if both are 0)
+  test_micro_batch_size: 8      # evaluation: samples per batch on each data-parallel rank
+  log_period: 20                # iterations between log lines and metrics.jsonl records (the last is always logged)
   straggler_factor: 1.5         # a rank whose compute time (its step time less its waits in communication)
                                 #   exceeds the median rank's by this factor is named in the log and in
                                 #   metrics.jsonl's "stragglers", every log period; 0 = off
-  seed: 1234
-  resume: false
+  seed: 1234                    # random seed: weight initialisation, data order, dropout
+  resume: false                 # continue from the latest checkpoint in output_dir (none there: start at step 0)
   checkpointer:
-    period: 1000
-    max_to_keep: 3
+    period: 1000                # iterations between checkpoints (the last iteration saves one too); 0 = only the last
+    max_to_keep: 3              # newest checkpoints kept, older ones removed; 0 = keep all
   evaluation:
-    enabled: true
-    eval_period: 1000
-    eval_iter: 20
+    enabled: true               # evaluate on the validation split every eval_period iterations and after the last
+    eval_period: 1000           # iterations between evaluations; 0 = only after the last
+    eval_iter: 20               # validation batches per evaluation
   amp:                          # mixed precision: bf16/fp16 parameters and activations, f32 master weights
-    enabled: false
+    enabled: false              # bf16/fp16 parameters and activations (dtype below) over f32 master weights
     dtype: bf16                 # bf16 | fp16
     loss_scale: 0.0             # fp16: > 0 = this fixed loss scale; 0 = dynamic
     initial_loss_scale: 65536.0 # fp16 dynamic scaling: the first scale (2^16)
@@ -96,25 +101,25 @@ train:
     loss_scale_window: 1000     # fp16: steps without overflow before the scale doubles
     hysteresis: 2               # fp16: overflows tolerated before the scale halves
   activation_checkpoint:
-    enabled: false
+    enabled: false              # recompute activations in the backward instead of keeping them (granularity below)
     granularity: full           # full: whole blocks (and the loss head's logits) | selective: the attention core
     start_layer: 0              # checkpointed blocks: [start_layer, end_layer) of the whole model
     end_layer: -1               # -1 = model.num_layers; the first N layers: end_layer=N
   zero_optimization:
-    enabled: false
+    enabled: false              # ZeRO: shard training state over the data-parallel ranks (stage below)
     stage: 1                    # sharded over data parallelism: 1 optimizer state, 2 + gradients, 3 + parameters
   dist:
     device_type: cpu            # cpu | cuda: where tensors live (cuda: GPU = the local rank, from LOCAL_RANK,
                                 #   OMPI_COMM_WORLD_LOCAL_RANK, MPI_LOCALRANKID or SLURM_LOCALID; NCCL between GPUs)
-    data_parallel_size: 0       # 0 = derived: world size / (tensor x pipeline x context)
-    tensor_parallel_size: 1
+    data_parallel_size: 0       # ranks taking different samples; 0 = world size / (tensor x pipeline x context)
+    tensor_parallel_size: 1     # ranks splitting each block's weights (Megatron's tensor parallelism)
     context_parallel_size: 1    # ranks splitting each sequence (its activations between layers S(seq) on cp); the
                                 #   sequence a multiple of it. Not with generate/serve (decoding: 1)
     context_parallel_mode: ring # ring: keys/values passed around the cp ranks, causal chunks load-balanced |
                                 #   all_to_all: the sequence traded for the heads around the attention core
                                 #   (DeepSpeed-Ulysses; heads divisible by cp; tensor_parallel_size 1)
-    pipeline_parallel_size: 1
-    sequence_parallel: false
+    pipeline_parallel_size: 1   # pipeline stages, each holding a run of consecutive layers
+    sequence_parallel: false    # with tensor parallelism: the activations between layers split on the sequence
     pipeline_num_layers: 0      # LiBai's: the layers placed over the stages — always all of them here, so only
                                 #   0 or model.num_layers is valid (any other value is an error, pipeline or not)
     custom_pipeline_stage_id: []  # the stage of every layer; [] = balanced (the head counts as layers)
@@ -127,15 +132,15 @@ train:
     grad_bucket_mb: 25.0        # data parallel: gradients are all-reduced in buckets of this size
   scheduler:
     name: cosine                # cosine | linear | constant | multistep
-    warmup_iter: 200
+    warmup_iter: 200            # iterations of linear warmup from lr * warmup_factor to lr
     warmup_factor: 0.001        # lr at iteration 0 = lr * warmup_factor
     alpha: 0.1                  # final lr = lr * alpha (cosine, linear)
     milestones: []              # multistep: iterations where lr *= gamma
-    gamma: 0.1
+    gamma: 0.1                  # multistep: the lr factor at each milestone
   profile:                      # a timeline of some steps: <output_dir>/trace.json (Chrome trace events, one
                                 #   track per rank; open in ui.perfetto.dev or chrome://tracing; `meshflow report`
                                 #   draws its pipeline timeline), and each rank's own in <output_dir>/trace/
-    enabled: false
+    enabled: false              # record the timeline (train.profile) of num_steps steps from start_step
     start_step: 3               # the first profiled step (1-based; the first steps warm the allocator up)
     num_steps: 2                # profiled steps, each with its evaluation and checkpoint if it has one
   threads: 0                    # OpenMP threads of each process (omp_set_num_threads); 0 = OpenMP's default
@@ -143,18 +148,18 @@ train:
 
 optim:
   name: adamw                   # adamw | sgd
-  lr: 6.0e-4
-  weight_decay: 0.1
-  betas: [0.9, 0.95]
-  eps: 1.0e-8
-  momentum: 0.9                 # sgd
-  clip_grad_max_norm: 1.0       # <= 0 disables clipping
+  lr: 6.0e-4                    # the peak learning rate (train.scheduler shapes it over the run)
+  weight_decay: 0.1             # on matrices and embeddings, not biases and norms (adamw: decoupled; sgd: L2)
+  betas: [0.9, 0.95]            # adamw: decay rates of the gradient's running mean and of its square's
+  eps: 1.0e-8                   # adamw: added to the denominator's square root
+  momentum: 0.9                 # sgd: the momentum of its update
+  clip_grad_max_norm: 1.0       # gradients scaled down to this total norm when above it; <= 0 disables clipping
   clip_grad_norm_type: 2.0      # 2.0: the L2 norm of all gradients | .inf: their largest |element|
 
 data:
-  data_prefix: ""               # <prefix>.bin / <prefix>.idx
+  data_prefix: ""               # the tokenized dataset <prefix>.bin / <prefix>.idx (`meshflow preprocess`)
   splits: "949,50,1"            # train, valid, test weights
-  seq_length: 0                 # 0 = model.max_seq_length
+  seq_length: 0                 # tokens per training sample; 0 = model.max_seq_length
   masked_lm_prob: 0.15          # BERT family pretraining: the share of tokens predicted (80% [MASK], 10% random, 10% kept)
   short_seq_prob: 0.1           # BERT family and T5 pretraining: the probability of a shorter sample (Megatron's)
   whole_word_masking: true      # BERT family pretraining: mask whole words (WordPiece "##" pieces with their word)
