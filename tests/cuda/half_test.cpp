@@ -1,5 +1,5 @@
-// Native bf16/f16 on the GPU (nn/mixed_precision.h, "Dtypes" in docs/architecture.md): each op
-// run on half tensors on the GPU against the CPU's simulation of it (the f32 op on the same
+// Native bf16/f16 on the GPU (nn/mixed_precision.h, "Dtypes" in docs/architecture/engine.md):
+// each op run on half tensors on the GPU against the CPU's simulation of it (the f32 op on the same
 // rounded inputs, its result rounded once to the op's output dtype), forward and backward; the
 // output dtypes (half outputs, f32 statistics and loss); index and target checks on device
 // tensors; and the tiny bf16 GPT-2 on the GPU against the same model on the CPU. Every test

@@ -7,7 +7,7 @@
 // layout record, the per-rank statistics, the launcher's restart on fewer ranks and the planner's
 // layouts iterate over it instead of naming three sizes. A new dimension (context parallelism,
 // expert parallelism, a second tensor axis) is a new row of dim_specs() (parallel_dims.cpp); see
-// docs/architecture.md, "Adding a parallel dimension", for what else it touches.
+// docs/architecture/global-view.md, "Adding a parallel dimension", for what else it touches.
 #pragma once
 #include <cstdint>
 #include <initializer_list>

@@ -58,7 +58,7 @@ HardwareProfile gpu(const std::string& name, double peak, double gemm_share, dou
                     double ib) {
   HardwareProfile h;
   h.name = name;
-  h.source = "published figures (docs/architecture.md, \"Auto-parallel planning\")";
+  h.source = "published figures (docs/architecture/planning.md, \"Auto-parallel planning\")";
   h.peak_flops = peak;
   h.gemm_flops = gemm_share * peak;
   h.gemm_half_flops = half;

@@ -1,6 +1,7 @@
 // CPU GEMM: oneDNN's sgemm for f32 (chosen over OpenBLAS 0.3.21, which needs
-// OPENBLAS_CORETYPE=SkylakeX to use AVX-512 on this CPU; see docs/architecture.md) — and oneDNN's
-// matmul primitive for the shapes its brgemm kernels run faster (below); OpenBLAS dgemm for f64. All run on the GCC OpenMP runtime, as do our own kernels.
+// OPENBLAS_CORETYPE=SkylakeX to use AVX-512 on this CPU; see docs/architecture/engine.md) — and
+// oneDNN's matmul primitive for the shapes its brgemm kernels run faster (below); OpenBLAS dgemm
+// for f64. All run on the GCC OpenMP runtime, as do our own kernels.
 #include <cblas.h>
 #include <dnnl.h>
 
