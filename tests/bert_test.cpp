@@ -83,7 +83,10 @@ void check_against_golden(DType dt, double rtol) {
     for (auto& [pname, t] : model.named_parameters())
       for (double v : g["grads"][pname].get<std::vector<double>>()) scale = std::max(scale, std::abs(v));
     const std::vector<std::string> zero = g["zero_grad_params"].get<std::vector<std::string>>();
-    const double grad_tol = dt == DType::kF32 ? std::max(rtol, 1.5 * g["torch_f32_grad_error"].get<double>()) : rtol;
+    // In f32, within 3 times PyTorch's own f32 error on the same case: the BLAS's kernel (AVX2 or
+    // AVX-512) orders the sums differently (2.1 times PyTorch's, bert_classification's key weight,
+    // on a 2-core AMD EPYC with AVX2 only); the f64 test holds the arithmetic to rtol.
+    const double grad_tol = dt == DType::kF32 ? std::max(rtol, 3.0 * g["torch_f32_grad_error"].get<double>()) : rtol;
     double worst = 0;
     for (auto& [pname, t] : model.named_parameters()) {
       if (std::find(zero.begin(), zero.end(), pname) != zero.end()) {
