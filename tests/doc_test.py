@@ -19,6 +19,7 @@
       (the command line's error line). Prints each block's output; exits 1 naming every block
       that failed (page and line).
 """
+import functools
 import os
 import re
 import shutil
@@ -79,6 +80,7 @@ def slug(heading):
     return s.replace(" ", "-")
 
 
+@functools.lru_cache(maxsize=None)
 def anchors(path):
     with open(path, encoding="utf-8") as f:
         text = prose(f.read())

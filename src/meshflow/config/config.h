@@ -98,6 +98,8 @@ const SchemaEntry* find_entry(const std::string& key);
 std::string suggest_key(const std::string& key);
 // "; did you mean `x`?" or "" — appended to unknown-key messages.
 std::string did_you_mean(const std::string& key);
+// `s` without its leading and trailing blanks (spaces, tabs, CR, LF).
+std::string trim(const std::string& s);
 // Text → value of type `t`; throws "<key> expects <type>, got "<text>" (<source>)".
 ConfigValue parse_value(const std::string& key, ConfigType t, const std::string& text, const std::string& source);
 // A numeric key's valid range (ranges.cpp; a list's holds for each element), "[0, inf)" as text,

@@ -13,11 +13,7 @@ namespace mf {
 
 namespace {
 
-std::string trim(const std::string& s) {
-  const size_t b = s.find_first_not_of(" \t");
-  if (b == std::string::npos) return "";
-  return s.substr(b, s.find_last_not_of(" \t") - b + 1);
-}
+using config_detail::trim;
 
 // Where the comment of `value_part` (the text after a key's ':') begins: the first '#' at its
 // start or after a blank, past a quoted scalar; npos when it has none.

@@ -25,14 +25,14 @@ const char* config_type_name(ConfigType t) {
 
 namespace config_detail {
 
-namespace {
-
 std::string trim(const std::string& s) {
   size_t b = s.find_first_not_of(" \t\r\n");
   if (b == std::string::npos) return "";
   size_t e = s.find_last_not_of(" \t\r\n");
   return s.substr(b, e - b + 1);
 }
+
+namespace {
 
 [[noreturn]] void bad_value(const std::string& key, ConfigType t, const std::string& text, const std::string& source) {
   MF_THROW(key, " expects ", config_type_name(t), ", got \"", text, "\"", from_text(source));
